@@ -1,0 +1,34 @@
+//! `linerate`: one binary, one subcommand per job.
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+
+#[derive(Parser)]
+#[command(name = "linerate", version, about = "Move packets fast on commodity Linux, and prove how fast they move.",
+    long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    Fwd(cmd::fwd::Args),
+    Testbed(cmd::testbed::Args),
+    Demo(cmd::demo::Args),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let r = match cli.command {
+        Command::Fwd(a) => cmd::fwd::run(a),
+        Command::Testbed(a) => cmd::testbed::run(a),
+        Command::Demo(a) => cmd::demo::run(a),
+    };
+    if let Err(e) = r {
+        // One line, naming the problem; the chain is joined with ": ".
+        eprintln!("linerate: error: {}", format!("{e:#}").replace('\n', " "));
+        std::process::exit(1);
+    }
+}

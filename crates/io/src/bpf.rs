@@ -1,0 +1,15 @@
+//! The XDP programs linerate loads, compiled from `crates/io/bpf/*.c` by
+//! `build.rs`. Each constant is the ELF object; load it with aya.
+
+/// An ELF object embedded with 8-byte alignment (the ELF parser reads
+/// 64-bit fields in place).
+#[repr(C, align(8))]
+pub struct Aligned<B: ?Sized>(pub B);
+
+macro_rules! bpf_object {
+    ($name:ident, $file:literal) => {
+        pub static $name: &Aligned<[u8]> =
+            &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/", $file)));
+    };
+}
+pub(crate) use bpf_object;

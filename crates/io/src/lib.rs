@@ -1,0 +1,24 @@
+//! Packet I/O and buffers.
+//!
+//! - [`batch`]: packet descriptors and fixed-capacity batches;
+//! - [`pool`]: the frame region made once at start-up and its free stacks;
+//! - [`counters`]: per-stage counters, drops by reason;
+//! - [`port`]: the RX/TX traits every backend implements, opened by URI ([`uri`]);
+//! - backends: [`afxdp`], [`afpacket`], [`pcap`], [`mem`];
+//! - [`bpf`]: the XDP programs (C, compiled by `build.rs` with clang).
+
+pub mod afpacket;
+pub mod afxdp;
+pub mod batch;
+pub mod bpf;
+pub mod counters;
+pub mod mem;
+pub mod pcap;
+pub mod pool;
+pub mod port;
+pub mod uri;
+
+pub use batch::{Batch, Pkt, DEFAULT_BATCH, MAX_BATCH};
+pub use counters::{DropReason, KernelStats, StageCounters, StageSnapshot};
+pub use port::{open, OpenOptions, Port, PortError, PortInfo, RxPort, TxPort};
+pub use uri::Uri;

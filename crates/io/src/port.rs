@@ -1,0 +1,151 @@
+//! The port abstraction: one trait pair, four backends.
+//!
+//! A port is split into an RX half and a TX half so that a forwarder can
+//! run one direction per core (RX of A with TX of B on one thread). Every
+//! call moves a whole batch: the per-packet path makes no syscall.
+
+use crate::batch::{Batch, Pkt};
+use crate::counters::KernelStats;
+use crate::uri::Uri;
+
+/// One-line error about a port (what, which port, why).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortError(pub String);
+
+impl PortError {
+    pub fn new(msg: impl Into<String>) -> PortError {
+        PortError(msg.into())
+    }
+    /// Wrap an OS error with what was being done.
+    pub fn os(what: impl std::fmt::Display, e: std::io::Error) -> PortError {
+        PortError(format!("{what}: {e}"))
+    }
+}
+
+impl std::fmt::Display for PortError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for PortError {}
+
+/// Receive half of a port.
+pub trait RxPort: Send {
+    /// Append up to `batch.room()` received packets to `batch`; never blocks.
+    /// Returns how many were appended. The frames belong to this port until
+    /// [`RxPort::release`].
+    fn recv(&mut self, batch: &mut Batch) -> Result<usize, PortError>;
+    /// Give every frame of `batch` back to the port and clear the batch.
+    fn release(&mut self, batch: &mut Batch);
+    /// Sleep until packets may be there or `timeout_ms` passes (the
+    /// poll()/need_wakeup mode). Busy-polling callers never call this.
+    fn wait(&mut self, timeout_ms: i32) -> Result<(), PortError> {
+        let _ = timeout_ms;
+        Ok(())
+    }
+    /// True once a finite source (a pcap file without loop) is exhausted.
+    fn at_end(&self) -> bool {
+        false
+    }
+    /// Counters kept by the kernel side (one syscall; call at most once a second).
+    fn kernel_stats(&self) -> KernelStats {
+        KernelStats::default()
+    }
+}
+
+/// Transmit half of a port.
+pub trait TxPort: Send {
+    /// Queue the packets for transmission (copying their bytes into this
+    /// port's own frames) and return how many, from the front, were taken.
+    /// Those not taken (ring full) are the caller's to count as drops.
+    fn send(&mut self, pkts: &[Pkt]) -> Result<usize, PortError>;
+    /// Kick the kernel / reclaim completed frames. Called once per loop turn.
+    fn flush(&mut self) -> Result<(), PortError> {
+        Ok(())
+    }
+    /// Packets queued but not yet known to be handed to the wire.
+    fn in_flight(&self) -> usize {
+        0
+    }
+    /// Largest frame (bytes, without FCS) this port transmits.
+    fn max_frame(&self) -> usize {
+        1514
+    }
+    /// Counters kept by the kernel side.
+    fn kernel_stats(&self) -> KernelStats {
+        KernelStats::default()
+    }
+}
+
+/// What a port is, for reports.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct PortInfo {
+    /// The URI as given.
+    pub uri: String,
+    /// Backend: "afxdp", "afpacket", "pcap", "mem".
+    pub kind: &'static str,
+    /// Human details: "native XDP, copy mode, queue 0, need_wakeup".
+    pub detail: String,
+    /// Clock of `Pkt::ts_ns` ("none", "kernel-realtime", "tsc", "file").
+    pub clock: &'static str,
+    /// Interface index for interface-backed ports.
+    pub ifindex: Option<u32>,
+    /// Interface name for interface-backed ports.
+    pub ifname: Option<String>,
+}
+
+/// An open port: both halves plus its description.
+pub struct Port {
+    pub info: PortInfo,
+    pub rx: Box<dyn RxPort>,
+    pub tx: Box<dyn TxPort>,
+}
+
+/// How to open ports (sizes chosen by the pipeline).
+#[derive(Clone, Debug)]
+pub struct OpenOptions {
+    /// Batch size the pipeline will use.
+    pub batch: usize,
+    /// Frames in each ring (RX and TX); power of two.
+    pub ring_size: u32,
+    /// Frame size in bytes (2048 or 4096).
+    pub frame_size: u32,
+    /// Busy-poll (true) or use need_wakeup/poll (false) where the backend has the choice.
+    pub busy_poll: bool,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            batch: crate::batch::DEFAULT_BATCH,
+            ring_size: 2048,
+            frame_size: crate::pool::DEFAULT_FRAME_SIZE,
+            busy_poll: true,
+        }
+    }
+}
+
+/// Open a port by URI (see [`crate::uri`]).
+pub fn open(uri: &str, opts: &OpenOptions) -> Result<Port, PortError> {
+    let u = Uri::parse(uri)?;
+    match u.scheme.as_str() {
+        "afxdp" => crate::afxdp::open(&u, opts),
+        "afpacket" => crate::afpacket::open(&u, opts),
+        "pcap" => crate::pcap::open(&u, opts),
+        "mem" => crate::mem::open(&u, opts),
+        _ => unreachable!("Uri::parse accepts only known schemes"),
+    }
+}
+
+/// Interface index of `name` in the current network namespace, or a one-line error.
+pub fn ifindex(uri: &Uri, name: &str) -> Result<u32, PortError> {
+    let c = std::ffi::CString::new(name).map_err(|_| uri.err("interface name contains NUL"))?;
+    // SAFETY: c is a valid NUL-terminated string.
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if idx == 0 {
+        return Err(uri.err(format!(
+            "no interface named '{name}' in this network namespace"
+        )));
+    }
+    Ok(idx)
+}

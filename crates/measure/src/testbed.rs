@@ -1,0 +1,1 @@
+//! The RFC 2544 test bed (being written).

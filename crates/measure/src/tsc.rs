@@ -1,0 +1,64 @@
+//! The time-stamp counter: cycles for per-stage profiles and a cheap clock.
+//!
+//! These VMs have no hardware PMU, but the TSC is constant and invariant
+//! (`constant_tsc nonstop_tsc` in /proc/cpuinfo), so TSC ticks are wall
+//! time at a fixed rate and serve as "cycles" as in seed 000 Table II.
+
+use std::time::{Duration, Instant};
+
+/// Read the TSC (no serialisation: we time whole batches, so a few cycles of
+/// reordering are noise).
+#[inline(always)]
+pub fn rdtsc() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: rdtsc has no preconditions on x86_64.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        use std::sync::OnceLock;
+        static T0: OnceLock<Instant> = OnceLock::new();
+        T0.get_or_init(Instant::now).elapsed().as_nanos() as u64
+    }
+}
+
+/// True when /proc/cpuinfo says the TSC is constant and does not stop.
+pub fn tsc_invariant() -> bool {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .map(|s| s.contains("constant_tsc") && s.contains("nonstop_tsc"))
+        .unwrap_or(false)
+}
+
+/// Measure the TSC frequency against the monotonic clock over `d`.
+pub fn tsc_hz_measure(d: Duration) -> f64 {
+    let t0 = Instant::now();
+    let c0 = rdtsc();
+    while t0.elapsed() < d {
+        std::hint::spin_loop();
+    }
+    let c1 = rdtsc();
+    let el = t0.elapsed();
+    (c1.wrapping_sub(c0)) as f64 / el.as_secs_f64()
+}
+
+/// TSC frequency, measured once (50 ms) and cached.
+pub fn tsc_hz() -> f64 {
+    use std::sync::OnceLock;
+    static HZ: OnceLock<f64> = OnceLock::new();
+    *HZ.get_or_init(|| tsc_hz_measure(Duration::from_millis(50)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tsc_advances_at_plausible_rate() {
+        let a = rdtsc();
+        let hz = tsc_hz_measure(Duration::from_millis(20));
+        let b = rdtsc();
+        assert!(b > a);
+        assert!(hz > 1e8 && hz < 1e10, "TSC at {hz} Hz");
+    }
+}

@@ -1,0 +1,1 @@
+//! The L2 forwarder (being written).

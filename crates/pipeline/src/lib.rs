@@ -1,0 +1,3 @@
+//! Pipelines: stages joined by batches. Today the L2 forwarder ([`fwd`]).
+
+pub mod fwd;
