@@ -1,5 +1,6 @@
 //! The XDP programs linerate loads, compiled from `crates/io/bpf/*.c` by
-//! `build.rs`. Each constant is the ELF object; load it with aya.
+//! `build.rs`. Each constant is the ELF object; load it with
+//! [`crate::xdp::XdpProgram::load`].
 
 /// An ELF object embedded with 8-byte alignment (the ELF parser reads
 /// 64-bit fields in place).
@@ -7,9 +8,15 @@
 pub struct Aligned<B: ?Sized>(pub B);
 
 macro_rules! bpf_object {
-    ($name:ident, $file:literal) => {
+    ($(#[$m:meta])* $name:ident, $file:literal) => {
+        $(#[$m])*
         pub static $name: &Aligned<[u8]> =
             &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/", $file)));
     };
 }
-pub(crate) use bpf_object;
+
+bpf_object!(
+    /// `xdp_pass`: returns XDP_PASS (activates native XDP on a veth receiver).
+    XDP_PASS,
+    "xdp_pass.o"
+);

@@ -17,6 +17,7 @@ pub mod pcap;
 pub mod pool;
 pub mod port;
 pub mod uri;
+pub mod xdp;
 
 pub use batch::{Batch, Pkt, DEFAULT_BATCH, MAX_BATCH};
 pub use counters::{DropReason, KernelStats, StageCounters, StageSnapshot};
