@@ -1,0 +1,44 @@
+//! Helpers shared by commands: signals, CPU pinning.
+
+use anyhow::{Context, Result};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+static STOP: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+
+/// A flag set on SIGINT or SIGTERM (installed once per process). Commands
+/// poll it and end in order, so that Drop impls detach XDP programs,
+/// close sockets, flush files and remove test beds.
+pub fn stop_flag() -> Result<Arc<AtomicBool>> {
+    if let Some(f) = STOP.get() {
+        return Ok(f.clone());
+    }
+    let f = Arc::new(AtomicBool::new(false));
+    let g = f.clone();
+    ctrlc::set_handler(move || {
+        if g.swap(true, Ordering::SeqCst) {
+            // Second signal: the user insists. Exit now; bpf links and
+            // sockets are released by the kernel when the process ends.
+            std::process::exit(130);
+        }
+    })
+    .context("installing the SIGINT/SIGTERM handler")?;
+    let _ = STOP.set(f.clone());
+    Ok(STOP.get().cloned().unwrap_or(f))
+}
+
+/// Pin the calling thread to one CPU.
+pub fn pin_to_cpu(cpu: usize) -> Result<()> {
+    // SAFETY: cpu_set_t is plain data; sched_setaffinity(0) targets this thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            anyhow::bail!(
+                "cannot pin to CPU {cpu}: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Idempotent set-up of a fresh Debian 12 machine for linerate (run as root):
+# the Debian packages linerate builds with and measures against, then a
+# release build. Safe to run again: installs only what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_root() { [ "$(id -u)" = 0 ] || { echo "setup: run as root (packet I/O, namespaces and XDP need it)" >&2; exit 1; }; }
+need_root
+
+# Build: clang for the XDP programs, libbpf-dev for their headers, libpcap-dev for filters.
+# Test and measure: iproute2, ethtool, nftables, tshark, tcpdump, bpftool.
+# Peers for side-by-side benchmarks: netsniff-ng (trafgen), dpdk (testpmd), openvswitch-switch.
+PKGS=(clang llvm libbpf-dev libpcap-dev linux-libc-dev pkg-config iproute2 ethtool nftables
+      tshark tcpdump bpftool netsniff-ng dpdk openvswitch-switch python3)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# Open vSwitch's Debian package starts a system instance; linerate runs its own
+# private instances for benchmarks and wants the system one out of the way.
+if systemctl is-active --quiet openvswitch-switch 2>/dev/null; then
+  systemctl stop openvswitch-switch >/dev/null 2>&1 || true
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  [ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
+fi
+command -v cargo >/dev/null 2>&1 || { echo "setup: cargo not found (install Rust >= 1.95 with rustup)" >&2; exit 1; }
+
+cargo build --release --locked -q -p linerate
+echo "setup: ready: $(pwd)/target/release/linerate"

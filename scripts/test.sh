@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Run every test of linerate on this machine (as root): set-up, formatting,
+# lints, unit and integration tests (namespaces, veth, XDP), and the fuzz
+# targets for a bounded time. Exit status 0 only if everything passed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+[ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
+
+echo "== fmt"
+cargo fmt --all -- --check
+echo "== clippy"
+cargo clippy --locked --workspace --all-targets -q -- -D warnings
+echo "== tests"
+# Namespace tests use unique names and clean up after themselves; two
+# threads keep the 2-core machine responsive.
+cargo test --locked --workspace --release -- --test-threads=2
+echo "== fuzz (bounded)"
+scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
+echo "== leftovers"
+left=$(ip netns list | grep -E '^lr' || true)
+if [ -n "$left" ]; then echo "tests left namespaces behind: $left" >&2; exit 1; fi
+echo "all tests passed"
