@@ -15,8 +15,11 @@
 //! Quiet by construction, so that interface counters only show test traffic:
 //! no IPv6 link-local addresses (`addr_gen_mode=1`), no DAD, no router
 //! solicitations, ARP off on the veths (`IFF_NOARP`, which also stops the
-//! MLD reports for solicited-node groups) and permanent neighbour entries
-//! for every address of the bed, so no ARP/ND is ever needed.
+//! MLD reports for solicited-node groups), multicast off (no MLD report
+//! when IPv6 forwarding joins all-routers; turn it on with `ip link set dev
+//! IF multicast on` to test multicast through the kernel) and permanent
+//! neighbour entries for every address of the bed, so no ARP/ND is ever
+//! needed. An idle bed, in every DuT mode, sends no packet at all.
 //!
 //! # The kernel as device under test
 //!
@@ -692,7 +695,21 @@ impl Testbed {
                     &m.to_string(),
                 ])?;
             }
-            run_ok(&["ip", "-n", ns, "link", "set", "dev", dev, "arp", "off"])?;
+            // NOARP: no ARP/ND and no solicited-node MLD; multicast off: no
+            // MLD reports when IPv6 forwarding joins all-routers.
+            run_ok(&[
+                "ip",
+                "-n",
+                ns,
+                "link",
+                "set",
+                "dev",
+                dev,
+                "arp",
+                "off",
+                "multicast",
+                "off",
+            ])?;
             let a4 = format!("{}/{}", f.ipv4, f.prefix4);
             run_ok(&["ip", "-n", ns, "addr", "add", &a4, "dev", dev])?;
             if cfg.ipv6 {
@@ -933,7 +950,19 @@ impl Testbed {
         ])?;
         // No addresses and no IPv6 on the bridge itself: it sends nothing.
         let _ = write_proc(ns, &[("/proc/sys/net/ipv6/conf/br0/disable_ipv6", "1")]);
-        run_ok(&["ip", "-n", ns, "link", "set", "dev", BRIDGE, "arp", "off"])?;
+        run_ok(&[
+            "ip",
+            "-n",
+            ns,
+            "link",
+            "set",
+            "dev",
+            BRIDGE,
+            "arp",
+            "off",
+            "multicast",
+            "off",
+        ])?;
         for d in [&i.dut_in, &i.dut_out] {
             run_ok(&["ip", "-n", ns, "addr", "flush", "dev", &d.name])?;
             run_ok(&[

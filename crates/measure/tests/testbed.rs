@@ -289,11 +289,23 @@ fn idle_bed_sends_no_stray_packets() {
     if !root() {
         return;
     }
-    let bed = Testbed::up(&cfg("q")).unwrap();
+    let plain = Testbed::up(&cfg("q")).unwrap();
+    let mut fwd = Testbed::up(&cfg("q")).unwrap();
+    fwd.enable_ip_forwarding().unwrap();
+    let mut br = Testbed::up(&cfg("q")).unwrap();
+    br.enable_bridge().unwrap();
     std::thread::sleep(Duration::from_millis(1500));
-    for f in bed.info().ifaces() {
-        let s = testbed::iface_stats(&f.ns, &f.name).unwrap();
-        assert_eq!((s.tx_packets, s.rx_packets), (0, 0), "{} {s:?}", f.name);
+    for bed in [&plain, &fwd, &br] {
+        for f in bed.info().ifaces() {
+            let s = testbed::iface_stats(&f.ns, &f.name).unwrap();
+            assert_eq!(
+                (s.tx_packets, s.rx_packets),
+                (0, 0),
+                "{:?} {} {s:?}",
+                bed.info().dut_mode,
+                f.name
+            );
+        }
     }
 }
 
