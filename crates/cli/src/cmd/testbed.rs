@@ -13,8 +13,7 @@ use linerate_measure::testbed::{
     self, DutMode, FrameAddrs, IfaceStats, Testbed, TestbedConfig, TestbedInfo,
 };
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
+use std::sync::atomic::Ordering;
 
 #[derive(ClapArgs)]
 #[command(
@@ -149,15 +148,8 @@ pub fn run(a: Args) -> Result<()> {
     }
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
-
 fn up(a: UpArgs) -> Result<()> {
-    let (tx, rx) = mpsc::channel::<()>();
-    ctrlc::set_handler(move || {
-        STOP.store(true, Ordering::SeqCst);
-        let _ = tx.send(());
-    })
-    .context("cannot install the signal handler")?;
+    let stop = super::common::stop_flag()?;
     let cfg = TestbedConfig {
         name: a.name.clone(),
         queues: a.queues,
@@ -173,7 +165,7 @@ fn up(a: UpArgs) -> Result<()> {
         Dut::IpForward => bed.enable_ip_forwarding()?,
         Dut::Bridge => bed.enable_bridge()?,
     }
-    if STOP.load(Ordering::SeqCst) {
+    if stop.load(Ordering::SeqCst) {
         drop(bed);
         bail!("interrupted; the test bed was removed");
     }
@@ -192,7 +184,9 @@ fn up(a: UpArgs) -> Result<()> {
         return Ok(());
     }
     // Wait for SIGINT/SIGTERM/SIGHUP; then `bed` drops and is removed.
-    let _ = rx.recv();
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     let name = info.name.clone();
     bed.down()?;
     if !a.json {
