@@ -22,6 +22,9 @@ struct Msgs {
     iovs: Box<[libc::iovec; MAX_BATCH]>,
 }
 
+/// Room for one PACKET_AUXDATA control message (8-byte aligned).
+const CTRL_WORDS: usize = 8;
+
 impl Msgs {
     fn new() -> Msgs {
         // SAFETY: mmsghdr and iovec are plain data; all-zero is valid.
@@ -58,6 +61,8 @@ pub(crate) struct RxMmsg {
     /// Free buffer indices (LIFO; capacity reserved for all).
     free: Vec<u32>,
     msgs: Msgs,
+    /// Control buffers (PACKET_AUXDATA: the VLAN tag the kernel took out).
+    ctrl: Box<[[u64; CTRL_WORDS]; MAX_BATCH]>,
     stats: SockStats,
 }
 
@@ -87,6 +92,15 @@ impl RxMmsg {
                 &RCVBUF,
             );
         }
+        let one: libc::c_int = 1;
+        setsockopt(
+            uri,
+            &fd,
+            libc::SOL_PACKET,
+            libc::PACKET_AUXDATA,
+            "PACKET_AUXDATA",
+            &one,
+        )?;
         bind(uri, &fd, cfg, libc::ETH_P_ALL as u16)?;
         setup_rx(uri, &fd, cfg)?;
         let nbufs = (cfg.ring_size as usize).max(MAX_BATCH);
@@ -99,9 +113,47 @@ impl RxMmsg {
             nbufs,
             free,
             msgs: Msgs::new(),
+            ctrl: Box::new([[0u64; CTRL_WORDS]; MAX_BATCH]),
             stats: SockStats::default(),
         })
     }
+}
+
+/// Bytes kept free in front of each receive buffer for a VLAN tag.
+const VLAN_ROOM: usize = 4;
+
+/// The VLAN tag (TPID, TCI) the kernel took out of a received frame, from PACKET_AUXDATA.
+#[inline(always)]
+fn vlan_of(h: &libc::msghdr) -> Option<(u16, u16)> {
+    if h.msg_controllen == 0 {
+        return None;
+    }
+    // SAFETY: msg_control/msg_controllen describe our control buffer as
+    // filled by the kernel; the CMSG macros stay within it.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(h);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_PACKET
+                && (*c).cmsg_type == libc::PACKET_AUXDATA
+                && (*c).cmsg_len as usize
+                    >= libc::CMSG_LEN(std::mem::size_of::<libc::tpacket_auxdata>() as u32) as usize
+            {
+                let a: libc::tpacket_auxdata =
+                    std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::tpacket_auxdata);
+                if a.tp_status & libc::TP_STATUS_VLAN_VALID == 0 {
+                    return None;
+                }
+                let tpid = if a.tp_status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
+                    a.tp_vlan_tpid
+                } else {
+                    0x8100
+                };
+                return Some((tpid, a.tp_vlan_tci));
+            }
+            c = libc::CMSG_NXTHDR(h, c);
+        }
+    }
+    None
 }
 
 impl RxPort for RxMmsg {
@@ -114,9 +166,13 @@ impl RxPort for RxMmsg {
         let base = self.bufs.as_mut_ptr();
         for i in 0..want {
             let idx = self.free[top - 1 - i] as usize;
-            // SAFETY: idx < nbufs, so the buffer lies inside `bufs`.
-            let p = unsafe { base.add(idx * self.buf_size) };
-            self.msgs.set(i, p, self.buf_size);
+            // SAFETY: idx < nbufs, so the buffer lies inside `bufs`. The
+            // first VLAN_ROOM bytes stay free to put a VLAN tag back.
+            let p = unsafe { base.add(idx * self.buf_size + VLAN_ROOM) };
+            self.msgs.set(i, p, self.buf_size - VLAN_ROOM);
+            let h = &mut self.msgs.hdrs[i].msg_hdr;
+            h.msg_control = self.ctrl[i].as_mut_ptr() as *mut libc::c_void;
+            h.msg_controllen = std::mem::size_of::<[u64; CTRL_WORDS]>() as _;
         }
         // SAFETY: hdrs[..want] are valid and point at `want` free buffers.
         let r = unsafe {
@@ -138,9 +194,23 @@ impl RxPort for RxMmsg {
         let got = r as usize;
         for i in 0..got {
             let idx = self.free[top - 1 - i];
-            let len = (self.msgs.hdrs[i].msg_len as usize).min(self.buf_size);
+            let mut len = (self.msgs.hdrs[i].msg_len as usize).min(self.buf_size - VLAN_ROOM);
+            let mut data = self.msgs.iovs[i].iov_base as *mut u8;
+            if let Some((tpid, tci)) = vlan_of(&self.msgs.hdrs[i].msg_hdr) {
+                if len >= 12 {
+                    // SAFETY: data - VLAN_ROOM is the start of this packet's
+                    // buffer; 12 + 4 bytes fit in front of the received frame.
+                    unsafe {
+                        std::ptr::copy(data, data.sub(VLAN_ROOM), 12);
+                        data = data.sub(VLAN_ROOM);
+                        std::ptr::copy_nonoverlapping(tpid.to_be_bytes().as_ptr(), data.add(12), 2);
+                        std::ptr::copy_nonoverlapping(tci.to_be_bytes().as_ptr(), data.add(14), 2);
+                    }
+                    len += VLAN_ROOM;
+                }
+            }
             batch.push(Pkt {
-                data: self.msgs.iovs[i].iov_base as *mut u8,
+                data,
                 len: len as u32,
                 handle: u64::from(idx),
                 ts_ns: 0,
