@@ -438,3 +438,50 @@ fn info_and_reopen() {
         assert!(ports[0].tx.max_frame() >= 1514);
     }
 }
+
+/// Without CAP_NET_RAW the error says what is needed. The capability is
+/// dropped on a thread of its own (capset affects only the calling thread).
+#[test]
+fn eperm_says_cap_net_raw() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let e = std::thread::spawn(|| {
+        #[repr(C)]
+        struct Hdr {
+            version: u32,
+            pid: i32,
+        }
+        #[repr(C)]
+        #[derive(Clone, Copy)]
+        struct Data {
+            effective: u32,
+            permitted: u32,
+            inheritable: u32,
+        }
+        let mut h = Hdr {
+            version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+            pid: 0,
+        };
+        let mut d = [Data {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        // SAFETY: capget/capset with a v3 header and two data words, on this thread.
+        unsafe {
+            assert_eq!(libc::syscall(libc::SYS_capget, &mut h, d.as_mut_ptr()), 0);
+            d[0].effective &= !(1 << 13); // CAP_NET_RAW
+            assert_eq!(libc::syscall(libc::SYS_capset, &mut h, d.as_ptr()), 0);
+        }
+        open("afpacket:lo", &OpenOptions::default())
+            .err()
+            .unwrap()
+            .to_string()
+    })
+    .join()
+    .unwrap();
+    assert!(e.contains("needs root or CAP_NET_RAW"), "{e}");
+    assert!(e.starts_with("port 'afpacket:lo'"), "{e}");
+}
