@@ -594,7 +594,7 @@ impl Reader {
                     return self.section_header();
                 }
                 let blen = rd32(&b[4..], be) as usize;
-                if blen < 12 || blen % 4 != 0 {
+                if blen < 12 || !blen.is_multiple_of(4) {
                     return Err(format!(
                         "corrupt pcapng block at offset {} (type {btype:#x}, length {blen})",
                         self.off()
@@ -768,7 +768,7 @@ impl Reader {
             ));
         };
         let blen = rd32(&b[4..], be) as usize;
-        if !(28..=MAX_CAPLEN).contains(&blen) || blen % 4 != 0 {
+        if !(28..=MAX_CAPLEN).contains(&blen) || !blen.is_multiple_of(4) {
             return Err(format!(
                 "pcapng section header at offset {} has a bad length {blen}",
                 self.off()
@@ -1317,7 +1317,9 @@ impl TxPort for PcapTx {
         // Write out about once a second (the clock is read every 64th call),
         // so that a file being written is readable while the run goes on.
         self.calls = self.calls.wrapping_add(1);
-        if self.calls % 64 == 0 && !self.w.buf.is_empty() && self.last_out.elapsed().as_secs() >= 1
+        if self.calls.is_multiple_of(64)
+            && !self.w.buf.is_empty()
+            && self.last_out.elapsed().as_secs() >= 1
         {
             self.last_out = Instant::now();
             self.w
