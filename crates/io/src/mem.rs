@@ -477,7 +477,13 @@ fn open_link(uri: &Uri, opts: &OpenOptions) -> Result<Port, PortError> {
     let name = uri.target.clone();
     let mut reg = registry().lock().unwrap_or_else(|p| p.into_inner());
     if let Some(e) = reg.get_mut(&name) {
-        if e.link.upgrade().is_some() {
+        // Alive = someone besides the parked end-1 halves (two Arcs) and
+        // this upgrade holds the link, i.e. end 0 (or end 1) is still open.
+        let alive = e
+            .link
+            .upgrade()
+            .is_some_and(|l| e.opened >= 2 || Arc::strong_count(&l) > 3);
+        if alive {
             if e.opened >= 2 {
                 return Err(uri.err(format!(
                     "link '{name}' already has both ends open (a mem link has two ends)"
@@ -487,7 +493,7 @@ fn open_link(uri: &Uri, opts: &OpenOptions) -> Result<Port, PortError> {
             let (tx, rx) = e.parked.take().ok_or_else(|| uri.err("link end lost"))?;
             return Ok(link_port(uri, 1, tx, rx));
         }
-        // Both ends of an earlier link are gone: start afresh.
+        // The ends of an earlier link are gone: start afresh.
         reg.remove(&name);
     }
     let ring = (opts.ring_size.max(MAX_BATCH as u32 * 2) as usize).next_power_of_two();

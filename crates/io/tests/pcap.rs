@@ -809,3 +809,44 @@ fn fuzz_read_never_panics() {
         fuzz_read(&d);
     }
 }
+
+#[test]
+fn throughput_print() {
+    // Information only: write and replay rates at top speed.
+    let fr = frames(256, 31);
+    let n = if cfg!(debug_assertions) {
+        19_968 // a multiple of the 64-packet batches
+    } else {
+        1_000_000
+    };
+    let t = Tmp::new("pcapng");
+    let t0 = Instant::now();
+    {
+        let mut p = open(&format!("pcap:{}", t.s()), &OpenOptions::default()).unwrap();
+        let mut bufs: Vec<Vec<u8>> = fr.iter().map(|f| f[..64].to_vec()).collect();
+        let pkts: Vec<Pkt> = bufs
+            .iter_mut()
+            .map(|b| Pkt {
+                data: b.as_mut_ptr(),
+                len: 64,
+                ..Pkt::default()
+            })
+            .collect();
+        let mut sent = 0;
+        while sent < n {
+            sent += p.tx.send(&pkts[..64]).unwrap();
+            p.tx.flush().unwrap();
+        }
+    }
+    let dt = t0.elapsed().as_secs_f64();
+    println!(
+        "pcap write, 64 B: {n} packets in {dt:.3} s = {:.2} Mpps",
+        n as f64 / dt / 1e6
+    );
+    let (got, dt) = timed_replay(&format!("pcap:{}", t.s()));
+    assert_eq!(got, n);
+    println!(
+        "pcap replay, 64 B, top speed: {got} packets in {dt:.3} s = {:.2} Mpps",
+        got as f64 / dt / 1e6
+    );
+}
