@@ -76,14 +76,28 @@ pub struct GenStats {
     pub syscalls: u64,
     /// Calls cut short by a signal (their frames are still counted).
     pub interrupted: u64,
+    /// CPU time of the calling thread during the run (the generator's
+    /// cost, plus whatever softirq work the kernel ran in its context, e.g.
+    /// a veth receiver's NAPI on the same CPU). On a loaded machine
+    /// `sent / cpu_ns` is the rate an idle core would reach.
+    pub cpu_ns: u64,
 }
 
 impl GenStats {
+    /// Frames per second of wall time.
     pub fn pps(&self) -> f64 {
         if self.duration_ns == 0 {
             0.0
         } else {
             self.sent as f64 * 1e9 / self.duration_ns as f64
+        }
+    }
+    /// Frames per second of the thread's CPU time.
+    pub fn pps_per_cpu(&self) -> f64 {
+        if self.cpu_ns == 0 {
+            0.0
+        } else {
+            self.sent as f64 * 1e9 / self.cpu_ns as f64
         }
     }
 }
@@ -368,6 +382,7 @@ impl XdpGen {
         stop: &AtomicBool,
     ) -> Result<GenStats, PortError> {
         let base = self.total_sent()?;
+        let c0 = thread_cpu_ns();
         let t0 = Instant::now();
         let mut st = GenStats::default();
         // Time-limited runs start with a short call to learn the rate.
@@ -396,8 +411,22 @@ impl XdpGen {
             }
         }
         st.duration_ns = t0.elapsed().as_nanos() as u64;
+        st.cpu_ns = thread_cpu_ns().saturating_sub(c0);
         Ok(st)
     }
+}
+
+/// CPU time of the calling thread (0 if the clock cannot be read).
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// An untagged IPv4/UDP frame of `frame_len` bytes (at least 42; without
