@@ -20,3 +20,28 @@ bpf_object!(
     XDP_PASS,
     "xdp_pass.o"
 );
+
+bpf_object!(
+    /// `xdp_count`: the sink counter (see [`crate::xdpcount`]).
+    XDP_COUNT,
+    "xdp_count.o"
+);
+
+bpf_object!(
+    /// `xdp_fwd`: the in-kernel L2 forwarder (see [`crate::xdpfwd`]).
+    XDP_FWD,
+    "xdp_fwd.o"
+);
+
+bpf_object!(
+    /// `xdp_redirect_bare`: a devmap redirect without counters, the
+    /// benchmark reference "bare XDP_REDIRECT" (see [`crate::xdpfwd::XdpRedirectBare`]).
+    XDP_REDIRECT_BARE,
+    "xdp_redirect_bare.o"
+);
+
+bpf_object!(
+    /// `xdp_gen`: the generator run by BPF_PROG_RUN with live frames (see [`crate::xdpgen`]).
+    XDP_GEN,
+    "xdp_gen.o"
+);

@@ -5,7 +5,9 @@
 //! - [`counters`]: per-stage counters, drops by reason;
 //! - [`port`]: the RX/TX traits every backend implements, opened by URI ([`uri`]);
 //! - backends: [`afxdp`], [`afpacket`], [`pcap`], [`mem`];
-//! - [`bpf`]: the XDP programs (C, compiled by `build.rs` with clang).
+//! - [`bpf`]: the XDP programs (C, compiled by `build.rs` with clang);
+//! - in-kernel pieces: [`xdpfwd`] (L2 forwarder), [`xdpgen`] (BPF_PROG_RUN
+//!   live-frames generator), [`xdpcount`] (sink counter).
 
 pub mod afpacket;
 pub mod afxdp;
@@ -18,6 +20,9 @@ pub mod pool;
 pub mod port;
 pub mod uri;
 pub mod xdp;
+pub mod xdpcount;
+pub mod xdpfwd;
+pub mod xdpgen;
 
 pub use batch::{Batch, Pkt, DEFAULT_BATCH, MAX_BATCH};
 pub use counters::{DropReason, KernelStats, StageCounters, StageSnapshot};

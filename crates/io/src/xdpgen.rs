@@ -1,0 +1,498 @@
+//! The high-rate in-kernel generator: `bpf/xdp_gen.c` run with
+//! `BPF_PROG_RUN` and `BPF_F_TEST_XDP_LIVE_FRAMES` (Linux >= 5.18, the
+//! method of xdp-trafficgen). The kernel builds frames from a template in a
+//! page pool, runs the program on each and, as the program returns
+//! `XDP_TX`, transmits the frame out of the interface given as the
+//! context's `ingress_ifindex` (through `ndo_xdp_xmit`, in batches).
+//!
+//! Things measured on veth (kernel 6.18):
+//! - one syscall runs `repeat` frames; each call pays an RCU
+//!   synchronisation, so below ~4M frames per call the rate is capped near
+//!   2 Mpps. [`XdpGen::run`] uses calls of [`CHUNK`] frames; the stop flag
+//!   is therefore checked about every 0.4 s at 10 Mpps.
+//! - the receiving veth (the peer of the interface we send from) must run
+//!   NAPI: attach an XDP program to it ([`crate::xdpcount::XdpCount`] or
+//!   [`crate::bpf::XDP_PASS`]), otherwise every frame is silently freed.
+//! - frames are reused from the page pool as the program left them, so the
+//!   program rewrites every per-packet field on every run: the UDP source
+//!   port (`flows`) and the sequence number (`seq_offset`).
+//!
+//! What "sent" means: the number of program runs that returned `XDP_TX`
+//! (read from the program's per-CPU counter, so it is exact even when a
+//! call is interrupted by a signal). A frame the driver then refuses (peer
+//! ring full) is lost after that point; for veth it is counted in
+//! `ethtool -S` as `tx_queue_N_xdp_xmit_errors` (see [`crate::xdpfwd::veth_xdp_xmit_errors`]).
+//!
+//! Rate limiting: not implemented yet. The loop is written so that a `pps`
+//! limit only has to size each call's `repeat` to the time slice it covers
+//! and sleep (or spin) until the slice ends; below ~4M frames per call the
+//! per-call overhead above applies.
+
+use crate::port::PortError;
+use crate::xdp::XdpProgram;
+use crate::xdpcount::{ifindex, map_err};
+use aya::maps::{Array, PerCpuArray};
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Frames per `BPF_PROG_RUN` call at full speed (4M: the per-call RCU
+/// synchronisation is then negligible).
+pub const CHUNK: u32 = 1 << 22;
+/// Largest frame the live-frames mode accepts on 4 KiB pages (page minus
+/// XDP headroom and `skb_shared_info`).
+pub const MAX_FRAME: usize = 3520;
+/// Offset of the payload in an untagged IPv4/UDP frame (14 + 20 + 8).
+pub const IPV4_UDP_PAYLOAD: usize = 42;
+
+const NO_SEQ: u32 = u32::MAX;
+const BPF_PROG_TEST_RUN: libc::c_long = 10;
+const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
+/// The kernel's TEST_XDP_MAX_BATCH.
+const MAX_BATCH: u32 = 256;
+
+/// What the generator varies per frame.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GenConfig {
+    /// Above 1: the UDP source port takes `flows` consecutive values starting at
+    /// the template's (IPv4 UDP only; the UDP checksum is set to 0).
+    pub flows: u32,
+    /// Write a big-endian u64 sequence number (0, 1, 2, ... over the life
+    /// of the generator) at this offset. For IPv4 UDP the checksum is set
+    /// to 0; IPv6 UDP frames are refused (their checksum is mandatory).
+    pub seq_offset: Option<usize>,
+    /// Frames per kernel batch (0: the kernel's default, 64; at most 256).
+    pub batch_size: u32,
+}
+
+/// The result of one [`XdpGen::run`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct GenStats {
+    /// Frames handed to XDP_TX.
+    pub sent: u64,
+    /// Wall time of the run.
+    pub duration_ns: u64,
+    /// BPF_PROG_RUN calls made.
+    pub syscalls: u64,
+    /// Calls cut short by a signal (their frames are still counted).
+    pub interrupted: u64,
+    /// CPU time of the calling thread during the run (the generator's
+    /// cost, plus whatever softirq work the kernel ran in its context, e.g.
+    /// a veth receiver's NAPI on the same CPU). On a loaded machine
+    /// `sent / cpu_ns` is the rate an idle core would reach.
+    pub cpu_ns: u64,
+}
+
+impl GenStats {
+    /// Frames per second of wall time.
+    pub fn pps(&self) -> f64 {
+        if self.duration_ns == 0 {
+            0.0
+        } else {
+            self.sent as f64 * 1e9 / self.duration_ns as f64
+        }
+    }
+    /// Frames per second of the thread's CPU time.
+    pub fn pps_per_cpu(&self) -> f64 {
+        if self.cpu_ns == 0 {
+            0.0
+        } else {
+            self.sent as f64 * 1e9 / self.cpu_ns as f64
+        }
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct RawGenCfg {
+    flows: u32,
+    port_off: u32,
+    base_port: u32,
+    seq_off: u32,
+}
+// SAFETY: plain old data, no padding.
+unsafe impl aya::Pod for RawGenCfg {}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct RawGenStats {
+    runs: u64,
+    bad: u64,
+}
+// SAFETY: plain old data, no padding.
+unsafe impl aya::Pod for RawGenStats {}
+
+/// `struct xdp_md` as the context of a test run.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct XdpMd {
+    data: u32,
+    data_end: u32,
+    data_meta: u32,
+    ingress_ifindex: u32,
+    rx_queue_index: u32,
+    egress_ifindex: u32,
+}
+
+/// The `test` member of `union bpf_attr`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct TestRunAttr {
+    prog_fd: u32,
+    retval: u32,
+    data_size_in: u32,
+    data_size_out: u32,
+    data_in: u64,
+    data_out: u64,
+    repeat: u32,
+    duration: u32,
+    ctx_size_in: u32,
+    ctx_size_out: u32,
+    ctx_in: u64,
+    ctx_out: u64,
+    flags: u32,
+    cpu: u32,
+    batch_size: u32,
+    _pad: u32,
+}
+
+/// A generator sending one template frame out of one interface.
+pub struct XdpGen {
+    prog: XdpProgram,
+    what: String,
+    prog_fd: i32,
+    frame: Vec<u8>,
+    ctx: XdpMd,
+    batch_size: u32,
+}
+
+/// Where the UDP header of an IPv4/IPv6 frame starts (after up to two VLAN
+/// tags), and whether it is IPv6. `None` for anything else.
+fn udp_offset(f: &[u8]) -> Option<(usize, bool)> {
+    let mut off = 12;
+    let mut et = u16::from_be_bytes([*f.get(off)?, *f.get(off + 1)?]);
+    for _ in 0..2 {
+        if et == 0x8100 || et == 0x88a8 {
+            off += 4;
+            et = u16::from_be_bytes([*f.get(off)?, *f.get(off + 1)?]);
+        }
+    }
+    let l3 = off + 2;
+    match et {
+        0x0800 => {
+            let vihl = *f.get(l3)?;
+            let ihl = (vihl & 0x0f) as usize * 4;
+            let frag = u16::from_be_bytes([*f.get(l3 + 6)?, *f.get(l3 + 7)?]) & 0x3fff;
+            if vihl >> 4 != 4 || ihl < 20 || frag != 0 || *f.get(l3 + 9)? != 17 {
+                return None;
+            }
+            let u = l3 + ihl;
+            (f.len() >= u + 8).then_some((u, false))
+        }
+        0x86dd => {
+            if *f.get(l3 + 6)? != 17 {
+                return None;
+            }
+            let u = l3 + 40;
+            (f.len() >= u + 8).then_some((u, true))
+        }
+        _ => None,
+    }
+}
+
+impl XdpGen {
+    /// Prepare a generator that sends copies of `frame` out of `ifname`
+    /// (in the calling thread's network namespace, which must also be the
+    /// namespace of the thread calling [`XdpGen::run`]).
+    pub fn new(ifname: &str, frame: &[u8], cfg: GenConfig) -> Result<XdpGen, PortError> {
+        let what = format!("xdpgen on '{ifname}'");
+        if frame.len() < 14 || frame.len() > MAX_FRAME {
+            return Err(PortError::new(format!(
+                "{what}: a frame of {} bytes cannot be sent (14 to {MAX_FRAME})",
+                frame.len()
+            )));
+        }
+        if cfg.batch_size > MAX_BATCH {
+            return Err(PortError::new(format!(
+                "{what}: batch size {} is above the kernel's limit of {MAX_BATCH}",
+                cfg.batch_size
+            )));
+        }
+        let mut frame = frame.to_vec();
+        let udp = udp_offset(&frame);
+        let mut raw = RawGenCfg {
+            flows: cfg.flows.max(1),
+            seq_off: NO_SEQ,
+            ..Default::default()
+        };
+        if cfg.flows > 1 {
+            match udp {
+                Some((u, false)) => {
+                    raw.port_off = u as u32;
+                    raw.base_port = u16::from_be_bytes([frame[u], frame[u + 1]]) as u32;
+                }
+                Some((_, true)) => {
+                    return Err(PortError::new(format!(
+                        "{what}: flows > 1 is not supported for IPv6 UDP frames (the UDP checksum is mandatory and not recomputed)"
+                    )))
+                }
+                None => {
+                    return Err(PortError::new(format!(
+                        "{what}: flows > 1 needs an IPv4 UDP frame (the UDP source port is varied)"
+                    )))
+                }
+            }
+        }
+        if let Some(off) = cfg.seq_offset {
+            if off.checked_add(8).is_none_or(|e| e > frame.len()) {
+                return Err(PortError::new(format!(
+                    "{what}: the sequence number at offset {off} does not fit in a {}-byte frame",
+                    frame.len()
+                )));
+            }
+            if let Some((u, true)) = udp {
+                if off >= u {
+                    return Err(PortError::new(format!(
+                        "{what}: sequence numbers are not supported in IPv6 UDP frames (the UDP checksum is mandatory and not recomputed)"
+                    )));
+                }
+            }
+            raw.seq_off = off as u32;
+        }
+        if let Some((u, false)) = udp {
+            if cfg.flows > 1 || cfg.seq_offset.is_some() {
+                // The frame changes per packet: no UDP checksum (allowed for IPv4).
+                frame[u + 6] = 0;
+                frame[u + 7] = 0;
+            }
+        }
+        let idx = ifindex(ifname, &what)?;
+        let mut prog = XdpProgram::load(&crate::bpf::XDP_GEN.0, "xdp_gen", &what)?;
+        {
+            let map = prog
+                .ebpf_mut()
+                .map_mut("gen_cfg")
+                .ok_or_else(|| map_err(&what, "gen_cfg", "missing"))?;
+            let mut a: Array<_, RawGenCfg> =
+                Array::try_from(map).map_err(|e| map_err(&what, "gen_cfg", e))?;
+            a.set(0, raw, 0).map_err(|e| map_err(&what, "gen_cfg", e))?;
+        }
+        let prog_fd = {
+            let p = prog
+                .ebpf()
+                .program("xdp_gen")
+                .ok_or_else(|| PortError::new(format!("{what}: no program 'xdp_gen'")))?;
+            p.fd()
+                .map_err(|e| PortError::new(format!("{what}: program fd: {e}")))?
+                .as_fd()
+                .as_raw_fd()
+        };
+        let ctx = XdpMd {
+            data_end: frame.len() as u32,
+            ingress_ifindex: idx,
+            ..Default::default()
+        };
+        Ok(XdpGen {
+            prog,
+            what,
+            prog_fd,
+            frame,
+            ctx,
+            batch_size: cfg.batch_size,
+        })
+    }
+
+    /// The template as sent (UDP checksum cleared when fields vary).
+    pub fn frame(&self) -> &[u8] {
+        &self.frame
+    }
+
+    /// Program runs that returned XDP_TX so far, summed over CPUs.
+    pub fn total_sent(&self) -> Result<u64, PortError> {
+        let map = self
+            .prog
+            .ebpf()
+            .map("gen_stats")
+            .ok_or_else(|| map_err(&self.what, "gen_stats", "missing"))?;
+        let arr: PerCpuArray<_, RawGenStats> =
+            PerCpuArray::try_from(map).map_err(|e| map_err(&self.what, "gen_stats", e))?;
+        let v = arr
+            .get(&0, 0)
+            .map_err(|e| map_err(&self.what, "gen_stats", e))?;
+        Ok(v.iter().map(|s| s.runs).sum())
+    }
+
+    /// One BPF_PROG_RUN call of `repeat` frames. Ok(false) if a signal cut
+    /// it short.
+    fn call(&mut self, repeat: u32) -> Result<bool, PortError> {
+        let attr = TestRunAttr {
+            prog_fd: self.prog_fd as u32,
+            data_size_in: self.frame.len() as u32,
+            data_in: self.frame.as_ptr() as u64,
+            repeat,
+            ctx_size_in: std::mem::size_of::<XdpMd>() as u32,
+            ctx_in: &self.ctx as *const XdpMd as u64,
+            flags: BPF_F_TEST_XDP_LIVE_FRAMES,
+            batch_size: self.batch_size,
+            ..Default::default()
+        };
+        // SAFETY: `attr` is a valid `bpf_attr.test` whose pointers (frame,
+        // context) live across the call; the kernel only reads them.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_bpf,
+                BPF_PROG_TEST_RUN,
+                &attr as *const TestRunAttr,
+                std::mem::size_of::<TestRunAttr>() as libc::c_uint,
+            )
+        };
+        if r == 0 {
+            return Ok(true);
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => Ok(false),
+            Some(libc::EINVAL) => Err(PortError::new(format!(
+                "{}: BPF_PROG_RUN with live frames refused: {e} (needs Linux >= 5.18; is the interface up?)",
+                self.what
+            ))),
+            _ => Err(PortError::os(
+                format!("{}: BPF_PROG_RUN with live frames", self.what),
+                e,
+            )),
+        }
+    }
+
+    /// Send `count` frames (or fewer if `stop` becomes true; it is checked
+    /// between calls) as fast as possible, on the calling thread.
+    pub fn run(&mut self, count: u64, stop: &AtomicBool) -> Result<GenStats, PortError> {
+        self.run_until(count, None, stop)
+    }
+
+    /// Send for about `d` (the last call is sized from the rate measured so
+    /// far) or until `stop`.
+    pub fn run_for(&mut self, d: Duration, stop: &AtomicBool) -> Result<GenStats, PortError> {
+        self.run_until(u64::MAX, Some(d), stop)
+    }
+
+    fn run_until(
+        &mut self,
+        count: u64,
+        limit: Option<Duration>,
+        stop: &AtomicBool,
+    ) -> Result<GenStats, PortError> {
+        let base = self.total_sent()?;
+        let c0 = thread_cpu_ns();
+        let t0 = Instant::now();
+        let mut st = GenStats::default();
+        // Time-limited runs start with a short call to learn the rate.
+        let mut next = if limit.is_some() { 1 << 20 } else { CHUNK };
+        while st.sent < count && !stop.load(Ordering::Relaxed) {
+            let elapsed = t0.elapsed();
+            if let Some(d) = limit {
+                if elapsed >= d {
+                    break;
+                }
+                if st.sent > 0 {
+                    let rate = st.sent as f64 / elapsed.as_secs_f64();
+                    let left = (d - elapsed).as_secs_f64() * rate;
+                    next = (left as u64).clamp(1 << 16, CHUNK as u64) as u32;
+                }
+            }
+            let repeat = (count - st.sent).min(next as u64) as u32;
+            let done = self.call(repeat)?;
+            st.syscalls += 1;
+            if !done {
+                st.interrupted += 1;
+            }
+            st.sent = self.total_sent()? - base;
+            if limit.is_none() {
+                next = CHUNK;
+            }
+        }
+        st.duration_ns = t0.elapsed().as_nanos() as u64;
+        st.cpu_ns = thread_cpu_ns().saturating_sub(c0);
+        Ok(st)
+    }
+}
+
+/// CPU time of the calling thread (0 if the clock cannot be read).
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// An untagged IPv4/UDP frame of `frame_len` bytes (at least 42; without
+/// FCS) with a valid IP header checksum, UDP checksum 0 and a zero
+/// payload starting at [`IPV4_UDP_PAYLOAD`].
+pub fn ipv4_udp_frame(
+    dst: [u8; 6],
+    src: [u8; 6],
+    ip_src: [u8; 4],
+    ip_dst: [u8; 4],
+    sport: u16,
+    dport: u16,
+    frame_len: usize,
+) -> Vec<u8> {
+    let len = frame_len.clamp(IPV4_UDP_PAYLOAD, MAX_FRAME);
+    let mut f = vec![0u8; len];
+    f[0..6].copy_from_slice(&dst);
+    f[6..12].copy_from_slice(&src);
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    let ip = &mut f[14..34];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&((len - 14) as u16).to_be_bytes());
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&ip_src);
+    ip[16..20].copy_from_slice(&ip_dst);
+    let mut sum: u32 = ip
+        .chunks(2)
+        .map(|c| u16::from_be_bytes([c[0], c[1]]) as u32)
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    let udp = &mut f[34..42];
+    udp[0..2].copy_from_slice(&sport.to_be_bytes());
+    udp[2..4].copy_from_slice(&dport.to_be_bytes());
+    udp[4..6].copy_from_slice(&((len - 34) as u16).to_be_bytes());
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn udp_offsets() {
+        let f = ipv4_udp_frame([2; 6], [4; 6], [10, 0, 0, 1], [10, 0, 0, 2], 1000, 2000, 60);
+        assert_eq!(f.len(), 60);
+        assert_eq!(udp_offset(&f), Some((34, false)));
+        // A VLAN tag moves it by 4.
+        let mut v = f[..12].to_vec();
+        v.extend_from_slice(&[0x81, 0x00, 0, 5]);
+        v.extend_from_slice(&f[12..]);
+        assert_eq!(udp_offset(&v), Some((38, false)));
+        // Truncated or not UDP: none, never a panic.
+        assert_eq!(udp_offset(&f[..20]), None);
+        assert_eq!(udp_offset(&f[..13]), None);
+        let mut t = f.clone();
+        t[23] = 6;
+        assert_eq!(udp_offset(&t), None);
+        // The IP header checksum verifies.
+        let s: u32 = f[14..34]
+            .chunks(2)
+            .map(|c| u16::from_be_bytes([c[0], c[1]]) as u32)
+            .sum();
+        assert_eq!((s & 0xffff) + (s >> 16), 0xffff);
+    }
+}
