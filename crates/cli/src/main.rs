@@ -16,7 +16,7 @@ struct Cli {
 enum Command {
     Fwd(cmd::fwd::Args),
     Testbed(cmd::testbed::Args),
-    Demo(cmd::demo::Args),
+    Bench(cmd::bench::Args),
 }
 
 fn main() {
@@ -24,7 +24,7 @@ fn main() {
     let r = match cli.command {
         Command::Fwd(a) => cmd::fwd::run(a),
         Command::Testbed(a) => cmd::testbed::run(a),
-        Command::Demo(a) => cmd::demo::run(a),
+        Command::Bench(a) => cmd::bench::run(a),
     };
     if let Err(e) = r {
         // One line, naming the problem; the chain is joined with ": ".

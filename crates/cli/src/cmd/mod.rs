@@ -1,5 +1,5 @@
+pub mod bench;
 pub mod common;
-pub mod demo;
 pub mod fwd;
 pub mod fwd_xdp;
 pub mod testbed;

@@ -1,0 +1,325 @@
+//! Devices under test. Each knows how to start in the test bed's DuT
+//! namespace, which frames the generator must send it, and how to stop
+//! leaving nothing behind. Adding a DuT is one `impl Dut`.
+
+use crate::testbed::{DutMode, Testbed};
+use linerate_io::xdp::AttachMode;
+use linerate_io::xdpfwd::XdpRedirectBare;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Why a DuT did not run.
+#[derive(Debug)]
+pub enum DutError {
+    /// Not available on this machine (missing package, unsupported): skipped.
+    Unavailable(String),
+    /// Available but failed.
+    Failed(String),
+}
+
+impl std::fmt::Display for DutError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DutError::Unavailable(s) => write!(f, "skipped: {s}"),
+            DutError::Failed(s) => write!(f, "failed: {s}"),
+        }
+    }
+}
+
+/// Settings every DuT may use.
+#[derive(Clone, Debug)]
+pub struct DutEnv {
+    /// The `linerate` binary (to run `linerate fwd` as the DuT).
+    pub linerate: PathBuf,
+    /// scripts/peers of the repository, when found.
+    pub peers_dir: Option<PathBuf>,
+    /// CPU the DuT runs on.
+    pub cpu: usize,
+}
+
+pub trait Dut {
+    /// Short stable name, e.g. "linerate-afxdp".
+    fn name(&self) -> String;
+    /// One-line description for the report.
+    fn describe(&self) -> String;
+    /// What the generator must address (see [`crate::testbed::FrameAddrs::for_mode`]).
+    fn mode(&self) -> DutMode {
+        DutMode::None
+    }
+    /// Start forwarding between d0 and d1 of `bed`.
+    fn start(&mut self, bed: &mut Testbed, env: &DutEnv) -> Result<(), DutError>;
+    /// Stop; returns the DuT's own account (JSON) when it keeps one.
+    fn stop(&mut self, bed: &Testbed) -> Result<Option<serde_json::Value>, DutError>;
+}
+
+/// The Linux bridge (br0 with d0, d1).
+pub struct Bridge;
+impl Dut for Bridge {
+    fn name(&self) -> String {
+        "linux-bridge".into()
+    }
+    fn describe(&self) -> String {
+        "Linux bridge br0 (d0, d1), static FDB".into()
+    }
+    fn mode(&self) -> DutMode {
+        DutMode::Bridge
+    }
+    fn start(&mut self, bed: &mut Testbed, _: &DutEnv) -> Result<(), DutError> {
+        bed.enable_bridge().map_err(|e| DutError::Failed(e.to_string()))
+    }
+    fn stop(&mut self, _: &Testbed) -> Result<Option<serde_json::Value>, DutError> {
+        Ok(None)
+    }
+}
+
+/// Linux IPv4 forwarding with static neighbours.
+pub struct IpForward;
+impl Dut for IpForward {
+    fn name(&self) -> String {
+        "linux-ipfwd".into()
+    }
+    fn describe(&self) -> String {
+        "Linux IPv4 forwarding d0 -> d1, static neighbours".into()
+    }
+    fn mode(&self) -> DutMode {
+        DutMode::IpForward
+    }
+    fn start(&mut self, bed: &mut Testbed, _: &DutEnv) -> Result<(), DutError> {
+        bed.enable_ip_forwarding().map_err(|e| DutError::Failed(e.to_string()))
+    }
+    fn stop(&mut self, _: &Testbed) -> Result<Option<serde_json::Value>, DutError> {
+        Ok(None)
+    }
+}
+
+/// A bare XDP_REDIRECT through a devmap (no counters, no rewrite): the
+/// reference for the in-kernel forwarding cost.
+pub struct BareRedirect(Option<XdpRedirectBare>);
+impl BareRedirect {
+    pub fn new() -> Self {
+        BareRedirect(None)
+    }
+}
+impl Default for BareRedirect {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+impl Dut for BareRedirect {
+    fn name(&self) -> String {
+        "xdp-redirect-bare".into()
+    }
+    fn describe(&self) -> String {
+        "reference: minimal XDP devmap redirect d0 <-> d1 (native)".into()
+    }
+    fn start(&mut self, bed: &mut Testbed, _: &DutEnv) -> Result<(), DutError> {
+        let r = bed
+            .in_netns(bed.ns_dut(), || XdpRedirectBare::start("d0", "d1", AttachMode::Native))
+            .map_err(|e| DutError::Failed(e.to_string()))?
+            .map_err(|e| DutError::Failed(e.to_string()))?;
+        self.0 = Some(r);
+        Ok(())
+    }
+    fn stop(&mut self, _: &Testbed) -> Result<Option<serde_json::Value>, DutError> {
+        self.0 = None;
+        Ok(None)
+    }
+}
+
+/// `linerate fwd` in one of its modes, as a child process in the DuT namespace.
+pub struct LinerateFwd {
+    /// "afxdp", "afpacket", "afpacket-mmsg" or "xdp".
+    pub kind: &'static str,
+    child: Option<Child>,
+}
+
+impl LinerateFwd {
+    pub fn new(kind: &'static str) -> Self {
+        LinerateFwd { kind, child: None }
+    }
+    fn args(&self) -> Vec<String> {
+        let s = |x: &str| x.to_string();
+        match self.kind {
+            "afxdp" => vec![s("afxdp:d0"), s("afxdp:d1")],
+            "afpacket" => vec![s("afpacket:d0"), s("afpacket:d1")],
+            "afpacket-mmsg" => vec![s("afpacket:d0?ring=mmsg"), s("afpacket:d1?ring=mmsg")],
+            _ => vec![s("--mode"), s("xdp"), s("afxdp:d0"), s("afxdp:d1")],
+        }
+    }
+}
+
+impl Dut for LinerateFwd {
+    fn name(&self) -> String {
+        format!("linerate-{}", self.kind)
+    }
+    fn describe(&self) -> String {
+        format!("linerate fwd {}", self.args().join(" "))
+    }
+    fn start(&mut self, bed: &mut Testbed, env: &DutEnv) -> Result<(), DutError> {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", bed.ns_dut()])
+            .arg(&env.linerate)
+            .arg("fwd")
+            .args(self.args())
+            .args(["--quiet", "--json", "--cpu", &env.cpu.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| DutError::Failed(format!("cannot run {}: {e}", env.linerate.display())))?;
+        // Give it time to attach; fail early if it exits.
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_millis(700) {
+            if let Ok(Some(st)) = child.try_wait() {
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    use std::io::Read;
+                    let _ = e.read_to_string(&mut err);
+                }
+                return Err(DutError::Failed(format!("exited with {st}: {}", err.trim())));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.child = Some(child);
+        Ok(())
+    }
+    fn stop(&mut self, _: &Testbed) -> Result<Option<serde_json::Value>, DutError> {
+        let Some(child) = self.child.take() else { return Ok(None) };
+        // SIGINT: the forwarder prints its final account and detaches.
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let out = child.wait_with_output().map_err(|e| DutError::Failed(e.to_string()))?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let last = stdout.lines().rev().find(|l| l.starts_with('{'));
+        if !out.status.success() {
+            return Err(DutError::Failed(format!(
+                "linerate fwd ended with {}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(last.and_then(|l| serde_json::from_str(l).ok()))
+    }
+}
+
+impl Drop for LinerateFwd {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A peer run by a script in scripts/peers/ (`dut-NAME.sh start|stop NS ARGS`):
+/// DPDK testpmd, Open vSwitch. Exit status 3 from `start` means unavailable.
+pub struct ScriptPeer {
+    pub name: &'static str,
+    pub script: &'static str,
+    pub args: Vec<String>,
+    pub what: &'static str,
+    started: Option<String>,
+}
+
+impl ScriptPeer {
+    pub fn new(name: &'static str, script: &'static str, args: &[&str], what: &'static str) -> Self {
+        ScriptPeer {
+            name,
+            script,
+            args: args.iter().map(|s| s.to_string()).collect(),
+            what,
+            started: None,
+        }
+    }
+    fn path(&self, env: &DutEnv) -> Result<PathBuf, DutError> {
+        let dir = env
+            .peers_dir
+            .as_ref()
+            .ok_or_else(|| DutError::Unavailable("scripts/peers not found next to the binary".into()))?;
+        Ok(dir.join(self.script))
+    }
+}
+
+impl Dut for ScriptPeer {
+    fn name(&self) -> String {
+        self.name.into()
+    }
+    fn describe(&self) -> String {
+        self.what.into()
+    }
+    fn start(&mut self, bed: &mut Testbed, env: &DutEnv) -> Result<(), DutError> {
+        let p = self.path(env)?;
+        let out = Command::new(&p)
+            .arg("start")
+            .arg(bed.ns_dut())
+            .args(&self.args)
+            .env("DUT_CPU", env.cpu.to_string())
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| DutError::Failed(format!("{}: {e}", p.display())))?;
+        let msg = |o: &std::process::Output| {
+            let e = String::from_utf8_lossy(&o.stderr);
+            let s = String::from_utf8_lossy(&o.stdout);
+            e.lines().chain(s.lines()).filter(|l| !l.trim().is_empty()).last().unwrap_or("").to_string()
+        };
+        match out.status.code() {
+            Some(0) => {
+                self.started = Some(bed.ns_dut().to_string());
+                Ok(())
+            }
+            Some(3) => Err(DutError::Unavailable(msg(&out))),
+            _ => {
+                // Half-started: stop what may be there.
+                let _ = Command::new(&p).arg("stop").arg(bed.ns_dut()).args(&self.args).output();
+                Err(DutError::Failed(msg(&out)))
+            }
+        }
+    }
+    fn stop(&mut self, _: &Testbed) -> Result<Option<serde_json::Value>, DutError> {
+        self.stop_script()
+    }
+}
+
+impl ScriptPeer {
+    fn stop_script(&mut self) -> Result<Option<serde_json::Value>, DutError> {
+        let Some(ns) = self.started.take() else { return Ok(None) };
+        let Some(dir) = peers_dir_cached() else { return Ok(None) };
+        let out = Command::new(dir.join(self.script))
+            .arg("stop")
+            .arg(&ns)
+            .args(&self.args)
+            .output()
+            .map_err(|e| DutError::Failed(e.to_string()))?;
+        if !out.status.success() {
+            return Err(DutError::Failed(String::from_utf8_lossy(&out.stderr).trim().to_string()));
+        }
+        Ok(None)
+    }
+}
+
+impl Drop for ScriptPeer {
+    fn drop(&mut self) {
+        let _ = self.stop_script();
+    }
+}
+
+fn peers_dir_cached() -> Option<PathBuf> {
+    find_peers_dir(&std::env::current_exe().ok()?)
+}
+
+/// scripts/peers of the repository the binary was built in (walks up from
+/// `exe`), or `$LINERATE_PEERS`.
+pub fn find_peers_dir(exe: &Path) -> Option<PathBuf> {
+    if let Ok(p) = std::env::var("LINERATE_PEERS") {
+        return Some(PathBuf::from(p));
+    }
+    exe.ancestors()
+        .map(|a| a.join("scripts/peers"))
+        .find(|p| p.is_dir())
+        .or_else(|| {
+            let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/peers");
+            p.is_dir().then_some(p)
+        })
+}

@@ -1,0 +1,227 @@
+//! `linerate bench`: devices under test side by side on one test bed.
+//!
+//! For each DuT a fresh test bed is built (gen-ns <-veth-> dut-ns
+//! <-veth-> sink-ns), the DuT is started between d0 and d1, the in-kernel
+//! generator ([`linerate_io::xdpgen`], BPF_PROG_RUN live frames) sends
+//! 64-byte UDP frames into g0 at overload from CPU `gen_cpu`, and the
+//! sink ([`linerate_io::xdpcount`]) counts what arrives at s0. The rate is
+//! the sink count over the measurement window after a warm-up, so every
+//! DuT is measured with the same generator and the same counter.
+
+pub mod dut;
+
+use crate::testbed::{FrameAddrs, Testbed, TestbedConfig};
+use dut::{Dut, DutEnv, DutError};
+use linerate_io::xdp::AttachMode;
+use linerate_io::xdpcount::XdpCount;
+use linerate_io::xdpgen::{self, GenConfig, XdpGen};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How to run the bench.
+#[derive(Clone, Debug)]
+pub struct BenchConfig {
+    /// Frame size without FCS (60 = a 64-byte frame on the wire).
+    pub frame_len: usize,
+    pub warmup: Duration,
+    pub duration: Duration,
+    /// Repetitions per DuT (the table shows the median and the spread).
+    pub repeat: usize,
+    pub gen_cpu: usize,
+    pub dut_cpu: usize,
+    /// UDP source ports to cycle through (flows).
+    pub flows: u32,
+    pub env: DutEnv,
+}
+
+/// One measured trial.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Trial {
+    pub offered_pps: f64,
+    pub forwarded_pps: f64,
+    pub sink_packets: u64,
+    pub window_s: f64,
+    pub gen_sent: u64,
+    /// Packets counted by the kernel on s0 (rx_packets) in the window, as an independent check.
+    pub sink_iface_packets: u64,
+    pub dut_account: Option<serde_json::Value>,
+}
+
+/// The result for one DuT.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct DutResult {
+    pub name: String,
+    pub description: String,
+    /// "ok", "skipped: ...", "failed: ..."
+    pub status: String,
+    pub trials: Vec<Trial>,
+    /// Median forwarded rate over the trials (packets/s).
+    pub median_pps: Option<f64>,
+    pub min_pps: Option<f64>,
+    pub max_pps: Option<f64>,
+}
+
+/// Progress callback: (dut name, what is happening).
+pub type Progress<'a> = &'a mut dyn FnMut(&str, &str);
+
+/// Run every DuT in turn; `stop` ends early (the current trial is abandoned).
+pub fn run(cfg: &BenchConfig, duts: &mut [Box<dyn Dut>], stop: &Arc<AtomicBool>, progress: Progress) -> Vec<DutResult> {
+    let mut out = Vec::new();
+    for d in duts.iter_mut() {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let mut trials = Vec::new();
+        let mut status = "ok".to_string();
+        for rep in 0..cfg.repeat.max(1) {
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+            progress(&d.name(), &format!("trial {}/{}", rep + 1, cfg.repeat.max(1)));
+            match trial(cfg, d.as_mut(), stop) {
+                Ok(t) => trials.push(t),
+                Err(e) => {
+                    status = e.to_string();
+                    break;
+                }
+            }
+        }
+        let mut rates: Vec<f64> = trials.iter().map(|t| t.forwarded_pps).collect();
+        rates.sort_by(|a, b| a.total_cmp(b));
+        let median = (!rates.is_empty()).then(|| rates[rates.len() / 2]);
+        progress(&d.name(), &status);
+        out.push(DutResult {
+            name: d.name(),
+            description: d.describe(),
+            status,
+            min_pps: rates.first().copied(),
+            max_pps: rates.last().copied(),
+            median_pps: median,
+            trials,
+        });
+    }
+    out
+}
+
+fn failed(e: impl std::fmt::Display) -> DutError {
+    DutError::Failed(e.to_string())
+}
+
+/// One trial: fresh bed, DuT up, generator on, count, tear everything down.
+fn trial(cfg: &BenchConfig, d: &mut dyn Dut, stop: &Arc<AtomicBool>) -> Result<Trial, DutError> {
+    let bed_cfg = TestbedConfig {
+        // GRO on: veth then runs NAPI on d0/s0 even without an XDP program,
+        // which the XDP_TX from the generator needs (else frames are freed).
+        gro: Some(true),
+        ipv6: false,
+        ..TestbedConfig::default()
+    };
+    let mut bed = Testbed::up(&bed_cfg).map_err(failed)?;
+    let ns_sink = bed.ns_sink().to_string();
+    let ns_gen = bed.ns_gen().to_string();
+    let sink = bed
+        .in_netns(&ns_sink, || XdpCount::attach("s0", AttachMode::Native, false))
+        .map_err(failed)?
+        .map_err(|e| failed(format!("sink counter: {e}")))?;
+    d.start(&mut bed, &cfg.env)?;
+    let result = (|| {
+        let a = FrameAddrs::for_mode(bed.info(), d.mode());
+        let frame = xdpgen::ipv4_udp_frame(
+            a.dst_mac.0,
+            a.src_mac.0,
+            a.src_ip.octets(),
+            a.dst_ip.octets(),
+            1024,
+            9,
+            cfg.frame_len,
+        );
+        let gstop = Arc::new(AtomicBool::new(false));
+        let total = cfg.warmup + cfg.duration + Duration::from_secs(2);
+        let (gen_cpu, flows) = (cfg.gen_cpu, cfg.flows);
+        let gs = gstop.clone();
+        let outer_stop = stop.clone();
+        let ns = ns_gen.clone();
+        let gen_thread = std::thread::spawn(move || {
+            crate::testbed::in_netns(&ns, move || -> Result<xdpgen::GenStats, String> {
+                pin(gen_cpu);
+                let mut g = XdpGen::new(
+                    "g0",
+                    &frame,
+                    GenConfig {
+                        flows,
+                        ..GenConfig::default()
+                    },
+                )
+                .map_err(|e| e.to_string())?;
+                // Stop on either flag: the trial's or the user's.
+                let both = Arc::new(AtomicBool::new(false));
+                let b2 = both.clone();
+                let watcher = std::thread::spawn(move || {
+                    while !gs.load(Ordering::SeqCst) && !outer_stop.load(Ordering::SeqCst) {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    b2.store(true, Ordering::SeqCst);
+                });
+                let r = g.run_for(total, &both).map_err(|e| e.to_string());
+                both.store(true, Ordering::SeqCst);
+                gs_stop_join(watcher);
+                r
+            })
+        });
+        sleep_unless(cfg.warmup, stop);
+        let c0 = sink.read();
+        let i0 = bed.iface_stats(&ns_sink, "s0").map_err(failed)?;
+        let t0 = Instant::now();
+        sleep_unless(cfg.duration, stop);
+        let c1 = sink.read();
+        let i1 = bed.iface_stats(&ns_sink, "s0").map_err(failed)?;
+        let window = t0.elapsed().as_secs_f64();
+        gstop.store(true, Ordering::SeqCst);
+        let g = gen_thread
+            .join()
+            .map_err(|_| failed("generator thread panicked"))?
+            .map_err(failed)?
+            .map_err(|e| failed(format!("generator: {e}")))?;
+        if stop.load(Ordering::SeqCst) {
+            return Err(failed("interrupted"));
+        }
+        let pk = c1.packets - c0.packets;
+        Ok(Trial {
+            offered_pps: g.pps(),
+            forwarded_pps: pk as f64 / window,
+            sink_packets: pk,
+            window_s: window,
+            gen_sent: g.sent,
+            sink_iface_packets: i1.rx_packets.saturating_sub(i0.rx_packets),
+            dut_account: None,
+        })
+    })();
+    let acct = d.stop(&bed);
+    drop(sink);
+    let _ = bed.down();
+    let mut t = result?;
+    t.dut_account = acct?;
+    Ok(t)
+}
+
+fn gs_stop_join(h: std::thread::JoinHandle<()>) {
+    let _ = h.join();
+}
+
+fn sleep_unless(d: Duration, stop: &AtomicBool) {
+    let t = Instant::now();
+    while t.elapsed() < d && !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Pin the calling thread to `cpu` (best effort).
+pub fn pin(cpu: usize) {
+    // SAFETY: plain data; affects the calling thread only.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
