@@ -10,7 +10,7 @@
 //!   completion ring -> free stack. The two sets never mix, so the RX half
 //!   and the TX half run on different threads without sharing anything
 //!   mutable; they share only the socket and the UMEM (an `Arc`).
-//! - The fill ring holds the whole RX set and the completion ring the
+//! - The fill ring holds twice the RX set (see `open`) and the completion ring the
 //!   whole TX set, so `release` and completion reaping never find them full.
 //! - The XDP program `xsk_redirect` (crates/io/bpf/xsk_redirect.c) sends
 //!   the frames of queue N to the socket through `xsks_map[N]`; frames of
@@ -581,6 +581,11 @@ pub fn open(uri: &Uri, opts: &OpenOptions) -> Result<Port, PortError> {
     let rx_frames = 2 * ring;
     let tx_frames = 2 * ring;
     let frames = rx_frames + tx_frames;
+    // The kernel publishes its fill-ring consumer index lazily (when it
+    // refreshes its view of our producer), so frames it has already taken
+    // may still look like occupied slots. Twice the RX set covers that lag:
+    // `release` never finds the fill ring full.
+    let fill_size = 2 * rx_frames;
     let umem = Region::new(frames, fsz).map_err(|e| {
         uri.err(format!(
             "cannot allocate the UMEM ({frames} x {fsz} B): {e}"
@@ -621,7 +626,7 @@ pub fn open(uri: &Uri, opts: &OpenOptions) -> Result<Port, PortError> {
         }
     })?;
     for (opt, n, what) in [
-        (libc::XDP_UMEM_FILL_RING, rx_frames, "fill"),
+        (libc::XDP_UMEM_FILL_RING, fill_size, "fill"),
         (libc::XDP_UMEM_COMPLETION_RING, tx_frames, "completion"),
         (libc::XDP_RX_RING, ring, "RX"),
         (libc::XDP_TX_RING, ring, "TX"),
@@ -661,7 +666,7 @@ pub fn open(uri: &Uri, opts: &OpenOptions) -> Result<Port, PortError> {
     let desc_sz = std::mem::size_of::<libc::xdp_desc>();
     let mut fill = ProdRing::new(map(
         &off.fr,
-        rx_frames,
+        fill_size,
         addr_sz,
         libc::XDP_UMEM_PGOFF_FILL_RING,
         "fill",
