@@ -449,6 +449,7 @@ fn one_line_errors() {
             Ok(_) => panic!("{u} opened"),
             Err(e) => {
                 assert!(!e.0.contains('\n'), "{e}");
+                eprintln!("{e}");
                 e.0
             }
         };
@@ -471,7 +472,7 @@ fn one_line_errors() {
         // Two sockets on one queue: the second one is refused, in one line.
         let _a = open("afxdp:x1");
         let m = e("afxdp:x1");
-        assert!(m.starts_with("port 'afxdp:x1'"), "{m}");
+        assert!(m.contains("in use by another AF_XDP socket"), "{m}");
     });
 }
 
@@ -598,4 +599,45 @@ fn afxdp_to_afxdp_10k() {
         assert_eq!(ks.get("rx_ring_full"), Some(0), "{ks:?}");
         assert_eq!(ks.get("rx_dropped"), Some(0), "{ks:?}");
     });
+}
+
+#[test]
+fn multiqueue_veth_queue_index() {
+    let ns = veth_ns();
+    let n = ns.0.as_str();
+    run(&[
+        "ip",
+        "-n",
+        n,
+        "link",
+        "add",
+        "m0",
+        "numtxqueues",
+        "4",
+        "numrxqueues",
+        "4",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "m1",
+        "numtxqueues",
+        "4",
+        "numrxqueues",
+        "4",
+    ]);
+    run(&["ip", "-n", n, "link", "set", "m1", "up"]);
+    let (detail, err) = in_ns(&ns, || {
+        let p = open("afxdp:m1?queue=2");
+        let e = linerate_io::open("afxdp:m1?queue=4", &opts())
+            .err()
+            .unwrap()
+            .0;
+        (p.info.detail.clone(), e)
+    });
+    assert!(detail.contains("queue 2"), "{detail}");
+    assert!(
+        err.contains("queue 4 does not exist") && err.contains("4 RX queues"),
+        "{err}"
+    );
 }

@@ -39,7 +39,7 @@ const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
 const COPY_TX_BATCH: u32 = 32;
 /// How long `open` retries a bind that fails with EBUSY: the kernel frees
 /// the queue of a closed socket in a work item, a moment after close().
-const BIND_BUSY_RETRY: Duration = Duration::from_secs(2);
+const BIND_BUSY_RETRY: Duration = Duration::from_millis(500);
 
 /// The socket, its XDP program and the UMEM, shared by both halves.
 /// Field order is drop order: detach XDP, close the socket, unmap the UMEM.
