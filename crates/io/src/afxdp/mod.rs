@@ -778,7 +778,7 @@ pub fn open(uri: &Uri, opts: &OpenOptions) -> Result<Port, PortError> {
     let what = format!("port '{}'", uri.text);
     let mut prog =
         XdpProgram::load(&crate::bpf::XSK_REDIRECT.0, "xsk_redirect", &what).map_err(|e| {
-            if e.0.contains("EPERM") || e.0.contains("ermission") {
+            if e.0.contains("EPERM") || e.0.contains("not permitted") || e.0.contains("ermission") {
                 uri.err(PERM_HINT)
             } else {
                 e
