@@ -45,3 +45,10 @@ bpf_object!(
     XDP_GEN,
     "xdp_gen.o"
 );
+
+bpf_object!(
+    /// `xsk_redirect`: redirects each RX queue to the AF_XDP socket in
+    /// `xsks_map` at the queue's index (XDP_PASS when there is none).
+    XSK_REDIRECT,
+    "xsk_redirect.o"
+);

@@ -1,8 +1,0 @@
-//! The `afxdp` port backend (being written).
-
-use crate::port::{OpenOptions, Port, PortError};
-use crate::uri::Uri;
-
-pub fn open(uri: &Uri, _opts: &OpenOptions) -> Result<Port, PortError> {
-    Err(uri.err("the afxdp backend is not built yet"))
-}

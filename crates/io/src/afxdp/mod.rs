@@ -1,0 +1,879 @@
+//! The `afxdp` port backend: an AF_XDP socket on one RX queue of an
+//! interface, over `libc` (no libbpf/libxdp).
+//!
+//! `afxdp:IFACE?queue=N&mode=native|generic&zerocopy=0|1&need_wakeup=0|1`
+//!
+//! - The UMEM is a [`Region`] of `4 * ring_size` frames of `frame_size`
+//!   bytes. Frames `0..2*ring_size` are the RX set: they cycle fill ring ->
+//!   kernel -> RX ring -> application -> [`RxPort::release`] -> fill ring.
+//!   The rest is the TX set: free stack -> copy -> TX ring -> kernel ->
+//!   completion ring -> free stack. The two sets never mix, so the RX half
+//!   and the TX half run on different threads without sharing anything
+//!   mutable; they share only the socket and the UMEM (an `Arc`).
+//! - The fill ring holds twice the RX set (see `open`) and the completion ring the
+//!   whole TX set, so `release` and completion reaping never find them full.
+//! - The XDP program `xsk_redirect` (crates/io/bpf/xsk_redirect.c) sends
+//!   the frames of queue N to the socket through `xsks_map[N]`; frames of
+//!   other queues go to the stack.
+//! - Everything is released on drop (also on error paths and unwinding):
+//!   ring mappings, then the XDP program (detached), the socket and the UMEM.
+
+mod ring;
+
+use crate::batch::{Batch, Pkt};
+use crate::counters::KernelStats;
+use crate::pool::{FreeStack, Region};
+use crate::port::{OpenOptions, Port, PortError, PortInfo, RxPort, TxPort};
+use crate::uri::Uri;
+use crate::xdp::{AttachMode, XdpProgram};
+use ring::{ConsRing, ProdRing, RingMap};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// `XDP_MAX_TX_SKB_BUDGET` (kernel 6.17+): descriptors one copy-mode
+/// `sendto` may transmit (default 32). Not in libc yet.
+const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
+/// One copy-mode `sendto` transmits at most this many frames by default.
+const COPY_TX_BATCH: u32 = 32;
+/// How long `open` retries a bind that fails with EBUSY: the kernel frees
+/// the queue of a closed socket in a work item, a moment after close().
+const BIND_BUSY_RETRY: Duration = Duration::from_millis(500);
+
+/// The socket, its XDP program and the UMEM, shared by both halves.
+/// Field order is drop order: detach XDP, close the socket, unmap the UMEM.
+struct Shared {
+    _xdp: XdpProgram,
+    fd: OwnedFd,
+    umem: Region,
+}
+
+impl Shared {
+    fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    fn stats(&self) -> KernelStats {
+        // SAFETY: zeroed plain struct.
+        let mut s: libc::xdp_statistics = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::xdp_statistics>() as libc::socklen_t;
+        // SAFETY: s/len describe a writable buffer of the right size.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.fd(),
+                libc::SOL_XDP,
+                libc::XDP_STATISTICS,
+                &mut s as *mut _ as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        if rc != 0 {
+            return KernelStats::default();
+        }
+        KernelStats {
+            counters: vec![
+                ("rx_dropped", s.rx_dropped),
+                ("rx_invalid_descs", s.rx_invalid_descs),
+                ("tx_invalid_descs", s.tx_invalid_descs),
+                ("rx_ring_full", s.rx_ring_full),
+                ("rx_fill_ring_empty_descs", s.rx_fill_ring_empty_descs),
+                ("tx_ring_empty_descs", s.tx_ring_empty_descs),
+            ],
+        }
+    }
+}
+
+/// The receive half.
+pub struct AfXdpRx {
+    rx: ConsRing,
+    fill: ProdRing,
+    base: *mut u8,
+    /// End (exclusive) of the RX frame set, in UMEM bytes.
+    rx_end: u64,
+    /// `!(frame_size - 1)`: from a descriptor address to its frame.
+    frame_mask: u64,
+    need_wakeup: bool,
+    /// Frames lent to the application (recv'd, not yet released).
+    held: u32,
+    /// Descriptors with an address outside the RX set (never expected).
+    bad_desc: u64,
+    /// Handles given to `release` that are not RX frames of this port.
+    bad_release: u64,
+    shared: Arc<Shared>,
+}
+
+// SAFETY: the raw pointers point into the UMEM and ring mappings, which live
+// as long as `shared`/the rings; this half is used by one thread at a time.
+unsafe impl Send for AfXdpRx {}
+
+/// The transmit half.
+pub struct AfXdpTx {
+    tx: ProdRing,
+    comp: ConsRing,
+    free: FreeStack,
+    base: *mut u8,
+    tx_start: u64,
+    tx_end: u64,
+    frame_mask: u64,
+    tx_frames: u32,
+    max_frame: u32,
+    need_wakeup: bool,
+    /// Kicks needed to push a full TX ring in copy mode (sendto budget).
+    kicks_per_ring: u32,
+    too_big: u64,
+    bad_completion: u64,
+    shared: Arc<Shared>,
+}
+
+// SAFETY: as for AfXdpRx.
+unsafe impl Send for AfXdpTx {}
+
+fn errno() -> i32 {
+    io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+impl AfXdpRx {
+    /// Wake the driver's RX side (needed when the fill ring asks for it).
+    /// Once per call at most: never per packet.
+    #[inline]
+    fn kick(&self) {
+        // SAFETY: zero-length non-blocking recvfrom on our socket.
+        unsafe {
+            libc::recvfrom(
+                self.shared.fd(),
+                std::ptr::null_mut(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            );
+        }
+    }
+}
+
+impl RxPort for AfXdpRx {
+    fn recv(&mut self, batch: &mut Batch) -> Result<usize, PortError> {
+        let want = batch.room() as u32;
+        if want == 0 {
+            return Ok(0);
+        }
+        let (idx, n) = self.rx.peek(want);
+        if n == 0 {
+            if self.need_wakeup && self.fill.needs_wakeup() {
+                self.kick();
+            }
+            return Ok(0);
+        }
+        let mut got = 0;
+        for i in 0..n {
+            let (addr, len) = self.rx.desc(idx.wrapping_add(i));
+            if addr.wrapping_add(len as u64) > self.rx_end || len == 0 {
+                // Not one of our frames: skip (cannot be given back safely).
+                self.bad_desc += 1;
+                continue;
+            }
+            batch.push(Pkt {
+                // SAFETY: addr + len lies inside the RX set of the UMEM (checked above).
+                data: unsafe { self.base.add(addr as usize) },
+                len,
+                handle: addr,
+                ts_ns: 0,
+            });
+            got += 1;
+        }
+        self.rx.release();
+        self.held += got;
+        Ok(got as usize)
+    }
+
+    fn release(&mut self, batch: &mut Batch) {
+        let want = batch.len() as u32;
+        if want > 0 {
+            // The fill ring holds the whole RX set, so this gets `want` slots
+            // unless handles were released twice.
+            let (idx, n) = self.fill.reserve(want);
+            let mut used = 0u32;
+            for p in batch.pkts().iter().take(n as usize) {
+                let frame = p.handle & self.frame_mask;
+                if frame >= self.rx_end {
+                    self.bad_release += 1;
+                    continue;
+                }
+                self.fill.set_addr(idx.wrapping_add(used), frame);
+                used += 1;
+            }
+            self.bad_release += (want - n) as u64;
+            self.fill.cancel(n - used);
+            self.fill.submit();
+            self.held = self.held.saturating_sub(want);
+            if self.need_wakeup && self.fill.needs_wakeup() {
+                self.kick();
+            }
+        }
+        batch.clear();
+    }
+
+    fn wait(&mut self, timeout_ms: i32) -> Result<(), PortError> {
+        if self.rx.has_entries() {
+            return Ok(());
+        }
+        let mut pfd = libc::pollfd {
+            fd: self.shared.fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let rc = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+        if rc < 0 && errno() != libc::EINTR {
+            return Err(PortError::os("afxdp: poll", io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+
+    fn kernel_stats(&self) -> KernelStats {
+        let mut s = self.shared.stats();
+        s.counters.push(("rx_bad_desc", self.bad_desc));
+        s.counters.push(("rx_bad_release", self.bad_release));
+        s
+    }
+}
+
+impl AfXdpTx {
+    /// Move completed frames back to the free stack (one index update).
+    #[inline]
+    fn reap(&mut self) {
+        let (idx, n) = self.comp.peek(self.tx_frames);
+        if n == 0 {
+            return;
+        }
+        for i in 0..n {
+            let frame = self.comp.addr(idx.wrapping_add(i)) & self.frame_mask;
+            if frame < self.tx_start
+                || frame >= self.tx_end
+                || self.free.len() >= self.tx_frames as usize
+            {
+                self.bad_completion += 1;
+                continue;
+            }
+            self.free.push(frame);
+        }
+        self.comp.release();
+    }
+
+    /// Ask the kernel to transmit what is on the TX ring. In copy mode one
+    /// sendto sends a bounded number of frames and answers EAGAIN when more
+    /// are left, so a full ring may take a few calls (per batch, never per
+    /// packet). EAGAIN/EBUSY/ENOBUFS/ENETDOWN mean "try later".
+    fn kick(&mut self) -> Result<(), PortError> {
+        for _ in 0..self.kicks_per_ring {
+            // SAFETY: zero-length non-blocking sendto on our socket.
+            let rc = unsafe {
+                libc::sendto(
+                    self.shared.fd(),
+                    std::ptr::null(),
+                    0,
+                    libc::MSG_DONTWAIT,
+                    std::ptr::null(),
+                    0,
+                )
+            };
+            if rc >= 0 {
+                return Ok(());
+            }
+            match errno() {
+                libc::EAGAIN => {
+                    if self.tx.pending() == 0 {
+                        return Ok(());
+                    }
+                }
+                libc::EBUSY | libc::ENOBUFS | libc::ENETDOWN | libc::EINTR => return Ok(()),
+                e => {
+                    return Err(PortError::new(format!(
+                        "afxdp: transmit kick (sendto) failed: {}",
+                        io::Error::from_raw_os_error(e)
+                    )))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn kick_if_needed(&mut self) -> Result<(), PortError> {
+        if !self.need_wakeup || self.tx.needs_wakeup() {
+            self.kick()
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl TxPort for AfXdpTx {
+    fn send(&mut self, pkts: &[Pkt]) -> Result<usize, PortError> {
+        if pkts.is_empty() {
+            return Ok(0);
+        }
+        if self.free.len() < pkts.len() {
+            self.reap();
+        }
+        let want = pkts.len().min(self.free.len()) as u32;
+        let (idx, n) = self.tx.reserve(want);
+        let mut used = 0u32;
+        let mut taken = 0usize;
+        for p in pkts {
+            if used == n {
+                break;
+            }
+            taken += 1;
+            if p.len > self.max_frame || p.data.is_null() {
+                // Taken and counted here (tx_too_big): the caller checks
+                // max_frame() first, so this is only a safety net.
+                self.too_big += 1;
+                continue;
+            }
+            let addr = self.free.pop().expect("reserved no more than free frames");
+            // SAFETY: the frame is one of our free TX frames (frame_size >=
+            // max_frame >= p.len bytes); p.data..+len is the caller's packet.
+            unsafe {
+                std::ptr::copy_nonoverlapping(p.data, self.base.add(addr as usize), p.len as usize)
+            };
+            self.tx.set_desc(idx.wrapping_add(used), addr, p.len);
+            used += 1;
+        }
+        self.tx.cancel(n - used);
+        if used > 0 {
+            self.tx.submit();
+            self.kick_if_needed()?;
+        }
+        Ok(taken)
+    }
+
+    fn flush(&mut self) -> Result<(), PortError> {
+        self.reap();
+        if self.tx.pending() > 0 {
+            self.kick_if_needed()?;
+        }
+        Ok(())
+    }
+
+    fn in_flight(&self) -> usize {
+        self.tx_frames as usize - self.free.len()
+    }
+
+    fn max_frame(&self) -> usize {
+        self.max_frame as usize
+    }
+
+    fn kernel_stats(&self) -> KernelStats {
+        let mut s = self.shared.stats();
+        s.counters.push(("tx_too_big", self.too_big));
+        s.counters.push(("tx_bad_completion", self.bad_completion));
+        s
+    }
+}
+
+/// Parsed `afxdp:` URI.
+struct Params {
+    ifname: String,
+    queue: u32,
+    /// None: native, falling back to generic.
+    mode: Option<AttachMode>,
+    zerocopy: bool,
+    need_wakeup: bool,
+}
+
+fn parse(uri: &Uri) -> Result<Params, PortError> {
+    uri.check_known(&["queue", "mode", "zerocopy", "need_wakeup"])?;
+    let mode = match uri.get("mode") {
+        None => None,
+        Some(m) => Some(AttachMode::parse(m).ok_or_else(|| {
+            uri.err(format!(
+                "parameter 'mode' must be native or generic (got '{m}')"
+            ))
+        })?),
+    };
+    Ok(Params {
+        ifname: uri.target.clone(),
+        queue: uri.get_or("queue", 0u32)?,
+        mode,
+        zerocopy: uri.get_bool("zerocopy", false)?,
+        need_wakeup: uri.get_bool("need_wakeup", true)?,
+    })
+}
+
+/// A plain AF_INET socket for interface ioctls in the current namespace.
+fn ioctl_socket() -> Option<OwnedFd> {
+    // SAFETY: plain socket call; the fd is owned right away.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: fd is a fresh descriptor we own.
+    Some(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn ifreq_for(name: &str) -> libc::ifreq {
+    // SAFETY: zeroed plain struct.
+    let mut r: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in r
+        .ifr_name
+        .iter_mut()
+        .zip(name.bytes().take(libc::IFNAMSIZ - 1))
+    {
+        *d = s as libc::c_char;
+    }
+    r
+}
+
+/// Number of RX queues of `name` (ethtool channels; sysfs as fallback), if known.
+fn rx_queues(name: &str, ifindex: u32) -> Option<u32> {
+    #[repr(C)]
+    #[derive(Default)]
+    struct EthtoolChannels {
+        cmd: u32,
+        max_rx: u32,
+        max_tx: u32,
+        max_other: u32,
+        max_combined: u32,
+        rx_count: u32,
+        tx_count: u32,
+        other_count: u32,
+        combined_count: u32,
+    }
+    const ETHTOOL_GCHANNELS: u32 = 0x3c;
+    const SIOCETHTOOL: libc::c_ulong = 0x8946;
+    if let Some(sock) = ioctl_socket() {
+        let mut ch = EthtoolChannels {
+            cmd: ETHTOOL_GCHANNELS,
+            ..Default::default()
+        };
+        let mut r = ifreq_for(name);
+        r.ifr_ifru.ifru_data = &mut ch as *mut EthtoolChannels as *mut libc::c_char;
+        // SAFETY: SIOCETHTOOL with a valid ifreq pointing at a live ethtool_channels.
+        if unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL, &mut r) } == 0 {
+            let n = ch.rx_count + ch.combined_count;
+            if n > 0 {
+                return Some(n);
+            }
+        }
+    }
+    // sysfs shows the namespace it was mounted in: trust it only if the
+    // interface there has our index.
+    let dir = format!("/sys/class/net/{name}");
+    let idx: u32 = std::fs::read_to_string(format!("{dir}/ifindex"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    if idx != ifindex {
+        return None;
+    }
+    let n = std::fs::read_dir(format!("{dir}/queues"))
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+        .count();
+    (n > 0).then_some(n as u32)
+}
+
+/// MTU of `name`, if the ioctl answers.
+fn mtu(name: &str) -> Option<u32> {
+    let sock = ioctl_socket()?;
+    let mut r = ifreq_for(name);
+    // SAFETY: SIOCGIFMTU with a valid ifreq.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFMTU, &mut r) } != 0 {
+        return None;
+    }
+    // SAFETY: the kernel filled the mtu member.
+    let m = unsafe { r.ifr_ifru.ifru_mtu };
+    (m > 0).then_some(m as u32)
+}
+
+fn setsockopt<T>(fd: RawFd, opt: libc::c_int, v: &T) -> io::Result<()> {
+    // SAFETY: v points at a live T of the given size.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_XDP,
+            opt,
+            v as *const T as *const libc::c_void,
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn is_perm(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES))
+}
+
+const PERM_HINT: &str =
+    "permission denied: AF_XDP needs root (CAP_NET_RAW, CAP_NET_ADMIN and CAP_BPF)";
+
+fn bind(fd: RawFd, ifindex: u32, queue: u32, flags: u16) -> io::Result<()> {
+    let sa = libc::sockaddr_xdp {
+        sxdp_family: libc::AF_XDP as u16,
+        sxdp_flags: flags,
+        sxdp_ifindex: ifindex,
+        sxdp_queue_id: queue,
+        sxdp_shared_umem_fd: 0,
+    };
+    let start = Instant::now();
+    loop {
+        // SAFETY: sa is a valid sockaddr_xdp of the given length.
+        let rc = unsafe {
+            libc::bind(
+                fd,
+                &sa as *const libc::sockaddr_xdp as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        // EBUSY right after another socket on this queue was closed: the
+        // kernel releases the queue asynchronously. Retry a little.
+        if e.raw_os_error() == Some(libc::EBUSY) && start.elapsed() < BIND_BUSY_RETRY {
+            std::thread::sleep(Duration::from_millis(2));
+            continue;
+        }
+        return Err(e);
+    }
+}
+
+/// Open an `afxdp:` port.
+pub fn open(uri: &Uri, opts: &OpenOptions) -> Result<Port, PortError> {
+    let p = parse(uri)?;
+    let ring = opts.ring_size;
+    if !ring.is_power_of_two() || !(64..=1 << 15).contains(&ring) {
+        return Err(uri.err(format!(
+            "ring size {ring} must be a power of two between 64 and 32768"
+        )));
+    }
+    let fsz = opts.frame_size;
+    if !fsz.is_power_of_two() || !(2048..=4096).contains(&fsz) {
+        return Err(uri.err(format!("frame size {fsz} must be 2048 or 4096 for AF_XDP")));
+    }
+    let ifindex = crate::port::ifindex(uri, &p.ifname)?;
+    if let Some(nq) = rx_queues(&p.ifname, ifindex) {
+        if p.queue >= nq {
+            return Err(uri.err(format!(
+                "queue {} does not exist: '{}' has {nq} RX queue{} (0..{})",
+                p.queue,
+                p.ifname,
+                if nq == 1 { "" } else { "s" },
+                nq - 1
+            )));
+        }
+    }
+    if p.queue >= 64 {
+        return Err(uri.err(format!(
+            "queue {} is above the 64 queues xsks_map holds",
+            p.queue
+        )));
+    }
+
+    let rx_frames = 2 * ring;
+    let tx_frames = 2 * ring;
+    let frames = rx_frames + tx_frames;
+    // The kernel publishes its fill-ring consumer index lazily (when it
+    // refreshes its view of our producer), so frames it has already taken
+    // may still look like occupied slots. Twice the RX set covers that lag:
+    // `release` never finds the fill ring full.
+    let fill_size = 2 * rx_frames;
+    let umem = Region::new(frames, fsz).map_err(|e| {
+        uri.err(format!(
+            "cannot allocate the UMEM ({frames} x {fsz} B): {e}"
+        ))
+    })?;
+
+    // SAFETY: plain socket call.
+    let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        let e = io::Error::last_os_error();
+        return Err(if is_perm(&e) {
+            uri.err(PERM_HINT)
+        } else if e.raw_os_error() == Some(libc::EAFNOSUPPORT) {
+            uri.err("this kernel has no AF_XDP sockets (CONFIG_XDP_SOCKETS)")
+        } else {
+            uri.err(format!("cannot create an AF_XDP socket: {e}"))
+        });
+    }
+    // SAFETY: raw is a fresh descriptor we own.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let sfd = fd.as_raw_fd();
+
+    let reg = libc::xdp_umem_reg {
+        addr: umem.base() as u64,
+        len: frames as u64 * fsz as u64,
+        chunk_size: fsz,
+        headroom: 0,
+        flags: 0,
+        tx_metadata_len: 0,
+    };
+    setsockopt(sfd, libc::XDP_UMEM_REG, &reg).map_err(|e| {
+        if is_perm(&e) {
+            uri.err(PERM_HINT)
+        } else {
+            uri.err(format!(
+                "registering the UMEM failed: {e} (locked-memory limit? try `ulimit -l unlimited`)"
+            ))
+        }
+    })?;
+    for (opt, n, what) in [
+        (libc::XDP_UMEM_FILL_RING, fill_size, "fill"),
+        (libc::XDP_UMEM_COMPLETION_RING, tx_frames, "completion"),
+        (libc::XDP_RX_RING, ring, "RX"),
+        (libc::XDP_TX_RING, ring, "TX"),
+    ] {
+        setsockopt(sfd, opt, &n)
+            .map_err(|e| uri.err(format!("setting the {what} ring size to {n} failed: {e}")))?;
+    }
+
+    // SAFETY: zeroed plain struct, filled by getsockopt.
+    let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
+    // SAFETY: off/len describe a writable buffer.
+    let rc = unsafe {
+        libc::getsockopt(
+            sfd,
+            libc::SOL_XDP,
+            libc::XDP_MMAP_OFFSETS,
+            &mut off as *mut _ as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if rc != 0 || len as usize != std::mem::size_of::<libc::xdp_mmap_offsets>() {
+        return Err(uri.err(format!(
+            "reading the ring offsets failed: {}",
+            if rc != 0 {
+                io::Error::last_os_error().to_string()
+            } else {
+                "kernel too old (no ring flags; need 5.4+)".to_string()
+            }
+        )));
+    }
+    let map = |o: &libc::xdp_ring_offset, n: u32, dsz: usize, pgoff: u64, what: &str| {
+        RingMap::map(sfd, o, n, dsz, pgoff)
+            .map_err(|e| uri.err(format!("mapping the {what} ring failed: {e}")))
+    };
+    let addr_sz = std::mem::size_of::<u64>();
+    let desc_sz = std::mem::size_of::<libc::xdp_desc>();
+    let mut fill = ProdRing::new(map(
+        &off.fr,
+        fill_size,
+        addr_sz,
+        libc::XDP_UMEM_PGOFF_FILL_RING,
+        "fill",
+    )?);
+    let comp = ConsRing::new(map(
+        &off.cr,
+        tx_frames,
+        addr_sz,
+        libc::XDP_UMEM_PGOFF_COMPLETION_RING,
+        "completion",
+    )?);
+    let rx = ConsRing::new(map(
+        &off.rx,
+        ring,
+        desc_sz,
+        libc::XDP_PGOFF_RX_RING as u64,
+        "RX",
+    )?);
+    let tx = ProdRing::new(map(
+        &off.tx,
+        ring,
+        desc_sz,
+        libc::XDP_PGOFF_TX_RING as u64,
+        "TX",
+    )?);
+
+    // The whole RX set goes on the fill ring.
+    let (idx, n) = fill.reserve(rx_frames);
+    debug_assert_eq!(n, rx_frames);
+    for i in 0..n {
+        fill.set_addr(idx.wrapping_add(i), i as u64 * fsz as u64);
+    }
+    fill.submit();
+
+    // Bind: copy or zero-copy, with need_wakeup by default.
+    let wake = if p.need_wakeup {
+        libc::XDP_USE_NEED_WAKEUP
+    } else {
+        0
+    };
+    let mut zc_note = "";
+    let bind_err = |e: io::Error| {
+        if is_perm(&e) {
+            return uri.err(PERM_HINT);
+        }
+        match e.raw_os_error() {
+            Some(libc::EBUSY) => uri.err(format!(
+                "queue {} of '{}' is in use by another AF_XDP socket ({e})",
+                p.queue, p.ifname
+            )),
+            Some(libc::EINVAL) => uri.err(format!(
+                "binding to queue {} of '{}' failed: {e} (does the queue exist?)",
+                p.queue, p.ifname
+            )),
+            _ => uri.err(format!(
+                "binding to queue {} of '{}' failed: {e}",
+                p.queue, p.ifname
+            )),
+        }
+    };
+    if p.zerocopy {
+        match bind(sfd, ifindex, p.queue, libc::XDP_ZEROCOPY | wake) {
+            Ok(()) => {}
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EOPNOTSUPP) | Some(libc::EINVAL)
+                ) =>
+            {
+                eprintln!(
+                    "afxdp:{}: zero-copy not supported by this driver, using copy mode",
+                    p.ifname
+                );
+                zc_note = " (zero-copy not supported by this driver)";
+                bind(sfd, ifindex, p.queue, libc::XDP_COPY | wake).map_err(bind_err)?;
+            }
+            Err(e) => return Err(bind_err(e)),
+        }
+    } else {
+        bind(sfd, ifindex, p.queue, libc::XDP_COPY | wake).map_err(bind_err)?;
+    }
+    // What the kernel actually did.
+    let zerocopy = {
+        let mut o = libc::xdp_options { flags: 0 };
+        let mut l = std::mem::size_of::<libc::xdp_options>() as libc::socklen_t;
+        // SAFETY: o/l describe a writable buffer.
+        let rc = unsafe {
+            libc::getsockopt(
+                sfd,
+                libc::SOL_XDP,
+                libc::XDP_OPTIONS,
+                &mut o as *mut _ as *mut libc::c_void,
+                &mut l,
+            )
+        };
+        rc == 0 && o.flags & libc::XDP_OPTIONS_ZEROCOPY != 0
+    };
+    // Copy mode: let one sendto push a whole ring (kernel 6.17+); otherwise
+    // a kick sends 32 frames and we may need several per batch.
+    let kicks_per_ring = if zerocopy {
+        1
+    } else if setsockopt(sfd, XDP_MAX_TX_SKB_BUDGET, &ring).is_ok() {
+        2
+    } else {
+        ring / COPY_TX_BATCH + 1
+    };
+
+    // The XDP program: socket into xsks_map[queue], then attach.
+    let what = format!("port '{}'", uri.text);
+    let mut prog =
+        XdpProgram::load(&crate::bpf::XSK_REDIRECT.0, "xsk_redirect", &what).map_err(|e| {
+            if e.0.contains("EPERM") || e.0.contains("not permitted") || e.0.contains("ermission") {
+                uri.err(PERM_HINT)
+            } else {
+                e
+            }
+        })?;
+    {
+        let m = prog
+            .ebpf_mut()
+            .map_mut("xsks_map")
+            .ok_or_else(|| uri.err("XDP object has no map 'xsks_map'"))?;
+        let mut xsks = aya::maps::XskMap::try_from(m)
+            .map_err(|e| uri.err(format!("'xsks_map' is not an XSKMAP: {e}")))?;
+        xsks.set(p.queue, sfd, 0).map_err(|e| {
+            uri.err(format!(
+                "inserting the socket into xsks_map[{}] failed: {e}",
+                p.queue
+            ))
+        })?;
+    }
+    let mut attach_note = String::new();
+    let attach = match p.mode {
+        Some(m) => {
+            prog.attach(ifindex, m)?;
+            m
+        }
+        None => match prog.attach(ifindex, AttachMode::Native) {
+            Ok(()) => AttachMode::Native,
+            Err(e) => {
+                prog.attach(ifindex, AttachMode::Generic)?;
+                attach_note = format!(" (native attach failed: {e})");
+                AttachMode::Generic
+            }
+        },
+    };
+
+    let max_frame = match mtu(&p.ifname) {
+        Some(m) => fsz.min(m + 14),
+        None => fsz,
+    };
+    let shared = Arc::new(Shared {
+        _xdp: prog,
+        fd,
+        umem,
+    });
+    let base = shared.umem.base();
+    let frame_mask = !(fsz as u64 - 1);
+    let detail =
+        format!(
+        "{} XDP{attach_note}, {}{zc_note}, queue {}, {}{}-frame rings, {} UMEM frames of {fsz} B{}",
+        attach.name(),
+        if zerocopy { "zero-copy" } else { "copy mode" },
+        p.queue,
+        if p.need_wakeup { "need_wakeup, " } else { "" },
+        ring,
+        frames,
+        if shared.umem.hugepages() { " (hugepages)" } else { "" },
+    );
+    let rxh = AfXdpRx {
+        rx,
+        fill,
+        base,
+        rx_end: rx_frames as u64 * fsz as u64,
+        frame_mask,
+        need_wakeup: p.need_wakeup,
+        held: 0,
+        bad_desc: 0,
+        bad_release: 0,
+        shared: shared.clone(),
+    };
+    let txh = AfXdpTx {
+        tx,
+        comp,
+        free: FreeStack::new(rx_frames, tx_frames, fsz),
+        base,
+        tx_start: rx_frames as u64 * fsz as u64,
+        tx_end: frames as u64 * fsz as u64,
+        frame_mask,
+        tx_frames,
+        max_frame,
+        need_wakeup: p.need_wakeup,
+        kicks_per_ring,
+        too_big: 0,
+        bad_completion: 0,
+        shared,
+    };
+    Ok(Port {
+        info: PortInfo {
+            uri: uri.text.clone(),
+            kind: "afxdp",
+            detail,
+            clock: "none",
+            ifindex: Some(ifindex),
+            ifname: Some(p.ifname),
+        },
+        rx: Box::new(rxh),
+        tx: Box::new(txh),
+    })
+}
