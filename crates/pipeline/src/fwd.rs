@@ -18,12 +18,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// New destination and source MAC written into every forwarded frame.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MacRewrite {
-    pub dst: [u8; 6],
-    pub src: [u8; 6],
-}
+/// New destination and source MAC written into every forwarded frame (the
+/// same type the in-kernel forwarder takes).
+pub use linerate_io::xdpfwd::MacPair as MacRewrite;
 
 /// Parse `aa:bb:cc:dd:ee:ff`.
 pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
