@@ -180,7 +180,12 @@ fn gen_to_count_exact() {
         assert_eq!(st.sent, N, "{st:?}");
         settle();
         let c = sink.read();
-        assert_eq!(c.packets, N, "sink {c:?} gen {st:?}");
+        assert_eq!(
+            c.packets,
+            N,
+            "sink {c:?} gen {st:?}, veth xmit errors {:?}",
+            veth_xdp_xmit_errors("g0")
+        );
         assert_eq!(c.bytes, N * 64);
         assert_eq!(c.max_seq, Some(N - 1));
         assert_eq!(c.no_seq, 0);
