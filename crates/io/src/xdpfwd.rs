@@ -14,10 +14,13 @@
 //!   it in its peer's XDP ring, which exists only while the peer runs NAPI,
 //!   i.e. has an XDP program attached (or GRO enabled). Otherwise
 //!   `veth_xdp_xmit` returns `-ENXIO` and the frame is freed: this shows up
-//!   in no counter of `ip -s link` nor `ethtool -S`, only in the tracepoint
-//!   `xdp:xdp_devmap_xmit` (drops/err fields) or `xdp:xdp_redirect_err`.
-//!   A test bed must therefore attach [`crate::bpf::XDP_PASS`] (or a
-//!   counter, [`crate::xdpcount::XdpCount`]) on the far ends of both veths.
+//!   in no counter of `ip -s link` nor `ethtool -S` of either end (checked
+//!   on 6.18: `tx_queue_0_xdp_xmit` and `..._xdp_xmit_errors` stay 0, the
+//!   peer's rx stays 0), only in the tracepoint `xdp:xdp_devmap_xmit`
+//!   (drops/err fields). A test bed must therefore attach
+//!   [`crate::bpf::XDP_PASS`] (or a counter, [`crate::xdpcount::XdpCount`])
+//!   on the far ends of both veths, or turn GRO on there
+//!   (`ethtool -K PEER gro on`, which also gives the veth a NAPI).
 //! - **Full peer ring.** When the peer's XDP ring (256 frames) is full the
 //!   frame is dropped and counted by the veth as
 //!   `ethtool -S` of the transmitting veth (`tx_queue_N_xdp_xmit_errors`).

@@ -12,7 +12,8 @@
 //!   is therefore checked about every 0.4 s at 10 Mpps.
 //! - the receiving veth (the peer of the interface we send from) must run
 //!   NAPI: attach an XDP program to it ([`crate::xdpcount::XdpCount`] or
-//!   [`crate::bpf::XDP_PASS`]), otherwise every frame is silently freed.
+//!   [`crate::bpf::XDP_PASS`]) or turn GRO on (`ethtool -K PEER gro on`),
+//!   otherwise every frame is freed and no counter shows it.
 //! - frames are reused from the page pool as the program left them, so the
 //!   program rewrites every per-packet field on every run: the UDP source
 //!   port (`flows`) and the sequence number (`seq_offset`).
