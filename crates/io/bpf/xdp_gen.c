@@ -4,7 +4,8 @@
 // XDP_TX into a transmission out of the `ingress_ifindex` given in the
 // context. Frames come from a page pool initialised once from the template
 // and reused as they are, so every per-packet field is rewritten here on
-// every run: the UDP source port (flows > 1) and the sequence number.
+// every run: the headers (restored from the template), the UDP source
+// port (flows > 1) and the sequence number.
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
@@ -16,6 +17,9 @@ struct gen_cfg {
 	__u32 port_off;  // offset of the UDP source port in the frame
 	__u32 base_port; // host order
 	__u32 seq_off;   // NO_SEQ or offset of a big-endian u64 sequence number
+	__u32 hdr_len;   // bytes of hdr[] restored into every frame (multiple of 8)
+	__u32 pad;
+	__u64 hdr[8];    // the template's first 64 bytes
 };
 
 struct gen_stats {
@@ -57,6 +61,15 @@ int xdp_gen(struct xdp_md *ctx)
 	if (!cfg || !st)
 		return XDP_ABORTED;
 	__u64 n = st->runs;
+	// A DuT may have rewritten this frame in place on its last trip (MACs,
+	// TTL, checksum: the page is shared): restore the template's headers.
+	__u64 *w = data;
+#pragma unroll
+	for (int i = 0; i < 8; i++) {
+		if ((__u32)(i * 8) >= cfg->hdr_len || (void *)(w + i + 1) > data_end)
+			break;
+		w[i] = cfg->hdr[i];
+	}
 	if (cfg->flows > 1) {
 		__u32 off = cfg->port_off;
 		if (off > MAX_OFF)

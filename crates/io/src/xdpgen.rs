@@ -47,6 +47,10 @@ pub const MAX_FRAME: usize = 3520;
 pub const IPV4_UDP_PAYLOAD: usize = 42;
 
 const NO_SEQ: u32 = u32::MAX;
+/// Header bytes the program writes back into every frame before sending it
+/// (a DuT that forwards in place, such as Linux IP forwarding on veth,
+/// rewrites MACs and TTL in the shared page-pool frame).
+const HDR_RESTORE: usize = 64;
 const BPF_PROG_TEST_RUN: libc::c_long = 10;
 const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
 /// The kernel's TEST_XDP_MAX_BATCH.
@@ -110,6 +114,10 @@ struct RawGenCfg {
     port_off: u32,
     base_port: u32,
     seq_off: u32,
+    /// Bytes of `hdr` restored at the start of every frame (multiple of 8).
+    hdr_len: u32,
+    _pad: u32,
+    hdr: [u64; HDR_RESTORE / 8],
 }
 // SAFETY: plain old data, no padding.
 unsafe impl aya::Pod for RawGenCfg {}
@@ -266,6 +274,12 @@ impl XdpGen {
                 frame[u + 6] = 0;
                 frame[u + 7] = 0;
             }
+        }
+        // Header restore: whole 8-byte words that fit in the frame.
+        let restore = (frame.len().min(HDR_RESTORE) / 8) * 8;
+        raw.hdr_len = restore as u32;
+        for (w, b) in raw.hdr.iter_mut().zip(frame[..restore].chunks_exact(8)) {
+            *w = u64::from_ne_bytes(b.try_into().expect("8-byte chunk"));
         }
         let idx = ifindex(ifname, &what)?;
         let mut prog = XdpProgram::load(&crate::bpf::XDP_GEN.0, "xdp_gen", &what)?;

@@ -738,6 +738,12 @@ impl Testbed {
             g => g,
         };
         for f in i.ifaces() {
+            run_ok(&["ip", "-n", &f.ns, "link", "set", "dev", &f.name, "up"])?;
+        }
+        // GRO after link up: veth (6.18) enables NAPI for a GRO request
+        // made while the device is up; a request made before is not enough
+        // for frames arriving by ndo_xdp_xmit from the peer.
+        for f in i.ifaces() {
             if let Some(g) = gro {
                 let out = exec_in(
                     &f.ns,
@@ -758,7 +764,6 @@ impl Testbed {
                     ));
                 }
             }
-            run_ok(&["ip", "-n", &f.ns, "link", "set", "dev", &f.name, "up"])?;
         }
         // Routes (after link up, which adds the connected routes): gen and sink reach the far subnet through the DuT.
         for (me, gw) in [(&i.gen, &i.dut_in), (&i.sink, &i.dut_out)] {

@@ -113,8 +113,10 @@ fn trial(cfg: &BenchConfig, d: &mut dyn Dut, stop: &Arc<AtomicBool>) -> Result<T
     let bed_cfg = TestbedConfig {
         // GRO on: veth then runs NAPI on d0/s0 even without an XDP program,
         // which the XDP_TX from the generator needs (else frames are freed).
+        // Threaded NAPI: the DuT's receive work runs in kthreads that
+        // place_napi() pins to the DuT's core, not on the generator's.
         gro: Some(true),
-        ipv6: false,
+        threaded_napi: true,
         ..TestbedConfig::default()
     };
     let mut bed = Testbed::up(&bed_cfg).map_err(failed)?;
@@ -125,6 +127,8 @@ fn trial(cfg: &BenchConfig, d: &mut dyn Dut, stop: &Arc<AtomicBool>) -> Result<T
         .map_err(failed)?
         .map_err(|e| failed(format!("sink counter: {e}")))?;
     d.start(&mut bed, &cfg.env)?;
+    // After the DuT started: attaching XDP re-creates a veth's NAPI thread.
+    place_napi(&bed, cfg).map_err(failed)?;
     let result = (|| {
         let a = FrameAddrs::for_mode(bed.info(), d.mode());
         let frame = xdpgen::ipv4_udp_frame(
@@ -203,6 +207,24 @@ fn trial(cfg: &BenchConfig, d: &mut dyn Dut, stop: &Arc<AtomicBool>) -> Result<T
     let mut t = result?;
     t.dut_account = acct?;
     Ok(t)
+}
+
+/// Pin the NAPI threads: d0 and d1 on the DuT's core, g0 and s0 on the
+/// generator's, so the DuT's whole receive and transmit work is on its core.
+fn place_napi(bed: &Testbed, cfg: &BenchConfig) -> Result<(), String> {
+    for (ns, ifname, cpu) in [
+        (bed.ns_dut(), "d0", cfg.dut_cpu),
+        (bed.ns_dut(), "d1", cfg.dut_cpu),
+        (bed.ns_gen(), "g0", cfg.gen_cpu),
+        (bed.ns_sink(), "s0", cfg.gen_cpu),
+    ] {
+        for e in crate::testbed::napi_of(ns, ifname).map_err(|e| e.to_string())? {
+            if let Some(pid) = e.pid {
+                crate::testbed::pin_thread(pid, cpu).map_err(|e| e.to_string())?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn gs_stop_join(h: std::thread::JoinHandle<()>) {
