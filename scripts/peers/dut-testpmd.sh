@@ -206,10 +206,14 @@ null_ref() {
     # Per port: mean of the per-second "Rx-pps" samples, the first one (start-up) left out.
     awk '
         /NIC statistics for port/ { port = $(NF - 1) }
-        /Rx-pps:/ { n[port]++; if (n[port] > 1) { sum[port] += $2; cnt[port]++ } }
+        /Rx-pps:/ { n[port]++; all[port] += $2; if (n[port] > 1) { sum[port] += $2; cnt[port]++ } }
         END {
             found = 0
-            for (p in cnt) { printf "null port %s: %.2f Mpps\n", p, sum[p] / cnt[p] / 1e6; found = 1 }
+            for (p in n) {
+                # (only one sample when start-up was slow: use it)
+                v = cnt[p] ? sum[p] / cnt[p] : all[p] / n[p]
+                printf "null port %s: %.2f Mpps\n", p, v / 1e6; found = 1
+            }
             if (!found) { print "dut-testpmd: no Rx-pps samples in testpmd output" > "/dev/stderr"; exit 1 }
         }' "$log" | sort
 }
