@@ -1,7 +1,9 @@
 //! `linerate bench`: every device under test on the default test bed.
 
 use anyhow::{bail, Result};
-use linerate_measure::bench::dut::{self, Bridge, BareRedirect, Dut, DutEnv, IpForward, LinerateFwd, ScriptPeer};
+use linerate_measure::bench::dut::{
+    self, BareRedirect, Bridge, Dut, DutEnv, IpForward, LinerateFwd, ScriptPeer,
+};
 use linerate_measure::bench::{self, BenchConfig, DutResult};
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -49,6 +51,10 @@ pub struct Args {
     /// CPU of the device under test.
     #[arg(long, default_value_t = 1)]
     pub dut_cpu: usize,
+    /// Threaded NAPI: the veth receive work of d0/d1 in kernel threads pinned to the DuT's
+    /// CPU (default: softirq on the sending CPU, the generator's for d0).
+    #[arg(long)]
+    pub threaded_napi: bool,
     /// Print the results as JSON on stdout (progress still goes to stderr).
     #[arg(long)]
     pub json: bool,
@@ -63,14 +69,41 @@ fn all_duts() -> Vec<Box<dyn Dut>> {
         Box::new(LinerateFwd::new("afxdp")),
         Box::new(LinerateFwd::new("xdp")),
         Box::new(BareRedirect::new()),
-        Box::new(ScriptPeer::new("testpmd-af_xdp", "dut-testpmd.sh", &["af_xdp"], "DPDK testpmd io forward, net_af_xdp")),
-        Box::new(ScriptPeer::new("testpmd-af_packet", "dut-testpmd.sh", &["af_packet"], "DPDK testpmd io forward, net_af_packet")),
-        Box::new(ScriptPeer::new("ovs-afxdp", "dut-ovs.sh", &["afxdp"], "Open vSwitch userspace datapath, afxdp ports")),
-        Box::new(ScriptPeer::new("ovs-system", "dut-ovs.sh", &["system"], "Open vSwitch userspace datapath, system ports")),
+        Box::new(ScriptPeer::new(
+            "testpmd-af_xdp",
+            "dut-testpmd.sh",
+            &["af_xdp"],
+            "DPDK testpmd io forward, net_af_xdp",
+        )),
+        Box::new(ScriptPeer::new(
+            "testpmd-af_packet",
+            "dut-testpmd.sh",
+            &["af_packet"],
+            "DPDK testpmd io forward, net_af_packet",
+        )),
+        Box::new(ScriptPeer::new(
+            "ovs-afxdp",
+            "dut-ovs.sh",
+            &["afxdp"],
+            "Open vSwitch userspace datapath, afxdp ports",
+        )),
+        Box::new(ScriptPeer::new(
+            "ovs-system",
+            "dut-ovs.sh",
+            &["system"],
+            "Open vSwitch userspace datapath, system ports",
+        )),
     ]
 }
 
-const DEFAULT: [&str; 6] = ["linux-bridge", "linux-ipfwd", "linerate-afpacket", "linerate-afxdp", "linerate-xdp", "xdp-redirect-bare"];
+const DEFAULT: [&str; 6] = [
+    "linux-bridge",
+    "linux-ipfwd",
+    "linerate-afpacket",
+    "linerate-afxdp",
+    "linerate-xdp",
+    "xdp-redirect-bare",
+];
 const PEERS: [&str; 3] = ["testpmd-af_xdp", "testpmd-af_packet", "ovs-afxdp"];
 
 pub fn run(a: Args) -> Result<()> {
@@ -80,7 +113,10 @@ pub fn run(a: Args) -> Result<()> {
     let known: Vec<String> = all_duts().iter().map(|d| d.name()).collect();
     for d in &a.duts {
         if !known.contains(d) {
-            bail!("--dut {d}: unknown device under test (known: {})", known.join(", "));
+            bail!(
+                "--dut {d}: unknown device under test (known: {})",
+                known.join(", ")
+            );
         }
     }
     let want: Vec<String> = if !a.duts.is_empty() {
@@ -92,10 +128,17 @@ pub fn run(a: Args) -> Result<()> {
         }
         w
     };
-    let mut duts: Vec<Box<dyn Dut>> = all_duts().into_iter().filter(|d| want.contains(&d.name())).collect();
+    let mut duts: Vec<Box<dyn Dut>> = all_duts()
+        .into_iter()
+        .filter(|d| want.contains(&d.name()))
+        .collect();
     duts.sort_by_key(|d| want.iter().position(|w| *w == d.name()));
     let exe = std::env::current_exe()?;
-    let (duration, warmup) = if a.quick { (1.0, 0.5) } else { (a.duration, a.warmup) };
+    let (duration, warmup) = if a.quick {
+        (1.0, 0.5)
+    } else {
+        (a.duration, a.warmup)
+    };
     let cfg = BenchConfig {
         frame_len: a.frame_size - 4,
         warmup: Duration::from_secs_f64(warmup),
@@ -104,6 +147,7 @@ pub fn run(a: Args) -> Result<()> {
         gen_cpu: a.gen_cpu,
         dut_cpu: a.dut_cpu,
         flows: 64,
+        threaded_napi: a.threaded_napi,
         env: DutEnv {
             linerate: exe.clone(),
             peers_dir: dut::find_peers_dir(&exe),
@@ -120,7 +164,10 @@ pub fn run(a: Args) -> Result<()> {
             i += 1;
             last = name.to_string();
         }
-        eprintln!("[{:>5.1}s] [{i}/{n}] {name}: {what}", t0.elapsed().as_secs_f64());
+        eprintln!(
+            "[{:>5.1}s] [{i}/{n}] {name}: {what}",
+            t0.elapsed().as_secs_f64()
+        );
     };
     eprintln!(
         "linerate bench: {} DuTs, {}-byte frames, {:.1} s per trial after {:.1} s warm-up, generator on CPU {}, DuT on CPU {}",
@@ -138,6 +185,7 @@ pub fn run(a: Args) -> Result<()> {
             "warmup_s": warmup,
             "gen_cpu": a.gen_cpu,
             "dut_cpu": a.dut_cpu,
+            "threaded_napi": a.threaded_napi,
             "kernel": kernel_release(),
             "results": results,
         });
@@ -149,26 +197,68 @@ pub fn run(a: Args) -> Result<()> {
 }
 
 fn kernel_release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string()
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .unwrap_or_default()
+        .trim()
+        .to_string()
 }
 
 fn print_table(results: &[DutResult], frame: usize) -> Result<()> {
-    let bridge = results.iter().find(|r| r.name == "linux-bridge").and_then(|r| r.median_pps);
+    let bridge = results
+        .iter()
+        .find(|r| r.name == "linux-bridge")
+        .and_then(|r| r.median_pps);
     let mut o = std::io::stdout().lock();
     writeln!(o)?;
-    writeln!(o, "{frame}-byte frames at overload, forwarded rate counted at the sink (kernel {})", kernel_release())?;
-    writeln!(o, "{:<24} {:>9} {:>10} {:>15} {:>9}  {}", "DuT", "offered", "forwarded", "min-max", "vs bridge", "note")?;
-    writeln!(o, "{:<24} {:>9} {:>10} {:>15} {:>9}", "", "Mpps", "Mpps", "Mpps", "")?;
+    writeln!(
+        o,
+        "{frame}-byte frames at overload, forwarded rate counted at the sink (kernel {})",
+        kernel_release()
+    )?;
+    writeln!(
+        o,
+        "{:<24} {:>9} {:>10} {:>15} {:>9}  {}",
+        "DuT", "offered", "forwarded", "min-max", "vs bridge", "note"
+    )?;
+    writeln!(
+        o,
+        "{:<24} {:>9} {:>10} {:>15} {:>9}",
+        "", "Mpps", "Mpps", "Mpps", ""
+    )?;
     for r in results {
-        let off = r.trials.iter().map(|t| t.offered_pps).sum::<f64>() / r.trials.len().max(1) as f64;
+        let off =
+            r.trials.iter().map(|t| t.offered_pps).sum::<f64>() / r.trials.len().max(1) as f64;
         match r.median_pps {
             Some(m) => {
-                let ratio = bridge.map(|b| format!("{:.2}x", m / b)).unwrap_or_else(|| "-".into());
-                let spread = format!("{:.3}-{:.3}", r.min_pps.unwrap_or(m) / 1e6, r.max_pps.unwrap_or(m) / 1e6);
-                let note = if r.status == "ok" { r.description.clone() } else { r.status.clone() };
-                writeln!(o, "{:<24} {:>9.3} {:>10.3} {:>15} {:>9}  {}", r.name, off / 1e6, m / 1e6, spread, ratio, note)?;
+                let ratio = bridge
+                    .map(|b| format!("{:.2}x", m / b))
+                    .unwrap_or_else(|| "-".into());
+                let spread = format!(
+                    "{:.3}-{:.3}",
+                    r.min_pps.unwrap_or(m) / 1e6,
+                    r.max_pps.unwrap_or(m) / 1e6
+                );
+                let note = if r.status == "ok" {
+                    r.description.clone()
+                } else {
+                    r.status.clone()
+                };
+                writeln!(
+                    o,
+                    "{:<24} {:>9.3} {:>10.3} {:>15} {:>9}  {}",
+                    r.name,
+                    off / 1e6,
+                    m / 1e6,
+                    spread,
+                    ratio,
+                    note
+                )?;
             }
-            None => writeln!(o, "{:<24} {:>9} {:>10} {:>15} {:>9}  {}", r.name, "-", "-", "-", "-", r.status)?,
+            None => writeln!(
+                o,
+                "{:<24} {:>9} {:>10} {:>15} {:>9}  {}",
+                r.name, "-", "-", "-", "-", r.status
+            )?,
         }
     }
     Ok(())

@@ -32,13 +32,24 @@ fn dir_json(d: &XdpFwdDir) -> serde_json::Value {
     })
 }
 
-pub fn run(a: &Args, ab: Option<MacRewrite>, ba: Option<MacRewrite>, stop: Arc<AtomicBool>) -> Result<()> {
+pub fn run(
+    a: &Args,
+    ab: Option<MacRewrite>,
+    ba: Option<MacRewrite>,
+    stop: Arc<AtomicBool>,
+) -> Result<()> {
     let (ia, ib) = (ifname(&a.port_a)?, ifname(&a.port_b)?);
     let mode = AttachMode::parse(&a.xdp_mode).unwrap_or(AttachMode::Native);
-    let rw = (ab.is_some() || ba.is_some()).then_some(XdpRewrite { a_to_b: ab, b_to_a: ba });
+    let rw = (ab.is_some() || ba.is_some()).then_some(XdpRewrite {
+        a_to_b: ab,
+        b_to_a: ba,
+    });
     let fwd = XdpFwd::start(&ia, &ib, mode, rw)?;
     if !a.json {
-        eprintln!("xdp forwarder attached to {ia} and {ib} ({} mode, devmap redirect)", mode.name());
+        eprintln!(
+            "xdp forwarder attached to {ia} and {ib} ({} mode, devmap redirect)",
+            mode.name()
+        );
     }
     let t0 = Instant::now();
     let deadline = a.duration.map(|d| t0 + Duration::from_secs_f64(d.max(0.0)));
@@ -71,7 +82,10 @@ pub fn run(a: &Args, ab: Option<MacRewrite>, ba: Option<MacRewrite>, stop: Arc<A
         println!("{v}");
     } else {
         println!("final account after {elapsed:.2} s (from the XDP program's per-CPU counters):");
-        println!("  {:<6} {:>12} {:>12} {:>10}  {:<28} received = forwarded + drops", "dir", "received", "forwarded", "dropped", "drops by reason");
+        println!(
+            "  {:<6} {:>12} {:>12} {:>10}  {:<28} received = forwarded + drops",
+            "dir", "received", "forwarded", "dropped", "drops by reason"
+        );
         for (n, d) in [("A->B", &c.a_to_b), ("B->A", &c.b_to_a)] {
             let mut by = Vec::new();
             if d.drop_redirect > 0 {
@@ -86,13 +100,23 @@ pub fn run(a: &Args, ab: Option<MacRewrite>, ba: Option<MacRewrite>, stop: Arc<A
                 d.rx,
                 d.fwd,
                 d.drops(),
-                if by.is_empty() { "-".into() } else { by.join(" ") },
-                if d.rx == d.fwd + d.drops() { "holds" } else { "DOES NOT HOLD" }
+                if by.is_empty() {
+                    "-".into()
+                } else {
+                    by.join(" ")
+                },
+                if d.rx == d.fwd + d.drops() {
+                    "holds"
+                } else {
+                    "DOES NOT HOLD"
+                }
             );
         }
     }
     if a.profile {
-        eprintln!("note: --profile measures the user-space loop; in xdp mode all work is in the kernel");
+        eprintln!(
+            "note: --profile measures the user-space loop; in xdp mode all work is in the kernel"
+        );
     }
     Ok(())
 }

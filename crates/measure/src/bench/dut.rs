@@ -66,7 +66,8 @@ impl Dut for Bridge {
         DutMode::Bridge
     }
     fn start(&mut self, bed: &mut Testbed, _: &DutEnv) -> Result<(), DutError> {
-        bed.enable_bridge().map_err(|e| DutError::Failed(e.to_string()))
+        bed.enable_bridge()
+            .map_err(|e| DutError::Failed(e.to_string()))
     }
     fn stop(&mut self, _: &Testbed) -> Result<Option<serde_json::Value>, DutError> {
         Ok(None)
@@ -86,7 +87,8 @@ impl Dut for IpForward {
         DutMode::IpForward
     }
     fn start(&mut self, bed: &mut Testbed, _: &DutEnv) -> Result<(), DutError> {
-        bed.enable_ip_forwarding().map_err(|e| DutError::Failed(e.to_string()))
+        bed.enable_ip_forwarding()
+            .map_err(|e| DutError::Failed(e.to_string()))
     }
     fn stop(&mut self, _: &Testbed) -> Result<Option<serde_json::Value>, DutError> {
         Ok(None)
@@ -115,7 +117,9 @@ impl Dut for BareRedirect {
     }
     fn start(&mut self, bed: &mut Testbed, _: &DutEnv) -> Result<(), DutError> {
         let r = bed
-            .in_netns(bed.ns_dut(), || XdpRedirectBare::start("d0", "d1", AttachMode::Native))
+            .in_netns(bed.ns_dut(), || {
+                XdpRedirectBare::start("d0", "d1", AttachMode::Native)
+            })
             .map_err(|e| DutError::Failed(e.to_string()))?
             .map_err(|e| DutError::Failed(e.to_string()))?;
         self.0 = Some(r);
@@ -178,7 +182,10 @@ impl Dut for LinerateFwd {
                     use std::io::Read;
                     let _ = e.read_to_string(&mut err);
                 }
-                return Err(DutError::Failed(format!("exited with {st}: {}", err.trim())));
+                return Err(DutError::Failed(format!(
+                    "exited with {st}: {}",
+                    err.trim()
+                )));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -186,11 +193,15 @@ impl Dut for LinerateFwd {
         Ok(())
     }
     fn stop(&mut self, _: &Testbed) -> Result<Option<serde_json::Value>, DutError> {
-        let Some(child) = self.child.take() else { return Ok(None) };
+        let Some(child) = self.child.take() else {
+            return Ok(None);
+        };
         // SIGINT: the forwarder prints its final account and detaches.
         // SAFETY: signalling our own child.
         unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-        let out = child.wait_with_output().map_err(|e| DutError::Failed(e.to_string()))?;
+        let out = child
+            .wait_with_output()
+            .map_err(|e| DutError::Failed(e.to_string()))?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         let last = stdout.lines().rev().find(|l| l.starts_with('{'));
         if !out.status.success() {
@@ -224,7 +235,12 @@ pub struct ScriptPeer {
 }
 
 impl ScriptPeer {
-    pub fn new(name: &'static str, script: &'static str, args: &[&str], what: &'static str) -> Self {
+    pub fn new(
+        name: &'static str,
+        script: &'static str,
+        args: &[&str],
+        what: &'static str,
+    ) -> Self {
         ScriptPeer {
             name,
             script,
@@ -234,10 +250,9 @@ impl ScriptPeer {
         }
     }
     fn path(&self, env: &DutEnv) -> Result<PathBuf, DutError> {
-        let dir = env
-            .peers_dir
-            .as_ref()
-            .ok_or_else(|| DutError::Unavailable("scripts/peers not found next to the binary".into()))?;
+        let dir = env.peers_dir.as_ref().ok_or_else(|| {
+            DutError::Unavailable("scripts/peers not found next to the binary".into())
+        })?;
         Ok(dir.join(self.script))
     }
 }
@@ -262,7 +277,12 @@ impl Dut for ScriptPeer {
         let msg = |o: &std::process::Output| {
             let e = String::from_utf8_lossy(&o.stderr);
             let s = String::from_utf8_lossy(&o.stdout);
-            e.lines().chain(s.lines()).filter(|l| !l.trim().is_empty()).last().unwrap_or("").to_string()
+            e.lines()
+                .chain(s.lines())
+                .filter(|l| !l.trim().is_empty())
+                .last()
+                .unwrap_or("")
+                .to_string()
         };
         match out.status.code() {
             Some(0) => {
@@ -272,7 +292,11 @@ impl Dut for ScriptPeer {
             Some(3) => Err(DutError::Unavailable(msg(&out))),
             _ => {
                 // Half-started: stop what may be there.
-                let _ = Command::new(&p).arg("stop").arg(bed.ns_dut()).args(&self.args).output();
+                let _ = Command::new(&p)
+                    .arg("stop")
+                    .arg(bed.ns_dut())
+                    .args(&self.args)
+                    .output();
                 Err(DutError::Failed(msg(&out)))
             }
         }
@@ -284,8 +308,12 @@ impl Dut for ScriptPeer {
 
 impl ScriptPeer {
     fn stop_script(&mut self) -> Result<Option<serde_json::Value>, DutError> {
-        let Some(ns) = self.started.take() else { return Ok(None) };
-        let Some(dir) = peers_dir_cached() else { return Ok(None) };
+        let Some(ns) = self.started.take() else {
+            return Ok(None);
+        };
+        let Some(dir) = peers_dir_cached() else {
+            return Ok(None);
+        };
         let out = Command::new(dir.join(self.script))
             .arg("stop")
             .arg(&ns)
@@ -293,7 +321,9 @@ impl ScriptPeer {
             .output()
             .map_err(|e| DutError::Failed(e.to_string()))?;
         if !out.status.success() {
-            return Err(DutError::Failed(String::from_utf8_lossy(&out.stderr).trim().to_string()));
+            return Err(DutError::Failed(
+                String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            ));
         }
         Ok(None)
     }

@@ -32,6 +32,10 @@ pub struct BenchConfig {
     pub dut_cpu: usize,
     /// UDP source ports to cycle through (flows).
     pub flows: u32,
+    /// Threaded NAPI with d0/d1 pinned to `dut_cpu` and g0/s0 to
+    /// `gen_cpu`. Off: veth receive work runs as softirq on the CPU that
+    /// sent the frame (the generator's for d0), as on a default system.
+    pub threaded_napi: bool,
     pub env: DutEnv,
 }
 
@@ -66,7 +70,12 @@ pub struct DutResult {
 pub type Progress<'a> = &'a mut dyn FnMut(&str, &str);
 
 /// Run every DuT in turn; `stop` ends early (the current trial is abandoned).
-pub fn run(cfg: &BenchConfig, duts: &mut [Box<dyn Dut>], stop: &Arc<AtomicBool>, progress: Progress) -> Vec<DutResult> {
+pub fn run(
+    cfg: &BenchConfig,
+    duts: &mut [Box<dyn Dut>],
+    stop: &Arc<AtomicBool>,
+    progress: Progress,
+) -> Vec<DutResult> {
     let mut out = Vec::new();
     for d in duts.iter_mut() {
         if stop.load(Ordering::SeqCst) {
@@ -78,7 +87,10 @@ pub fn run(cfg: &BenchConfig, duts: &mut [Box<dyn Dut>], stop: &Arc<AtomicBool>,
             if stop.load(Ordering::SeqCst) {
                 break;
             }
-            progress(&d.name(), &format!("trial {}/{}", rep + 1, cfg.repeat.max(1)));
+            progress(
+                &d.name(),
+                &format!("trial {}/{}", rep + 1, cfg.repeat.max(1)),
+            );
             match trial(cfg, d.as_mut(), stop) {
                 Ok(t) => trials.push(t),
                 Err(e) => {
@@ -111,24 +123,27 @@ fn failed(e: impl std::fmt::Display) -> DutError {
 /// One trial: fresh bed, DuT up, generator on, count, tear everything down.
 fn trial(cfg: &BenchConfig, d: &mut dyn Dut, stop: &Arc<AtomicBool>) -> Result<Trial, DutError> {
     let bed_cfg = TestbedConfig {
-        // GRO on: veth then runs NAPI on d0/s0 even without an XDP program,
-        // which the XDP_TX from the generator needs (else frames are freed).
-        // Threaded NAPI: the DuT's receive work runs in kthreads that
-        // place_napi() pins to the DuT's core, not on the generator's.
+        // GRO on: veth runs NAPI on d0/s0 even without an XDP program.
+        // Threaded NAPI (optional): the DuT's receive work runs in kthreads
+        // that place_napi() pins to the DuT's core, not on the generator's.
         gro: Some(true),
-        threaded_napi: true,
+        threaded_napi: cfg.threaded_napi,
         ..TestbedConfig::default()
     };
     let mut bed = Testbed::up(&bed_cfg).map_err(failed)?;
     let ns_sink = bed.ns_sink().to_string();
     let ns_gen = bed.ns_gen().to_string();
     let sink = bed
-        .in_netns(&ns_sink, || XdpCount::attach("s0", AttachMode::Native, false))
+        .in_netns(&ns_sink, || {
+            XdpCount::attach("s0", AttachMode::Native, false)
+        })
         .map_err(failed)?
         .map_err(|e| failed(format!("sink counter: {e}")))?;
     d.start(&mut bed, &cfg.env)?;
     // After the DuT started: attaching XDP re-creates a veth's NAPI thread.
-    place_napi(&bed, cfg).map_err(failed)?;
+    if cfg.threaded_napi {
+        place_napi(&bed, cfg).map_err(failed)?;
+    }
     let result = (|| {
         let a = FrameAddrs::for_mode(bed.info(), d.mode());
         let frame = xdpgen::ipv4_udp_frame(
