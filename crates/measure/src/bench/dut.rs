@@ -166,7 +166,7 @@ impl Dut for LinerateFwd {
             .arg(&env.linerate)
             .arg("fwd")
             .args(self.args())
-            .args(["--quiet", "--json", "--cpu", &env.cpu.to_string()])
+            .args(["--quiet", "--json", "--profile", "--cpu", &env.cpu.to_string()])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -224,7 +224,7 @@ impl Drop for LinerateFwd {
     }
 }
 
-/// A peer run by a script in scripts/peers/ (`dut-NAME.sh start|stop NS ARGS`):
+/// A peer run by a script in scripts/peers/ (`dut-NAME.sh start NS ARGS`, `stop NS`):
 /// DPDK testpmd, Open vSwitch. Exit status 3 from `start` means unavailable.
 pub struct ScriptPeer {
     pub name: &'static str,
@@ -317,7 +317,6 @@ impl ScriptPeer {
         let out = Command::new(dir.join(self.script))
             .arg("stop")
             .arg(&ns)
-            .args(&self.args)
             .output()
             .map_err(|e| DutError::Failed(e.to_string()))?;
         if !out.status.success() {
