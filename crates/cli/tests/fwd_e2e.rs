@@ -19,7 +19,7 @@ fn frame(i: u64, buf: &mut [u8; 1514]) -> usize {
     // Sizes cycle through 60..=1514 with a stride that hits both ends.
     let len = 60 + ((i * 7919) % (1514 - 60 + 1)) as usize;
     let vlan_tag = [100 + (i % 7) as u16];
-    let vlans: &[u16] = if i % 3 == 0 { &vlan_tag } else { &[] };
+    let vlans: &[u16] = if i.is_multiple_of(3) { &vlan_tag } else { &[] };
     let v6 = i % 2 == 1;
     let ip = if v6 {
         let mut s = [0u8; 16];

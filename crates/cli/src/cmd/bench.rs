@@ -217,8 +217,8 @@ fn print_table(results: &[DutResult], frame: usize) -> Result<()> {
     )?;
     writeln!(
         o,
-        "{:<24} {:>9} {:>10} {:>15} {:>9}  {}",
-        "DuT", "offered", "forwarded", "min-max", "vs bridge", "note"
+        "{:<24} {:>9} {:>10} {:>15} {:>9}  note",
+        "DuT", "offered", "forwarded", "min-max", "vs bridge"
     )?;
     writeln!(
         o,

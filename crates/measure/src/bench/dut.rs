@@ -166,7 +166,13 @@ impl Dut for LinerateFwd {
             .arg(&env.linerate)
             .arg("fwd")
             .args(self.args())
-            .args(["--quiet", "--json", "--profile", "--cpu", &env.cpu.to_string()])
+            .args([
+                "--quiet",
+                "--json",
+                "--profile",
+                "--cpu",
+                &env.cpu.to_string(),
+            ])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -279,8 +285,7 @@ impl Dut for ScriptPeer {
             let s = String::from_utf8_lossy(&o.stdout);
             e.lines()
                 .chain(s.lines())
-                .filter(|l| !l.trim().is_empty())
-                .last()
+                .rfind(|l| !l.trim().is_empty())
                 .unwrap_or("")
                 .to_string()
         };

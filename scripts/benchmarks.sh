@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Reproduce docs/BENCHMARKS.md: one run, on this machine, of
+#  1. `linerate bench --peers` (64-byte frames at overload through every DuT),
+#  2. the pure-CPU forwarder (mem ports) with --profile, and DPDK testpmd
+#     io-forward between two net_null ports, one after the other,
+# then write the tables. Run as root on an otherwise idle machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh >/dev/null
+out=target/bench
+mkdir -p "$out"
+lr=target/release/linerate
+secs=${BENCH_SECONDS:-5}
+reps=${BENCH_REPEAT:-2}
+
+echo "== linerate bench --peers (${secs}s x ${reps})" >&2
+$lr bench --peers --duration "$secs" --repeat "$reps" --json >"$out/bench.json"
+echo "== pure CPU: linerate fwd mem ports" >&2
+$lr fwd 'mem:a?source=60' 'mem:b?sink' --cpu 1 --duration "$secs" --profile --json --quiet >"$out/mem.json"
+$lr fwd 'mem:a?source=60' 'mem:b?sink' --cpu 1 --duration "$secs" --profile --json --quiet \
+    --rewrite-a2b 02:00:00:00:00:02/02:00:00:00:00:01 >"$out/mem_rewrite.json"
+echo "== pure CPU: testpmd io-forward net_null" >&2
+if scripts/peers/dut-testpmd.sh null "$secs" 1 >"$out/testpmd_null.txt" 2>"$out/testpmd_null.err"; then :; else
+    echo "testpmd null unavailable: $(tail -1 "$out/testpmd_null.err")" >&2; : >"$out/testpmd_null.txt"; fi
+cmd="scripts/benchmarks.sh (BENCH_SECONDS=$secs BENCH_REPEAT=$reps)"
+python3 scripts/bench_report.py "$out" "$cmd" >docs/BENCHMARKS.md
+echo "wrote docs/BENCHMARKS.md" >&2
