@@ -128,3 +128,24 @@ if null:
 else:
     p("| testpmd io-forward, net_null | unavailable | |")
 p()
+p("## Reading these numbers")
+p()
+p("- **AF_XDP on veth is capped by the kernel's copy-mode transmit.** veth has no zero-copy AF_XDP, so every "
+  "frame an AF_XDP socket sends becomes an skb (allocate, copy, `veth_xmit`, and the sink veth's receive, "
+  "which runs as softirq on the sending core). The profile above shows it: of the cycles per packet of "
+  "`linerate-afxdp`, all but about a dozen are in TX, i.e. inside `sendto()`; linerate's own per-packet work "
+  "(RX ring, processing, buffer recycling) is about 13 cycles. testpmd (net_af_xdp) and Open vSwitch (afxdp "
+  "ports) pay the same kernel path and land at the same rate, so the issue's goal of 2x the best of them is "
+  "out of reach on veth whatever the user-space side does; it is a property of the test bed, not of the "
+  "forwarders. On a NIC with zero-copy AF_XDP the TX cost is a descriptor write.")
+p("- **The XDP mode** forwards in the kernel with a devmap redirect (the 'kernel module' approach of seed 003) "
+  "and runs, like the bridge and IP forwarding, in the veth's NAPI on the generator's core; it keeps per-CPU "
+  "counters per direction and still matches the bare redirect.")
+p("- **mem ports vs net_null:** linerate's mem source hands out descriptors of pre-built frames (no buffer "
+  "allocation, no data touched), and the sink counts and discards; testpmd's net_null allocates and frees an "
+  "mbuf per packet from a mempool. Both measure the forwarding loop without I/O, but the mem ports are cheaper "
+  "by construction: the ratio says more about the loop's overhead (dynamic dispatch per batch, counters per "
+  "batch) than about a like-for-like buffer cost.")
+p("- **Ordering:** bridge < IP forwarding < XDP, as in seeds 000 and 001. The user-space forwarders over "
+  "AF_PACKET sit below the bridge here because their receive copy and their transmit both go through the "
+  "kernel's skb paths on veth.")

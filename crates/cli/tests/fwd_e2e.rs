@@ -61,6 +61,10 @@ impl Drop for Child {
 }
 
 fn run_backend(scheme: &str) {
+    run_backend_with(scheme, &[]);
+}
+
+fn run_backend_with(scheme: &str, extra: &[&str]) {
     let bed = Testbed::up(&TestbedConfig::default()).expect("test bed");
     let exe = env!("CARGO_BIN_EXE_linerate");
     let child = Command::new("ip")
@@ -68,6 +72,7 @@ fn run_backend(scheme: &str) {
         .arg(format!("{scheme}:d0"))
         .arg(format!("{scheme}:d1"))
         .args(["--json", "--quiet"])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -219,4 +224,10 @@ fn fwd_afpacket_100k_mixed_frames_exact() {
 #[test]
 fn fwd_afxdp_100k_mixed_frames_exact() {
     run_backend("afxdp");
+}
+
+#[test]
+fn fwd_afxdp_per_direction_cores_poll_mode_exact() {
+    // One thread per direction, sleeping in poll() when idle (need_wakeup).
+    run_backend_with("afxdp", &["--cores", "per-direction", "--poll", "wait"]);
 }
