@@ -36,6 +36,8 @@ pub mod ipv4;
 pub mod ipv6;
 /// Toeplitz RSS hash (Microsoft key, symmetric key) and its tuple layouts.
 pub mod rss;
+/// The measurement signature (stream id, sequence number, TX timestamp) in the payload.
+pub mod signature;
 /// TCP header (data offset, flags, options) and checksum.
 pub mod tcp;
 /// UDP header and checksum with IPv4/IPv6 pseudo-headers.
