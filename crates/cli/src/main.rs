@@ -3,6 +3,8 @@
 use clap::{Parser, Subcommand};
 
 mod cmd;
+#[allow(dead_code)] // wired to `linerate gen --script` next
+mod script;
 
 #[derive(Parser)]
 #[command(name = "linerate", version, about = "Move packets fast on commodity Linux, and prove how fast they move.",
