@@ -19,6 +19,7 @@ enum Command {
     Fwd(cmd::fwd::Args),
     Testbed(cmd::testbed::Args),
     Bench(cmd::bench::Args),
+    Count(cmd::count::Args),
 }
 
 fn main() {
@@ -27,6 +28,7 @@ fn main() {
         Command::Fwd(a) => cmd::fwd::run(a),
         Command::Testbed(a) => cmd::testbed::run(a),
         Command::Bench(a) => cmd::bench::run(a),
+        Command::Count(a) => cmd::count::run(a),
     };
     if let Err(e) = r {
         // One line, naming the problem; the chain is joined with ": ".

@@ -1,5 +1,6 @@
 pub mod bench;
 pub mod common;
+pub mod count;
 pub mod fwd;
 pub mod fwd_xdp;
 pub mod testbed;

@@ -1,0 +1,202 @@
+//! `linerate count PORT`: the receiver: per-stream packets, rate, loss,
+//! reordering, duplicates and latency from linerate's signatures.
+
+use anyhow::{bail, Context, Result};
+use linerate_io::{Batch, OpenOptions};
+use linerate_pipeline::count::{clock, Clock, Receiver};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args)]
+#[command(
+    about = "Receive and measure: per-stream rate, loss, reordering, duplicates and latency",
+    after_help = "\
+Reads linerate's measurement signature (stream id, sequence number, TX time) from the L4 payload of
+every packet; packets without one are counted as unsigned. Latency = RX time - TX time, both in
+CLOCK_MONOTONIC; the report names the RX clock (kernel timestamps of TPACKET_V3 converted from
+CLOCK_REALTIME, or user space per batch) and its resolution.
+
+Examples:
+  # count on an interface for 10 s, once-a-second lines, final table
+  linerate count afpacket:s0 --duration 10
+  # JSON lines and a final JSON report; latency histogram and CDF as CSV files
+  linerate count afxdp:s0 --json --out results/
+  # loss, reordering and duplicates in a capture
+  linerate count pcap:trace.pcapng"
+)]
+pub struct Args {
+    /// Port to receive on (URI).
+    pub port: String,
+    /// Stop after this many seconds (default: Ctrl-C, or the end of a finite source).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Stop after this many packets.
+    #[arg(long)]
+    pub packets: Option<u64>,
+    /// Stop when no packet arrived for this many seconds (after the first one).
+    #[arg(long)]
+    pub idle: Option<f64>,
+    /// Packets per batch.
+    #[arg(long, default_value_t = linerate_io::DEFAULT_BATCH)]
+    pub batch: usize,
+    /// Write report.json, report.txt and latency histogram/CDF CSVs per stream into this directory.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// JSON lines once a second and a final JSON report on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// No once-a-second lines.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// When a receive loop ends (besides the stop flag and the end of a finite source).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Until {
+    pub deadline: Option<Instant>,
+    pub packets: Option<u64>,
+    /// No packet for this long after the first one.
+    pub idle: Option<Duration>,
+}
+
+/// Receive from an open port into `rx` until stopped; calls `tick` once a second.
+pub fn receive_loop(
+    port: &mut linerate_io::Port,
+    rx: &mut Receiver,
+    batch: usize,
+    stop: &AtomicBool,
+    until: Until,
+    mut tick: impl FnMut(&mut Receiver),
+) -> Result<()> {
+    let Until {
+        deadline,
+        packets: max_packets,
+        idle,
+    } = until;
+    let mut b = Batch::new(batch);
+    let mut last_tick = Instant::now();
+    let mut last_pkt = Instant::now();
+    let mut got_any = false;
+    let mut empty = 0u32;
+    loop {
+        let n = port.rx.recv(&mut b)?;
+        if n > 0 {
+            // One clock read per batch (vDSO, no syscall).
+            rx.on_batch(b.pkts(), clock::monotonic_ns());
+            port.rx.release(&mut b);
+            got_any = true;
+            empty = 0;
+        } else {
+            empty += 1;
+            if port.rx.at_end() {
+                break;
+            }
+            if empty > 256 {
+                port.rx.wait(10)?;
+            }
+        }
+        // Cheap checks every turn; the clock only every 64 empty turns or per batch.
+        if n > 0 || empty.is_multiple_of(64) {
+            let now = Instant::now();
+            if n > 0 {
+                last_pkt = now;
+            }
+            if stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| now >= d) {
+                break;
+            }
+            if let (Some(i), true) = (idle, got_any) {
+                if now - last_pkt >= i {
+                    break;
+                }
+            }
+            if now - last_tick >= Duration::from_secs(1) {
+                rx.clock_mut().refresh();
+                tick(rx);
+                last_tick = now;
+            }
+        }
+        if max_packets.is_some_and(|m| rx.counters().packets >= m) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+pub fn run(a: Args) -> Result<()> {
+    if !(1..=linerate_io::MAX_BATCH).contains(&a.batch) {
+        bail!(
+            "--batch {}: must be between 1 and {}",
+            a.batch,
+            linerate_io::MAX_BATCH
+        );
+    }
+    let stop = super::common::stop_flag()?;
+    let opts = OpenOptions {
+        batch: a.batch,
+        busy_poll: false,
+        ..OpenOptions::default()
+    };
+    let mut port = linerate_io::open(&a.port, &opts)?;
+    // A capture's timestamps are CLOCK_REALTIME of the machine that wrote it.
+    let clock = match port.info.clock {
+        "file" => Clock::kernel_realtime(),
+        c => Clock::for_port(c),
+    };
+    let mut rx = Receiver::new(clock);
+    if !a.json {
+        eprintln!(
+            "count: {} ({}: {}); {}",
+            port.info.uri,
+            port.info.kind,
+            port.info.detail,
+            rx.clock().describe()
+        );
+    }
+    let deadline = a
+        .duration
+        .map(|d| Instant::now() + Duration::from_secs_f64(d.max(0.0)));
+    let (json, quiet) = (a.json, a.quiet);
+    let t0 = Instant::now();
+    receive_loop(
+        &mut port,
+        &mut rx,
+        a.batch,
+        &stop,
+        Until {
+            deadline,
+            packets: a.packets,
+            idle: a.idle.map(Duration::from_secs_f64),
+        },
+        |rx| {
+            if quiet {
+                return;
+            }
+            let s = rx.snapshot(clock::monotonic_ns());
+            if json {
+                println!("{}", serde_json::to_string(&s).unwrap_or_default());
+            } else {
+                println!(
+                    "{:>7.1}s {}",
+                    t0.elapsed().as_secs_f64(),
+                    s.to_text().trim_end()
+                );
+            }
+        },
+    )?;
+    let report = rx.final_report();
+    if let Some(dir) = &a.out {
+        let files = rx
+            .write_dir(dir)
+            .with_context(|| format!("--out {}", dir.display()))?;
+        if !a.json {
+            eprintln!("wrote {} files to {}", files.len(), dir.display());
+        }
+    }
+    if a.json {
+        println!("{}", report.to_json());
+    } else {
+        print!("{}", report.to_text());
+    }
+    Ok(())
+}
