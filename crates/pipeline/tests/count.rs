@@ -9,7 +9,6 @@ use linerate_wire::build::{build_udp, FrameParams, IpPair};
 use linerate_wire::signature::{self, Signature, FLAG_TS, SEQ_OFFSET, TS_OFFSET};
 
 const N: u64 = 1_000_000;
-const STREAMS: u64 = 4;
 
 /// The sequence number the test generator puts in packet `j` of a stream:
 /// one number in 1000 is skipped (lost); at `j % 500 == 100` the previous
@@ -27,6 +26,16 @@ fn seq_of(j: u64) -> u64 {
 
 #[test]
 fn million_packets_exact_and_fast() {
+    run(4);
+}
+
+/// 1024 streams: every packet touches another stream's bitmap and histogram.
+#[test]
+fn million_packets_1024_streams() {
+    run(1024);
+}
+
+fn run(streams: u64) {
     // One template frame per batch slot; the signature's fields are
     // patched in place before each batch, as a generator would.
     let mut payload = [0u8; 46];
@@ -44,16 +53,20 @@ fn million_packets_exact_and_fast() {
     let mut frames = vec![tpl; MAX_BATCH];
     let bs = 64usize;
     let mut r = Receiver::new(Clock::Monotonic);
+    if streams > 4 {
+        r.preallocate(streams as usize);
+    }
     let mut batch = Batch::new(bs);
     let mut sent = 0u64;
     let mut elapsed = std::time::Duration::ZERO;
+    let mut first_elapsed = std::time::Duration::ZERO;
     let t_base = 1_000_000_000u64;
     while sent < N {
         batch.clear();
         for (i, f) in frames.iter_mut().take(bs).enumerate() {
             let k = sent + i as u64;
-            let stream = (k % STREAMS) as usize;
-            let q = seq_of(k / STREAMS);
+            let stream = (k % streams) as usize;
+            let q = seq_of(k / streams);
             let sig = &mut f[sig_off..sig_off + signature::LEN];
             sig[4..6].copy_from_slice(&(stream as u16).to_be_bytes());
             sig[6..8].copy_from_slice(&FLAG_TS.to_be_bytes());
@@ -70,12 +83,19 @@ fn million_packets_exact_and_fast() {
         let now = t_base + (sent + bs as u64 - 1) * 100 + 5_000;
         let t0 = Instant::now();
         r.on_batch(batch.pkts(), now);
-        elapsed += t0.elapsed();
+        let dt = t0.elapsed();
+        elapsed += dt;
+        if sent < streams {
+            // The first packet of each stream allocates its state.
+            first_elapsed += dt;
+        }
         sent += bs as u64;
     }
     let ns_per_pkt = elapsed.as_nanos() as f64 / sent as f64;
+    let steady = (elapsed - first_elapsed).as_nanos() as f64 / (sent - streams.min(sent)) as f64;
     println!(
-        "on_batch: {sent} packets in {elapsed:?}: {ns_per_pkt:.1} ns/packet ({})",
+        "on_batch, {streams} streams: {sent} packets in {elapsed:?}: {ns_per_pkt:.1} ns/packet, \
+         {steady:.1} ns/packet after every stream's first packet ({})",
         if cfg!(debug_assertions) {
             "debug build, not asserted"
         } else {
@@ -85,12 +105,12 @@ fn million_packets_exact_and_fast() {
     let rep = r.final_report();
     assert_eq!(rep.totals.packets, sent);
     assert_eq!(rep.totals.signed, sent);
-    assert_eq!(rep.streams.len(), STREAMS as usize);
+    assert_eq!(rep.streams.len(), streams as usize);
     // Reference model of the same pattern: plain set arithmetic.
     for st in &rep.streams {
         let mut seen = std::collections::HashSet::new();
         let (mut dup, mut reord, mut max) = (0u64, 0u64, None::<u64>);
-        for j in 0..sent / STREAMS {
+        for j in 0..(sent - st.stream as u64).div_ceil(streams) {
             let q = seq_of(j);
             if !seen.insert(q) {
                 dup += 1;
@@ -103,7 +123,10 @@ fn million_packets_exact_and_fast() {
         assert_eq!(st.duplicates, dup, "stream {}", st.stream);
         assert_eq!(st.reordered, reord, "stream {}", st.stream);
         assert_eq!(st.lost, lost, "stream {}", st.stream);
-        assert!(st.lost > 200 && st.duplicates > 100, "{st:?}");
+        assert!(
+            st.lost >= 2 && st.duplicates >= 2 && st.reordered >= 2,
+            "{st:?}"
+        );
         let l = st.latency.as_ref().unwrap();
         assert_eq!(l.samples, st.packets);
         assert!(l.min_ns >= 5_000 && l.max_ns <= 5_000 + 64 * 100, "{l:?}");
