@@ -426,3 +426,19 @@ fn outputs_text_json_csv_dir() {
     assert_eq!(txt, text);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn preallocated_states_are_used_and_capped() {
+    let mut r = Receiver::with_max_streams(Clock::Monotonic, 3);
+    r.preallocate(10);
+    let mut f = [frame(Some(ts_sig(6, 0, 100)))];
+    feed(&mut r, &mut f, &[], 300);
+    seqs(&mut r, 7, &[0, 2]);
+    seqs(&mut r, 8, &[1]);
+    seqs(&mut r, 9, &[0]);
+    let s6 = r.stream(6).unwrap();
+    assert_eq!((s6.id, s6.first_rx_ns, s6.lat_min_ns), (6, 300, 200));
+    assert_eq!(r.stream(7).unwrap().seq.lost(), 1);
+    assert_eq!(r.stream(8).unwrap().seq.lost(), 1);
+    assert_eq!(r.counters().too_many_streams, 1);
+}
