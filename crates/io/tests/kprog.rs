@@ -4,7 +4,7 @@
 use linerate_io::xdp::AttachMode;
 use linerate_io::xdpcount::XdpCount;
 use linerate_io::xdpfwd::{veth_xdp_xmit_errors, MacPair, MacRewrite, XdpFwd};
-use linerate_io::xdpgen::{ipv4_udp_frame, GenConfig, XdpGen, IPV4_UDP_PAYLOAD};
+use linerate_io::xdpgen::{ipv4_udp_frame, GenConfig, SigConfig, XdpGen, IPV4_UDP_PAYLOAD};
 use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -151,7 +151,7 @@ fn settle() {
 
 fn seq_of(f: &[u8]) -> u64 {
     u64::from_be_bytes(
-        f[IPV4_UDP_PAYLOAD..IPV4_UDP_PAYLOAD + 8]
+        f[IPV4_UDP_PAYLOAD + 8..IPV4_UDP_PAYLOAD + 16]
             .try_into()
             .unwrap(),
     )
@@ -164,15 +164,19 @@ fn gen_to_count_exact() {
     let (g, s) = (bed.ns(0), bed.ns(1));
     std::thread::spawn(move || {
         const N: u64 = 1_000_000;
-        let f = frame(64);
+        let f = frame(66);
         enter(&s);
         let sink =
-            XdpCount::attach_with_seq("d0", AttachMode::Native, false, Some(IPV4_UDP_PAYLOAD))
+            XdpCount::attach_with_seq("d0", AttachMode::Native, false, Some(IPV4_UDP_PAYLOAD + 8))
                 .unwrap();
         enter(&g);
         let cfg = GenConfig {
             flows: 16,
-            seq_offset: Some(IPV4_UDP_PAYLOAD),
+            signature: Some(SigConfig {
+                offset: IPV4_UDP_PAYLOAD,
+                stream: 1,
+                sample_every: 1,
+            }),
             ..Default::default()
         };
         let mut gen = XdpGen::new("g0", &f, cfg).unwrap();
@@ -186,7 +190,7 @@ fn gen_to_count_exact() {
             "sink {c:?} gen {st:?}, veth xmit errors {:?}",
             veth_xdp_xmit_errors("g0")
         );
-        assert_eq!(c.bytes, N * 64);
+        assert_eq!(c.bytes, N * 66);
         assert_eq!(c.max_seq, Some(N - 1));
         assert_eq!(c.no_seq, 0);
         assert_eq!(veth_xdp_xmit_errors("g0"), Some(0));
@@ -220,7 +224,11 @@ fn gen_frames_are_the_template_with_seq_and_ports() {
         enter(&g);
         let cfg = GenConfig {
             flows: 4,
-            seq_offset: Some(IPV4_UDP_PAYLOAD),
+            signature: Some(SigConfig {
+                offset: IPV4_UDP_PAYLOAD,
+                stream: 1,
+                sample_every: 1,
+            }),
             ..Default::default()
         };
         let mut gen = XdpGen::new("g0", &f, cfg).unwrap();
@@ -239,7 +247,7 @@ fn gen_frames_are_the_template_with_seq_and_ports() {
             let mut want = f.clone();
             want[34..36].copy_from_slice(&x[34..36]);
             want[40..42].copy_from_slice(&[0, 0]);
-            want[42..50].copy_from_slice(&x[42..50]);
+            want[42..66].copy_from_slice(&x[42..66]);
             assert_eq!(x, &want);
         }
         let ports: std::collections::BTreeSet<u16> = got
@@ -265,7 +273,11 @@ fn gen_rejects_bad_config() {
             .contains("no interface named 'nope0'"));
         assert!(e(XdpGen::new("g0", &f[..10], GenConfig::default())).contains("10 bytes"));
         let cfg = GenConfig {
-            seq_offset: Some(55),
+            signature: Some(SigConfig {
+                offset: 40,
+                stream: 0,
+                sample_every: 1,
+            }),
             ..Default::default()
         };
         assert!(e(XdpGen::new("g0", &f, cfg)).contains("does not fit"));
