@@ -241,8 +241,11 @@ fn main() -> Result<(), String> {
         let counted = sink.read().packets - c0;
         // Rates per second of the requested duration (the run ends up to
         // one call's overhead later, see the xdpgen docs).
-        let wall = d;
-        let sent_rate = st.sent as f64 / d;
+        // Per second of the run's real duration: the count is exact
+        // (floor(pps * d)) but the run may overrun d (a call's overhead,
+        // or a backlog the machine cannot send in time).
+        let wall = st.duration_ns as f64 / 1e9;
+        let sent_rate = st.pps();
         println!(
             "{:>12.0} {:>12.0} {:>12.0} {:>+9.3} {:>7.2}ms {:>8.1}us {:>8.1}us {:>9}",
             pps,
