@@ -2,22 +2,32 @@
 // linerate's in-kernel generator. Not attached anywhere: user space runs it
 // with BPF_PROG_RUN and BPF_F_TEST_XDP_LIVE_FRAMES, and the kernel turns
 // XDP_TX into a transmission out of the `ingress_ifindex` given in the
-// context. Frames come from a page pool initialised once from the template
-// and reused as they are, so every per-packet field is rewritten here on
-// every run: the headers (restored from the template), the UDP source
-// port (flows > 1) and the sequence number.
+// context. Frames come from a page pool initialised once per call from the
+// template and reused as they are, so every per-packet field is rewritten
+// here on every run: the headers (restored from the template), the UDP
+// source port (flows > 1) and the measurement signature.
+//
+// Signature (crates/wire/src/signature.rs), 24 bytes big-endian:
+//   magic "LRSG" u32 | stream u16 | flags u16 | seq u64 | tx_ns u64
+// Sampled packets (seq % sample_every == 0) carry it with FLAG_TS and the
+// time of bpf_ktime_get_ns() (CLOCK_MONOTONIC) taken last, just before the
+// program returns; the others carry 24 zero bytes.
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
-#define NO_SEQ 0xffffffffu
+#define NO_SIG 0xffffffffu
 #define MAX_OFF 4096
+#define SIG_MAGIC 0x4c525347u
+#define FLAG_TS 1
 
 struct gen_cfg {
 	__u32 flows;     // > 1: UDP source port = base_port + n % flows
 	__u32 port_off;  // offset of the UDP source port in the frame
 	__u32 base_port; // host order
-	__u32 seq_off;   // NO_SEQ or offset of a big-endian u64 sequence number
+	__u32 sig_off;   // NO_SIG or offset of the 24-byte signature
 	__u32 hdr_len;   // bytes of hdr[] restored into every frame (multiple of 8)
+	__u32 sample_every; // >= 1: signature on packets with seq % sample_every == 0
+	__u32 stream;    // stream id (u16)
 	__u32 pad;
 	__u64 hdr[8];    // the template's first 64 bytes
 };
@@ -35,7 +45,8 @@ struct {
 } gen_cfg SEC(".maps");
 
 // The sequence counter, shared by all CPUs (one atomic add per frame when
-// sequence numbers are on; uncontended with one generator thread).
+// the signature is on; uncontended with one generator thread). It counts
+// every packet, sampled or not.
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
@@ -81,19 +92,35 @@ int xdp_gen(struct xdp_md *ctx)
 		p[0] = port >> 8;
 		p[1] = port & 0xff;
 	}
-	if (cfg->seq_off != NO_SEQ) {
-		__u32 off = cfg->seq_off;
+	if (cfg->sig_off != NO_SIG) {
+		__u32 off = cfg->sig_off;
 		if (off > MAX_OFF)
 			goto bad;
 		__u8 *p = data + off;
-		if ((void *)(p + 8) > data_end)
+		if ((void *)(p + 24) > data_end)
 			goto bad;
 		__u64 *ctr = bpf_map_lookup_elem(&gen_seq, &k);
 		if (!ctr)
 			goto bad;
 		__u64 seq = __sync_fetch_and_add(ctr, 1);
-		seq = __builtin_bswap64(seq);
-		__builtin_memcpy(p, &seq, 8);
+		__u32 every = cfg->sample_every;
+		if (every <= 1 || seq % every == 0) {
+			__u32 head = __builtin_bswap32(SIG_MAGIC);
+			__u32 sf = __builtin_bswap32(((cfg->stream & 0xffff) << 16) | FLAG_TS);
+			__u64 s = __builtin_bswap64(seq);
+			__builtin_memcpy(p, &head, 4);
+			__builtin_memcpy(p + 4, &sf, 4);
+			__builtin_memcpy(p + 8, &s, 8);
+			st->runs = n + 1;
+			// As late as the program can: the last thing before XDP_TX.
+			__u64 t = __builtin_bswap64(bpf_ktime_get_ns());
+			__builtin_memcpy(p + 16, &t, 8);
+			return XDP_TX;
+		}
+		__u64 z = 0;
+		__builtin_memcpy(p, &z, 8);
+		__builtin_memcpy(p + 8, &z, 8);
+		__builtin_memcpy(p + 16, &z, 8);
 	}
 	st->runs = n + 1;
 	return XDP_TX;

@@ -261,7 +261,7 @@ fn main() {
         );
         let cfg = GenConfig {
             flows: 1,
-            seq_offset: (len >= IPV4_UDP_PAYLOAD + 8).then_some(IPV4_UDP_PAYLOAD),
+            signature: (len >= IPV4_UDP_PAYLOAD + 24).then_some(linerate_io::xdpgen::SigConfig { offset: IPV4_UDP_PAYLOAD, stream: 0, sample_every: 1 }),
             ..Default::default()
         };
         println!(

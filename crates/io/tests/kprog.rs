@@ -4,7 +4,7 @@
 use linerate_io::xdp::AttachMode;
 use linerate_io::xdpcount::XdpCount;
 use linerate_io::xdpfwd::{veth_xdp_xmit_errors, MacPair, MacRewrite, XdpFwd};
-use linerate_io::xdpgen::{ipv4_udp_frame, GenConfig, XdpGen, IPV4_UDP_PAYLOAD};
+use linerate_io::xdpgen::{ipv4_udp_frame, GenConfig, SigConfig, XdpGen, IPV4_UDP_PAYLOAD};
 use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -151,7 +151,7 @@ fn settle() {
 
 fn seq_of(f: &[u8]) -> u64 {
     u64::from_be_bytes(
-        f[IPV4_UDP_PAYLOAD..IPV4_UDP_PAYLOAD + 8]
+        f[IPV4_UDP_PAYLOAD + 8..IPV4_UDP_PAYLOAD + 16]
             .try_into()
             .unwrap(),
     )
@@ -164,15 +164,19 @@ fn gen_to_count_exact() {
     let (g, s) = (bed.ns(0), bed.ns(1));
     std::thread::spawn(move || {
         const N: u64 = 1_000_000;
-        let f = frame(64);
+        let f = frame(66);
         enter(&s);
         let sink =
-            XdpCount::attach_with_seq("d0", AttachMode::Native, false, Some(IPV4_UDP_PAYLOAD))
+            XdpCount::attach_with_seq("d0", AttachMode::Native, false, Some(IPV4_UDP_PAYLOAD + 8))
                 .unwrap();
         enter(&g);
         let cfg = GenConfig {
             flows: 16,
-            seq_offset: Some(IPV4_UDP_PAYLOAD),
+            signature: Some(SigConfig {
+                offset: IPV4_UDP_PAYLOAD,
+                stream: 1,
+                sample_every: 1,
+            }),
             ..Default::default()
         };
         let mut gen = XdpGen::new("g0", &f, cfg).unwrap();
@@ -186,7 +190,7 @@ fn gen_to_count_exact() {
             "sink {c:?} gen {st:?}, veth xmit errors {:?}",
             veth_xdp_xmit_errors("g0")
         );
-        assert_eq!(c.bytes, N * 64);
+        assert_eq!(c.bytes, N * 66);
         assert_eq!(c.max_seq, Some(N - 1));
         assert_eq!(c.no_seq, 0);
         assert_eq!(veth_xdp_xmit_errors("g0"), Some(0));
@@ -220,7 +224,11 @@ fn gen_frames_are_the_template_with_seq_and_ports() {
         enter(&g);
         let cfg = GenConfig {
             flows: 4,
-            seq_offset: Some(IPV4_UDP_PAYLOAD),
+            signature: Some(SigConfig {
+                offset: IPV4_UDP_PAYLOAD,
+                stream: 1,
+                sample_every: 1,
+            }),
             ..Default::default()
         };
         let mut gen = XdpGen::new("g0", &f, cfg).unwrap();
@@ -239,7 +247,7 @@ fn gen_frames_are_the_template_with_seq_and_ports() {
             let mut want = f.clone();
             want[34..36].copy_from_slice(&x[34..36]);
             want[40..42].copy_from_slice(&[0, 0]);
-            want[42..50].copy_from_slice(&x[42..50]);
+            want[42..66].copy_from_slice(&x[42..66]);
             assert_eq!(x, &want);
         }
         let ports: std::collections::BTreeSet<u16> = got
@@ -265,7 +273,11 @@ fn gen_rejects_bad_config() {
             .contains("no interface named 'nope0'"));
         assert!(e(XdpGen::new("g0", &f[..10], GenConfig::default())).contains("10 bytes"));
         let cfg = GenConfig {
-            seq_offset: Some(55),
+            signature: Some(SigConfig {
+                offset: 40,
+                stream: 0,
+                sample_every: 1,
+            }),
             ..Default::default()
         };
         assert!(e(XdpGen::new("g0", &f, cfg)).contains("does not fit"));
@@ -416,4 +428,134 @@ fn gen_into_veth_without_peer_napi_is_lost_silently() {
     send();
     settle();
     assert_eq!(rx(&s) - before, 1000);
+}
+
+fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Signature fields on the wire: stream, consecutive sequence numbers,
+/// monotonic TX times close to CLOCK_MONOTONIC; sampling every 4th.
+#[test]
+fn gen_signature_on_the_wire_and_sampling() {
+    use linerate_wire::signature::{self, FLAG_TS};
+    let bed = Bed::new(&["g", "s"]);
+    bed.veth(0, "g0", 1, "d0");
+    let (g, s) = (bed.ns(0), bed.ns(1));
+    std::thread::spawn(move || {
+        let f = frame(80);
+        enter(&s);
+        let _sink = XdpCount::attach("d0", AttachMode::Native, true).unwrap();
+        let raw = Raw::open("d0");
+        enter(&g);
+        let sig = SigConfig {
+            offset: IPV4_UDP_PAYLOAD,
+            stream: 0x1234,
+            sample_every: 1,
+        };
+        let cfg = GenConfig {
+            flows: 3,
+            signature: Some(sig),
+            ..Default::default()
+        };
+        let mut gen = XdpGen::new("g0", &f, cfg).unwrap();
+        let before = mono_ns();
+        assert_eq!(gen.run(16, &AtomicBool::new(false)).unwrap().sent, 16);
+        let got = raw.recv(16);
+        let after = mono_ns();
+        assert_eq!(got.len(), 16);
+        let mut sigs: Vec<_> = got
+            .iter()
+            .map(|x| signature::read(&x[IPV4_UDP_PAYLOAD..]).expect("signature"))
+            .collect();
+        sigs.sort_by_key(|s| s.seq);
+        for (i, s) in sigs.iter().enumerate() {
+            assert_eq!(s.stream, 0x1234);
+            assert_eq!(s.flags, FLAG_TS);
+            assert_eq!(s.seq, i as u64);
+            let t = s.tx_time().unwrap();
+            assert!(t >= before && t <= after, "{before} <= {t} <= {after}");
+            if i > 0 {
+                assert!(t >= sigs[i - 1].tx_ns);
+            }
+        }
+        // Sampling: every 4th packet (by sequence number) carries it, the
+        // others 24 zero bytes; the frame length does not change.
+        let cfg = GenConfig {
+            signature: Some(SigConfig {
+                sample_every: 4,
+                ..sig
+            }),
+            ..Default::default()
+        };
+        let mut gen = XdpGen::new("g0", &f, cfg).unwrap();
+        assert_eq!(gen.run(16, &AtomicBool::new(false)).unwrap().sent, 16);
+        let got = raw.recv(16);
+        assert_eq!(got.len(), 16);
+        let mut seqs = Vec::new();
+        for x in &got {
+            assert_eq!(x.len(), 80);
+            match signature::read(&x[IPV4_UDP_PAYLOAD..]) {
+                Some(s) => seqs.push(s.seq),
+                None => assert_eq!(&x[IPV4_UDP_PAYLOAD..IPV4_UDP_PAYLOAD + 24], &[0u8; 24]),
+            }
+        }
+        seqs.sort();
+        assert_eq!(seqs, vec![0, 4, 8, 12]);
+    })
+    .join()
+    .unwrap();
+}
+
+/// A rate limit keeps the exact count and takes about count / rate; the
+/// stop flag ends a paced run early.
+#[test]
+fn gen_rate_limit_exact_count_and_stop() {
+    let bed = Bed::new(&["g", "s"]);
+    bed.veth(0, "g0", 1, "d0");
+    let (g, s) = (bed.ns(0), bed.ns(1));
+    std::thread::spawn(move || {
+        enter(&s);
+        let sink = XdpCount::attach("d0", AttachMode::Native, false).unwrap();
+        enter(&g);
+        let cfg = GenConfig {
+            pps: Some(100_000.0),
+            ..Default::default()
+        };
+        let mut gen = XdpGen::new("g0", &frame(60), cfg).unwrap();
+        let st = gen.run(20_000, &AtomicBool::new(false)).unwrap();
+        assert_eq!(st.sent, 20_000, "{st:?}");
+        // 0.2 s ideal; each call costs some ms (RCU), loosely bounded.
+        assert!(
+            st.duration_ns > 150_000_000 && st.duration_ns < 1_000_000_000,
+            "{st:?}"
+        );
+        settle();
+        assert_eq!(sink.read().packets, 20_000);
+        // Stop from another thread after ~200 ms of an unbounded run.
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let s2 = stop.clone();
+        let h = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            s2.store(true, Ordering::SeqCst);
+        });
+        let st = gen.run(u64::MAX, &stop).unwrap();
+        h.join().unwrap();
+        assert!(st.duration_ns < 1_000_000_000, "{st:?}");
+        assert!(st.sent > 5_000 && st.sent < 100_000, "{st:?}");
+        // A bad rate is refused.
+        let cfg = GenConfig {
+            pps: Some(f64::NAN),
+            ..Default::default()
+        };
+        assert!(XdpGen::new("g0", &frame(60), cfg).is_err());
+    })
+    .join()
+    .unwrap();
 }
