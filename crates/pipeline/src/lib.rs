@@ -1,3 +1,4 @@
 //! Pipelines: stages joined by batches. Today the L2 forwarder ([`fwd`]).
 
 pub mod fwd;
+pub mod generate;
