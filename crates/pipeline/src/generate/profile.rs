@@ -26,9 +26,10 @@
 //!
 //! Frame sizes are Ethernet frame lengths WITHOUT the 4-byte FCS (60..=9000):
 //! IMIX "simple" is 7:4:1 of 60/590/1514 bytes (64/594/1518 on the wire with
-//! FCS); "ipv6-simple" is 7:4:1 of 78/590/1514 (82/594/1518 with FCS; 78 is
-//! the smallest IPv6 frame that still has room for a UDP/TCP header and the
-//! signature... of a UDP stream).
+//! FCS); "ipv6-simple" is 7:4:1 of 78/590/1514 (82/594/1518 with FCS; 78
+//! holds Ethernet + IPv6 + TCP). Frames must hold the headers, plus the
+//! 24-byte signature when enabled (IPv4 UDP: 66, IPv6 TCP: 98), else
+//! `Generator::new` fails: the presets' 60/78 do not fit a signature.
 
 use serde::{Deserialize, Serialize};
 
