@@ -2,3 +2,4 @@
 
 pub mod count;
 pub mod fwd;
+pub mod generate;
