@@ -3,7 +3,6 @@
 use clap::{Parser, Subcommand};
 
 mod cmd;
-#[allow(dead_code)] // wired to `linerate gen --script` next
 mod script;
 
 #[derive(Parser)]
@@ -20,6 +19,7 @@ enum Command {
     Testbed(cmd::testbed::Args),
     Bench(cmd::bench::Args),
     Count(cmd::count::Args),
+    Gen(cmd::gen::Args),
 }
 
 fn main() {
@@ -29,6 +29,7 @@ fn main() {
         Command::Testbed(a) => cmd::testbed::run(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Count(a) => cmd::count::run(a),
+        Command::Gen(a) => cmd::gen::run(a),
     };
     if let Err(e) = r {
         // One line, naming the problem; the chain is joined with ": ".

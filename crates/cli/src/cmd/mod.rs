@@ -3,4 +3,5 @@ pub mod common;
 pub mod count;
 pub mod fwd;
 pub mod fwd_xdp;
+pub mod gen;
 pub mod testbed;

@@ -88,6 +88,8 @@ pub struct DepartureStats {
     pub gap_sum_ns: u128,
     pub gap_min_ns: u64,
     pub gap_max_ns: u64,
+    /// Sum of squared gaps (for the jitter: standard deviation of the gaps).
+    pub gap_sq_sum: f64,
 }
 
 impl Default for DepartureStats {
@@ -100,6 +102,7 @@ impl Default for DepartureStats {
             gap_sum_ns: 0,
             gap_min_ns: u64::MAX,
             gap_max_ns: 0,
+            gap_sq_sum: 0.0,
         }
     }
 }
@@ -114,6 +117,7 @@ impl DepartureStats {
             self.gap_sum_ns += g as u128;
             self.gap_min_ns = self.gap_min_ns.min(g);
             self.gap_max_ns = self.gap_max_ns.max(g);
+            self.gap_sq_sum += (g as f64) * (g as f64);
         } else {
             self.first_ns = Some(now);
         }
@@ -127,6 +131,11 @@ impl DepartureStats {
     /// Mean inter-departure gap.
     pub fn mean_gap_ns(&self) -> Option<f64> {
         (self.gaps > 0).then(|| self.gap_sum_ns as f64 / self.gaps as f64)
+    }
+    /// Jitter: the standard deviation of the inter-departure gaps.
+    pub fn gap_stddev_ns(&self) -> Option<f64> {
+        let m = self.mean_gap_ns()?;
+        Some((self.gap_sq_sum / self.gaps as f64 - m * m).max(0.0).sqrt())
     }
 }
 
@@ -161,6 +170,7 @@ struct Stream {
     sig_every: u32,
     seq: u64,
     pacer: Pacer,
+    paused: bool,
     stats: StreamStats,
 }
 
@@ -357,7 +367,7 @@ impl Generator {
         for k in 0..n {
             let si = (self.rr + k) % n;
             let s = &mut self.streams[si];
-            while slot < cap && s.pacer.ready(now_ns) {
+            while slot < cap && !s.paused && s.pacer.ready(now_ns) {
                 let buf = &mut self.bufs[slot * self.slot_size..(slot + 1) * self.slot_size];
                 let (len, meta) = s.build(buf, si as u16);
                 s.pacer.take(len as u32);
@@ -444,6 +454,34 @@ impl Generator {
     /// Per-stream counters and departure statistics.
     pub fn stats(&self) -> Vec<StreamStats> {
         self.streams.iter().map(|s| s.stats.clone()).collect()
+    }
+
+    /// Set stream `i`'s rate in packets/s (None: unlimited) from `now_ns` on.
+    pub fn set_rate_pps(
+        &mut self,
+        i: usize,
+        pps: Option<f64>,
+        now_ns: u64,
+    ) -> Result<(), GenError> {
+        let s = self
+            .streams
+            .get_mut(i)
+            .ok_or_else(|| GenError(format!("no stream number {i}")))?;
+        s.pacer.set_pps(pps, now_ns).map_err(|e| err(&s.name, e))
+    }
+
+    /// Pause or resume stream `i` (a paused stream sends nothing; on resume
+    /// its schedule restarts at `now_ns`).
+    pub fn set_paused(&mut self, i: usize, paused: bool, now_ns: u64) -> Result<(), GenError> {
+        let s = self
+            .streams
+            .get_mut(i)
+            .ok_or_else(|| GenError(format!("no stream number {i}")))?;
+        if s.paused && !paused {
+            s.pacer.rebase(now_ns);
+        }
+        s.paused = paused;
+        Ok(())
     }
 
     /// Names of the streams, in profile order.
@@ -757,6 +795,7 @@ fn compile_stream(
         sig_every: if sig { s.signature.sample_every } else { 0 },
         seq: 0,
         pacer,
+        paused: false,
         stats: StreamStats {
             name: s.name.clone(),
             id: s.id,

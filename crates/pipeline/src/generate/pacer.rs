@@ -176,6 +176,32 @@ impl Pacer {
     pub fn sent(&self) -> u64 {
         self.sent
     }
+
+    /// Change the rate while running (scripts): `pps` None = unlimited.
+    /// The schedule restarts at `now_ns` (no catch-up burst, no gap);
+    /// counts and the duration's end are kept.
+    pub fn set_pps(&mut self, pps: Option<f64>, now_ns: u64) -> Result<(), String> {
+        if let Some(x) = pps {
+            if !(x.is_finite() && x > 0.0) {
+                return Err(format!("rate: {x} is not a positive rate"));
+            }
+        }
+        self.per_bit = false;
+        self.ns_per_unit = pps.map(|x| 1e9 / x);
+        self.rebase(now_ns);
+        Ok(())
+    }
+
+    /// Restart the schedule at `now_ns` (after a pause).
+    pub fn rebase(&mut self, now_ns: u64) {
+        if self.start_ns.is_none() {
+            self.start(now_ns);
+        }
+        self.start_ns = Some(now_ns);
+        self.cum = 0;
+        self.burst_cum = 0;
+        self.poisson_next = 0.0;
+    }
 }
 
 #[cfg(test)]
