@@ -25,8 +25,9 @@ done
 mkdir -p "$out"
 rm -f "$out"/*.json "$out"/*.txt "$out"/*.md
 
-bed_a=lrgb$$a   # gen -> d0 (XDP drop) for rates; later the DuT namespace runs linerate fwd
+bed_a=lrgb$$a   # gen -> d0 (XDP drop) for rates and maxima
 bed_b=lrgb$$b   # gen -> Linux bridge -> sink for the idle-path latency
+bed_c=lrgb$$c   # gen -> linerate fwd -> sink for the latency through linerate
 tmp=$(mktemp -d /tmp/linerate-bench-gen.XXXXXX)
 bg=()
 cleanup() {
@@ -39,6 +40,7 @@ cleanup() {
     done
     $lr testbed down --name "$bed_a" >/dev/null 2>&1 || true
     $lr testbed down --name "$bed_b" >/dev/null 2>&1 || true
+    $lr testbed down --name "$bed_c" >/dev/null 2>&1 || true
     rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -131,12 +133,12 @@ lat_run() { # NAME GEN_NS SINK_NS DST_MAC
 }
 echo "== 3. latency at 10 kpps (${secs}s each)" >&2
 lat_run lat_bridge "$bed_b-gen" "$bed_b-sink" "$(ip netns exec "$bed_b-sink" cat /sys/class/net/s0/address)"
-ip -n "$dns" link set dev d0 xdpdrv off
-ip netns exec "$dns" $lr fwd afpacket:d0 afpacket:d1 --cpu 1 --json --quiet >"$tmp/fwd.out" 2>"$tmp/fwd.err" &
+$lr testbed up --name "$bed_c" --gro on --no-ipv6 --json >"$out/bed_c.json"
+ip netns exec "$bed_c-dut" $lr fwd afpacket:d0 afpacket:d1 --cpu 1 --json --quiet >"$tmp/fwd.out" 2>"$tmp/fwd.err" &
 fpid=$!
 bg+=("$fpid")
 sleep 0.5
-lat_run lat_fwd "$gns" "$bed_a-sink" "$(ip netns exec "$bed_a-sink" cat /sys/class/net/s0/address)"
+lat_run lat_fwd "$bed_c-gen" "$bed_c-sink" "$(ip netns exec "$bed_c-sink" cat /sys/class/net/s0/address)"
 kill -INT "$fpid"
 wait "$fpid" || { echo "bench_gen: linerate fwd failed: $(tail -n1 "$tmp/fwd.err")" >&2; exit 1; }
 bg=("${bg[@]/$fpid}")
