@@ -3,6 +3,7 @@
 #  1. `linerate bench --peers` (64-byte frames at overload through every DuT),
 #  2. the pure-CPU forwarder (mem ports) with --profile, and DPDK testpmd
 #     io-forward between two net_null ports, one after the other,
+#  3. the traffic generator (scripts/bench_gen.sh: rate accuracy, maximum rate, latency),
 # then write the tables. Run as root on an otherwise idle machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +23,9 @@ $lr fwd 'mem:a?source=60' 'mem:b?sink' --cpu 1 --duration "$secs" --profile --js
 echo "== pure CPU: testpmd io-forward net_null" >&2
 if scripts/peers/dut-testpmd.sh null "$secs" 1 >"$out/testpmd_null.txt" 2>"$out/testpmd_null.err"; then :; else
     echo "testpmd null unavailable: $(tail -1 "$out/testpmd_null.err")" >&2; : >"$out/testpmd_null.txt"; fi
+echo "== traffic generator: scripts/bench_gen.sh" >&2
+BENCH_GEN_SECONDS=$secs scripts/bench_gen.sh "$out/gen" >"$out/gen.md"
 cmd="scripts/benchmarks.sh (BENCH_SECONDS=$secs BENCH_REPEAT=$reps)"
 python3 scripts/bench_report.py "$out" "$cmd" >docs/BENCHMARKS.md
+cat "$out/gen.md" >>docs/BENCHMARKS.md
 echo "wrote docs/BENCHMARKS.md" >&2
