@@ -981,7 +981,7 @@ impl Testbed {
             ])?;
         }
         run_ok(&["ip", "-n", ns, "link", "set", "dev", BRIDGE, "up"])?;
-        let v6 = netns_has_ipv6(&i.ns_gen);
+        let v6 = iface_has_ipv6(&i.ns_gen, &i.gen.name);
         for (me, peer) in [(&i.gen, &i.sink), (&i.sink, &i.gen)] {
             let h4 = format!("{}/32", peer.ipv4);
             run_ok(&["ip", "-n", &me.ns, "route", "replace", &h4, "dev", &me.name])?;
@@ -1029,6 +1029,18 @@ impl Drop for Testbed {
 
 fn netns_has_ipv6(ns: &str) -> bool {
     in_netns(ns, || Path::new("/proc/sys/net/ipv6").exists()).unwrap_or(false)
+}
+
+/// IPv6 is on for interface `ifname` of `ns` (the kernel has IPv6 and the
+/// bed did not disable it there: `TestbedConfig::ipv6 = false`).
+fn iface_has_ipv6(ns: &str, ifname: &str) -> bool {
+    let p = format!("/proc/sys/net/ipv6/conf/{ifname}/disable_ipv6");
+    in_netns(ns, move || {
+        std::fs::read_to_string(&p)
+            .map(|v| v.trim() == "0")
+            .unwrap_or(false)
+    })
+    .unwrap_or(false)
 }
 
 /// Remove the bed's veths, namespaces and record. `only`: the namespaces
