@@ -1016,13 +1016,22 @@ fn latency_through_linerate_fwd_names_the_clock() {
     // The forwarder receives with recvmmsg: a TPACKET_V3 block ring hands
     // packets over only when a block retires (tov_ms, 2 ms rounded up to
     // a jiffy), which at 10 kpps would dominate the path (p50 2-12 ms seen
-    // under load). The receiver keeps TPACKET_V3 for its kernel timestamps.
+    // under load). It sleeps in poll() (woken per packet) rather than spin:
+    // when tests in parallel oversubscribe the 2 CPUs, a spinning forwarder
+    // waits for its time slice (p50 > 10 ms seen). One thread per
+    // direction: with one thread, `--poll wait` blocks up to 500 ms in
+    // each direction's poll() in turn. The receiver keeps TPACKET_V3 for
+    // its kernel timestamps.
     let mut fwd = spawn_in(
         bed.ns_dut(),
         &[
             "fwd",
             "afpacket:d0?ring=mmsg",
             "afpacket:d1",
+            "--poll",
+            "wait",
+            "--cores",
+            "per-direction",
             "--json",
             "--quiet",
         ],
@@ -1098,6 +1107,7 @@ fn latency_through_linerate_fwd_names_the_clock() {
     assert_eq!(lat["samples"], 5000, "{lat}");
     assert_eq!(lat["negative"], 0, "{lat}");
     let p50 = lat["p50_ns"].as_u64().unwrap();
+    eprintln!("latency through linerate fwd: {lat}");
     assert!(p50 > 0 && p50 < 10_000_000, "p50 {p50} ns");
     let (min, max) = (
         lat["min_ns"].as_u64().unwrap(),
