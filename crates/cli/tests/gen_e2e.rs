@@ -397,6 +397,16 @@ fn check_decodes(file: &Path, e: &Expect, what: &str) -> Vec<Row> {
         assert_eq!(s["lost"], 0, "{what}: {s}");
         assert_eq!(s["duplicates"], 0, "{what}: {s}");
         assert_eq!(s["reordered"], 0, "{what}: {s}");
+        // Record times are CLOCK_REALTIME at the write, after the TX stamp:
+        // latencies from the file are small and never negative.
+        let lat = &s["latency"];
+        assert_eq!(lat["samples"], N as u64, "{what}: {lat}");
+        assert_eq!(lat["negative"], 0, "{what}: {lat}");
+        assert_eq!(lat["over_range"], 0, "{what}: {lat}");
+        assert!(
+            lat["max_ns"].as_u64().unwrap() < 1_000_000_000,
+            "{what}: {lat}"
+        );
     }
     rows
 }
@@ -1168,6 +1178,16 @@ fn replay_three_times_gives_duplicates_not_loss() {
             .map(str::to_string)
             .collect()
     };
+    // The generator's file carries wall-clock record times.
+    let t0: f64 = tshark(&inp, &["-c", "1", "-T", "fields", "-e", "frame.time_epoch"])
+        .trim()
+        .parse()
+        .unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!((now - t0).abs() < 600.0, "record time {t0}, now {now}");
     let (a, b) = (frames(&inp), frames(&out));
     assert_eq!(a.len(), 1000);
     assert_eq!(b.len(), 3000);
