@@ -44,7 +44,8 @@ pub struct Args {
     #[arg(long)]
     pub profile: Option<PathBuf>,
     /// Frame size without FCS (60 = 64 on the wire), or an IMIX preset: imix, ipv6-imix.
-    /// Default 60, or the smallest frame that holds the signature with --signature (66 for IPv4 UDP).
+    /// Default 60, or the smallest frame that holds the headers (IPv6 TCP: 74) and, with --signature,
+    /// the signature (IPv4 UDP: 66).
     #[arg(long)]
     pub size: Option<String>,
     #[arg(long, default_value = "10.0.1.1")]
@@ -182,21 +183,25 @@ fn shortcut_stream(a: &Args) -> Result<StreamSpec> {
             dport: a.dport,
         },
     };
-    let min_sig = 14
+    let headers = 14
         + 4 * a.vlan.len()
         + if a.dst_ip.contains(':') { 40 } else { 20 }
         + match a.proto.as_str() {
             "tcp" => 20,
             _ => 8,
-        }
-        + linerate_wire::signature::LEN;
-    let size = a.size.clone().unwrap_or_else(|| {
-        if a.signature {
-            min_sig.max(60).to_string()
+        };
+    // The smallest frame that holds the headers (IPv6 TCP, QinQ: more than
+    // 60 bytes), plus the signature when on.
+    let min_len = headers
+        + if a.signature {
+            linerate_wire::signature::LEN
         } else {
-            "60".into()
-        }
-    });
+            0
+        };
+    let size = a
+        .size
+        .clone()
+        .unwrap_or_else(|| min_len.max(60).to_string());
     s.size = match size.as_str() {
         "imix" | "simple" => SizeSpec::Preset("simple".into()),
         "ipv6-imix" | "ipv6-simple" => SizeSpec::Preset("ipv6-simple".into()),
@@ -350,6 +355,7 @@ fn gen_loop(
     mut tx: Box<dyn TxPort>,
     ctl: Arc<Ctl>,
     batch: usize,
+    file_port: bool,
 ) -> Result<GenEnd> {
     let mut b = Batch::new(batch);
     let mono = rxclock::monotonic_ns;
@@ -400,6 +406,15 @@ fn gen_loop(
                 // TX time as late as possible: right before the port takes the batch.
                 let ts = mono();
                 g.stamp(&mut b.pkts_mut()[off..n], ts);
+                if file_port {
+                    // A capture file's record times are CLOCK_REALTIME (what
+                    // `count pcap:` and tshark read), not the generator's
+                    // CLOCK_MONOTONIC: ts_ns = 0 makes the writer stamp
+                    // CLOCK_REALTIME, read once per batch.
+                    for p in &mut b.pkts_mut()[off..n] {
+                        p.ts_ns = 0;
+                    }
+                }
                 let k = tx.send(&b.pkts()[off..n])?;
                 g.sent(&b.pkts()[off..off + k], ts);
                 off += k;
@@ -538,6 +553,7 @@ pub fn run(a: Args) -> Result<()> {
     };
 
     let (ctl2, batch, cpu) = (ctl.clone(), a.batch, a.cpu);
+    let file_port = port.info.clock == "file";
     let tx = port.tx;
     let worker = std::thread::Builder::new()
         .name("linerate-gen".into())
@@ -545,7 +561,7 @@ pub fn run(a: Args) -> Result<()> {
             if let Some(c) = cpu {
                 super::common::pin_to_cpu(c)?;
             }
-            let r = gen_loop(g, tx, ctl2.clone(), batch);
+            let r = gen_loop(g, tx, ctl2.clone(), batch, file_port);
             ctl2.finished.store(true, Ordering::SeqCst);
             r
         })?;
