@@ -277,10 +277,12 @@ pub fn run_loop(
             }
             idle_turns = idle_turns.saturating_add(1);
             if polling == Polling::Wait && idle_turns > 64 {
-                // Split the wait between directions so neither starves.
-                let per = (1000 / dirs.len().max(1)) as i32;
+                // Sleep in poll() on each direction in turn, 1 ms each, so a
+                // direction that is idle never holds up the other for long.
+                // (One poll() over every socket would be tighter; the port
+                // trait does not expose its descriptors.)
                 for d in dirs.iter_mut() {
-                    d.wait(per.max(1))?;
+                    d.wait(1)?;
                 }
             } else {
                 std::hint::spin_loop();

@@ -360,8 +360,10 @@ impl Profile {
     pub fn load(path: &std::path::Path) -> Result<Profile, super::GenError> {
         let s = std::fs::read_to_string(path)
             .map_err(|e| super::GenError(format!("profile '{}': {e}", path.display())))?;
-        Profile::from_toml_str(&s)
-            .map_err(|e| super::GenError(format!("profile '{}': {}", path.display(), e.0)))
+        Profile::from_toml_str(&s).map_err(|e| {
+            let m = e.0.strip_prefix("profile: ").unwrap_or(&e.0);
+            super::GenError(format!("profile '{}': {m}", path.display()))
+        })
     }
 
     /// A one-stream profile (what CLI shortcuts build).
