@@ -217,9 +217,21 @@ fn open(uri: &str) -> Port {
     linerate_io::open(uri, &opts()).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// An XDP program is (still) attached. The kernel releases a bpf_link on
+/// the last close asynchronously, so after a drop this polls for up to 2 s
+/// before answering true.
 fn xdp_shown(ns: &Ns, ifname: &str) -> bool {
-    let s = run(&["ip", "-n", &ns.0, "link", "show", ifname]);
-    s.contains("xdp")
+    let t = Instant::now();
+    loop {
+        let s = run(&["ip", "-n", &ns.0, "link", "show", ifname]);
+        if !s.contains("xdp") {
+            return false;
+        }
+        if t.elapsed() > Duration::from_secs(2) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Receive N frames through an afxdp port on x1 while a raw socket sends them into x0.

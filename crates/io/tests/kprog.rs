@@ -375,8 +375,15 @@ fn fwd_both_directions_with_rewrite_and_detach() {
         // Detached from both ports on drop.
         drop(fwd);
         enter(&d);
+        // The kernel releases a bpf_link asynchronously on the last close:
+        // allow it up to 2 s.
         for port in ["fa", "fb"] {
-            let shown = run(&["ip", "link", "show", "dev", port]);
+            let t = std::time::Instant::now();
+            let mut shown = run(&["ip", "link", "show", "dev", port]);
+            while shown.contains("prog/xdp") && t.elapsed() < std::time::Duration::from_secs(2) {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                shown = run(&["ip", "link", "show", "dev", port]);
+            }
             assert!(!shown.contains("prog/xdp"), "{port} after drop: {shown}");
         }
     })

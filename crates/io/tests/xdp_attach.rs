@@ -46,7 +46,13 @@ fn attach_and_detach_on_drop() {
             let shown = sh(&["ip", "link", "show", "xa0"]);
             assert!(shown.contains("xdp"), "attached in {mode:?}: {shown}");
             drop(p);
-            let shown = sh(&["ip", "link", "show", "xa0"]);
+            // The kernel releases a bpf_link asynchronously on the last close.
+            let t = std::time::Instant::now();
+            let mut shown = sh(&["ip", "link", "show", "xa0"]);
+            while shown.contains("prog/xdp") && t.elapsed() < std::time::Duration::from_secs(2) {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                shown = sh(&["ip", "link", "show", "xa0"]);
+            }
             assert!(!shown.contains("prog/xdp"), "detached after drop: {shown}");
         }
     })
