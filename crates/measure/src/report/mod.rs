@@ -267,9 +267,9 @@ fn fmt_ns(v: Option<f64>) -> String {
 }
 
 fn figure(out: &mut String, svg: &str, caption: &str) {
-    let _ = write!(
+    let _ = writeln!(
         out,
-        "<figure>{svg}<figcaption>{}</figcaption></figure>\n",
+        "<figure>{svg}<figcaption>{}</figcaption></figure>",
         escape(caption)
     );
 }
