@@ -473,6 +473,106 @@ pub fn render_html(d: &ReportData) -> String {
 mod tests {
     use super::*;
 
+    fn svgs(html: &str) -> Vec<&str> {
+        let mut out = Vec::new();
+        let mut rest = html;
+        while let Some(a) = rest.find("<svg") {
+            let b = rest[a..].find("</svg>").expect("closed svg") + a + 6;
+            out.push(&rest[a..b]);
+            rest = &rest[b..];
+        }
+        out
+    }
+
+    fn data() -> ReportData {
+        ReportData {
+            title: "t <&>".into(),
+            date: "now".into(),
+            environment: vec![("kernel".into(), "6.18 <x>".into())],
+            throughput: vec![
+                Series {
+                    dut: "a<b>&c".into(),
+                    points: vec![(1518.0, 0.8), (64.0, 3.0), (512.0, f64::NAN)],
+                },
+                Series {
+                    dut: "empty".into(),
+                    points: vec![],
+                },
+            ],
+            line_rate_gbps: 100.0,
+            latency: vec![LatencySeries {
+                dut: "a<b>&c".into(),
+                frame_size: 64,
+                cdf: vec![(1000.0, 0.5), (2000.0, 1.0)],
+                histogram: vec![(900.0, 5), (1000.0, 10), (1500.0, 5)],
+                p50_ns: Some(1000.0),
+                ..Default::default()
+            }],
+            frame_loss: vec![Series {
+                dut: "empty".into(),
+                points: vec![(10.0, 0.0), (100.0, 20.0)],
+            }],
+            tables: vec![Table {
+                title: "raw".into(),
+                header: vec!["h<".into()],
+                rows: vec![vec!["v&".into()]],
+            }],
+        }
+    }
+
+    #[test]
+    fn html_figures_are_well_formed_svg_with_every_series() {
+        let d = data();
+        let html = render_html(&d);
+        assert!(!html.contains("NaN") && !html.contains("inf\""));
+        assert!(!html.contains("<script") && !html.contains("https://"));
+        let svgs = svgs(&html);
+        // Mpps, Gbit/s, CDF, histogram, loss.
+        assert_eq!(svgs.len(), 5);
+        assert_eq!(html.matches("<figcaption>").count(), 5);
+        for s in &svgs {
+            roxmltree::Document::parse(s).unwrap_or_else(|e| panic!("{e}: {s}"));
+        }
+        let doc = roxmltree::Document::parse(svgs[0]).unwrap();
+        let names: Vec<_> = doc
+            .descendants()
+            .filter(|n| n.attribute("class") == Some("series"))
+            .filter_map(|n| n.attribute("data-series"))
+            .collect();
+        // The empty series draws no path but keeps its legend entry.
+        assert_eq!(names, ["a<b>&c", "line rate 100 Gbit/s"]);
+        assert!(svgs[0].contains(">empty</text>"));
+        // The line rate (148 Mpps at 64 B) is far above the data: clipped,
+        // the y axis stays near the data.
+        assert!(!svgs[0].contains(">150<") && svgs[0].contains("stroke-dasharray"));
+        // Same DuT, same color in every plot.
+        assert!(svgs.iter().take(4).all(|s| s.contains(PALETTE[0])));
+        assert!(svgs[4].contains(PALETTE[1]));
+        assert!(html.contains("<th>kernel</th><td>6.18 &lt;x&gt;</td>"));
+        assert!(html.contains("<th>h&lt;</th>") && html.contains("<td>v&amp;</td>"));
+        assert!(html.contains("<td>1.00 µs</td>"));
+    }
+
+    #[test]
+    fn empty_report_renders() {
+        let html = render_html(&ReportData::default());
+        assert!(svgs(&html).is_empty());
+        assert!(html.contains("No throughput measured."));
+        assert!(html.contains("<title>linerate report</title>"));
+        // Throughput without a line rate and only empty series.
+        let d = ReportData {
+            throughput: vec![Series::default()],
+            line_rate_gbps: f64::NAN,
+            ..Default::default()
+        };
+        let html = render_html(&d);
+        assert!(!html.contains("NaN"));
+        assert!(html.contains("no data"));
+        for s in svgs(&html) {
+            roxmltree::Document::parse(s).unwrap();
+        }
+    }
+
     #[test]
     fn line_rate_formulas() {
         assert!((line_rate_mpps(10.0, 64.0) - 14.880952).abs() < 1e-5);

@@ -247,7 +247,8 @@ fn tick_label(v: f64, step: f64) -> String {
     }
 }
 
-fn resolve(axis: &Axis, data: &[f64]) -> Res {
+/// `target`: about how many intervals a linear axis gets.
+fn resolve(axis: &Axis, data: &[f64], target: f64) -> Res {
     let mut lo = f64::INFINITY;
     let mut hi = f64::NEG_INFINITY;
     for &v in data {
@@ -277,7 +278,7 @@ fn resolve(axis: &Axis, data: &[f64]) -> Res {
                 lo -= pad;
                 hi += pad;
             }
-            let step = nice_step(hi - lo, 5.0);
+            let step = nice_step(hi - lo, target);
             if axis.min.is_none() {
                 lo = (lo / step).floor() * step;
             }
@@ -428,8 +429,8 @@ pub fn line_chart(c: &Chart) -> String {
             .iter()
             .any(|&(x, y)| valid(c.x.scale, x) && valid(c.y.scale, y))
     });
-    let rx = resolve(&c.x, &xs);
-    let ry = resolve(&c.y, &ys);
+    let rx = resolve(&c.x, &xs, 8.0);
+    let ry = resolve(&c.y, &ys, 5.0);
 
     let plot_w = WIDTH - LEFT - RIGHT;
     let (legend, rows) = legend_layout(&c.lines, plot_w);
@@ -803,13 +804,13 @@ mod tests {
 
     #[test]
     fn ticks_are_nice() {
-        let r = resolve(&Axis::linear("x"), &[0.3, 14.2]);
+        let r = resolve(&Axis::linear("x"), &[0.3, 14.2], 5.0);
         let labels: Vec<_> = r.ticks.iter().map(|t| t.1.as_str()).collect();
         assert_eq!(labels, ["0", "5", "10", "15"]);
-        let r = resolve(&Axis::log("x"), &[1500.0, 230_000.0]);
+        let r = resolve(&Axis::log("x"), &[1500.0, 230_000.0], 5.0);
         let labels: Vec<_> = r.ticks.iter().map(|t| t.1.as_str()).collect();
         assert_eq!(labels, ["1k", "10k", "100k", "1M"]);
-        let r = resolve(&Axis::linear("x"), &[0.0, 0.45]);
+        let r = resolve(&Axis::linear("x"), &[0.0, 0.45], 5.0);
         assert_eq!(r.ticks[1].1, "0.1");
     }
 
