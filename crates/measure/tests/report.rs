@@ -199,8 +199,7 @@ fn report_renders_in_chromium_with_every_series_visible() {
     assert_eq!(html.matches("<figure>").count(), 5);
     assert_eq!(html.matches("<figcaption>").count(), 5);
 
-    let dir =
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("report-{}", std::process::id()));
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("report");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let page = dir.join("report.html");
