@@ -2,5 +2,6 @@
 //! and (later) the RFC 2544 bench and statistics.
 
 pub mod bench;
+pub mod experiment;
 pub mod testbed;
 pub mod tsc;
