@@ -15,7 +15,7 @@ mod report;
 pub use analysis::{
     anova, Anova, AnovaOptions, Component, Effect, EffectGroup, ErrorTerm, Transform,
 };
-pub use design::{Design, Factor, Observations};
+pub use design::{Design, Factor, Observations, MAX_FACTORS, MAX_OBSERVATIONS};
 
 /// An input problem; the message is one line naming it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
