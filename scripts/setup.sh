@@ -13,7 +13,7 @@ need_root
 # Peers for side-by-side benchmarks: netsniff-ng (trafgen), dpdk (testpmd), openvswitch-switch.
 PKGS=(clang llvm libbpf-dev libpcap-dev linux-libc-dev pkg-config iproute2 ethtool nftables
       tshark tcpdump bpftool netsniff-ng dpdk dpdk-dev librte-net-af-xdp23 librte-net-null23
-      librte-net-ring23 openvswitch-switch python3 chromium)
+      librte-net-ring23 openvswitch-switch python3 python3-numpy python3-scipy chromium)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,7 +1,8 @@
 //! Measurement: the test bed of namespaces and veth pairs, the TSC clock,
-//! and (later) the RFC 2544 bench and statistics.
+//! the bench, full factorial experiments with ANOVA, and HTML reports.
 
 pub mod bench;
+pub mod experiment;
 pub mod report;
 pub mod testbed;
 pub mod tsc;
