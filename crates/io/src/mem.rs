@@ -51,7 +51,7 @@ pub fn open(uri: &Uri, opts: &OpenOptions) -> Result<Port, PortError> {
                 ifindex: None,
                 ifname: None,
             },
-            rx: Box::new(NullRx),
+            rx: Box::new(crate::port::NoRx),
             tx: Box::new(DiscardTx::new(opts.frame_size as usize, "sink")),
         });
     }
@@ -227,21 +227,6 @@ impl RxPort for SourceRx {
         KernelStats {
             counters: vec![("source_packets", self.pkts)],
         }
-    }
-}
-
-/// RX that never gives anything and is at its end from the start.
-struct NullRx;
-
-impl RxPort for NullRx {
-    fn recv(&mut self, _batch: &mut Batch) -> Result<usize, PortError> {
-        Ok(0)
-    }
-    fn release(&mut self, batch: &mut Batch) {
-        batch.clear();
-    }
-    fn at_end(&self) -> bool {
-        true
     }
 }
 

@@ -132,7 +132,7 @@ pub fn open(uri: &Uri, opts: &OpenOptions) -> Result<Port, PortError> {
                 ifindex: None,
                 ifname: None,
             },
-            rx: Box::new(EmptyRx),
+            rx: Box::new(crate::port::NoRx),
             tx: Box::new(PcapTx {
                 w,
                 calls: 0,
@@ -1066,21 +1066,6 @@ impl TxPort for RefuseTx {
         KernelStats {
             counters: vec![("tx_not_taken_read_mode", self.not_taken)],
         }
-    }
-}
-
-/// RX of a write-mode port: nothing, at its end from the start.
-struct EmptyRx;
-
-impl RxPort for EmptyRx {
-    fn recv(&mut self, _batch: &mut Batch) -> Result<usize, PortError> {
-        Ok(0)
-    }
-    fn release(&mut self, batch: &mut Batch) {
-        batch.clear();
-    }
-    fn at_end(&self) -> bool {
-        true
     }
 }
 

@@ -77,6 +77,22 @@ pub trait TxPort: Send {
     }
 }
 
+/// The RX half of a port that only transmits (a pcap file being written,
+/// a mem sink): gives nothing and is at its end from the start.
+pub struct NoRx;
+
+impl RxPort for NoRx {
+    fn recv(&mut self, _batch: &mut Batch) -> Result<usize, PortError> {
+        Ok(0)
+    }
+    fn release(&mut self, batch: &mut Batch) {
+        batch.clear();
+    }
+    fn at_end(&self) -> bool {
+        true
+    }
+}
+
 /// What a port is, for reports.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct PortInfo {
