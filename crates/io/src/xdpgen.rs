@@ -107,6 +107,22 @@ pub struct GenConfig {
     /// Rate limit in frames per second (None: as fast as possible). See the
     /// module documentation for how it is paced and its usable range.
     pub pps: Option<f64>,
+    /// How a rate limit is applied (ignored without `pps`).
+    pub pacing: Pacing,
+}
+
+/// How [`GenConfig::pps`] is applied.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Pacing {
+    /// The program keeps the schedule: a run before the next frame is due
+    /// returns XDP_DROP (nothing sent, counted in
+    /// [`GenStats::idle_runs`]); frames leave one by one, evenly spaced,
+    /// except across the gap between two calls (see the module docs).
+    #[default]
+    InProgram,
+    /// Time slices: each slice's frames go out as one call's burst (one
+    /// call per ~25 ms, see the module docs).
+    Slices,
 }
 
 /// The result of one [`XdpGen::run`].
@@ -120,8 +136,11 @@ pub struct GenStats {
     pub syscalls: u64,
     /// Calls cut short by a signal (their frames are still counted).
     pub interrupted: u64,
-    /// Rate-limited runs: time slices scheduled.
+    /// Rate-limited runs: time slices scheduled ([`Pacing::Slices`]).
     pub slices: u64,
+    /// [`Pacing::InProgram`]: program runs that sent nothing (the next
+    /// frame was not due yet, or the run was over).
+    pub idle_runs: u64,
     /// Rate-limited runs: how late each slice's first call started
     /// relative to its schedule, summed (divide by `slices` for the mean)
     /// and the largest.
@@ -179,6 +198,22 @@ struct RawGenStats {
 // SAFETY: plain old data, no padding.
 unsafe impl aya::Pod for RawGenStats {}
 
+/// `struct gen_pace` of `bpf/xdp_gen.c`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+struct RawPace {
+    on: u64,
+    start_ns: u64,
+    /// Interval between frames in 1/65536 ns.
+    gap_fp: u64,
+    limit: u64,
+    end_ns: u64,
+    sent: u64,
+    idle: u64,
+}
+// SAFETY: plain old data, no padding.
+unsafe impl aya::Pod for RawPace {}
+
 /// `struct xdp_md` as the context of a test run.
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
@@ -222,6 +257,7 @@ pub struct XdpGen {
     ctx: XdpMd,
     batch_size: u32,
     pps: Option<f64>,
+    pacing: Pacing,
 }
 
 /// Where the UDP header of an IPv4/IPv6 frame starts (after up to two VLAN
@@ -374,6 +410,7 @@ impl XdpGen {
             ctx,
             batch_size: cfg.batch_size,
             pps: cfg.pps,
+            pacing: cfg.pacing,
         })
     }
 
@@ -456,8 +493,10 @@ impl XdpGen {
         limit: Option<Duration>,
         stop: &AtomicBool,
     ) -> Result<GenStats, PortError> {
-        if let Some(pps) = self.pps {
-            return self.run_paced(pps, count, limit, stop);
+        match (self.pps, self.pacing) {
+            (Some(pps), Pacing::Slices) => return self.run_paced(pps, count, limit, stop),
+            (Some(pps), Pacing::InProgram) => return self.run_in_program(pps, count, limit, stop),
+            (None, _) => {}
         }
         let base = self.total_sent()?;
         let c0 = thread_cpu_ns();
@@ -572,6 +611,133 @@ impl XdpGen {
         st.cpu_ns = thread_cpu_ns().saturating_sub(c0);
         Ok(st)
     }
+}
+
+/// [`Pacing::InProgram`]: longest call (the stop flag is checked between
+/// calls).
+pub const MAX_CALL_TIME: Duration = Duration::from_millis(250);
+/// [`Pacing::InProgram`]: the first call's size, before the cost of a run
+/// is known (~50 to 100 ns each).
+const FIRST_CALL: u32 = 1 << 20;
+
+impl XdpGen {
+    fn pace_map(&mut self) -> Result<Array<&mut aya::maps::MapData, RawPace>, PortError> {
+        let what = &self.what;
+        let map = self
+            .prog
+            .ebpf_mut()
+            .map_mut("gen_pace")
+            .ok_or_else(|| map_err(what, "gen_pace", "missing"))?;
+        Array::try_from(map).map_err(|e| map_err(what, "gen_pace", e))
+    }
+
+    fn pace_get(&mut self) -> Result<RawPace, PortError> {
+        let what = self.what.clone();
+        self.pace_map()?
+            .get(&0, 0)
+            .map_err(|e| map_err(&what, "gen_pace", e))
+    }
+
+    fn pace_set(&mut self, p: RawPace) -> Result<(), PortError> {
+        let what = self.what.clone();
+        self.pace_map()?
+            .set(0, p, 0)
+            .map_err(|e| map_err(&what, "gen_pace", e))
+    }
+
+    /// The in-program paced loop: the schedule (frame n due at start +
+    /// n / pps, at most `count` frames, none at or after start + `limit`)
+    /// is written into the program's `gen_pace` map, then calls of as many
+    /// runs as the rest of the schedule needs (at most [`MAX_CALL_TIME`]
+    /// long, sized from the measured cost of a run) are made until the
+    /// schedule is done or `stop`. Between two calls the program does not
+    /// run (~24 ms of RCU synchronisation per call): frames due then go
+    /// out back to back at the start of the next call.
+    fn run_in_program(
+        &mut self,
+        pps: f64,
+        count: u64,
+        limit: Option<Duration>,
+        stop: &AtomicBool,
+    ) -> Result<GenStats, PortError> {
+        let base = self.total_sent()?;
+        let c0 = thread_cpu_ns();
+        let t0 = Instant::now();
+        let mut st = GenStats::default();
+        let gap_ns = 1e9 / pps;
+        let gap_fp = (gap_ns * 65536.0).round() as u64;
+        let mut frames = count;
+        if let Some(d) = limit {
+            frames = frames.min((pps * d.as_secs_f64()).floor() as u64);
+        }
+        let start_ns = mono_ns();
+        let end_ns = limit.map_or(u64::MAX, |d| {
+            start_ns.saturating_add(d.as_nanos().min(u64::MAX as u128) as u64)
+        });
+        // The time of the last frame (or of the end).
+        let last_ns = if frames == 0 {
+            start_ns
+        } else {
+            let t = ((frames - 1) as u128 * gap_fp as u128) >> 16;
+            start_ns.saturating_add(t.min(u64::MAX as u128) as u64)
+        }
+        .min(end_ns);
+        self.pace_set(RawPace {
+            on: 1,
+            start_ns,
+            gap_fp,
+            limit: frames,
+            end_ns,
+            sent: 0,
+            idle: 0,
+        })?;
+        // Runs per nanosecond of a call, learnt from the calls made.
+        let mut runs_per_ns: Option<f64> = None;
+        let mut p = RawPace::default();
+        while p.sent < frames && !stop.load(Ordering::Relaxed) {
+            let now = mono_ns();
+            if now >= end_ns {
+                break;
+            }
+            let repeat = match runs_per_ns {
+                None => FIRST_CALL,
+                Some(r) => {
+                    let left = last_ns.saturating_sub(now) as f64 + 1e5;
+                    let t = left.min(MAX_CALL_TIME.as_nanos() as f64);
+                    (t * r * 1.05).clamp(4096.0, u32::MAX as f64) as u32
+                }
+            };
+            let before = p;
+            let t = Instant::now();
+            let done = self.call(repeat)?;
+            let took = t.elapsed().as_nanos() as f64;
+            st.syscalls += 1;
+            if !done {
+                st.interrupted += 1;
+            }
+            p = self.pace_get()?;
+            let runs = (p.sent + p.idle) - (before.sent + before.idle);
+            if done && runs > 0 && took > 0.0 {
+                runs_per_ns = Some(runs as f64 / took);
+            }
+        }
+        st.sent = self.total_sent()? - base;
+        st.idle_runs = p.idle;
+        st.duration_ns = t0.elapsed().as_nanos() as u64;
+        st.cpu_ns = thread_cpu_ns().saturating_sub(c0);
+        Ok(st)
+    }
+}
+
+/// CLOCK_MONOTONIC in ns (the clock of `bpf_ktime_get_ns`).
+fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// How long before a slice's deadline the paced loop stops sleeping and
