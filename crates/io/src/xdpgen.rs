@@ -194,6 +194,7 @@ unsafe impl aya::Pod for RawGenCfg {}
 struct RawGenStats {
     runs: u64,
     bad: u64,
+    idle: u64,
 }
 // SAFETY: plain old data, no padding.
 unsafe impl aya::Pod for RawGenStats {}
@@ -209,7 +210,6 @@ struct RawPace {
     limit: u64,
     end_ns: u64,
     sent: u64,
-    idle: u64,
 }
 // SAFETY: plain old data, no padding.
 unsafe impl aya::Pod for RawPace {}
@@ -248,6 +248,60 @@ struct TestRunAttr {
     _pad: u32,
 }
 
+/// What a BPF_PROG_RUN call needs, shareable between the threads of an
+/// overlapped paced run (the kernel only reads it).
+#[derive(Clone, Copy)]
+struct Runner<'a> {
+    prog_fd: i32,
+    frame: &'a [u8],
+    ctx: &'a XdpMd,
+    batch_size: u32,
+    what: &'a str,
+}
+
+impl Runner<'_> {
+    /// One BPF_PROG_RUN call of `repeat` frames. Ok(false) if a signal cut
+    /// it short.
+    fn call(&self, repeat: u32) -> Result<bool, PortError> {
+        let attr = TestRunAttr {
+            prog_fd: self.prog_fd as u32,
+            data_size_in: self.frame.len() as u32,
+            data_in: self.frame.as_ptr() as u64,
+            repeat,
+            ctx_size_in: std::mem::size_of::<XdpMd>() as u32,
+            ctx_in: self.ctx as *const XdpMd as u64,
+            flags: BPF_F_TEST_XDP_LIVE_FRAMES,
+            batch_size: self.batch_size,
+            ..Default::default()
+        };
+        // SAFETY: `attr` is a valid `bpf_attr.test` whose pointers (frame,
+        // context) live across the call; the kernel only reads them.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_bpf,
+                BPF_PROG_TEST_RUN,
+                &attr as *const TestRunAttr,
+                std::mem::size_of::<TestRunAttr>() as libc::c_uint,
+            )
+        };
+        if r == 0 {
+            return Ok(true);
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => Ok(false),
+            Some(libc::EINVAL) => Err(PortError::new(format!(
+                "{}: BPF_PROG_RUN with live frames refused: {e} (needs Linux >= 5.18; is the interface up?)",
+                self.what
+            ))),
+            _ => Err(PortError::os(
+                format!("{}: BPF_PROG_RUN with live frames", self.what),
+                e,
+            )),
+        }
+    }
+}
+
 /// A generator sending one template frame out of one interface.
 pub struct XdpGen {
     prog: XdpProgram,
@@ -258,6 +312,9 @@ pub struct XdpGen {
     batch_size: u32,
     pps: Option<f64>,
     pacing: Pacing,
+    /// [`Pacing::InProgram`]: (program runs per ns, fixed cost of a call
+    /// in ns), measured once.
+    calib: Option<(f64, f64)>,
 }
 
 /// Where the UDP header of an IPv4/IPv6 frame starts (after up to two VLAN
@@ -411,6 +468,7 @@ impl XdpGen {
             batch_size: cfg.batch_size,
             pps: cfg.pps,
             pacing: cfg.pacing,
+            calib: None,
         })
     }
 
@@ -421,6 +479,11 @@ impl XdpGen {
 
     /// Program runs that returned XDP_TX so far, summed over CPUs.
     pub fn total_sent(&self) -> Result<u64, PortError> {
+        Ok(self.stats()?.0)
+    }
+
+    /// (runs that sent, paced runs that did not), summed over CPUs.
+    fn stats(&self) -> Result<(u64, u64), PortError> {
         let map = self
             .prog
             .ebpf()
@@ -431,47 +494,22 @@ impl XdpGen {
         let v = arr
             .get(&0, 0)
             .map_err(|e| map_err(&self.what, "gen_stats", e))?;
-        Ok(v.iter().map(|s| s.runs).sum())
+        Ok(v.iter().fold((0, 0), |a, s| (a.0 + s.runs, a.1 + s.idle)))
     }
 
     /// One BPF_PROG_RUN call of `repeat` frames. Ok(false) if a signal cut
     /// it short.
     fn call(&mut self, repeat: u32) -> Result<bool, PortError> {
-        let attr = TestRunAttr {
-            prog_fd: self.prog_fd as u32,
-            data_size_in: self.frame.len() as u32,
-            data_in: self.frame.as_ptr() as u64,
-            repeat,
-            ctx_size_in: std::mem::size_of::<XdpMd>() as u32,
-            ctx_in: &self.ctx as *const XdpMd as u64,
-            flags: BPF_F_TEST_XDP_LIVE_FRAMES,
+        self.runner().call(repeat)
+    }
+
+    fn runner(&self) -> Runner<'_> {
+        Runner {
+            prog_fd: self.prog_fd,
+            frame: &self.frame,
+            ctx: &self.ctx,
             batch_size: self.batch_size,
-            ..Default::default()
-        };
-        // SAFETY: `attr` is a valid `bpf_attr.test` whose pointers (frame,
-        // context) live across the call; the kernel only reads them.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_bpf,
-                BPF_PROG_TEST_RUN,
-                &attr as *const TestRunAttr,
-                std::mem::size_of::<TestRunAttr>() as libc::c_uint,
-            )
-        };
-        if r == 0 {
-            return Ok(true);
-        }
-        let e = std::io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EINTR) => Ok(false),
-            Some(libc::EINVAL) => Err(PortError::new(format!(
-                "{}: BPF_PROG_RUN with live frames refused: {e} (needs Linux >= 5.18; is the interface up?)",
-                self.what
-            ))),
-            _ => Err(PortError::os(
-                format!("{}: BPF_PROG_RUN with live frames", self.what),
-                e,
-            )),
+            what: &self.what,
         }
     }
 
@@ -613,13 +651,6 @@ impl XdpGen {
     }
 }
 
-/// [`Pacing::InProgram`]: longest call (the stop flag is checked between
-/// calls).
-pub const MAX_CALL_TIME: Duration = Duration::from_millis(250);
-/// [`Pacing::InProgram`]: the first call's size, before the cost of a run
-/// is known (~50 to 100 ns each).
-const FIRST_CALL: u32 = 1 << 20;
-
 impl XdpGen {
     fn pace_map(&mut self) -> Result<Array<&mut aya::maps::MapData, RawPace>, PortError> {
         let what = &self.what;
@@ -645,14 +676,40 @@ impl XdpGen {
             .map_err(|e| map_err(&what, "gen_pace", e))
     }
 
+    /// Program runs per ns and the fixed cost of a call (ns), from two
+    /// calls of a and 2a idle runs (measured once per generator).
+    fn calibrate(&mut self) -> Result<(f64, f64), PortError> {
+        if let Some(c) = self.calib {
+            return Ok(c);
+        }
+        // Every run reads the time and drops (end_ns = 0).
+        self.pace_set(RawPace {
+            on: 1,
+            limit: u64::MAX,
+            ..Default::default()
+        })?;
+        const A: u32 = 1 << 19;
+        let mut took = [0f64; 2];
+        for (i, n) in [A, 2 * A].into_iter().enumerate() {
+            let t = Instant::now();
+            self.call(n)?;
+            took[i] = t.elapsed().as_nanos() as f64;
+        }
+        let per_a = (took[1] - took[0]).max(1.0);
+        let c = ((took[0] - per_a).max(0.0), A as f64 / per_a);
+        self.calib = Some((c.1, c.0));
+        Ok((c.1, c.0))
+    }
+
     /// The in-program paced loop: the schedule (frame n due at start +
     /// n / pps, at most `count` frames, none at or after start + `limit`)
-    /// is written into the program's `gen_pace` map, then calls of as many
-    /// runs as the rest of the schedule needs (at most [`MAX_CALL_TIME`]
-    /// long, sized from the measured cost of a run) are made until the
-    /// schedule is done or `stop`. Between two calls the program does not
-    /// run (~24 ms of RCU synchronisation per call): frames due then go
-    /// out back to back at the start of the next call.
+    /// is written into the program's `gen_pace` map; then two threads
+    /// ("lanes") take turns making calls of about [`LANE_CALL`] +
+    /// 2 [`LANE_OVERLAP`], call k starting at start + k [`LANE_CALL`] -
+    /// [`LANE_OVERLAP`], so that one call always runs the program while
+    /// the other pays its fixed teardown cost (~24 ms of RCU
+    /// synchronisation). Frames the lanes left unsent (the rate was not
+    /// reached) are sent by single calls at the end, until the end time.
     fn run_in_program(
         &mut self,
         pps: f64,
@@ -660,21 +717,28 @@ impl XdpGen {
         limit: Option<Duration>,
         stop: &AtomicBool,
     ) -> Result<GenStats, PortError> {
-        let base = self.total_sent()?;
+        let mut st = GenStats::default();
+        if stop.load(Ordering::Relaxed) {
+            return Ok(st);
+        }
+        let (rate, fixed) = self.calibrate()?;
+        let (base, idle0) = self.stats()?;
         let c0 = thread_cpu_ns();
         let t0 = Instant::now();
-        let mut st = GenStats::default();
-        let gap_ns = 1e9 / pps;
-        let gap_fp = (gap_ns * 65536.0).round() as u64;
+        let gap_fp = (1e9 / pps * 65536.0).round() as u64;
         let mut frames = count;
         if let Some(d) = limit {
             frames = frames.min((pps * d.as_secs_f64()).floor() as u64);
         }
         let start_ns = mono_ns();
+        // The program sends nothing after the end plus [`END_GRACE`]: frames
+        // due before the end but delayed (the thread preempted) still go
+        // out, and `frames` bounds the count.
         let end_ns = limit.map_or(u64::MAX, |d| {
             start_ns.saturating_add(d.as_nanos().min(u64::MAX as u128) as u64)
         });
-        // The time of the last frame (or of the end).
+        let prog_end_ns = end_ns.saturating_add(END_GRACE.as_nanos() as u64);
+        // The time of the last frame (bounded by the end).
         let last_ns = if frames == 0 {
             start_ns
         } else {
@@ -687,45 +751,111 @@ impl XdpGen {
             start_ns,
             gap_fp,
             limit: frames,
-            end_ns,
+            end_ns: prog_end_ns,
             sent: 0,
-            idle: 0,
         })?;
-        // Runs per nanosecond of a call, learnt from the calls made.
-        let mut runs_per_ns: Option<f64> = None;
-        let mut p = RawPace::default();
+        let runner = self.runner();
+        // Runs per ns (f64 bits), refined by every call.
+        let shared_rate = std::sync::atomic::AtomicU64::new(rate.to_bits());
+        let period = LANE_CALL.as_nanos() as u64;
+        let ov = LANE_OVERLAP.as_nanos() as u64;
+        let lane = |first: u64| -> Result<(u64, u64), PortError> {
+            let (mut calls, mut intr) = (0, 0);
+            let mut k = first;
+            loop {
+                let at = (start_ns + k * period).saturating_sub(if k > 0 { ov } else { 0 });
+                wait_mono(at, stop);
+                let now = mono_ns();
+                if stop.load(Ordering::Relaxed) || now >= last_ns {
+                    break;
+                }
+                let r = f64::from_bits(shared_rate.load(Ordering::Relaxed));
+                let want = (period + 2 * ov).min(last_ns - now + 100_000) as f64;
+                let repeat = (want * r).clamp(4096.0, u32::MAX as f64) as u32;
+                let t = Instant::now();
+                let done = runner.call(repeat)?;
+                let took = t.elapsed().as_nanos() as f64;
+                calls += 1;
+                if done {
+                    if took > 2.0 * fixed {
+                        let obs = repeat as f64 / (took - fixed);
+                        shared_rate.store((0.5 * r + 0.5 * obs).to_bits(), Ordering::Relaxed);
+                    }
+                } else {
+                    intr += 1;
+                }
+                k += 2;
+            }
+            Ok((calls, intr))
+        };
+        let res: Vec<Result<(u64, u64), PortError>> = std::thread::scope(|sc| {
+            let other = sc.spawn(|| lane(1));
+            let mine = lane(0);
+            vec![
+                mine,
+                other
+                    .join()
+                    .unwrap_or_else(|_| Err(PortError::new("xdpgen: lane thread panicked"))),
+            ]
+        });
+        for r in res {
+            let (c, i) = r?;
+            st.syscalls += c;
+            st.interrupted += i;
+        }
+        // The tail: frames due but not sent (the rate was not reached).
+        let mut p = self.pace_get()?;
         while p.sent < frames && !stop.load(Ordering::Relaxed) {
             let now = mono_ns();
-            if now >= end_ns {
+            if now >= prog_end_ns {
                 break;
             }
-            let repeat = match runs_per_ns {
-                None => FIRST_CALL,
-                Some(r) => {
-                    let left = last_ns.saturating_sub(now) as f64 + 1e5;
-                    let t = left.min(MAX_CALL_TIME.as_nanos() as f64);
-                    (t * r * 1.05).clamp(4096.0, u32::MAX as f64) as u32
-                }
-            };
-            let before = p;
-            let t = Instant::now();
-            let done = self.call(repeat)?;
-            let took = t.elapsed().as_nanos() as f64;
-            st.syscalls += 1;
-            if !done {
+            let r = f64::from_bits(shared_rate.load(Ordering::Relaxed));
+            let left = ((frames - p.sent) as f64 * 1e9 / pps).max(1e6);
+            let t = left
+                .min(LANE_CALL.as_nanos() as f64)
+                .min((end_ns - now) as f64);
+            let repeat = (t * r).clamp(4096.0, u32::MAX as f64) as u32;
+            if !self.call(repeat)? {
                 st.interrupted += 1;
             }
+            st.syscalls += 1;
             p = self.pace_get()?;
-            let runs = (p.sent + p.idle) - (before.sent + before.idle);
-            if done && runs > 0 && took > 0.0 {
-                runs_per_ns = Some(runs as f64 / took);
-            }
         }
-        st.sent = self.total_sent()? - base;
-        st.idle_runs = p.idle;
+        let (sent, idle) = self.stats()?;
+        st.sent = sent - base;
+        st.idle_runs = idle - idle0;
         st.duration_ns = t0.elapsed().as_nanos() as u64;
         st.cpu_ns = thread_cpu_ns().saturating_sub(c0);
         Ok(st)
+    }
+}
+
+/// [`Pacing::InProgram`], timed runs: how long after the end frames due
+/// before it may still leave (catch-up after a preemption); none are sent
+/// after that.
+pub const END_GRACE: Duration = Duration::from_millis(20);
+/// [`Pacing::InProgram`]: the period of each of the two lanes' calls is
+/// twice this; the stop flag is checked between calls.
+pub const LANE_CALL: Duration = Duration::from_millis(200);
+/// [`Pacing::InProgram`]: how long two calls overlap at each end (covers a
+/// late wake-up and the error of the call's size).
+pub const LANE_OVERLAP: Duration = Duration::from_millis(15);
+
+/// Sleep until ~[`SPIN`] before CLOCK_MONOTONIC `t`, then spin (returns
+/// early when `stop` is set; sleeps are at most 10 ms).
+fn wait_mono(t: u64, stop: &AtomicBool) {
+    loop {
+        let now = mono_ns();
+        if now >= t || stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let left = Duration::from_nanos(t - now);
+        if left > SPIN {
+            std::thread::sleep((left - SPIN).min(Duration::from_millis(10)));
+        } else {
+            std::hint::spin_loop();
+        }
     }
 }
 
