@@ -764,6 +764,9 @@ impl XdpGen {
             let mut k = first;
             loop {
                 let at = (start_ns + k * period).saturating_sub(if k > 0 { ov } else { 0 });
+                if at >= last_ns {
+                    break; // the other lane's call covers the rest
+                }
                 wait_mono(at, stop);
                 let now = mono_ns();
                 if stop.load(Ordering::Relaxed) || now >= last_ns {

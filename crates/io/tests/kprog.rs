@@ -663,7 +663,7 @@ fn gen_pacing_smoothness_report() {
         enter(&g);
         let mut lines = Vec::new();
         for pacing in [Pacing::InProgram, Pacing::Slices] {
-            for pps in [10e3, 100e3, 1e6, 2e6, 4e6] {
+            for pps in std::env::var("PACE_RATES").ok().map(|v| v.split(",").map(|x| x.parse().unwrap()).collect::<Vec<f64>>()).unwrap_or(vec![10e3, 100e3, 1e6, 2e6, 4e6]) {
                 let cfg = GenConfig {
                     pps: Some(pps),
                     pacing,
