@@ -35,6 +35,7 @@ struct gen_cfg {
 struct gen_stats {
 	__u64 runs; // program runs on this CPU (frames handed to XDP_TX)
 	__u64 bad;  // configured offsets out of the frame (aborted)
+	__u64 idle; // paced runs that sent nothing (XDP_DROP)
 };
 
 struct {
@@ -61,6 +62,32 @@ struct {
 	__type(value, struct gen_stats);
 } gen_stats SEC(".maps");
 
+// In-program pacing: a frame n (counted from the schedule's start) is due
+// at start_ns + (n * gap_fp >> 16) (gap in 1/65536 ns: no drift from a
+// rounded interval; the product overflows after ~78 hours of schedule).
+// Runs before the frame is due, after `limit` frames or at/after end_ns
+// return XDP_DROP without sending and count as `idle`. A frame late (the
+// program did not run for a while: between calls, preempted) goes out
+// as soon as it runs, so the long-run count keeps to the schedule.
+// User space may run two calls at once on two CPUs (overlapping so that
+// the program always runs while the other call tears down): a frame is
+// claimed by a compare-and-swap on `sent`, so the count stays exact.
+struct gen_pace {
+	__u64 on;       // 0: not paced (every run sends)
+	__u64 start_ns; // bpf_ktime_get_ns() of frame 0
+	__u64 gap_fp;   // interval between frames, 1/65536 ns
+	__u64 limit;    // frames to send under this schedule
+	__u64 end_ns;   // no frame at or after this time
+	__u64 sent;     // frames sent under this schedule (atomic)
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct gen_pace);
+} gen_pace SEC(".maps");
+
 SEC("xdp")
 int xdp_gen(struct xdp_md *ctx)
 {
@@ -69,8 +96,19 @@ int xdp_gen(struct xdp_md *ctx)
 	__u32 k = 0;
 	struct gen_cfg *cfg = bpf_map_lookup_elem(&gen_cfg, &k);
 	struct gen_stats *st = bpf_map_lookup_elem(&gen_stats, &k);
-	if (!cfg || !st)
+	struct gen_pace *pc = bpf_map_lookup_elem(&gen_pace, &k);
+	if (!cfg || !st || !pc)
 		return XDP_ABORTED;
+	if (pc->on) {
+		__u64 done = *(volatile __u64 *)&pc->sent;
+		if (done >= pc->limit)
+			goto idle;
+		__u64 now = bpf_ktime_get_ns();
+		if (now >= pc->end_ns || now < pc->start_ns + ((done * pc->gap_fp) >> 16))
+			goto idle;
+		if (__sync_val_compare_and_swap(&pc->sent, done, done + 1) != done)
+			goto idle; // the other CPU took frame `done`
+	}
 	__u64 n = st->runs;
 	// A DuT may have rewritten this frame in place on its last trip (MACs,
 	// TTL, checksum: the page is shared): restore the template's headers.
@@ -127,6 +165,9 @@ int xdp_gen(struct xdp_md *ctx)
 bad:
 	st->bad++;
 	return XDP_ABORTED;
+idle:
+	st->idle++;
+	return XDP_DROP;
 }
 
 char _license[] SEC("license") = "GPL";

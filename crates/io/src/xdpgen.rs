@@ -32,21 +32,38 @@
 //! ring full) is lost after that point; for veth it is counted in
 //! `ethtool -S` as `tx_queue_N_xdp_xmit_errors` (see [`crate::xdpfwd::veth_xdp_xmit_errors`]).
 //!
-//! Rate limiting ([`GenConfig::pps`]): time slices ([`slice_for`], 1 to
-//! 10 ms) on an absolute schedule; each slice's due frames go out in one
-//! call, then the thread sleeps and spins ([`SPIN`]) to the deadline.
-//! Measured (kernel 6.18, 2 vCPUs): **every call costs ~24 ms** whatever
-//! its size (the RCU synchronisation of the live-frames teardown; the
-//! thread sleeps, it does not spin). So a paced run makes one call per
-//! ~25 ms: slices missed during a call are skipped and their frames sent
-//! by the next call. The long-run count is exact (`run(n)` sends n;
-//! `run_for(d)` sends floor(pps * d), its end overrun by one call's
-//! overhead: over the real duration of 3 s runs the rate reads 0.7 to
-//! 1.8 % low for 10 kpps..1 Mpps) up to ~2 Mpps on this machine, but the
-//! traffic is bursts of pps * 25 ms frames, not a smooth stream; above
-//! ~40 % of the unpaced maximum the bursts no longer fit and the rate
-//! falls short. For smooth low rates use another generator (afpacket);
-//! in-program pacing (XDP_DROP until a frame is due) would fix this.
+//! Rate limiting ([`GenConfig::pps`]), two modes ([`GenConfig::pacing`]):
+//!
+//! - [`Pacing::InProgram`] (default): the program keeps the schedule in
+//!   its `gen_pace` map (frame n due at start + n / pps, interval in
+//!   1/65536 ns so no drift). A run before the next frame is due returns
+//!   XDP_DROP and sends nothing ([`GenStats::idle_runs`]); a due frame is
+//!   claimed with a compare-and-swap on the sent counter, so the count is
+//!   exact even when two calls overlap. Every call also costs ~24 ms of
+//!   RCU synchronisation after its last run, so two threads ("lanes") take
+//!   turns ([`LANE_CALL`], [`LANE_OVERLAP`]) and the program always runs.
+//!   Frames leave one by one instead of in bursts; the price is CPU: one
+//!   core spins at any rate (two during the overlaps). `run(n)` sends
+//!   exactly n; `run_for(d)` sends floor(pps * d) (frames due before the end
+//!   still leave up to [`END_GRACE`] after it, none later). A frame the
+//!   program could not send on time (thread preempted) leaves as soon as
+//!   it runs again (a catch-up burst), which keeps the long-run rate.
+//!   Measured (kernel 6.18, 2 busy vCPUs, veth, 1 s of 1 ms receiver
+//!   samples): rate error -0.8 to -2.3 % over wall time at 10 kpps..4 Mpps
+//!   (count exact; the error is the start and the last call's end), CV of
+//!   the per-ms rate 0.5 to 2.1 against 2.0 to 5.3 for slices (noisy: the
+//!   machine was loaded by other builds and the sampler itself starved).
+//! - [`Pacing::Slices`]: time slices ([`slice_for`], 1 to 10 ms) on an
+//!   absolute schedule; each slice's due frames go out in one call, then
+//!   the thread sleeps and spins ([`SPIN`]) to the deadline. With the
+//!   ~24 ms cost per call a paced run makes one call per ~25 ms: slices
+//!   missed during a call are skipped and their frames sent by the next
+//!   call. The long-run count is exact (`run(n)` sends n; `run_for(d)`
+//!   sends floor(pps * d), its end overrun by one call's overhead: over
+//!   the real duration of 3 s runs the rate reads 0.7 to 1.8 % low for
+//!   10 kpps..1 Mpps) up to ~2 Mpps on this machine, but the traffic is
+//!   bursts of pps * 25 ms frames, not a smooth stream; above ~40 % of the
+//!   unpaced maximum the bursts no longer fit and the rate falls short.
 
 use crate::port::PortError;
 use crate::xdp::XdpProgram;
@@ -107,6 +124,22 @@ pub struct GenConfig {
     /// Rate limit in frames per second (None: as fast as possible). See the
     /// module documentation for how it is paced and its usable range.
     pub pps: Option<f64>,
+    /// How a rate limit is applied (ignored without `pps`).
+    pub pacing: Pacing,
+}
+
+/// How [`GenConfig::pps`] is applied.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Pacing {
+    /// The program keeps the schedule: a run before the next frame is due
+    /// returns XDP_DROP (nothing sent, counted in
+    /// [`GenStats::idle_runs`]); frames leave one by one, evenly spaced,
+    /// except across the gap between two calls (see the module docs).
+    #[default]
+    InProgram,
+    /// Time slices: each slice's frames go out as one call's burst (one
+    /// call per ~25 ms, see the module docs).
+    Slices,
 }
 
 /// The result of one [`XdpGen::run`].
@@ -120,8 +153,11 @@ pub struct GenStats {
     pub syscalls: u64,
     /// Calls cut short by a signal (their frames are still counted).
     pub interrupted: u64,
-    /// Rate-limited runs: time slices scheduled.
+    /// Rate-limited runs: time slices scheduled ([`Pacing::Slices`]).
     pub slices: u64,
+    /// [`Pacing::InProgram`]: program runs that sent nothing (the next
+    /// frame was not due yet, or the run was over).
+    pub idle_runs: u64,
     /// Rate-limited runs: how late each slice's first call started
     /// relative to its schedule, summed (divide by `slices` for the mean)
     /// and the largest.
@@ -175,9 +211,25 @@ unsafe impl aya::Pod for RawGenCfg {}
 struct RawGenStats {
     runs: u64,
     bad: u64,
+    idle: u64,
 }
 // SAFETY: plain old data, no padding.
 unsafe impl aya::Pod for RawGenStats {}
+
+/// `struct gen_pace` of `bpf/xdp_gen.c`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+struct RawPace {
+    on: u64,
+    start_ns: u64,
+    /// Interval between frames in 1/65536 ns.
+    gap_fp: u64,
+    limit: u64,
+    end_ns: u64,
+    sent: u64,
+}
+// SAFETY: plain old data, no padding.
+unsafe impl aya::Pod for RawPace {}
 
 /// `struct xdp_md` as the context of a test run.
 #[repr(C)]
@@ -213,6 +265,60 @@ struct TestRunAttr {
     _pad: u32,
 }
 
+/// What a BPF_PROG_RUN call needs, shareable between the threads of an
+/// overlapped paced run (the kernel only reads it).
+#[derive(Clone, Copy)]
+struct Runner<'a> {
+    prog_fd: i32,
+    frame: &'a [u8],
+    ctx: &'a XdpMd,
+    batch_size: u32,
+    what: &'a str,
+}
+
+impl Runner<'_> {
+    /// One BPF_PROG_RUN call of `repeat` frames. Ok(false) if a signal cut
+    /// it short.
+    fn call(&self, repeat: u32) -> Result<bool, PortError> {
+        let attr = TestRunAttr {
+            prog_fd: self.prog_fd as u32,
+            data_size_in: self.frame.len() as u32,
+            data_in: self.frame.as_ptr() as u64,
+            repeat,
+            ctx_size_in: std::mem::size_of::<XdpMd>() as u32,
+            ctx_in: self.ctx as *const XdpMd as u64,
+            flags: BPF_F_TEST_XDP_LIVE_FRAMES,
+            batch_size: self.batch_size,
+            ..Default::default()
+        };
+        // SAFETY: `attr` is a valid `bpf_attr.test` whose pointers (frame,
+        // context) live across the call; the kernel only reads them.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_bpf,
+                BPF_PROG_TEST_RUN,
+                &attr as *const TestRunAttr,
+                std::mem::size_of::<TestRunAttr>() as libc::c_uint,
+            )
+        };
+        if r == 0 {
+            return Ok(true);
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => Ok(false),
+            Some(libc::EINVAL) => Err(PortError::new(format!(
+                "{}: BPF_PROG_RUN with live frames refused: {e} (needs Linux >= 5.18; is the interface up?)",
+                self.what
+            ))),
+            _ => Err(PortError::os(
+                format!("{}: BPF_PROG_RUN with live frames", self.what),
+                e,
+            )),
+        }
+    }
+}
+
 /// A generator sending one template frame out of one interface.
 pub struct XdpGen {
     prog: XdpProgram,
@@ -222,6 +328,10 @@ pub struct XdpGen {
     ctx: XdpMd,
     batch_size: u32,
     pps: Option<f64>,
+    pacing: Pacing,
+    /// [`Pacing::InProgram`]: (program runs per ns, fixed cost of a call
+    /// in ns), measured once.
+    calib: Option<(f64, f64)>,
 }
 
 /// Where the UDP header of an IPv4/IPv6 frame starts (after up to two VLAN
@@ -374,6 +484,8 @@ impl XdpGen {
             ctx,
             batch_size: cfg.batch_size,
             pps: cfg.pps,
+            pacing: cfg.pacing,
+            calib: None,
         })
     }
 
@@ -384,6 +496,11 @@ impl XdpGen {
 
     /// Program runs that returned XDP_TX so far, summed over CPUs.
     pub fn total_sent(&self) -> Result<u64, PortError> {
+        Ok(self.stats()?.0)
+    }
+
+    /// (runs that sent, paced runs that did not), summed over CPUs.
+    fn stats(&self) -> Result<(u64, u64), PortError> {
         let map = self
             .prog
             .ebpf()
@@ -394,47 +511,22 @@ impl XdpGen {
         let v = arr
             .get(&0, 0)
             .map_err(|e| map_err(&self.what, "gen_stats", e))?;
-        Ok(v.iter().map(|s| s.runs).sum())
+        Ok(v.iter().fold((0, 0), |a, s| (a.0 + s.runs, a.1 + s.idle)))
     }
 
     /// One BPF_PROG_RUN call of `repeat` frames. Ok(false) if a signal cut
     /// it short.
     fn call(&mut self, repeat: u32) -> Result<bool, PortError> {
-        let attr = TestRunAttr {
-            prog_fd: self.prog_fd as u32,
-            data_size_in: self.frame.len() as u32,
-            data_in: self.frame.as_ptr() as u64,
-            repeat,
-            ctx_size_in: std::mem::size_of::<XdpMd>() as u32,
-            ctx_in: &self.ctx as *const XdpMd as u64,
-            flags: BPF_F_TEST_XDP_LIVE_FRAMES,
+        self.runner().call(repeat)
+    }
+
+    fn runner(&self) -> Runner<'_> {
+        Runner {
+            prog_fd: self.prog_fd,
+            frame: &self.frame,
+            ctx: &self.ctx,
             batch_size: self.batch_size,
-            ..Default::default()
-        };
-        // SAFETY: `attr` is a valid `bpf_attr.test` whose pointers (frame,
-        // context) live across the call; the kernel only reads them.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_bpf,
-                BPF_PROG_TEST_RUN,
-                &attr as *const TestRunAttr,
-                std::mem::size_of::<TestRunAttr>() as libc::c_uint,
-            )
-        };
-        if r == 0 {
-            return Ok(true);
-        }
-        let e = std::io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EINTR) => Ok(false),
-            Some(libc::EINVAL) => Err(PortError::new(format!(
-                "{}: BPF_PROG_RUN with live frames refused: {e} (needs Linux >= 5.18; is the interface up?)",
-                self.what
-            ))),
-            _ => Err(PortError::os(
-                format!("{}: BPF_PROG_RUN with live frames", self.what),
-                e,
-            )),
+            what: &self.what,
         }
     }
 
@@ -456,8 +548,10 @@ impl XdpGen {
         limit: Option<Duration>,
         stop: &AtomicBool,
     ) -> Result<GenStats, PortError> {
-        if let Some(pps) = self.pps {
-            return self.run_paced(pps, count, limit, stop);
+        match (self.pps, self.pacing) {
+            (Some(pps), Pacing::Slices) => return self.run_paced(pps, count, limit, stop),
+            (Some(pps), Pacing::InProgram) => return self.run_in_program(pps, count, limit, stop),
+            (None, _) => {}
         }
         let base = self.total_sent()?;
         let c0 = thread_cpu_ns();
@@ -572,6 +666,238 @@ impl XdpGen {
         st.cpu_ns = thread_cpu_ns().saturating_sub(c0);
         Ok(st)
     }
+}
+
+impl XdpGen {
+    fn pace_map(&mut self) -> Result<Array<&mut aya::maps::MapData, RawPace>, PortError> {
+        let what = &self.what;
+        let map = self
+            .prog
+            .ebpf_mut()
+            .map_mut("gen_pace")
+            .ok_or_else(|| map_err(what, "gen_pace", "missing"))?;
+        Array::try_from(map).map_err(|e| map_err(what, "gen_pace", e))
+    }
+
+    fn pace_get(&mut self) -> Result<RawPace, PortError> {
+        let what = self.what.clone();
+        self.pace_map()?
+            .get(&0, 0)
+            .map_err(|e| map_err(&what, "gen_pace", e))
+    }
+
+    fn pace_set(&mut self, p: RawPace) -> Result<(), PortError> {
+        let what = self.what.clone();
+        self.pace_map()?
+            .set(0, p, 0)
+            .map_err(|e| map_err(&what, "gen_pace", e))
+    }
+
+    /// Program runs per ns and the fixed cost of a call (ns), from calls
+    /// of idle runs (measured once per generator, ~0.3 s).
+    fn calibrate(&mut self) -> Result<(f64, f64), PortError> {
+        if let Some(c) = self.calib {
+            return Ok(c);
+        }
+        // Every run reads the time and drops (end_ns = 0).
+        self.pace_set(RawPace {
+            on: 1,
+            limit: u64::MAX,
+            ..Default::default()
+        })?;
+        // Three rounds of calls of A and 4A runs; the median of each
+        // estimate (a preempted call on a busy machine skews one round).
+        const A: u32 = 1 << 17;
+        let mut rates = [0f64; 3];
+        let mut fixed = [0f64; 3];
+        for i in 0..3 {
+            let mut took = [0f64; 2];
+            for (j, n) in [A, 4 * A].into_iter().enumerate() {
+                let t = Instant::now();
+                self.call(n)?;
+                took[j] = t.elapsed().as_nanos() as f64;
+            }
+            let per_3a = (took[1] - took[0]).max(1.0);
+            rates[i] = 3.0 * A as f64 / per_3a;
+            fixed[i] = (took[0] - per_3a / 3.0).max(0.0);
+        }
+        rates.sort_by(f64::total_cmp);
+        fixed.sort_by(f64::total_cmp);
+        let c = (fixed[1], rates[1]);
+        self.calib = Some((c.1, c.0));
+        Ok((c.1, c.0))
+    }
+
+    /// The in-program paced loop: the schedule (frame n due at start +
+    /// n / pps, at most `count` frames, none at or after start + `limit`)
+    /// is written into the program's `gen_pace` map; then two threads
+    /// ("lanes") take turns making calls of about [`LANE_CALL`] +
+    /// 2 [`LANE_OVERLAP`], call k starting at start + k [`LANE_CALL`] -
+    /// [`LANE_OVERLAP`], so that one call always runs the program while
+    /// the other pays its fixed teardown cost (~24 ms of RCU
+    /// synchronisation). Frames the lanes left unsent (the rate was not
+    /// reached) are sent by single calls at the end, until the end time.
+    fn run_in_program(
+        &mut self,
+        pps: f64,
+        count: u64,
+        limit: Option<Duration>,
+        stop: &AtomicBool,
+    ) -> Result<GenStats, PortError> {
+        let mut st = GenStats::default();
+        if stop.load(Ordering::Relaxed) {
+            return Ok(st);
+        }
+        let (rate, fixed) = self.calibrate()?;
+        let (base, idle0) = self.stats()?;
+        let c0 = thread_cpu_ns();
+        let t0 = Instant::now();
+        let gap_fp = (1e9 / pps * 65536.0).round() as u64;
+        let mut frames = count;
+        if let Some(d) = limit {
+            frames = frames.min((pps * d.as_secs_f64()).floor() as u64);
+        }
+        let start_ns = mono_ns();
+        // The program sends nothing after the end plus [`END_GRACE`]: frames
+        // due before the end but delayed (the thread preempted) still go
+        // out, and `frames` bounds the count.
+        let end_ns = limit.map_or(u64::MAX, |d| {
+            start_ns.saturating_add(d.as_nanos().min(u64::MAX as u128) as u64)
+        });
+        let prog_end_ns = end_ns.saturating_add(END_GRACE.as_nanos() as u64);
+        // The time of the last frame (bounded by the end).
+        let last_ns = if frames == 0 {
+            start_ns
+        } else {
+            let t = ((frames - 1) as u128 * gap_fp as u128) >> 16;
+            start_ns.saturating_add(t.min(u64::MAX as u128) as u64)
+        }
+        .min(end_ns);
+        self.pace_set(RawPace {
+            on: 1,
+            start_ns,
+            gap_fp,
+            limit: frames,
+            end_ns: prog_end_ns,
+            sent: 0,
+        })?;
+        let runner = self.runner();
+        // Runs per ns (f64 bits), refined by every call.
+        let shared_rate = std::sync::atomic::AtomicU64::new(rate.to_bits());
+        let period = LANE_CALL.as_nanos() as u64;
+        let ov = LANE_OVERLAP.as_nanos() as u64;
+        let lane = |first: u64| -> Result<(u64, u64), PortError> {
+            let (mut calls, mut intr) = (0, 0);
+            let mut k = first;
+            loop {
+                let at = (start_ns + k * period).saturating_sub(if k > 0 { ov } else { 0 });
+                if at >= last_ns {
+                    break; // the other lane's call covers the rest
+                }
+                wait_mono(at, stop);
+                let now = mono_ns();
+                if stop.load(Ordering::Relaxed) || now >= last_ns {
+                    break;
+                }
+                let r = f64::from_bits(shared_rate.load(Ordering::Relaxed));
+                let want = (period + 2 * ov).min(last_ns - now + 100_000) as f64;
+                let repeat = (want * r).clamp(4096.0, u32::MAX as f64) as u32;
+                let t = Instant::now();
+                let done = runner.call(repeat)?;
+                let took = t.elapsed().as_nanos() as f64;
+                calls += 1;
+                if done {
+                    if took > 2.0 * fixed {
+                        let obs = repeat as f64 / (took - fixed);
+                        shared_rate.store((0.5 * r + 0.5 * obs).to_bits(), Ordering::Relaxed);
+                    }
+                } else {
+                    intr += 1;
+                }
+                k += 2;
+            }
+            Ok((calls, intr))
+        };
+        let res: Vec<Result<(u64, u64), PortError>> = std::thread::scope(|sc| {
+            let other = sc.spawn(|| lane(1));
+            let mine = lane(0);
+            vec![
+                mine,
+                other
+                    .join()
+                    .unwrap_or_else(|_| Err(PortError::new("xdpgen: lane thread panicked"))),
+            ]
+        });
+        for r in res {
+            let (c, i) = r?;
+            st.syscalls += c;
+            st.interrupted += i;
+        }
+        // The tail: frames due but not sent (the rate was not reached).
+        let mut p = self.pace_get()?;
+        while p.sent < frames && !stop.load(Ordering::Relaxed) {
+            let now = mono_ns();
+            if now >= prog_end_ns {
+                break;
+            }
+            let r = f64::from_bits(shared_rate.load(Ordering::Relaxed));
+            let left = ((frames - p.sent) as f64 * 1e9 / pps).max(1e6);
+            let t = left
+                .min(LANE_CALL.as_nanos() as f64)
+                .min((end_ns - now) as f64);
+            let repeat = (t * r).clamp(4096.0, u32::MAX as f64) as u32;
+            if !self.call(repeat)? {
+                st.interrupted += 1;
+            }
+            st.syscalls += 1;
+            p = self.pace_get()?;
+        }
+        let (sent, idle) = self.stats()?;
+        st.sent = sent - base;
+        st.idle_runs = idle - idle0;
+        st.duration_ns = t0.elapsed().as_nanos() as u64;
+        st.cpu_ns = thread_cpu_ns().saturating_sub(c0);
+        Ok(st)
+    }
+}
+
+/// [`Pacing::InProgram`], timed runs: how long after the end frames due
+/// before it may still leave (catch-up after a preemption); none are sent
+/// after that.
+pub const END_GRACE: Duration = Duration::from_millis(20);
+/// [`Pacing::InProgram`]: the period of each of the two lanes' calls is
+/// twice this; the stop flag is checked between calls.
+pub const LANE_CALL: Duration = Duration::from_millis(200);
+/// [`Pacing::InProgram`]: how long two calls overlap at each end (covers a
+/// late wake-up and the error of the call's size).
+pub const LANE_OVERLAP: Duration = Duration::from_millis(15);
+
+/// Sleep until ~[`SPIN`] before CLOCK_MONOTONIC `t`, then spin (returns
+/// early when `stop` is set; sleeps are at most 10 ms).
+fn wait_mono(t: u64, stop: &AtomicBool) {
+    loop {
+        let now = mono_ns();
+        if now >= t || stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let left = Duration::from_nanos(t - now);
+        if left > SPIN {
+            std::thread::sleep((left - SPIN).min(Duration::from_millis(10)));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// CLOCK_MONOTONIC in ns (the clock of `bpf_ktime_get_ns`).
+fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// How long before a slice's deadline the paced loop stops sleeping and
