@@ -613,12 +613,13 @@ fn gen_in_program_pacing_exact_count_seq_and_stop() {
         // A timed run sends floor(pps * d) (all due before the end),
         // never more; fewer only if the thread was kept off the CPU for
         // longer than END_GRACE at the end (a loaded machine: other tests
-        // of this file spin both CPUs; alone it sends 30 000).
+        // spin both CPUs; alone it sends 30 000). Only the upper bound is
+        // a property of the code; the lower one depends on the scheduler.
         let st = gen
             .run_for(Duration::from_millis(150), &AtomicBool::new(false))
             .unwrap();
         assert!(
-            (20_000..=30_000).contains(&st.sent),
+            (1..=30_000).contains(&st.sent),
             "{st:?}, veth xmit errors {:?}",
             veth_xdp_xmit_errors("g0")
         );
