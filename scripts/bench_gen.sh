@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks of `linerate gen` (run as root, machine otherwise idle; about 2.5 minutes):
 #  1. rate accuracy: requested vs achieved rate through afpacket:g0 (software pacer) and
-#     through --xdp (BPF_PROG_RUN live frames, paced in time slices), 64-byte frames;
+#     through --xdp (BPF_PROG_RUN live frames, paced inside the XDP program), 64-byte frames;
 #  2. maximum single-core 64-byte rate on a veth pair, side by side: gen --xdp, trafgen,
 #     gen through afpacket:g0?ring=mmsg, afpacket:g0 (TPACKET_V3) and afxdp:g0;
 #  3. latency at 10 kpps with --signature through an idle path (Linux bridge) and through
