@@ -15,7 +15,7 @@ secs=${BENCH_SECONDS:-5}
 reps=${BENCH_REPEAT:-2}
 
 echo "== linerate bench --peers (${secs}s x ${reps})" >&2
-$lr bench --peers --duration "$secs" --repeat "$reps" --json >"$out/bench.json"
+$lr bench --overload --peers --duration "$secs" --repeat "$reps" --json - >"$out/bench.json"
 echo "== pure CPU: linerate fwd mem ports" >&2
 $lr fwd 'mem:a?source=60' 'mem:b?sink' --cpu 1 --duration "$secs" --profile --json --quiet >"$out/mem.json"
 $lr fwd 'mem:a?source=60' 'mem:b?sink' --cpu 1 --duration "$secs" --profile --json --quiet \

@@ -28,6 +28,8 @@ struct gen_cfg {
 	__u32 hdr_len;   // bytes of hdr[] restored into every frame (multiple of 8)
 	__u32 sample_every; // >= 1: signature on packets with seq % sample_every == 0
 	__u32 stream;    // stream id (u16)
+	__u32 ts_off;    // NO_SIG or offset of a bare big-endian u64 TX time
+	__u32 ts_every;  // >= 1: TX time on runs n with n % ts_every == 0, else 0
 	__u32 pad;
 	__u64 hdr[8];    // the template's first 64 bytes
 };
@@ -159,6 +161,23 @@ int xdp_gen(struct xdp_md *ctx)
 		__builtin_memcpy(p, &z, 8);
 		__builtin_memcpy(p + 8, &z, 8);
 		__builtin_memcpy(p + 16, &z, 8);
+	}
+	// The bare TX time (for frames too short for the 24-byte signature,
+	// e.g. 64-byte frames: read by xdp_count's latency histogram).
+	if (cfg->ts_off != NO_SIG) {
+		__u32 off = cfg->ts_off;
+		if (off > MAX_OFF)
+			goto bad;
+		__u8 *p = data + off;
+		if ((void *)(p + 8) > data_end)
+			goto bad;
+		__u32 every = cfg->ts_every;
+		__u64 t = 0;
+		st->runs = n + 1;
+		if (every <= 1 || n % every == 0)
+			t = __builtin_bswap64(bpf_ktime_get_ns());
+		__builtin_memcpy(p, &t, 8);
+		return XDP_TX;
 	}
 	st->runs = n + 1;
 	return XDP_TX;

@@ -126,6 +126,20 @@ pub struct GenConfig {
     pub pps: Option<f64>,
     /// How a rate limit is applied (ignored without `pps`).
     pub pacing: Pacing,
+    /// Write the bare TX time (a big-endian u64, `bpf_ktime_get_ns`, the
+    /// last thing before XDP_TX) into the frame: for latency in frames too
+    /// short for the signature (a 64-byte IPv4 UDP frame has 18 payload
+    /// bytes). Read by [`crate::xdpcount::XdpCount::attach_latency`].
+    pub timestamp: Option<TsConfig>,
+}
+
+/// Where and how often [`GenConfig::timestamp`] writes the TX time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TsConfig {
+    /// Offset of the 8-byte time in the frame (e.g. [`IPV4_UDP_PAYLOAD`]).
+    pub offset: usize,
+    /// On every n-th frame (0 and 1: every frame); the others carry 0.
+    pub every: u32,
 }
 
 /// How [`GenConfig::pps`] is applied.
@@ -200,6 +214,8 @@ struct RawGenCfg {
     hdr_len: u32,
     sample_every: u32,
     stream: u32,
+    ts_off: u32,
+    ts_every: u32,
     _pad: u32,
     hdr: [u64; HDR_RESTORE / 8],
 }
@@ -391,6 +407,7 @@ impl XdpGen {
         let mut raw = RawGenCfg {
             flows: cfg.flows.max(1),
             sig_off: NO_SIG,
+            ts_off: NO_SIG,
             ..Default::default()
         };
         if cfg.flows > 1 {
@@ -437,8 +454,34 @@ impl XdpGen {
             raw.sample_every = sig.sample_every.max(1);
             raw.stream = sig.stream as u32;
         }
+        if let Some(ts) = cfg.timestamp {
+            let off = ts.offset;
+            if off.checked_add(8).is_none_or(|e| e > frame.len()) {
+                return Err(PortError::new(format!(
+                    "{what}: the 8-byte TX time at offset {off} does not fit in a {}-byte frame",
+                    frame.len()
+                )));
+            }
+            if let Some(sig) = cfg.signature {
+                if off < sig.offset + SIG_LEN && sig.offset < off + 8 {
+                    return Err(PortError::new(format!(
+                        "{what}: the TX time at offset {off} overlaps the signature at {}",
+                        sig.offset
+                    )));
+                }
+            }
+            if let Some((u, true)) = udp {
+                if off >= u {
+                    return Err(PortError::new(format!(
+                        "{what}: TX times are not supported in IPv6 UDP payloads (the UDP checksum is mandatory and not recomputed)"
+                    )));
+                }
+            }
+            raw.ts_off = off as u32;
+            raw.ts_every = ts.every.max(1);
+        }
         if let Some((u, false)) = udp {
-            if cfg.flows > 1 || cfg.signature.is_some() {
+            if cfg.flows > 1 || cfg.signature.is_some() || cfg.timestamp.is_some() {
                 // The frame changes per packet: no UDP checksum (allowed for IPv4).
                 frame[u + 6] = 0;
                 frame[u + 7] = 0;
@@ -487,6 +530,25 @@ impl XdpGen {
             pacing: cfg.pacing,
             calib: None,
         })
+    }
+
+    /// Change the rate limit between runs (None: as fast as possible); the
+    /// pacing calibration is kept.
+    pub fn set_rate(&mut self, pps: Option<f64>) -> Result<(), PortError> {
+        if let Some(p) = pps {
+            if !(p.is_finite() && p >= 1.0) {
+                return Err(PortError::new(format!(
+                    "{}: rate limit {p} pps is not a number of at least 1",
+                    self.what
+                )));
+            }
+        }
+        if pps.is_none() && self.pps.is_some() {
+            // Unpaced runs send on every program run: switch the schedule off.
+            self.pace_set(RawPace::default())?;
+        }
+        self.pps = pps;
+        Ok(())
     }
 
     /// The template as sent (UDP checksum cleared when fields vary).

@@ -144,6 +144,11 @@ pub struct TestbedConfig {
     pub threaded_napi: bool,
     /// Pin those NAPI threads to this CPU.
     pub napi_cpu: Option<usize>,
+    /// With `threaded_napi`: only the DuT's veths (d0, d1) get NAPI
+    /// threads; g0 and s0 keep softirq NAPI (run on the CPU that sent to
+    /// them: the sink's receive then runs where the DuT transmits).
+    #[serde(default)]
+    pub threaded_dut_only: bool,
     /// Give the veths IPv6 addresses (else IPv6 is disabled on them).
     pub ipv6: bool,
 }
@@ -157,6 +162,7 @@ impl Default for TestbedConfig {
             gro: None,
             threaded_napi: false,
             napi_cpu: None,
+            threaded_dut_only: false,
             ipv6: true,
         }
     }
@@ -780,7 +786,7 @@ impl Testbed {
             }
         }
         if cfg.threaded_napi {
-            self.threaded_napi(cfg.napi_cpu)?;
+            self.threaded_napi(cfg.napi_cpu, cfg.threaded_dut_only)?;
         }
         Ok(())
     }
@@ -823,9 +829,13 @@ impl Testbed {
         Ok(())
     }
 
-    fn threaded_napi(&mut self, cpu: Option<usize>) -> Result<()> {
+    fn threaded_napi(&mut self, cpu: Option<usize>, dut_only: bool) -> Result<()> {
         let mut threads = Vec::new();
+        let dut_ns = self.info.ns_dut.clone();
         for f in self.info.ifaces() {
+            if dut_only && f.ns != dut_ns {
+                continue;
+            }
             let path = format!("/sys/class/net/{}/threaded", f.name);
             // /sys shows the namespace it was mounted in; `ip netns exec`
             // mounts the target namespace's sysfs.

@@ -92,6 +92,7 @@ fn sample_data() -> ReportData {
         .collect();
     ReportData {
         title: "linerate bench: L2 forwarding <veth> & friends".into(),
+        frame_loss_load: String::new(),
         date: "2026-11-22T04:20:00Z".into(),
         environment: vec![
             ("kernel".into(), "Linux 6.18.0 x86_64".into()),

@@ -4,47 +4,94 @@ use anyhow::{bail, Result};
 use linerate_measure::bench::dut::{
     self, BareRedirect, Bridge, Dut, DutEnv, IpForward, LinerateFwd, ScriptPeer,
 };
-use linerate_measure::bench::{self, BenchConfig, DutResult};
+use linerate_measure::bench::rfc2544::{Rfc2544Config, STANDARD_SIZES};
+use linerate_measure::bench::{
+    self, to_report, BenchConfig, DutResult, Rfc2544Bench, Rfc2544Result,
+};
 use std::io::Write;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args)]
 #[command(
-    about = "Benchmark linerate against the kernel and other tools on a namespace test bed",
+    about = "RFC 2544 benchmark of linerate against the kernel and other tools on a namespace test bed",
     after_help = "\
-Builds a fresh gen-ns <-veth-> dut-ns <-veth-> sink-ns bed for each device under test, sends
-64-byte UDP frames at overload from an in-kernel XDP generator (BPF_PROG_RUN live frames) pinned
-to one core, runs the DuT on the other core, and counts at the sink with an XDP counter.
+For each device under test (DuT) a test bed is built (gen-ns <-veth-> dut-ns <-veth-> sink-ns), the
+DuT is started between d0 and d1, and the RFC 2544 procedures run at every frame size: throughput
+(binary search for the highest rate with no loss: exact frame counts, paced one by one by an
+in-kernel XDP generator on one core, queues drained before the sink's XDP counter is read),
+latency at that rate (one-way, timestamped in the generator, histogrammed at the sink), frame loss
+from 100 % of the generator's top speed down, and back-to-back bursts. Every trial is cross-checked
+against the kernel's interface counters (a disagreement over 0.5 % is flagged). Prints a table,
+writes an HTML report with plots (and JSON with every trial on request), removes the bed.
+Interrupting it (Ctrl-C, SIGTERM) stops at once and removes the test bed and the DuT.
+
+DuTs: linerate-afxdp, linerate-afpacket, linerate-afpacket-mmsg, linerate-xdp, linux-bridge,
+linux-ipfwd, xdp-redirect-bare, testpmd-af_xdp, testpmd-af_packet, ovs-afxdp, ovs-system (the
+peers are skipped with a reason when their package is missing; scripts/setup.sh installs them).
 
 Examples:
-  linerate bench                          # linerate fwd (afxdp, afpacket, xdp), bridge, IP forwarding, bare XDP
-  linerate bench --peers                  # also DPDK testpmd (af_xdp, af_packet) and Open vSwitch (afxdp)
-  linerate bench --dut linux-bridge --dut linerate-afxdp --duration 10 --repeat 3
-  linerate bench --quick --json > bench.json"
+  linerate bench                                 # every available DuT, all sizes, report in linerate-report.html
+  linerate bench --quick                         # 64 and 1518 bytes, short trials: a first look in ~2 min
+  linerate bench --dut linux-bridge --dut linerate-xdp --sizes 64,512,1518 --trial 5 --repetitions 3
+  linerate bench --loss-tolerance 0.1 --resolution 0.5 --json bench.json --report bench.html
+  linerate bench --overload --frame-size 64 --duration 5   # forwarding rate at overload only"
 )]
 pub struct Args {
-    /// Only these DuTs (repeatable). Known: linerate-afxdp, linerate-afpacket, linerate-afpacket-mmsg,
-    /// linerate-xdp, linux-bridge, linux-ipfwd, xdp-redirect-bare, testpmd-af_xdp, testpmd-af_packet, ovs-afxdp, ovs-system.
+    /// Only these DuTs (repeatable; see the list below).
     #[arg(long = "dut")]
     pub duts: Vec<String>,
-    /// Add the peers that need other packages: DPDK testpmd and Open vSwitch.
+    /// Leave out the peers that need other packages (DPDK testpmd, Open vSwitch).
     #[arg(long)]
+    pub no_peers: bool,
+    /// Also the peers (kept for compatibility: they are in the default set).
+    #[arg(long, hide = true)]
     pub peers: bool,
-    /// Seconds measured per trial (after the warm-up).
-    #[arg(long, default_value_t = 5.0)]
-    pub duration: f64,
-    /// Warm-up seconds per trial.
+    /// Frame sizes in bytes on the wire with FCS (64..=1518), comma separated.
+    #[arg(long, value_delimiter = ',', default_values_t = STANDARD_SIZES.to_vec())]
+    pub sizes: Vec<u32>,
+    /// Seconds of traffic per trial (RFC 2544 suggests 60 for a formal result).
     #[arg(long, default_value_t = 1.0)]
-    pub warmup: f64,
-    /// Trials per DuT (the table shows the median and min-max).
+    pub trial: f64,
+    /// Loss (in % of the frames sent) a throughput trial may have and still pass.
+    #[arg(long, default_value_t = 0.0)]
+    pub loss_tolerance: f64,
+    /// The search stops when the passing and failing rates are within this many % of each other.
+    #[arg(long, default_value_t = 1.0)]
+    pub resolution: f64,
+    /// Independent throughput searches per frame size (the median is reported, min-max as the spread).
     #[arg(long, default_value_t = 1)]
-    pub repeat: usize,
-    /// Frame size in bytes on the wire, with FCS (64 = minimum Ethernet frame).
-    #[arg(long, default_value_t = 64)]
-    pub frame_size: usize,
-    /// Short trials (1 s, 0.5 s warm-up): for CI and a first look.
+    pub repetitions: usize,
+    /// No latency trial.
+    #[arg(long)]
+    pub no_latency: bool,
+    /// Frame sizes for the frame-loss-rate procedure (empty: none).
+    #[arg(long, value_delimiter = ',', default_values_t = vec![64u32])]
+    pub frame_loss_sizes: Vec<u32>,
+    /// Frame sizes for the back-to-back procedure (empty: none).
+    #[arg(long, value_delimiter = ',', default_values_t = vec![64u32])]
+    pub b2b_sizes: Vec<u32>,
+    /// Back-to-back searches per size (RFC 2544 asks for 50).
+    #[arg(long, default_value_t = 2)]
+    pub b2b_trials: usize,
+    /// A first look: 64- and 1518-byte frames, 0.3 s trials, 2 % resolution, one back-to-back search.
     #[arg(long)]
     pub quick: bool,
+    /// Write the HTML report here.
+    #[arg(long, default_value = "linerate-report.html")]
+    pub report: PathBuf,
+    /// Write no HTML report.
+    #[arg(long)]
+    pub no_report: bool,
+    /// Write every trial as JSON to this file ("-": standard output, the table then goes to stderr).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Link speed of the line-rate curve in the report (Gbit/s).
+    #[arg(long, default_value_t = 10.0)]
+    pub line_rate: f64,
+    /// Test bed name prefix (a counter is appended per DuT).
+    #[arg(long)]
+    pub name: Option<String>,
     /// CPU of the generator.
     #[arg(long, default_value_t = 0)]
     pub gen_cpu: usize,
@@ -55,9 +102,21 @@ pub struct Args {
     /// CPU (default: softirq on the sending CPU, the generator's for d0).
     #[arg(long)]
     pub threaded_napi: bool,
-    /// Print the results as JSON on stdout (progress still goes to stderr).
+    /// Instead of RFC 2544: the forwarding rate at overload (one frame size, timed trials).
     #[arg(long)]
-    pub json: bool,
+    pub overload: bool,
+    /// --overload: frame size in bytes on the wire, with FCS.
+    #[arg(long, default_value_t = 64)]
+    pub frame_size: usize,
+    /// --overload: seconds measured per trial (after the warm-up).
+    #[arg(long, default_value_t = 5.0)]
+    pub duration: f64,
+    /// --overload: warm-up seconds per trial.
+    #[arg(long, default_value_t = 1.0)]
+    pub warmup: f64,
+    /// --overload: trials per DuT (the table shows the median and min-max).
+    #[arg(long, default_value_t = 1)]
+    pub repeat: usize,
 }
 
 fn all_duts() -> Vec<Box<dyn Dut>> {
@@ -106,10 +165,8 @@ const DEFAULT: [&str; 6] = [
 ];
 const PEERS: [&str; 3] = ["testpmd-af_xdp", "testpmd-af_packet", "ovs-afxdp"];
 
-pub fn run(a: Args) -> Result<()> {
-    if a.frame_size < 64 || a.frame_size > 1518 {
-        bail!("--frame-size {}: must be 64..=1518", a.frame_size);
-    }
+/// The DuTs asked for, in order; errors name an unknown one.
+fn select_duts(a: &Args, peers: bool) -> Result<Vec<Box<dyn Dut>>> {
     let known: Vec<String> = all_duts().iter().map(|d| d.name()).collect();
     for d in &a.duts {
         if !known.contains(d) {
@@ -123,7 +180,7 @@ pub fn run(a: Args) -> Result<()> {
         a.duts.clone()
     } else {
         let mut w: Vec<String> = DEFAULT.iter().map(|s| s.to_string()).collect();
-        if a.peers {
+        if peers {
             w.extend(PEERS.iter().map(|s| s.to_string()));
         }
         w
@@ -133,6 +190,342 @@ pub fn run(a: Args) -> Result<()> {
         .filter(|d| want.contains(&d.name()))
         .collect();
     duts.sort_by_key(|d| want.iter().position(|w| *w == d.name()));
+    Ok(duts)
+}
+
+pub fn run(a: Args) -> Result<()> {
+    if a.overload {
+        return run_overload(a);
+    }
+    run_rfc2544(a)
+}
+
+fn check_name(n: &str) -> Result<()> {
+    if n.is_empty()
+        || n.len() > 20
+        || !n
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        bail!("--name {n:?}: letters, digits, '-' and '_', at most 20 characters");
+    }
+    Ok(())
+}
+
+fn pct_arg(name: &str, v: f64, max: f64) -> Result<f64> {
+    if !(v.is_finite() && (0.0..=max).contains(&v)) {
+        bail!("--{name} {v}: must be a percentage from 0 to {max}");
+    }
+    Ok(v / 100.0)
+}
+
+fn run_rfc2544(a: Args) -> Result<()> {
+    let mut sizes = if a.quick {
+        vec![64, 1518]
+    } else {
+        a.sizes.clone()
+    };
+    sizes.dedup();
+    for s in sizes.iter().chain(&a.frame_loss_sizes).chain(&a.b2b_sizes) {
+        if !(64..=1518).contains(s) {
+            bail!("frame size {s}: must be 64..=1518 (bytes on the wire, with FCS)");
+        }
+    }
+    if sizes.is_empty() {
+        bail!("--sizes: give at least one frame size");
+    }
+    if !(a.trial.is_finite() && (0.05..=3600.0).contains(&a.trial)) {
+        bail!("--trial {}: must be 0.05 to 3600 seconds", a.trial);
+    }
+    if !(a.line_rate.is_finite() && a.line_rate >= 0.0) {
+        bail!(
+            "--line-rate {}: must be a number of Gbit/s >= 0",
+            a.line_rate
+        );
+    }
+    if let Some(n) = &a.name {
+        check_name(n)?;
+    }
+    let loss_tolerance = pct_arg("loss-tolerance", a.loss_tolerance, 100.0)?;
+    let resolution = pct_arg("resolution", a.resolution, 50.0)?;
+    if resolution <= 0.0 {
+        bail!("--resolution 0: must be above 0 %");
+    }
+    let mut duts = select_duts(&a, !a.no_peers)?;
+    let exe = std::env::current_exe()?;
+    let procedures = Rfc2544Config {
+        sizes: sizes.clone(),
+        trial: Duration::from_secs_f64(if a.quick { 0.3 } else { a.trial }),
+        loss_tolerance,
+        resolution: if a.quick {
+            resolution.max(0.02)
+        } else {
+            resolution
+        },
+        repetitions: a.repetitions.max(1),
+        latency: !a.no_latency,
+        frame_loss_sizes: if a.quick {
+            vec![64]
+        } else {
+            a.frame_loss_sizes.clone()
+        },
+        back_to_back_sizes: if a.quick {
+            vec![64]
+        } else {
+            a.b2b_sizes.clone()
+        },
+        back_to_back_trials: if a.quick { 1 } else { a.b2b_trials.max(1) },
+        ..Rfc2544Config::default()
+    };
+    let cfg = Rfc2544Bench {
+        procedures,
+        gen_cpu: a.gen_cpu,
+        dut_cpu: a.dut_cpu,
+        flows: 64,
+        ts_every: 16,
+        threaded_napi: a.threaded_napi,
+        bed_name: a.name.clone(),
+        env: DutEnv {
+            linerate: exe.clone(),
+            peers_dir: dut::find_peers_dir(&exe),
+            cpu: a.dut_cpu,
+        },
+    };
+    let stop = super::common::stop_flag()?;
+    let t0 = Instant::now();
+    let n = duts.len();
+    eprintln!(
+        "linerate bench: RFC 2544 on {n} DuTs at {:?} bytes, {:.2} s trials, loss tolerance {} %, resolution {} %; generator on CPU {}, DuT on CPU {}",
+        cfg.procedures.sizes,
+        cfg.procedures.trial.as_secs_f64(),
+        a.loss_tolerance,
+        cfg.procedures.resolution * 100.0,
+        a.gen_cpu,
+        a.dut_cpu
+    );
+    let mut i = 0;
+    let mut last = String::new();
+    let mut progress = |name: &str, size: u32, what: &str| {
+        if name != last {
+            i += 1;
+            last = name.to_string();
+        }
+        let at = if size > 0 {
+            format!(" {size} B")
+        } else {
+            String::new()
+        };
+        eprintln!(
+            "[{:>5.1}s] [{i}/{n}] {name}{at}: {what}",
+            t0.elapsed().as_secs_f64()
+        );
+    };
+    let results = bench::run_rfc2544(&cfg, &mut duts, &stop, &mut progress);
+    drop(duts);
+    let interrupted = stop.load(std::sync::atomic::Ordering::SeqCst);
+    if interrupted {
+        eprintln!("interrupted: test beds and DuTs removed");
+    }
+    let json_to_stdout = a.json.as_deref() == Some(std::path::Path::new("-"));
+    {
+        let mut out: Box<dyn Write> = if json_to_stdout {
+            Box::new(std::io::stderr().lock())
+        } else {
+            Box::new(std::io::stdout().lock())
+        };
+        print_rfc2544(&mut out, &results, &cfg)?;
+    }
+    let date = date_now();
+    if let Some(p) = &a.json {
+        let v = serde_json::json!({
+            "date": date,
+            "environment": to_report::environment(&cfg, &results),
+            "procedures": cfg.procedures,
+            "seconds": t0.elapsed().as_secs_f64(),
+            "interrupted": interrupted,
+            "results": results,
+        });
+        if json_to_stdout {
+            println!("{v}");
+        } else {
+            std::fs::write(p, format!("{v:#}\n"))
+                .map_err(|e| anyhow::anyhow!("--json {}: {e}", p.display()))?;
+            eprintln!("JSON with every trial: {}", p.display());
+        }
+    }
+    if !a.no_report {
+        let d = to_report::report_data(
+            "linerate bench: RFC 2544",
+            &date,
+            &cfg,
+            &results,
+            a.line_rate,
+        );
+        std::fs::write(&a.report, linerate_measure::report::render_html(&d))
+            .map_err(|e| anyhow::anyhow!("--report {}: {e}", a.report.display()))?;
+        eprintln!("report: {}", a.report.display());
+    }
+    eprintln!("done in {:.0} s", t0.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// UTC date and time, RFC 3339, from the system clock.
+fn date_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let days = secs / 86400;
+    let (h, m, s) = (secs % 86400 / 3600, secs % 3600 / 60, secs % 60);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(mo <= 2);
+    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}Z")
+}
+
+fn print_rfc2544(o: &mut dyn Write, results: &[Rfc2544Result], cfg: &Rfc2544Bench) -> Result<()> {
+    writeln!(o)?;
+    writeln!(
+        o,
+        "RFC 2544 throughput (loss tolerance {} %), latency at it; kernel {}",
+        cfg.procedures.loss_tolerance * 100.0,
+        dut::kernel_release()
+    )?;
+    writeln!(
+        o,
+        "{:<20} {:>5} {:>10} {:>8} {:>15} {:>19} {:>9}  note",
+        "DuT", "bytes", "Mpps", "Gbit/s", "min-max Mpps", "lat p50/p99 us", "vs bridge"
+    )?;
+    let bridge = |size: u32| {
+        results
+            .iter()
+            .find(|r| r.name == "linux-bridge")
+            .and_then(|r| r.sizes.iter().find(|s| s.frame_size == size))
+            .and_then(|s| s.throughput_pps)
+    };
+    for r in results {
+        if r.sizes.is_empty() {
+            writeln!(o, "{:<20} {:>5} {:>10}  {}", r.name, "-", "-", r.status)?;
+            continue;
+        }
+        for s in &r.sizes {
+            let (tp, g, spread, ratio) = match s.throughput_pps {
+                Some(v) => (
+                    format!(
+                        "{}{:.3}",
+                        if s.generator_limited { ">=" } else { "" },
+                        v / 1e6
+                    ),
+                    format!(
+                        "{:.2}",
+                        linerate_measure::report::l1_gbps(v / 1e6, s.frame_size as f64)
+                    ),
+                    format!(
+                        "{:.3}-{:.3}",
+                        s.throughput_min_pps.unwrap_or(v) / 1e6,
+                        s.throughput_max_pps.unwrap_or(v) / 1e6
+                    ),
+                    bridge(s.frame_size)
+                        .filter(|b| *b > 0.0)
+                        .map(|b| format!("{:.2}x", v / b))
+                        .unwrap_or_else(|| "-".into()),
+                ),
+                None => ("-".into(), "-".into(), "-".into(), "-".into()),
+            };
+            let lat = s
+                .latency()
+                .filter(|l| l.samples > 0)
+                .map(|l| format!("{:.1}/{:.1}", l.p50_ns / 1e3, l.p99_ns / 1e3))
+                .unwrap_or_else(|| "-".into());
+            let mut note = Vec::new();
+            if s.generator_limited {
+                note.push("generator-limited".to_string());
+            }
+            if s.kernel_disagreements > 0 {
+                note.push(format!(
+                    "{} trial(s) disagree with kernel counters > 0.5 %",
+                    s.kernel_disagreements
+                ));
+            }
+            if r.status != "ok" {
+                note.push(r.status.clone());
+            }
+            writeln!(
+                o,
+                "{:<20} {:>5} {:>10} {:>8} {:>15} {:>19} {:>9}  {}",
+                r.name,
+                s.frame_size,
+                tp,
+                g,
+                spread,
+                lat,
+                ratio,
+                note.join("; ")
+            )?;
+        }
+    }
+    let loss: Vec<&Rfc2544Result> = results
+        .iter()
+        .filter(|r| {
+            r.sizes
+                .iter()
+                .any(|s| !s.frame_loss.is_empty() || !s.back_to_back.is_empty())
+        })
+        .collect();
+    if !loss.is_empty() {
+        writeln!(o)?;
+        writeln!(
+            o,
+            "Frame loss (% of frames) at % of the generator's top speed; back-to-back: longest lossless burst"
+        )?;
+        for r in loss {
+            for s in &r.sizes {
+                if s.frame_loss.is_empty() && s.back_to_back.is_empty() {
+                    continue;
+                }
+                let fl: Vec<String> = s
+                    .frame_loss
+                    .iter()
+                    .map(|(f, _, l)| format!("{:.0}%:{:.1}", f * 100.0, l * 100.0))
+                    .collect();
+                let bb: Vec<String> = s
+                    .back_to_back
+                    .iter()
+                    .map(|b| format!("{}{}", if b.at_least { ">=" } else { "" }, b.frames))
+                    .collect();
+                writeln!(
+                    o,
+                    "{:<20} {:>5}  loss {}  b2b {}",
+                    r.name,
+                    s.frame_size,
+                    if fl.is_empty() {
+                        "-".into()
+                    } else {
+                        fl.join(" ")
+                    },
+                    if bb.is_empty() {
+                        "-".into()
+                    } else {
+                        bb.join(", ")
+                    }
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn run_overload(a: Args) -> Result<()> {
+    if a.frame_size < 64 || a.frame_size > 1518 {
+        bail!("--frame-size {}: must be 64..=1518", a.frame_size);
+    }
+    let mut duts = select_duts(&a, a.peers)?;
     let exe = std::env::current_exe()?;
     let (duration, warmup) = if a.quick {
         (1.0, 0.5)
@@ -178,7 +571,7 @@ pub fn run(a: Args) -> Result<()> {
     if stop.load(std::sync::atomic::Ordering::SeqCst) {
         eprintln!("interrupted: test beds and DuTs removed");
     }
-    if a.json {
+    if a.json.is_some() {
         let v = serde_json::json!({
             "frame_size": a.frame_size,
             "duration_s": duration,

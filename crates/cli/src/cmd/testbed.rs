@@ -157,6 +157,7 @@ fn up(a: UpArgs) -> Result<()> {
         gro: a.gro.map(|g| matches!(g, OnOff::On)),
         threaded_napi: a.threaded_napi,
         napi_cpu: a.napi_cpu,
+        threaded_dut_only: false,
         ipv6: !a.no_ipv6,
     };
     let mut bed = Testbed::up(&cfg)?;

@@ -51,6 +51,28 @@ pub trait Dut {
     fn start(&mut self, bed: &mut Testbed, env: &DutEnv) -> Result<(), DutError>;
     /// Stop; returns the DuT's own account (JSON) when it keeps one.
     fn stop(&mut self, bed: &Testbed) -> Result<Option<serde_json::Value>, DutError>;
+    /// Software and version, for the report (default: the kernel's).
+    fn version(&self) -> String {
+        format!("Linux {}", kernel_release())
+    }
+}
+
+/// `uname -r`.
+pub fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+/// The installed version of a Debian package, if any.
+fn package_version(pkg: &str) -> Option<String> {
+    let out = Command::new("dpkg-query")
+        .args(["-W", "-f", "${Version}", pkg])
+        .output()
+        .ok()?;
+    let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && !v.is_empty()).then_some(v)
 }
 
 /// The Linux bridge (br0 with d0, d1).
@@ -156,6 +178,9 @@ impl LinerateFwd {
 impl Dut for LinerateFwd {
     fn name(&self) -> String {
         format!("linerate-{}", self.kind)
+    }
+    fn version(&self) -> String {
+        format!("linerate {}", env!("CARGO_PKG_VERSION"))
     }
     fn describe(&self) -> String {
         format!("linerate fwd {}", self.args().join(" "))
@@ -266,6 +291,17 @@ impl ScriptPeer {
 impl Dut for ScriptPeer {
     fn name(&self) -> String {
         self.name.into()
+    }
+    fn version(&self) -> String {
+        let pkg = match self.script {
+            "dut-testpmd.sh" => "dpdk",
+            "dut-ovs.sh" => "openvswitch-switch",
+            _ => return "unknown".into(),
+        };
+        match package_version(pkg) {
+            Some(v) => format!("{pkg} {v}"),
+            None => format!("{pkg} not installed"),
+        }
     }
     fn describe(&self) -> String {
         self.what.into()

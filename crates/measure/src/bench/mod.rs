@@ -9,6 +9,9 @@
 //! DuT is measured with the same generator and the same counter.
 
 pub mod dut;
+pub mod rfc2544;
+pub mod to_report;
+pub mod trial;
 
 use crate::testbed::{FrameAddrs, Testbed, TestbedConfig};
 use dut::{Dut, DutEnv, DutError};
@@ -118,6 +121,173 @@ pub fn run(
 
 fn failed(e: impl std::fmt::Display) -> DutError {
     DutError::Failed(e.to_string())
+}
+
+/// How to run the RFC 2544 bench ([`run_rfc2544`]).
+#[derive(Clone, Debug)]
+pub struct Rfc2544Bench {
+    pub procedures: rfc2544::Rfc2544Config,
+    pub gen_cpu: usize,
+    pub dut_cpu: usize,
+    /// UDP source ports to cycle through (flows).
+    pub flows: u32,
+    /// Timestamp every n-th frame for the latency histogram.
+    pub ts_every: u32,
+    pub threaded_napi: bool,
+    /// Bed name prefix (a counter is appended); None: "lr" + pid + counter.
+    pub bed_name: Option<String>,
+    pub env: DutEnv,
+}
+
+/// The RFC 2544 result for one DuT.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Rfc2544Result {
+    pub name: String,
+    pub description: String,
+    pub version: String,
+    /// "ok", "skipped: ...", "failed: ...", "interrupted"
+    pub status: String,
+    /// The forwarding check made before the procedures.
+    pub check: Option<rfc2544::TrialRecord>,
+    pub sizes: Vec<rfc2544::SizeResult>,
+    /// The DuT's own account at the end (linerate fwd's JSON).
+    pub dut_account: Option<serde_json::Value>,
+    pub seconds: f64,
+}
+
+/// Progress: (DuT, frame size or 0, what is happening).
+pub type Progress3<'a> = &'a mut dyn FnMut(&str, u32, &str);
+
+/// Run the RFC 2544 procedures against every DuT in turn, each on a fresh
+/// test bed that is removed afterwards (also on errors and on `stop`).
+pub fn run_rfc2544(
+    cfg: &Rfc2544Bench,
+    duts: &mut [Box<dyn Dut>],
+    stop: &Arc<AtomicBool>,
+    progress: Progress3,
+) -> Vec<Rfc2544Result> {
+    let mut out = Vec::new();
+    for (i, d) in duts.iter_mut().enumerate() {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let t0 = Instant::now();
+        let name = d.name();
+        let mut r = Rfc2544Result {
+            name: name.clone(),
+            description: d.describe(),
+            version: d.version(),
+            status: "ok".into(),
+            check: None,
+            sizes: Vec::new(),
+            dut_account: None,
+            seconds: 0.0,
+        };
+        let bed_name = cfg.bed_name.as_ref().map(|p| format!("{p}{i}"));
+        if let Err(e) = rfc2544_dut(cfg, d.as_mut(), bed_name, stop, &mut r, progress) {
+            r.status = e.to_string();
+        }
+        if stop.load(Ordering::SeqCst) && r.status == "ok" {
+            r.status = "interrupted".into();
+        }
+        r.seconds = t0.elapsed().as_secs_f64();
+        progress(&name, 0, &r.status);
+        out.push(r);
+    }
+    out
+}
+
+fn rfc2544_dut(
+    cfg: &Rfc2544Bench,
+    d: &mut dyn Dut,
+    bed_name: Option<String>,
+    stop: &Arc<AtomicBool>,
+    r: &mut Rfc2544Result,
+    progress: Progress3,
+) -> Result<(), DutError> {
+    let name = d.name();
+    progress(&name, 0, "building the test bed");
+    let bed_cfg = TestbedConfig {
+        name: bed_name,
+        gro: Some(true),
+        threaded_napi: cfg.threaded_napi,
+        threaded_dut_only: true,
+        // No IPv6: no router/neighbour solicitations wander into the counts.
+        ipv6: false,
+        ..TestbedConfig::default()
+    };
+    let mut bed = Testbed::up(&bed_cfg).map_err(failed)?;
+    let ns_sink = bed.ns_sink().to_string();
+    let sink = match bed.in_netns(&ns_sink, || {
+        XdpCount::attach_latency("s0", AttachMode::Native, false, trial::TS_OFFSET)
+    }) {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            let _ = bed.down();
+            return Err(failed(format!("sink counter: {e}")));
+        }
+        Err(e) => {
+            let _ = bed.down();
+            return Err(failed(e));
+        }
+    };
+    progress(&name, 0, "starting");
+    let started = d.start(&mut bed, &cfg.env);
+    let result = started.and_then(|()| {
+        if cfg.threaded_napi {
+            let bc = BenchConfig {
+                frame_len: 60,
+                warmup: Duration::ZERO,
+                duration: Duration::ZERO,
+                repeat: 1,
+                gen_cpu: cfg.gen_cpu,
+                dut_cpu: cfg.dut_cpu,
+                flows: cfg.flows,
+                threaded_napi: true,
+                env: cfg.env.clone(),
+            };
+            place_napi(&bed, &bc).map_err(failed)?;
+        }
+        let addrs = FrameAddrs::for_mode(bed.info(), d.mode());
+        let mut trials = trial::BedTrials::new(
+            &bed,
+            &sink,
+            addrs,
+            cfg.gen_cpu,
+            cfg.flows,
+            cfg.ts_every,
+            stop.clone(),
+        );
+        // Does it forward at all? 2000 frames at 20 kpps.
+        use rfc2544::Trials;
+        let size0 = cfg.procedures.sizes.first().copied().unwrap_or(64);
+        let check = trials
+            .trial(&rfc2544::TrialSpec {
+                frame_size: size0,
+                rate_pps: Some(20_000.0),
+                frames: Some(2000),
+                duration: Duration::from_millis(100),
+                latency: false,
+                procedure: rfc2544::Procedure::Check,
+            })
+            .map_err(failed)?;
+        let got = check.received;
+        r.check = Some(check);
+        if got < 1900 {
+            return Err(failed(format!(
+                "does not forward: {got} of 2000 check frames at 20 kpps arrived"
+            )));
+        }
+        let mut p = |size: u32, what: &str| progress(&name, size, what);
+        r.sizes = rfc2544::run(&cfg.procedures, &mut trials, &mut p).map_err(failed)?;
+        Ok(())
+    });
+    let acct = d.stop(&bed);
+    drop(sink);
+    let _ = bed.down();
+    result?;
+    r.dut_account = acct?;
+    Ok(())
 }
 
 /// One trial: fresh bed, DuT up, generator on, count, tear everything down.

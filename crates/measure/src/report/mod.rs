@@ -39,6 +39,9 @@ pub struct ReportData {
     /// Points are (offered load in percent of line rate, frame loss in percent).
     #[serde(default)]
     pub frame_loss: Vec<Series>,
+    /// What 100 % offered load is in the frame loss plot (empty: "line rate").
+    #[serde(default)]
+    pub frame_loss_load: String,
     /// Raw trials and anything else, shown as tables at the end.
     #[serde(default)]
     pub tables: Vec<Table>,
@@ -444,7 +447,14 @@ pub fn render_html(d: &ReportData) -> String {
         let c = Chart {
             id: "loss".into(),
             title: "Frame loss rate".into(),
-            x: Axis::linear("offered load (% of line rate)"),
+            x: Axis::linear(&format!(
+                "offered load (% of {})",
+                if d.frame_loss_load.is_empty() {
+                    "line rate"
+                } else {
+                    &d.frame_loss_load
+                }
+            )),
             y: Axis::linear("frame loss (%)"),
             lines: d
                 .frame_loss
@@ -487,6 +497,7 @@ mod tests {
     fn data() -> ReportData {
         ReportData {
             title: "t <&>".into(),
+            frame_loss_load: String::new(),
             date: "now".into(),
             environment: vec![("kernel".into(), "6.18 <x>".into())],
             throughput: vec![

@@ -1,0 +1,762 @@
+//! The RFC 2544 procedures (section 26): throughput, latency, frame loss
+//! rate and back-to-back frames, over any [`Trials`] (the real test bed in
+//! [`super::trial`], a simulated DuT in the tests).
+//!
+//! Method (after FD.io CSIT and RFC 2544):
+//! - every trial sends an exact number of frames at a fixed rate (the
+//!   in-kernel generator paces them one by one), then stops, lets the
+//!   DuT's queues drain, and only then reads the counters: loss is
+//!   frames sent minus frames counted at the sink, not a rate difference;
+//! - **throughput** (26.1): a probe at the generator's top speed gives the
+//!   highest offered rate G and the DuT's forwarding rate at overload F;
+//!   the search starts just under F (the best guess of where loss starts),
+//!   then bisects between the highest rate that passed and the lowest that
+//!   failed until they are within `resolution` of each other; a trial
+//!   passes when its loss ratio is at most `loss_tolerance` (0: RFC 2544's
+//!   zero loss). After a failed trial with nothing passed yet, the next
+//!   rate is the rate that trial forwarded (CSIT's MLRsearch idea): the
+//!   search needs a handful of trials, not log2(G / resolution);
+//! - **latency** (26.2): a trial at the throughput found, every n-th frame
+//!   timestamped in the generator and its one-way latency histogrammed at
+//!   the sink;
+//! - **frame loss rate** (26.3): trials at 100 %, 90 %, ... of G until two
+//!   successive trials lose nothing;
+//! - **back-to-back** (26.4): bursts at G of a binary-searched length, the
+//!   longest burst forwarded without loss.
+//!
+//! Every trial is kept ([`TrialRecord`]), with the kernel's own interface
+//! counters for the same trial ([`KernelCheck`]).
+
+use serde::Serialize;
+use std::time::Duration;
+
+/// What one trial should do.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrialSpec {
+    /// Frame size on the wire, FCS included (64 .. 1518).
+    pub frame_size: u32,
+    /// Offered rate in frames/s; None: as fast as the generator can.
+    pub rate_pps: Option<f64>,
+    /// Frames to send (exact). None: send for `duration`.
+    pub frames: Option<u64>,
+    /// How long to send when `frames` is None.
+    pub duration: Duration,
+    /// Keep the latency histogram of this trial.
+    pub latency: bool,
+    /// Which procedure asked for it (kept in the record).
+    pub procedure: Procedure,
+}
+
+/// The RFC 2544 section a trial belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Procedure {
+    /// Generator top speed: the highest offered rate and the DuT's forwarding rate at overload.
+    Probe,
+    Throughput,
+    Latency,
+    FrameLoss,
+    BackToBack,
+    /// A short low-rate trial checking that the DuT forwards at all.
+    Check,
+}
+
+/// The test bed's own counters for one trial, as an independent check of
+/// the generator's and the sink's counts.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct KernelCheck {
+    /// Frames the generator's interface transmitted (tx_packets) plus the
+    /// ones the veth refused (XDP xmit errors): what the generator offered.
+    pub gen_iface_tx: u64,
+    pub gen_iface_xmit_errors: u64,
+    /// Frames the DuT's ingress counted (rx_packets of d0).
+    pub dut_in_rx: u64,
+    /// Frames the DuT's egress transmitted (tx_packets of d1).
+    pub dut_out_tx: u64,
+    /// Frames the sink interface received (rx_packets of s0).
+    pub sink_iface_rx: u64,
+    /// (kernel - ours) / ours, in %, for the offered and forwarded counts.
+    pub offered_diff_pct: f64,
+    pub forwarded_diff_pct: f64,
+    /// Both within [`KERNEL_TOLERANCE_PCT`].
+    pub agrees: bool,
+}
+
+/// Largest disagreement between our counts and the kernel's that passes (%).
+pub const KERNEL_TOLERANCE_PCT: f64 = 0.5;
+
+impl KernelCheck {
+    /// Fill in the differences and the verdict from our counts.
+    pub fn judge(&mut self, sent: u64, received: u64) {
+        let pct = |k: u64, ours: u64| {
+            if ours == 0 {
+                if k == 0 {
+                    0.0
+                } else {
+                    100.0
+                }
+            } else {
+                (k as f64 - ours as f64) / ours as f64 * 100.0
+            }
+        };
+        self.offered_diff_pct = pct(self.gen_iface_tx + self.gen_iface_xmit_errors, sent);
+        self.forwarded_diff_pct = pct(self.sink_iface_rx, received);
+        self.agrees = self.offered_diff_pct.abs() <= KERNEL_TOLERANCE_PCT
+            && self.forwarded_diff_pct.abs() <= KERNEL_TOLERANCE_PCT;
+    }
+}
+
+/// Latency of one trial.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Latency {
+    /// Timestamped frames that arrived.
+    pub samples: u64,
+    pub min_ns: f64,
+    pub mean_ns: f64,
+    pub p50_ns: f64,
+    pub p90_ns: f64,
+    pub p99_ns: f64,
+    pub p999_ns: f64,
+    pub max_ns: f64,
+    /// (bucket middle ns, count), the histogram.
+    pub histogram: Vec<(f64, u64)>,
+}
+
+/// One trial, every counter kept.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct TrialRecord {
+    pub procedure: Procedure,
+    pub frame_size: u32,
+    /// Rate asked of the generator (None: top speed).
+    pub requested_pps: Option<f64>,
+    /// Frames the generator sent (exact, its own count).
+    pub sent: u64,
+    /// Frames counted at the sink after the queues drained.
+    pub received: u64,
+    /// sent - received (0 when more arrived than were sent).
+    pub lost: u64,
+    pub loss_ratio: f64,
+    /// Wall time the generator took to send them.
+    pub tx_seconds: f64,
+    /// sent / tx_seconds: the rate actually offered.
+    pub offered_pps: f64,
+    /// received / tx_seconds.
+    pub forwarded_pps: f64,
+    /// Wait after the generator stopped until the sink count settled.
+    pub drain_ms: f64,
+    pub kernel: KernelCheck,
+    pub latency: Option<Latency>,
+}
+
+impl TrialRecord {
+    /// A record from the counts (kernel check judged here).
+    pub fn new(spec: &TrialSpec, sent: u64, received: u64, tx_seconds: f64) -> TrialRecord {
+        let lost = sent.saturating_sub(received);
+        TrialRecord {
+            procedure: spec.procedure,
+            frame_size: spec.frame_size,
+            requested_pps: spec.rate_pps,
+            sent,
+            received,
+            lost,
+            loss_ratio: if sent == 0 {
+                0.0
+            } else {
+                lost as f64 / sent as f64
+            },
+            tx_seconds,
+            offered_pps: if tx_seconds > 0.0 {
+                sent as f64 / tx_seconds
+            } else {
+                0.0
+            },
+            forwarded_pps: if tx_seconds > 0.0 {
+                received as f64 / tx_seconds
+            } else {
+                0.0
+            },
+            drain_ms: 0.0,
+            kernel: KernelCheck::default(),
+            latency: None,
+        }
+    }
+}
+
+/// Something that runs trials (the test bed, or a model in tests).
+pub trait Trials {
+    fn trial(&mut self, spec: &TrialSpec) -> Result<TrialRecord, String>;
+    /// True when the user asked to stop: procedures return what they have.
+    fn stopped(&self) -> bool {
+        false
+    }
+}
+
+/// Parameters of the procedures.
+#[derive(Clone, Debug, Serialize)]
+pub struct Rfc2544Config {
+    /// Frame sizes on the wire (FCS included).
+    pub sizes: Vec<u32>,
+    /// Sending time of a throughput / frame-loss / latency trial.
+    pub trial: Duration,
+    /// Largest loss ratio a throughput trial may have and pass (0: none).
+    pub loss_tolerance: f64,
+    /// The search ends when (fail - pass) <= resolution * fail.
+    pub resolution: f64,
+    /// Independent throughput searches per size (the result is their
+    /// median; min and max are the spread).
+    pub repetitions: usize,
+    /// Most trials one search may use.
+    pub max_search_trials: usize,
+    /// Run the latency trial after each throughput search.
+    pub latency: bool,
+    /// Sizes that get the frame-loss-rate procedure.
+    pub frame_loss_sizes: Vec<u32>,
+    /// Step of offered load for frame loss (fraction, RFC 2544: 0.1).
+    pub frame_loss_step: f64,
+    /// Sizes that get the back-to-back procedure.
+    pub back_to_back_sizes: Vec<u32>,
+    /// Longest burst tried, as time at the generator's top speed.
+    pub back_to_back_max: Duration,
+    /// Back-to-back searches per size (RFC 2544 asks for 50; the mean is reported).
+    pub back_to_back_trials: usize,
+}
+
+impl Default for Rfc2544Config {
+    fn default() -> Self {
+        Rfc2544Config {
+            sizes: STANDARD_SIZES.to_vec(),
+            trial: Duration::from_secs(1),
+            loss_tolerance: 0.0,
+            resolution: 0.01,
+            repetitions: 1,
+            max_search_trials: 12,
+            latency: true,
+            frame_loss_sizes: vec![64],
+            frame_loss_step: 0.1,
+            back_to_back_sizes: vec![64],
+            back_to_back_max: Duration::from_millis(500),
+            back_to_back_trials: 2,
+        }
+    }
+}
+
+/// RFC 2544 section 9.1's frame sizes for Ethernet, plus 1280 (IPv6's minimum MTU).
+pub const STANDARD_SIZES: [u32; 7] = [64, 128, 256, 512, 1024, 1280, 1518];
+
+/// One throughput search.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Search {
+    /// Highest rate that passed (0 when none did).
+    pub throughput_pps: f64,
+    /// Lowest rate that failed (None: the generator's top speed passed,
+    /// the throughput is at least `throughput_pps`).
+    pub lowest_fail_pps: Option<f64>,
+    /// Trials used (indexes into [`SizeResult::trials`]).
+    pub trials: Vec<usize>,
+}
+
+/// Back-to-back result of one search.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Burst {
+    /// Longest burst forwarded without loss (frames).
+    pub frames: u64,
+    /// True when even the longest burst tried passed (a lower bound).
+    pub at_least: bool,
+}
+
+/// Everything measured at one frame size.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct SizeResult {
+    pub frame_size: u32,
+    /// The generator's top speed (offered at overload).
+    pub max_offered_pps: f64,
+    /// What the DuT forwarded at overload.
+    pub overload_forwarded_pps: f64,
+    pub searches: Vec<Search>,
+    /// Median of the searches' throughput; min and max across them.
+    pub throughput_pps: Option<f64>,
+    pub throughput_min_pps: Option<f64>,
+    pub throughput_max_pps: Option<f64>,
+    /// The search's own uncertainty: the gap to the lowest failed rate (pps).
+    pub resolution_pps: Option<f64>,
+    /// The generator's top speed passed: the DuT is faster than the generator.
+    pub generator_limited: bool,
+    /// Index of the latency trial.
+    pub latency_trial: Option<usize>,
+    /// (offered load fraction of max_offered_pps, offered pps, loss ratio).
+    pub frame_loss: Vec<(f64, f64, f64)>,
+    pub back_to_back: Vec<Burst>,
+    /// Trials whose counts disagree with the kernel's by more than the tolerance.
+    pub kernel_disagreements: usize,
+    /// Every trial at this size, in order.
+    pub trials: Vec<TrialRecord>,
+}
+
+impl SizeResult {
+    fn new(frame_size: u32) -> Self {
+        SizeResult {
+            frame_size,
+            max_offered_pps: 0.0,
+            overload_forwarded_pps: 0.0,
+            searches: Vec::new(),
+            throughput_pps: None,
+            throughput_min_pps: None,
+            throughput_max_pps: None,
+            resolution_pps: None,
+            generator_limited: false,
+            latency_trial: None,
+            frame_loss: Vec::new(),
+            back_to_back: Vec::new(),
+            kernel_disagreements: 0,
+            trials: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, t: TrialRecord) -> usize {
+        if !t.kernel.agrees {
+            self.kernel_disagreements += 1;
+        }
+        self.trials.push(t);
+        self.trials.len() - 1
+    }
+
+    /// The latency trial's record.
+    pub fn latency(&self) -> Option<&Latency> {
+        self.latency_trial
+            .and_then(|i| self.trials.get(i))
+            .and_then(|t| t.latency.as_ref())
+    }
+}
+
+/// Progress: (frame size, what is happening).
+pub type Progress<'a> = &'a mut dyn FnMut(u32, &str);
+
+/// Run the procedures at every configured size.
+pub fn run(
+    cfg: &Rfc2544Config,
+    t: &mut dyn Trials,
+    progress: Progress,
+) -> Result<Vec<SizeResult>, String> {
+    let mut out = Vec::new();
+    for &size in &cfg.sizes {
+        if t.stopped() {
+            break;
+        }
+        out.push(run_size(cfg, t, size, progress)?);
+    }
+    Ok(out)
+}
+
+fn spec(size: u32, procedure: Procedure, rate: Option<f64>, cfg: &Rfc2544Config) -> TrialSpec {
+    TrialSpec {
+        frame_size: size,
+        rate_pps: rate,
+        frames: rate.map(|r| ((r * cfg.trial.as_secs_f64()).round() as u64).max(1)),
+        duration: cfg.trial,
+        latency: false,
+        procedure,
+    }
+}
+
+fn passes(t: &TrialRecord, cfg: &Rfc2544Config) -> bool {
+    t.sent > 0 && t.loss_ratio <= cfg.loss_tolerance
+}
+
+fn mpps(v: f64) -> String {
+    format!("{:.3} Mpps", v / 1e6)
+}
+
+/// All procedures at one frame size.
+pub fn run_size(
+    cfg: &Rfc2544Config,
+    t: &mut dyn Trials,
+    size: u32,
+    progress: Progress,
+) -> Result<SizeResult, String> {
+    let mut r = SizeResult::new(size);
+    progress(size, "probe at the generator's top speed");
+    let probe = t.trial(&spec(size, Procedure::Probe, None, cfg))?;
+    if probe.sent == 0 {
+        if t.stopped() {
+            return Ok(r);
+        }
+        return Err(format!(
+            "{size}-byte frames: the generator sent nothing at top speed"
+        ));
+    }
+    r.max_offered_pps = probe.offered_pps;
+    r.overload_forwarded_pps = probe.forwarded_pps;
+    let probe_passed = passes(&probe, cfg);
+    r.push(probe);
+    progress(
+        size,
+        &format!(
+            "top speed {} offered, {} forwarded",
+            mpps(r.max_offered_pps),
+            mpps(r.overload_forwarded_pps)
+        ),
+    );
+    for rep in 0..cfg.repetitions.max(1) {
+        if t.stopped() {
+            return Ok(r);
+        }
+        let s = if probe_passed {
+            r.generator_limited = true;
+            Search {
+                throughput_pps: r.max_offered_pps,
+                lowest_fail_pps: None,
+                trials: vec![0],
+            }
+        } else {
+            search(cfg, t, &mut r, rep, progress)?
+        };
+        r.searches.push(s);
+    }
+    let mut found: Vec<f64> = r.searches.iter().map(|s| s.throughput_pps).collect();
+    found.sort_by(|a, b| a.total_cmp(b));
+    if !found.is_empty() {
+        r.throughput_pps = Some(found[found.len() / 2]);
+        r.throughput_min_pps = found.first().copied();
+        r.throughput_max_pps = found.last().copied();
+        r.resolution_pps = r
+            .searches
+            .iter()
+            .filter_map(|s| s.lowest_fail_pps.map(|f| f - s.throughput_pps))
+            .reduce(f64::max);
+    }
+    if cfg.latency && !t.stopped() {
+        if let Some(tp) = r.throughput_pps.filter(|&v| v > 0.0) {
+            progress(size, &format!("latency at {}", mpps(tp)));
+            let mut s = spec(size, Procedure::Latency, Some(tp), cfg);
+            s.latency = true;
+            let rec = t.trial(&s)?;
+            r.latency_trial = Some(r.push(rec));
+        }
+    }
+    if cfg.frame_loss_sizes.contains(&size) && !t.stopped() {
+        frame_loss(cfg, t, &mut r, progress)?;
+    }
+    if cfg.back_to_back_sizes.contains(&size) {
+        for _ in 0..cfg.back_to_back_trials.max(1) {
+            if t.stopped() {
+                break;
+            }
+            let b = back_to_back(cfg, t, &mut r, progress)?;
+            r.back_to_back.push(b);
+        }
+    }
+    Ok(r)
+}
+
+/// One throughput search (the probe in `r` gives its bounds).
+fn search(
+    cfg: &Rfc2544Config,
+    t: &mut dyn Trials,
+    r: &mut SizeResult,
+    rep: usize,
+    progress: Progress,
+) -> Result<Search, String> {
+    let size = r.frame_size;
+    let mut lo = 0.0f64; // highest rate that passed
+    let mut hi = r.max_offered_pps; // lowest rate that failed (the probe)
+    let mut s = Search {
+        throughput_pps: 0.0,
+        lowest_fail_pps: Some(hi),
+        trials: vec![0],
+    };
+    // Start just under the forwarding rate at overload.
+    let mut next = r.overload_forwarded_pps * (1.0 - cfg.resolution / 2.0);
+    // Below this the DuT forwards (next to) nothing: stop.
+    let floor = (hi * 1e-4).max(100.0);
+    for _ in 0..cfg.max_search_trials.max(1) {
+        if t.stopped() || hi - lo <= cfg.resolution * hi || hi < floor {
+            break;
+        }
+        // Keep the candidate strictly inside (lo, hi), away from the edges.
+        let span = hi - lo;
+        let c = next.clamp(lo + span * 0.05, hi - span * 0.05).max(1.0);
+        let rec = t.trial(&spec(size, Procedure::Throughput, Some(c), cfg))?;
+        let ok = passes(&rec, cfg);
+        let (fwd, loss) = (rec.forwarded_pps, rec.loss_ratio);
+        s.trials.push(r.push(rec));
+        progress(
+            size,
+            &format!(
+                "search {}: {} -> loss {:.4} % {}",
+                rep + 1,
+                mpps(c),
+                loss * 100.0,
+                if ok { "pass" } else { "fail" }
+            ),
+        );
+        if ok {
+            lo = c;
+            next = (lo + hi) / 2.0;
+        } else {
+            hi = c;
+            next = if lo == 0.0 {
+                // Nothing passed yet: aim just under what this trial forwarded,
+                // but at least halve the span.
+                (fwd * (1.0 - cfg.resolution)).min(hi * 0.98).max(hi * 0.5)
+            } else {
+                (lo + hi) / 2.0
+            };
+        }
+    }
+    s.throughput_pps = lo;
+    s.lowest_fail_pps = Some(hi);
+    Ok(s)
+}
+
+/// RFC 2544 26.3: from 100 % of the top speed down in steps until two
+/// successive trials lose nothing.
+fn frame_loss(
+    cfg: &Rfc2544Config,
+    t: &mut dyn Trials,
+    r: &mut SizeResult,
+    progress: Progress,
+) -> Result<(), String> {
+    let step = cfg.frame_loss_step.clamp(0.01, 1.0);
+    let mut zero_run = 0;
+    let mut k = 0usize;
+    loop {
+        let frac = 1.0 - step * k as f64;
+        if frac < step / 2.0 || t.stopped() {
+            break;
+        }
+        k += 1;
+        let rate = r.max_offered_pps * frac;
+        if rate < 1.0 {
+            break;
+        }
+        let rec = t.trial(&spec(r.frame_size, Procedure::FrameLoss, Some(rate), cfg))?;
+        let loss = if rec.sent == 0 { 0.0 } else { rec.loss_ratio };
+        let offered = rec.offered_pps;
+        r.push(rec);
+        progress(
+            r.frame_size,
+            &format!(
+                "frame loss at {:.0} % ({}): {:.3} %",
+                frac * 100.0,
+                mpps(rate),
+                loss * 100.0
+            ),
+        );
+        r.frame_loss.push((frac, offered, loss));
+        if loss == 0.0 {
+            zero_run += 1;
+            if zero_run == 2 {
+                break;
+            }
+        } else {
+            zero_run = 0;
+        }
+    }
+    Ok(())
+}
+
+/// RFC 2544 26.4: the longest burst at the top speed forwarded without loss.
+fn back_to_back(
+    cfg: &Rfc2544Config,
+    t: &mut dyn Trials,
+    r: &mut SizeResult,
+    progress: Progress,
+) -> Result<Burst, String> {
+    let max = ((r.max_offered_pps * cfg.back_to_back_max.as_secs_f64()) as u64).max(2);
+    let burst = |t: &mut dyn Trials, r: &mut SizeResult, n: u64| -> Result<bool, String> {
+        let s = TrialSpec {
+            frame_size: r.frame_size,
+            rate_pps: None,
+            frames: Some(n),
+            duration: cfg.trial,
+            latency: false,
+            procedure: Procedure::BackToBack,
+        };
+        let rec = t.trial(&s)?;
+        let ok = rec.sent == n && rec.lost == 0;
+        r.push(rec);
+        Ok(ok)
+    };
+    if burst(t, r, max)? {
+        progress(r.frame_size, &format!("back-to-back: {max} frames pass"));
+        return Ok(Burst {
+            frames: max,
+            at_least: true,
+        });
+    }
+    // Geometric bisection: burst lengths span decades (a ring's worth to millions).
+    let (mut lo, mut hi) = (0u64, max);
+    for _ in 0..40 {
+        if t.stopped() || hi - lo <= 1 || (lo > 0 && (hi - lo) as f64 <= 0.01 * hi as f64) {
+            break;
+        }
+        let c = if lo == 0 {
+            (hi / 16).max(1)
+        } else {
+            (((lo as f64) * (hi as f64)).sqrt() as u64).clamp(lo + 1, hi - 1)
+        };
+        if burst(t, r, c)? {
+            lo = c;
+        } else {
+            hi = c;
+        }
+    }
+    progress(r.frame_size, &format!("back-to-back: {lo} frames"));
+    Ok(Burst {
+        frames: lo,
+        at_least: false,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A DuT that forwards at most `capacity` pps with a queue of `queue`
+    /// frames, fed by a generator with top speed `gen`.
+    struct Model {
+        capacity: f64,
+        queue: f64,
+        gen: f64,
+        trials: usize,
+    }
+
+    impl Trials for Model {
+        fn trial(&mut self, s: &TrialSpec) -> Result<TrialRecord, String> {
+            self.trials += 1;
+            let rate = s.rate_pps.unwrap_or(self.gen).min(self.gen);
+            let frames = s.frames.unwrap_or((rate * s.duration.as_secs_f64()) as u64);
+            let secs = frames as f64 / rate;
+            // Frames beyond capacity * time + the queue are lost.
+            let can = (self.capacity * secs + self.queue).floor() as u64;
+            let received = frames.min(can);
+            let mut rec = TrialRecord::new(s, frames, received, secs);
+            rec.kernel.gen_iface_tx = frames;
+            rec.kernel.sink_iface_rx = received;
+            rec.kernel.judge(frames, received);
+            Ok(rec)
+        }
+    }
+
+    #[test]
+    fn search_finds_the_capacity_within_the_resolution() {
+        for capacity in [0.3e6, 0.671e6, 1.0e6, 3.8e6] {
+            let mut m = Model {
+                capacity,
+                queue: 256.0,
+                gen: 6e6,
+                trials: 0,
+            };
+            let cfg = Rfc2544Config {
+                sizes: vec![64],
+                latency: false,
+                frame_loss_sizes: vec![],
+                back_to_back_sizes: vec![],
+                ..Default::default()
+            };
+            let r = run(&cfg, &mut m, &mut |_, _| {}).unwrap();
+            let tp = r[0].throughput_pps.unwrap();
+            // The queue lets a little more than the capacity pass in 1 s.
+            let truth = capacity + 256.0;
+            assert!(tp <= truth, "{tp} above {truth}");
+            assert!(
+                tp >= truth * (1.0 - cfg.resolution),
+                "{tp} too far below {truth}"
+            );
+            assert!(m.trials <= 1 + cfg.max_search_trials, "{} trials", m.trials);
+            let s = &r[0].searches[0];
+            let fail = s.lowest_fail_pps.unwrap();
+            assert!(fail > truth && fail - tp <= cfg.resolution * fail + 1.0);
+            assert!(!r[0].generator_limited);
+            assert_eq!(r[0].kernel_disagreements, 0);
+        }
+    }
+
+    #[test]
+    fn generator_limited_when_the_top_speed_passes() {
+        let mut m = Model {
+            capacity: 10e6,
+            queue: 0.0,
+            gen: 2e6,
+            trials: 0,
+        };
+        let cfg = Rfc2544Config {
+            sizes: vec![1518],
+            latency: false,
+            frame_loss_sizes: vec![],
+            back_to_back_sizes: vec![],
+            ..Default::default()
+        };
+        let r = run(&cfg, &mut m, &mut |_, _| {}).unwrap();
+        assert!(r[0].generator_limited);
+        assert_eq!(r[0].throughput_pps, Some(2e6));
+        assert_eq!(m.trials, 1);
+    }
+
+    #[test]
+    fn frame_loss_steps_down_until_two_clean_trials() {
+        let mut m = Model {
+            capacity: 2.5e6,
+            queue: 0.0,
+            gen: 5e6,
+            trials: 0,
+        };
+        let cfg = Rfc2544Config {
+            sizes: vec![64],
+            latency: false,
+            repetitions: 1,
+            back_to_back_sizes: vec![],
+            ..Default::default()
+        };
+        let r = run(&cfg, &mut m, &mut |_, _| {}).unwrap();
+        let fl = &r[0].frame_loss;
+        // 100 % .. 50 % lose (50 % = capacity: 0 lost), 40 % clean: stop there.
+        let fracs: Vec<f64> = fl.iter().map(|p| (p.0 * 10.0).round() / 10.0).collect();
+        assert_eq!(fracs, vec![1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4]);
+        assert!((fl[0].2 - 0.5).abs() < 1e-3, "{:?}", fl[0]);
+        assert!((fl[1].2 - (1.0 - 2.5 / 4.5)).abs() < 1e-3);
+        assert_eq!(fl[5].2, 0.0);
+        assert_eq!(fl[6].2, 0.0);
+    }
+
+    #[test]
+    fn back_to_back_finds_the_queue() {
+        // Bursts at 5 Mpps into 1 Mpps with a 5000-frame queue: a burst of n
+        // takes n/5e6 s, during which 0.2 n drain, so n <= 6250 pass.
+        let mut m = Model {
+            capacity: 1e6,
+            queue: 5000.0,
+            gen: 5e6,
+            trials: 0,
+        };
+        let cfg = Rfc2544Config {
+            sizes: vec![64],
+            latency: false,
+            frame_loss_sizes: vec![],
+            back_to_back_trials: 1,
+            ..Default::default()
+        };
+        let r = run(&cfg, &mut m, &mut |_, _| {}).unwrap();
+        let b = &r[0].back_to_back[0];
+        assert!(!b.at_least);
+        assert!(
+            b.frames <= 6250 && b.frames as f64 >= 6250.0 * 0.99,
+            "{b:?}"
+        );
+    }
+
+    #[test]
+    fn kernel_check_flags_disagreements() {
+        let mut k = KernelCheck {
+            gen_iface_tx: 1000,
+            sink_iface_rx: 994,
+            ..Default::default()
+        };
+        k.judge(1000, 1000);
+        assert!(!k.agrees);
+        assert!((k.forwarded_diff_pct + 0.6).abs() < 1e-9);
+        k.sink_iface_rx = 996;
+        k.judge(1000, 1000);
+        assert!(k.agrees);
+    }
+}

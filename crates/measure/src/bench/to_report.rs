@@ -1,0 +1,322 @@
+//! From RFC 2544 results ([`Rfc2544Result`]) to the report's data
+//! ([`ReportData`]): plots, the environment and the tables of every trial.
+
+use super::rfc2544::{Procedure, SizeResult};
+use super::{Rfc2544Bench, Rfc2544Result};
+use crate::report::{l1_gbps, LatencySeries, ReportData, Series, Table};
+
+/// The machine, for the report and the JSON.
+pub fn environment(cfg: &Rfc2544Bench, results: &[Rfc2544Result]) -> Vec<(String, String)> {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let p = &cfg.procedures;
+    let mut env = vec![
+        ("kernel".to_string(), format!("Linux {}", super::dut::kernel_release())),
+        ("CPU".into(), format!("{cpu}, {cores} cores online")),
+        (
+            "test bed".into(),
+            "network namespaces gen | dut | sink joined by veth pairs (g0-d0, d1-s0), GRO on, IPv6 off"
+                .into(),
+        ),
+        (
+            "XDP mode".into(),
+            "native (veth driver) for the generator, the sink counter and XDP DuTs".into(),
+        ),
+        (
+            "generator".into(),
+            format!(
+                "in-kernel XDP (BPF_PROG_RUN live frames, XDP_TX out of g0), paced in the program, on CPU {}, {} UDP flows, TX time in every {} frames",
+                cfg.gen_cpu, cfg.flows, cfg.ts_every
+            ),
+        ),
+        (
+            "sink".into(),
+            "XDP program on s0 counting frames and histogramming one-way latency (same CLOCK_MONOTONIC as the generator)".into(),
+        ),
+        ("DuT CPU".into(), cfg.dut_cpu.to_string()),
+        (
+            "threaded NAPI".into(),
+            if cfg.threaded_napi { "on" } else { "off" }.into(),
+        ),
+        (
+            "procedures".into(),
+            format!(
+                "trial {:.2} s, loss tolerance {} %, resolution {} %, {} search(es) per size, latency {}, frame loss at {:?} B, back-to-back at {:?} B x{}",
+                p.trial.as_secs_f64(),
+                p.loss_tolerance * 100.0,
+                p.resolution * 100.0,
+                p.repetitions,
+                if p.latency { "on" } else { "off" },
+                p.frame_loss_sizes,
+                p.back_to_back_sizes,
+                p.back_to_back_trials
+            ),
+        ),
+    ];
+    for r in results {
+        env.push((
+            format!("DuT {}", r.name),
+            format!("{} ({})", r.description, r.version),
+        ));
+    }
+    env
+}
+
+fn f3(v: f64) -> String {
+    format!("{:.3}", v)
+}
+
+fn us(ns: f64) -> String {
+    format!("{:.1}", ns / 1e3)
+}
+
+/// The report for `results`.
+pub fn report_data(
+    title: &str,
+    date: &str,
+    cfg: &Rfc2544Bench,
+    results: &[Rfc2544Result],
+    line_rate_gbps: f64,
+) -> ReportData {
+    let mut d = ReportData {
+        title: title.to_string(),
+        date: date.to_string(),
+        environment: environment(cfg, results),
+        line_rate_gbps,
+        frame_loss_load: "the generator's top speed".into(),
+        ..Default::default()
+    };
+    let mut summary = Table {
+        title: "Throughput (RFC 2544 26.1) and latency at it (26.2)".into(),
+        header: [
+            "DuT",
+            "frame (B)",
+            "throughput (Mpps)",
+            "Gbit/s (L1)",
+            "min-max (Mpps)",
+            "search step (Mpps)",
+            "top speed offered / forwarded (Mpps)",
+            "latency p50 / p99 / max (us)",
+            "kernel check",
+            "trials",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: Vec::new(),
+    };
+    let mut b2b = Table {
+        title: "Back-to-back frames (RFC 2544 26.4): longest burst at top speed without loss"
+            .into(),
+        header: ["DuT", "frame (B)", "bursts (frames)", "mean"]
+            .map(String::from)
+            .to_vec(),
+        rows: Vec::new(),
+    };
+    let mut trials = Table {
+        title: "Every trial".into(),
+        header: [
+            "DuT",
+            "frame (B)",
+            "procedure",
+            "requested (Mpps)",
+            "offered (Mpps)",
+            "sent",
+            "received",
+            "loss (%)",
+            "drain (ms)",
+            "kernel offered / forwarded diff (%)",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: Vec::new(),
+    };
+    for r in results {
+        if r.status != "ok" && r.sizes.is_empty() {
+            summary.rows.push(vec![
+                r.name.clone(),
+                "-".into(),
+                r.status.clone(),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+            ]);
+            continue;
+        }
+        let mut tp = Series {
+            dut: r.name.clone(),
+            points: Vec::new(),
+        };
+        for s in &r.sizes {
+            if let Some(v) = s.throughput_pps {
+                tp.points.push((s.frame_size as f64, v / 1e6));
+            }
+            summary.rows.push(summary_row(r, s));
+            if let Some(l) = s.latency() {
+                if l.samples > 0 {
+                    d.latency.push(latency_series(&r.name, s.frame_size, l));
+                }
+            }
+            if !s.frame_loss.is_empty() && s.frame_size == first_loss_size(results) {
+                d.frame_loss.push(Series {
+                    dut: r.name.clone(),
+                    points: s
+                        .frame_loss
+                        .iter()
+                        .map(|&(frac, _, loss)| (frac * 100.0, loss * 100.0))
+                        .collect(),
+                });
+            }
+            if !s.back_to_back.is_empty() {
+                let n: Vec<String> = s
+                    .back_to_back
+                    .iter()
+                    .map(|b| format!("{}{}", if b.at_least { ">=" } else { "" }, b.frames))
+                    .collect();
+                let mean = s.back_to_back.iter().map(|b| b.frames as f64).sum::<f64>()
+                    / s.back_to_back.len() as f64;
+                b2b.rows.push(vec![
+                    r.name.clone(),
+                    s.frame_size.to_string(),
+                    n.join(", "),
+                    format!("{mean:.0}"),
+                ]);
+            }
+            for t in &s.trials {
+                trials.rows.push(vec![
+                    r.name.clone(),
+                    t.frame_size.to_string(),
+                    procedure_name(t.procedure).into(),
+                    t.requested_pps
+                        .map(|v| format!("{:.4}", v / 1e6))
+                        .unwrap_or_else(|| "top".into()),
+                    format!("{:.4}", t.offered_pps / 1e6),
+                    t.sent.to_string(),
+                    t.received.to_string(),
+                    format!("{:.4}", t.loss_ratio * 100.0),
+                    format!("{:.0}", t.drain_ms),
+                    format!(
+                        "{:+.3} / {:+.3}{}",
+                        t.kernel.offered_diff_pct,
+                        t.kernel.forwarded_diff_pct,
+                        if t.kernel.agrees { "" } else { " DISAGREE" }
+                    ),
+                ]);
+            }
+        }
+        if !tp.points.is_empty() {
+            d.throughput.push(tp);
+        }
+    }
+    d.tables.push(summary);
+    if !b2b.rows.is_empty() {
+        d.tables.push(b2b);
+    }
+    d.tables.push(trials);
+    d
+}
+
+fn first_loss_size(results: &[Rfc2544Result]) -> u32 {
+    results
+        .iter()
+        .flat_map(|r| r.sizes.iter())
+        .find(|s| !s.frame_loss.is_empty())
+        .map_or(0, |s| s.frame_size)
+}
+
+/// Name of a procedure as in the JSON.
+pub fn procedure_name(p: Procedure) -> &'static str {
+    match p {
+        Procedure::Probe => "probe",
+        Procedure::Throughput => "throughput",
+        Procedure::Latency => "latency",
+        Procedure::FrameLoss => "frame-loss",
+        Procedure::BackToBack => "back-to-back",
+        Procedure::Check => "check",
+    }
+}
+
+fn summary_row(r: &Rfc2544Result, s: &SizeResult) -> Vec<String> {
+    let size = s.frame_size as f64;
+    let (tp, gbps) = match s.throughput_pps {
+        Some(v) => (
+            format!(
+                "{}{}",
+                if s.generator_limited { ">=" } else { "" },
+                f3(v / 1e6)
+            ),
+            format!("{:.2}", l1_gbps(v / 1e6, size)),
+        ),
+        None => ("-".into(), "-".into()),
+    };
+    let spread = match (s.throughput_min_pps, s.throughput_max_pps) {
+        (Some(a), Some(b)) => format!("{}-{}", f3(a / 1e6), f3(b / 1e6)),
+        _ => "-".into(),
+    };
+    let lat = s
+        .latency()
+        .filter(|l| l.samples > 0)
+        .map(|l| format!("{} / {} / {}", us(l.p50_ns), us(l.p99_ns), us(l.max_ns)))
+        .unwrap_or_else(|| "-".into());
+    let disagree = s.kernel_disagreements;
+    vec![
+        r.name.clone(),
+        s.frame_size.to_string(),
+        tp,
+        gbps,
+        spread,
+        s.resolution_pps
+            .map(|v| format!("{:.4}", v / 1e6))
+            .unwrap_or_else(|| "-".into()),
+        format!(
+            "{} / {}",
+            f3(s.max_offered_pps / 1e6),
+            f3(s.overload_forwarded_pps / 1e6)
+        ),
+        lat,
+        if disagree == 0 {
+            "agrees".into()
+        } else {
+            format!("{disagree} trial(s) > 0.5 %")
+        },
+        s.trials.len().to_string(),
+    ]
+}
+
+fn latency_series(dut: &str, size: u32, l: &super::rfc2544::Latency) -> LatencySeries {
+    let total: u64 = l.histogram.iter().map(|p| p.1).sum();
+    let mut acc = 0u64;
+    let cdf = l
+        .histogram
+        .iter()
+        .map(|&(x, c)| {
+            acc += c;
+            (x, acc as f64 / total.max(1) as f64)
+        })
+        .collect();
+    LatencySeries {
+        dut: dut.to_string(),
+        frame_size: size,
+        cdf,
+        histogram: l.histogram.clone(),
+        samples: Some(l.samples),
+        min_ns: Some(l.min_ns),
+        mean_ns: Some(l.mean_ns),
+        p50_ns: Some(l.p50_ns),
+        p90_ns: Some(l.p90_ns),
+        p99_ns: Some(l.p99_ns),
+        p999_ns: Some(l.p999_ns),
+        max_ns: Some(l.max_ns),
+    }
+}

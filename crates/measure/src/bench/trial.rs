@@ -1,0 +1,277 @@
+//! RFC 2544 trials on the namespace test bed: the in-kernel generator
+//! ([`XdpGen`], one per frame size, kept across trials so its pacing
+//! calibration is done once) on a thread in the generator's namespace
+//! pinned to the generator's CPU, the sink counter ([`XdpCount`] with the
+//! latency histogram) on s0, and the kernel's interface counters of g0, d0,
+//! d1 and s0 read before and after every trial.
+
+use super::rfc2544::{KernelCheck, Latency, TrialRecord, TrialSpec, Trials};
+use crate::testbed::{iface_stats, in_netns, FrameAddrs, IfaceStats, Testbed};
+use linerate_io::xdpcount::{CountStats, LatencyHistogram, XdpCount};
+use linerate_io::xdpgen::{self, GenConfig, GenStats, TsConfig, XdpGen};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Where the generator writes the TX time: the first bytes of the UDP
+/// payload (a 64-byte frame has 18).
+pub const TS_OFFSET: usize = xdpgen::IPV4_UDP_PAYLOAD;
+
+struct GenCmd {
+    frame_len: usize,
+    pps: Option<f64>,
+    frames: Option<u64>,
+    duration: Duration,
+}
+
+/// The generator thread: lives in the generator's namespace, pinned.
+struct GenServer {
+    tx: Option<Sender<GenCmd>>,
+    rx: Receiver<Result<GenStats, String>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl GenServer {
+    #[allow(clippy::too_many_arguments)]
+    fn start(
+        ns: String,
+        cpu: usize,
+        addrs: FrameAddrs,
+        flows: u32,
+        ts_every: u32,
+        stop: Arc<AtomicBool>,
+    ) -> GenServer {
+        let (ctx, crx) = channel::<GenCmd>();
+        let (rtx, rrx) = channel();
+        let thread = std::thread::spawn(move || {
+            // If the namespace cannot be entered the thread ends, and every
+            // request fails with "generator thread is gone".
+            let _ = in_netns(&ns, move || {
+                super::pin(cpu);
+                let mut gens: HashMap<usize, XdpGen> = HashMap::new();
+                while let Ok(c) = crx.recv() {
+                    let res = (|| -> Result<GenStats, String> {
+                        let g = match gens.entry(c.frame_len) {
+                            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                            std::collections::hash_map::Entry::Vacant(v) => {
+                                let frame = xdpgen::ipv4_udp_frame(
+                                    addrs.dst_mac.0,
+                                    addrs.src_mac.0,
+                                    addrs.src_ip.octets(),
+                                    addrs.dst_ip.octets(),
+                                    1024,
+                                    9,
+                                    c.frame_len,
+                                );
+                                let cfg = GenConfig {
+                                    flows,
+                                    timestamp: Some(TsConfig {
+                                        offset: TS_OFFSET,
+                                        every: ts_every,
+                                    }),
+                                    ..GenConfig::default()
+                                };
+                                v.insert(XdpGen::new("g0", &frame, cfg).map_err(|e| e.to_string())?)
+                            }
+                        };
+
+                        g.set_rate(c.pps).map_err(|e| e.to_string())?;
+                        match c.frames {
+                            Some(n) => g.run(n, &stop),
+                            None => g.run_for(c.duration, &stop),
+                        }
+                        .map_err(|e| e.to_string())
+                    })();
+                    if rtx.send(res).is_err() {
+                        break;
+                    }
+                }
+            });
+        });
+        GenServer {
+            tx: Some(ctx),
+            rx: rrx,
+            thread: Some(thread),
+        }
+    }
+
+    fn run(&self, c: GenCmd) -> Result<GenStats, String> {
+        self.tx
+            .as_ref()
+            .ok_or("generator stopped")?
+            .send(c)
+            .map_err(|_| "generator thread is gone (could not enter the generator's namespace?)")?;
+        self.rx
+            .recv()
+            .map_err(|_| "generator thread ended".to_string())?
+    }
+}
+
+impl Drop for GenServer {
+    fn drop(&mut self) {
+        self.tx.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Interface counters of the four bed interfaces plus g0's XDP xmit errors.
+#[derive(Clone, Copy, Default)]
+struct BedCounters {
+    g0: IfaceStats,
+    g0_xmit_err: u64,
+    d0: IfaceStats,
+    d1: IfaceStats,
+    s0: IfaceStats,
+}
+
+/// Trials on a running test bed with a started DuT.
+pub struct BedTrials<'a> {
+    bed: &'a Testbed,
+    sink: &'a XdpCount,
+    gen: GenServer,
+    stop: Arc<AtomicBool>,
+    /// Longest wait for the sink count to settle after a trial.
+    pub max_drain: Duration,
+}
+
+impl<'a> BedTrials<'a> {
+    /// `sink` must have been attached with [`XdpCount::attach_latency`] at
+    /// [`TS_OFFSET`]; `ts_every`: timestamp every n-th frame.
+    pub fn new(
+        bed: &'a Testbed,
+        sink: &'a XdpCount,
+        addrs: FrameAddrs,
+        gen_cpu: usize,
+        flows: u32,
+        ts_every: u32,
+        stop: Arc<AtomicBool>,
+    ) -> BedTrials<'a> {
+        let gen = GenServer::start(
+            bed.ns_gen().to_string(),
+            gen_cpu,
+            addrs,
+            flows,
+            ts_every,
+            stop.clone(),
+        );
+        BedTrials {
+            bed,
+            sink,
+            gen,
+            stop,
+            max_drain: Duration::from_secs(2),
+        }
+    }
+
+    fn counters(&self) -> Result<BedCounters, String> {
+        let b = self.bed;
+        let e = |x: crate::testbed::TestbedError| x.to_string();
+        let g0_xmit_err = in_netns(b.ns_gen(), || {
+            linerate_io::xdpfwd::veth_xdp_xmit_errors("g0").unwrap_or(0)
+        })
+        .map_err(e)?;
+        Ok(BedCounters {
+            g0: iface_stats(b.ns_gen(), "g0").map_err(e)?,
+            g0_xmit_err,
+            d0: iface_stats(b.ns_dut(), "d0").map_err(e)?,
+            d1: iface_stats(b.ns_dut(), "d1").map_err(e)?,
+            s0: iface_stats(b.ns_sink(), "s0").map_err(e)?,
+        })
+    }
+
+    /// Wait until the sink's count stops moving (the DuT's queues drained):
+    /// it must not change over 3 polls 20 ms apart, or reach `expect`.
+    fn drain(&self, expect: u64, base: u64) -> (CountStats, Duration) {
+        let t = Instant::now();
+        let mut last = self.sink.read();
+        let mut still = 0;
+        while t.elapsed() < self.max_drain {
+            if last.packets - base >= expect {
+                // Everything arrived; a short pause catches extras (never expected).
+                std::thread::sleep(Duration::from_millis(10));
+                last = self.sink.read();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+            let now = self.sink.read();
+            if now.packets == last.packets {
+                still += 1;
+                if still >= 3 {
+                    break;
+                }
+            } else {
+                still = 0;
+            }
+            last = now;
+        }
+        (last, t.elapsed())
+    }
+}
+
+impl Trials for BedTrials<'_> {
+    fn trial(&mut self, spec: &TrialSpec) -> Result<TrialRecord, String> {
+        let frame_len = spec.frame_size as usize - 4;
+        let h0 = if spec.latency {
+            Some(self.sink.latency().map_err(|e| e.to_string())?)
+        } else {
+            None
+        };
+        let c0 = self.sink.read();
+        let k0 = self.counters()?;
+        let g = self.gen.run(GenCmd {
+            frame_len,
+            pps: spec.rate_pps,
+            frames: spec.frames,
+            duration: spec.duration,
+        })?;
+        let (c1, drained) = self.drain(g.sent, c0.packets);
+        let k1 = self.counters()?;
+        let received = c1.packets - c0.packets;
+        let mut rec = TrialRecord::new(spec, g.sent, received, g.duration_ns as f64 / 1e9);
+        rec.drain_ms = drained.as_secs_f64() * 1e3;
+        rec.kernel = KernelCheck {
+            gen_iface_tx: k1.g0.tx_packets.saturating_sub(k0.g0.tx_packets),
+            gen_iface_xmit_errors: k1.g0_xmit_err.saturating_sub(k0.g0_xmit_err),
+            dut_in_rx: k1.d0.rx_packets.saturating_sub(k0.d0.rx_packets),
+            dut_out_tx: k1.d1.tx_packets.saturating_sub(k0.d1.tx_packets),
+            sink_iface_rx: k1.s0.rx_packets.saturating_sub(k0.s0.rx_packets),
+            ..Default::default()
+        };
+        rec.kernel.judge(g.sent, received);
+        if let Some(h0) = h0 {
+            let h = self.sink.latency().map_err(|e| e.to_string())?.since(&h0);
+            rec.latency = Some(latency_of(&h, &c0, &c1));
+        }
+        Ok(rec)
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+}
+
+fn latency_of(h: &LatencyHistogram, c0: &CountStats, c1: &CountStats) -> Latency {
+    let n = c1.lat_count - c0.lat_count;
+    let q = |p: f64| h.quantile(p).unwrap_or(0.0);
+    Latency {
+        samples: n,
+        // The histogram's lowest bucket: the exact minimum is over the
+        // sink's life, not this trial.
+        min_ns: q(0.0),
+        mean_ns: if n == 0 {
+            0.0
+        } else {
+            (c1.lat_sum_ns - c0.lat_sum_ns) as f64 / n as f64
+        },
+        p50_ns: q(0.5),
+        p90_ns: q(0.9),
+        p99_ns: q(0.99),
+        p999_ns: q(0.999),
+        max_ns: q(1.0),
+        histogram: h.points(),
+    }
+}
