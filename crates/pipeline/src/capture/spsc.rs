@@ -65,11 +65,12 @@ impl<T> Shared<T> {
     }
     #[inline(always)]
     fn len(&self) -> usize {
-        // Relaxed is enough for a gauge: the value is a hint, never used to
-        // access slots. Read head first so len never exceeds cap by a race
-        // (tail only grows, so a later tail read is >= the true tail at the
-        // head read).
-        let h = self.head.0.load(Ordering::Relaxed);
+        // A gauge: the value is a hint, never used to access slots. Head is
+        // loaded with Acquire so the tail load cannot be satisfied before it
+        // (weakly ordered CPUs): tail only grows and is always >= head, so a
+        // tail read after the head read is >= that head and the difference
+        // never wraps (a stale head can only overstate, bounded by cap).
+        let h = self.head.0.load(Ordering::Acquire);
         let t = self.tail.0.load(Ordering::Relaxed);
         t.wrapping_sub(h).min(self.cap())
     }

@@ -482,4 +482,127 @@ mod tests {
         // at most a ring's worth (plus one batch in flight).
         assert!(seen_after <= 256 + 32, "{seen_after}");
     }
+
+    /// The closed loop through a real ring: a worker that drains a tenth of
+    /// what arrives (10x overload), then all of it. TED engages, keeps the
+    /// ring from overflowing, keeps connection heads and every SYN/FIN, and
+    /// turns off again when the load falls. Deterministic: one thread.
+    #[test]
+    fn ted_closed_loop_through_ring() {
+        let (mut d, mut rxs) = Dispatcher::new(SteerConfig {
+            workers: 1,
+            ring_slots: 4096,
+            ..SteerConfig::default()
+        })
+        .unwrap();
+        let rx = &mut rxs[0];
+        let sizes = [2u32, 3, 5, 8, 20, 60, 300, 2000, 6000]; // data packets per connection
+        struct Conn {
+            id: u32,
+            left: u32,
+            sent: u32,
+            syn_done: bool,
+        }
+        let mut next_id = 0u32;
+        let new_conn = |next_id: &mut u32| {
+            let id = *next_id;
+            *next_id += 1;
+            Conn {
+                id,
+                left: sizes[(id as usize * 7) % sizes.len()],
+                sent: 0,
+                syn_done: false,
+            }
+        };
+        let mut conns: Vec<Conn> = (0..64).map(|_| new_conn(&mut next_id)).collect();
+        let payload = [0x41u8; 1000];
+        let mut buf = [0u8; 2048];
+        let mut first_data_fwd = 0u32;
+        let mut first_data_total = 0u32;
+        let mut prio_cut = 0u32;
+        let mut rr = 0usize;
+        let mut highest = None;
+        let mut lowest = None;
+        for batch in 0..6000u64 {
+            let overload = batch < 3000;
+            for _ in 0..64 {
+                rr = (rr + 1) % conns.len();
+                let c = &mut conns[rr];
+                let (fl, pl): (u16, &[u8]) = if !c.syn_done {
+                    c.syn_done = true;
+                    (flags::SYN, &[])
+                } else if c.left == 0 {
+                    (flags::FIN | flags::ACK, &[])
+                } else {
+                    c.left -= 1;
+                    c.sent += 1;
+                    (flags::ACK | flags::PSH, &payload[..])
+                };
+                let mut p = FrameParams::new(IpPair::V4 {
+                    src: [10, 1, (c.id >> 8) as u8, c.id as u8],
+                    dst: [10, 2, 0, (c.id % 25) as u8],
+                });
+                p.payload = pl;
+                let t = TcpRepr {
+                    src_port: 1024 + (c.id % 60000) as u16,
+                    dst_port: 80,
+                    seq: c.sent,
+                    ack: 0,
+                    flags: fl,
+                    window: 1000,
+                    urgent: 0,
+                };
+                let n = build_tcp(&mut buf, &p, &t).unwrap();
+                let (_, v) = d.dispatch_one(&buf[..n], 0, batch * 10_000);
+                if fl & (flags::SYN | flags::FIN) != 0 && v == Verdict::Drop(DropReason::Ted) {
+                    prio_cut += 1;
+                }
+                if fl & flags::PSH != 0 && c.sent == 1 && overload && batch > 500 {
+                    first_data_total += 1;
+                    first_data_fwd += v.is_forward() as u32;
+                }
+                if fl & flags::FIN != 0 {
+                    *c = new_conn(&mut next_id);
+                }
+            }
+            d.flush();
+            rx.recv(if overload { 6 } else { 1000 }, |_| ());
+            if overload && batch > 1000 {
+                let t = d.forwarder(0).ted().threshold();
+                assert!(
+                    t.is_some(),
+                    "TED engaged under sustained overload (batch {batch})"
+                );
+                highest = highest.max(t);
+                lowest = Some(lowest.unwrap_or(u64::MAX).min(t.unwrap()));
+            }
+        }
+        let c = d.forwarder(0).counts();
+        assert!(c.balanced());
+        assert_eq!(prio_cut, 0, "TED never cuts SYN/FIN");
+        let ted = c.drop_of(DropReason::Ted);
+        let full = c.drop_of(DropReason::RingFull);
+        eprintln!(
+            "closed loop: {c:?} heads {first_data_fwd}/{first_data_total} threshold {:?}..{:?} ted {:?}",
+            lowest,
+            highest,
+            d.forwarder(0).ted_stats()
+        );
+        assert!(ted > 100_000, "{c:?}");
+        assert!(
+            full * 20 < ted,
+            "ring-full drops are rare next to TED cuts: {full} vs {ted}"
+        );
+        assert!(
+            first_data_fwd as f64 >= 0.95 * first_data_total as f64,
+            "heads kept: {first_data_fwd} of {first_data_total}"
+        );
+        assert!(highest.unwrap() < 16 << 20);
+        assert!(lowest.unwrap() >= 4096);
+        assert_eq!(
+            d.forwarder(0).ted().threshold(),
+            None,
+            "recovered after the overload"
+        );
+    }
 }
