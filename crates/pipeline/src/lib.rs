@@ -1,5 +1,6 @@
 //! Pipelines: stages joined by batches. Today the L2 forwarder ([`fwd`]).
 
+pub mod capture;
 pub mod count;
 pub mod fwd;
 pub mod generate;
