@@ -60,7 +60,7 @@ pub struct Args {
     pub json: bool,
 }
 
-fn all_duts() -> Vec<Box<dyn Dut>> {
+pub(crate) fn all_duts() -> Vec<Box<dyn Dut>> {
     vec![
         Box::new(Bridge),
         Box::new(IpForward),
