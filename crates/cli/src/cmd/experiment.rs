@@ -127,27 +127,22 @@ fn default_seed() -> u64 {
 #[serde(deny_unknown_fields)]
 struct FactorSpec {
     name: String,
-    levels: Vec<Level>,
+    levels: Vec<toml::Value>,
 }
 
-/// A level as written in the file: `"64"` and `64` are the same level.
-#[derive(Deserialize, Debug)]
-#[serde(untagged)]
-enum Level {
-    S(String),
-    I(i64),
-    F(f64),
-    B(bool),
-}
-
-impl Level {
-    fn text(&self) -> String {
-        match self {
-            Level::S(s) => s.clone(),
-            Level::I(i) => i.to_string(),
-            Level::F(f) => f.to_string(),
-            Level::B(b) => if *b { "on" } else { "off" }.into(),
-        }
+/// A level as written in the file: `"64"` and `64` are the same level;
+/// `true`/`false` read as on/off.
+fn level_text(factor: &str, i: usize, v: &toml::Value) -> Result<String, String> {
+    match v {
+        toml::Value::String(s) => Ok(s.clone()),
+        toml::Value::Integer(n) => Ok(n.to_string()),
+        toml::Value::Float(f) => Ok(f.to_string()),
+        toml::Value::Boolean(b) => Ok(if *b { "on" } else { "off" }.into()),
+        other => Err(format!(
+            "factor '{factor}' level {}: a {} where a string, number or boolean was expected",
+            i + 1,
+            other.type_str()
+        )),
     }
 }
 
@@ -317,14 +312,20 @@ fn load(path: &Path) -> Result<Experiment> {
     if spec.response.trim().is_empty() {
         return Err(bad("response is empty".into()));
     }
-    let factors = spec
-        .factor
-        .iter()
-        .map(|f| Factor {
+    let mut factors = Vec::with_capacity(spec.factor.len());
+    for f in &spec.factor {
+        let levels = f
+            .levels
+            .iter()
+            .enumerate()
+            .map(|(i, v)| level_text(&f.name, i, v))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(bad)?;
+        factors.push(Factor {
             name: f.name.clone(),
-            levels: f.levels.iter().map(Level::text).collect(),
-        })
-        .collect();
+            levels,
+        });
+    }
     let replications = usize::try_from(spec.replications).map_err(|_| {
         bad(format!(
             "replications = {}: too many for this machine",
