@@ -563,3 +563,65 @@ fn examples_are_valid() {
     }
     assert!(n >= 3, "only {n} examples/experiment-*.toml");
 }
+
+/// Ctrl-C during a run: what was measured is printed, without an ANOVA,
+/// and no test bed is left behind.
+#[test]
+fn interrupt_prints_partial_observations() {
+    use std::io::{BufRead, BufReader, Read};
+    if !root() {
+        return;
+    }
+    let dir = TempDir::new("int");
+    let toml = dir.write(
+        "exp.toml",
+        "replications = 2\n[bench]\nduration = 0.5\nwarmup = 0.2\n[[factor]]\nname = \"dut\"\nlevels = [\"linux-bridge\", \"linux-ipfwd\"]\n",
+    );
+    let mut child = Command::new(BIN)
+        .args(["experiment", toml.to_str().unwrap(), "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let g = Guard(Some(child));
+    // Drain stdout in the background so the child never blocks on it.
+    let out_thread = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stdout.read_to_string(&mut s);
+        s
+    });
+    let mut err = BufReader::new(stderr);
+    let mut log = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(err.read_line(&mut line).unwrap() > 0, "ended early: {log}");
+        log.push_str(&line);
+        if line.starts_with("run 1/4:") {
+            assert!(line.contains(" Mpps"), "{line}");
+            break;
+        }
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    log.push_str(&rest);
+    let mut g = g;
+    let status = g.0.take().unwrap().wait().unwrap();
+    assert!(status.success(), "{status}: {log}");
+    assert!(log.contains("interrupted"), "{log}");
+    let v: Value = serde_json::from_str(&out_thread.join().unwrap()).unwrap();
+    assert_eq!(v["complete"], false);
+    assert!(v["anova"].is_null());
+    let obs = v["observations"].as_array().unwrap();
+    assert!((1..4).contains(&obs.len()), "{obs:?}");
+    assert!(obs.iter().all(|o| o["y"].as_f64().unwrap() > 0.0));
+    assert!(v["note"].as_str().unwrap().contains("no ANOVA"));
+    assert!(
+        testbed::list().iter().all(|i| i.owner_pid != pid),
+        "a test bed was left"
+    );
+}
