@@ -422,26 +422,37 @@ fn root() -> bool {
     r
 }
 
-/// Stops the child (SIGINT, then SIGKILL) and removes any test bed it left.
-struct Guard(Option<Child>);
+/// Stops the child (SIGINT, then SIGKILL) if it still runs, and removes
+/// any test bed it left (also when the child was already reaped).
+struct Guard {
+    child: Option<Child>,
+    pid: u32,
+}
+impl Guard {
+    fn new(c: Child) -> Guard {
+        Guard {
+            pid: c.id(),
+            child: Some(c),
+        }
+    }
+}
 impl Drop for Guard {
     fn drop(&mut self) {
-        let Some(mut c) = self.0.take() else {
-            return;
-        };
-        let pid = c.id();
-        if c.try_wait().ok().flatten().is_none() {
-            // SAFETY: signalling our own child.
-            unsafe { libc::kill(pid as i32, libc::SIGINT) };
-            let t = Instant::now();
-            while t.elapsed() < Duration::from_secs(10) && c.try_wait().ok().flatten().is_none() {
-                std::thread::sleep(Duration::from_millis(50));
+        if let Some(mut c) = self.child.take() {
+            if c.try_wait().ok().flatten().is_none() {
+                // SAFETY: signalling our own child.
+                unsafe { libc::kill(self.pid as i32, libc::SIGINT) };
+                let t = Instant::now();
+                while t.elapsed() < Duration::from_secs(10) && c.try_wait().ok().flatten().is_none()
+                {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                let _ = c.kill();
+                let _ = c.wait();
             }
-            let _ = c.kill();
-            let _ = c.wait();
         }
         for info in testbed::list() {
-            if info.owner_pid == pid {
+            if info.owner_pid == self.pid {
                 let _ = testbed::down_by_name(&info.name);
             }
         }
@@ -480,9 +491,9 @@ levels = [64, 1518]
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let pid = child.id();
-    let mut g = Guard(Some(child));
-    let out = g.0.take().unwrap().wait_with_output().unwrap();
+    let mut g = Guard::new(child);
+    let pid = g.pid;
+    let out = g.child.take().unwrap().wait_with_output().unwrap();
     let took = t0.elapsed();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "experiment failed: {err}");
@@ -586,7 +597,7 @@ fn interrupt_prints_partial_observations() {
     let pid = child.id();
     let mut stdout = child.stdout.take().unwrap();
     let stderr = child.stderr.take().unwrap();
-    let g = Guard(Some(child));
+    let g = Guard::new(child);
     // Drain stdout in the background so the child never blocks on it.
     let out_thread = std::thread::spawn(move || {
         let mut s = String::new();
@@ -610,7 +621,7 @@ fn interrupt_prints_partial_observations() {
     err.read_to_string(&mut rest).unwrap();
     log.push_str(&rest);
     let mut g = g;
-    let status = g.0.take().unwrap().wait().unwrap();
+    let status = g.child.take().unwrap().wait().unwrap();
     assert!(status.success(), "{status}: {log}");
     assert!(log.contains("interrupted"), "{log}");
     let v: Value = serde_json::from_str(&out_thread.join().unwrap()).unwrap();
