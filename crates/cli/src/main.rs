@@ -20,6 +20,7 @@ enum Command {
     Bench(cmd::bench::Args),
     Count(cmd::count::Args),
     Gen(cmd::gen::Args),
+    Experiment(cmd::experiment::Args),
 }
 
 fn main() {
@@ -30,6 +31,7 @@ fn main() {
         Command::Bench(a) => cmd::bench::run(a),
         Command::Count(a) => cmd::count::run(a),
         Command::Gen(a) => cmd::gen::run(a),
+        Command::Experiment(a) => cmd::experiment::run(a),
     };
     if let Err(e) = r {
         // One line, naming the problem; the chain is joined with ": ".

@@ -119,7 +119,7 @@ pub struct Args {
     pub repeat: usize,
 }
 
-fn all_duts() -> Vec<Box<dyn Dut>> {
+pub(crate) fn all_duts() -> Vec<Box<dyn Dut>> {
     vec![
         Box::new(Bridge),
         Box::new(IpForward),

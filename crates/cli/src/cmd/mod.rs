@@ -1,6 +1,7 @@
 pub mod bench;
 pub mod common;
 pub mod count;
+pub mod experiment;
 pub mod fwd;
 pub mod fwd_xdp;
 pub mod gen;

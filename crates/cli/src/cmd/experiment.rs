@@ -1,0 +1,1076 @@
+//! `linerate experiment FILE`: a full factorial experiment (seed 003 /
+//! Jain ch. 18-22) over the bench's parameters, or the analysis of
+//! observations measured elsewhere.
+//!
+//! The TOML file names the factors and their levels, the replications, the
+//! response and the bench defaults. Every combination of levels is run
+//! `replications` times in an order randomised with `seed` (so drifts of the
+//! machine spread over all cells instead of biasing one), each run on a fresh
+//! test bed; then the allocation of variation
+//! ([`linerate_measure::experiment::anova`]) says how much of the variation
+//! each factor and interaction explains, with F tests and confidence
+//! intervals. With `[data]` or `--data` the observations come from a CSV file
+//! and nothing is run.
+//!
+//! What a run measures is behind the [`Runner`] trait; [`BenchRunner`] is the
+//! bench at overload (response `forwarding_mpps`).
+
+use anyhow::{anyhow, bail, Context, Result};
+use linerate_measure::bench::dut::{self, DutEnv};
+use linerate_measure::bench::{self, BenchConfig};
+use linerate_measure::experiment::{
+    anova, Anova, AnovaOptions, Design, Factor, Observations, Transform,
+};
+use serde::Deserialize;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(clap::Args)]
+#[command(
+    about = "Run a full factorial experiment on the bench (or analyse its data): ANOVA allocation of variation",
+    after_help = "\
+The file names factors and levels; every combination is run `replications` times in a randomised
+order (seeded), each run on a fresh gen/dut/sink test bed, and the variation of the response is
+allocated to the factors, their interactions and the experimental error (Jain, The Art of Computer
+Systems Performance Analysis, ch. 18-22; seed 003 Tables 3 and 5), with F tests and confidence
+intervals of the effects.
+
+File (see examples/experiment-*.toml):
+  title = \"DuT x frame size\"
+  replications = 3
+  response = \"forwarding_mpps\"     # forwarded packets/s at overload / 1e6, counted at the sink
+  transform = \"none\"               # or \"log\" (log10: multiplicative model)
+  seed = 1                         # randomises the run order
+  [bench]                          # defaults for every run: duration, warmup, dut, frame_size,
+  duration = 1.0                   #   flows, threaded_napi, gen_cpu, dut_cpu
+  [[factor]]
+  name = \"dut\"                     # factors: dut, frame_size (64..=1518), flows, threaded_napi (on/off)
+  levels = [\"linux-bridge\", \"linux-ipfwd\"]
+  [[factor]]
+  name = \"frame_size\"
+  levels = [64, 1518]
+  [data]                           # optional: analyse this CSV instead of running (any factor names)
+  file = \"obs.csv\"                 # relative to the TOML file
+
+CSV (--data, [data], --csv): a header row naming every factor and the response (and optionally
+`run`), then one line per observation; every cell needs exactly `replications` lines.
+
+Examples:
+  linerate experiment examples/experiment-dut-size.toml                   # run (root), print the ANOVA
+  linerate experiment examples/experiment-dut-size.toml --csv obs.csv --json > exp.json
+  linerate experiment examples/experiment-dut-size.toml --data obs.csv --transform log
+  linerate experiment examples/experiment-dut-size.toml --plan            # the randomised run order only
+  linerate experiment examples/experiment-data.toml                       # a [data] file: analysis only"
+)]
+pub struct Args {
+    /// The experiment (TOML): factors, levels, replications, response, bench defaults or [data].
+    pub file: PathBuf,
+    /// Analyse the observations in this CSV instead of running (overrides [data]).
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// Transformation of the response before the analysis (overrides the file's `transform`).
+    #[arg(long, value_enum)]
+    pub transform: Option<TransformArg>,
+    /// Print the design, the observations (with run order) and the ANOVA as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the observations to this CSV file (the --data format, to re-analyse later).
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    /// Print the randomised run order and exit without running.
+    #[arg(long)]
+    pub plan: bool,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum TransformArg {
+    None,
+    /// Decimal logarithm.
+    #[value(alias = "log10")]
+    Log,
+}
+
+// ---------------------------------------------------------------- the file
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct Spec {
+    #[serde(default)]
+    title: Option<String>,
+    /// Signed so that a negative value gets our own message.
+    replications: i64,
+    #[serde(default = "default_response")]
+    response: String,
+    #[serde(default)]
+    transform: Option<String>,
+    #[serde(default = "default_seed")]
+    seed: u64,
+    #[serde(default)]
+    bench: BenchSpec,
+    #[serde(default)]
+    factor: Vec<FactorSpec>,
+    #[serde(default)]
+    data: Option<DataSpec>,
+}
+
+fn default_response() -> String {
+    "forwarding_mpps".into()
+}
+fn default_seed() -> u64 {
+    1
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct FactorSpec {
+    name: String,
+    levels: Vec<toml::Value>,
+}
+
+/// A level as written in the file: `"64"` and `64` are the same level;
+/// `true`/`false` read as on/off.
+fn level_text(factor: &str, i: usize, v: &toml::Value) -> Result<String, String> {
+    match v {
+        toml::Value::String(s) => Ok(s.clone()),
+        toml::Value::Integer(n) => Ok(n.to_string()),
+        toml::Value::Float(f) => Ok(f.to_string()),
+        toml::Value::Boolean(b) => Ok(if *b { "on" } else { "off" }.into()),
+        other => Err(format!(
+            "factor '{factor}' level {}: a {} where a string, number or boolean was expected",
+            i + 1,
+            other.type_str()
+        )),
+    }
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct DataSpec {
+    file: PathBuf,
+}
+
+/// `[bench]`: the settings of every run that no factor varies.
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields, default)]
+struct BenchSpec {
+    /// Seconds measured per run, after the warm-up.
+    duration: f64,
+    warmup: f64,
+    dut: String,
+    /// Bytes on the wire with FCS.
+    frame_size: usize,
+    flows: u32,
+    threaded_napi: bool,
+    gen_cpu: usize,
+    dut_cpu: usize,
+}
+
+impl Default for BenchSpec {
+    fn default() -> Self {
+        BenchSpec {
+            duration: 1.0,
+            warmup: 0.5,
+            dut: "linux-bridge".into(),
+            frame_size: 64,
+            flows: 64,
+            threaded_napi: false,
+            gen_cpu: 0,
+            dut_cpu: 1,
+        }
+    }
+}
+
+/// Highest `flows`: the generator counts UDP source ports up from 1024.
+const MAX_FLOWS: u32 = 65536 - 1024;
+
+/// The factors the bench runner understands.
+const BENCH_FACTORS: [&str; 4] = ["dut", "frame_size", "flows", "threaded_napi"];
+
+/// The responses the bench runner measures.
+const BENCH_RESPONSES: [&str; 1] = ["forwarding_mpps"];
+
+impl BenchSpec {
+    /// Sets one factor to one level, or says why it cannot.
+    fn apply(&mut self, factor: &str, level: &str) -> Result<()> {
+        match factor {
+            "dut" => {
+                let known: Vec<String> = super::bench::all_duts().iter().map(|d| d.name()).collect();
+                if !known.iter().any(|k| k == level) {
+                    bail!(
+                        "dut '{level}': unknown device under test (known: {})",
+                        known.join(", ")
+                    );
+                }
+                self.dut = level.to_string();
+            }
+            "frame_size" => {
+                self.frame_size = match level.parse::<usize>() {
+                    Ok(n) if (64..=1518).contains(&n) => n,
+                    _ => bail!("frame_size '{level}': must be a whole number of bytes in 64..=1518"),
+                };
+            }
+            "flows" => {
+                self.flows = match level.parse::<u32>() {
+                    Ok(n) if (1..=MAX_FLOWS).contains(&n) => n,
+                    _ => bail!("flows '{level}': must be a whole number in 1..={MAX_FLOWS}"),
+                };
+            }
+            "threaded_napi" => {
+                self.threaded_napi = match level {
+                    "on" | "true" | "1" | "yes" => true,
+                    "off" | "false" | "0" | "no" => false,
+                    _ => bail!("threaded_napi '{level}': use on or off"),
+                };
+            }
+            _ => bail!(
+                "unknown factor '{factor}': the bench varies {} (use [data] to analyse other factors)",
+                BENCH_FACTORS.join(", ")
+            ),
+        }
+        Ok(())
+    }
+
+    /// Checks the defaults themselves.
+    fn validate(&self) -> Result<()> {
+        if !(self.duration.is_finite() && self.duration > 0.0 && self.duration <= 3600.0) {
+            bail!(
+                "bench.duration = {}: must be a number of seconds in (0, 3600]",
+                self.duration
+            );
+        }
+        if !(self.warmup.is_finite() && self.warmup >= 0.0 && self.warmup <= 3600.0) {
+            bail!(
+                "bench.warmup = {}: must be a number of seconds in [0, 3600]",
+                self.warmup
+            );
+        }
+        let mut probe = self.clone();
+        probe
+            .apply("dut", &self.dut)
+            .map_err(|e| anyhow!("bench.{e}"))?;
+        probe
+            .apply("frame_size", &self.frame_size.to_string())
+            .map_err(|e| anyhow!("bench.{e}"))?;
+        probe
+            .apply("flows", &self.flows.to_string())
+            .map_err(|e| anyhow!("bench.{e}"))?;
+        Ok(())
+    }
+}
+
+/// The parsed experiment.
+struct Experiment {
+    title: Option<String>,
+    design: Design,
+    response: String,
+    transform: Transform,
+    seed: u64,
+    bench: BenchSpec,
+    /// Observations to analyse instead of running (already resolved).
+    data: Option<PathBuf>,
+}
+
+/// One-line message of a TOML error: "line L: message".
+fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    let msg = e.message().split_whitespace().collect::<Vec<_>>().join(" ");
+    match e.span() {
+        Some(s) => {
+            let line = text[..s.start.min(text.len())].matches('\n').count() + 1;
+            format!("line {line}: {msg}")
+        }
+        None => msg,
+    }
+}
+
+/// Reads and checks the experiment file (not yet the bench factors: data
+/// mode accepts any factor names).
+fn load(path: &Path) -> Result<Experiment> {
+    let name = path.display();
+    let text = std::fs::read_to_string(path).map_err(|e| anyhow!("experiment '{name}': {e}"))?;
+    let spec: Spec = toml::from_str(&text)
+        .map_err(|e| anyhow!("experiment '{name}': {}", toml_error(&text, &e)))?;
+    let bad = |m: String| anyhow!("experiment '{name}': {m}");
+    if spec.replications < 1 {
+        return Err(bad(format!(
+            "replications = {}: must be at least 1",
+            spec.replications
+        )));
+    }
+    if spec.factor.is_empty() {
+        return Err(bad(
+            "no [[factor]]: name at least one factor and its levels".into(),
+        ));
+    }
+    let transform = match spec.transform.as_deref() {
+        None | Some("none") => Transform::None,
+        Some("log") | Some("log10") => Transform::Log10,
+        Some(t) => return Err(bad(format!("transform '{t}': use \"none\" or \"log\""))),
+    };
+    if spec.response.trim().is_empty() {
+        return Err(bad("response is empty".into()));
+    }
+    let mut factors = Vec::with_capacity(spec.factor.len());
+    for f in &spec.factor {
+        let levels = f
+            .levels
+            .iter()
+            .enumerate()
+            .map(|(i, v)| level_text(&f.name, i, v))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(bad)?;
+        factors.push(Factor {
+            name: f.name.clone(),
+            levels,
+        });
+    }
+    let replications = usize::try_from(spec.replications).map_err(|_| {
+        bad(format!(
+            "replications = {}: too many for this machine",
+            spec.replications
+        ))
+    })?;
+    let design = Design::new(factors, replications).map_err(|e| bad(strip(&e.to_string())))?;
+    for f in &design.factors {
+        if f.name == spec.response || f.name == "run" {
+            return Err(bad(format!(
+                "factor '{}' has the name of the {} column",
+                f.name,
+                if f.name == "run" {
+                    "run-order"
+                } else {
+                    "response"
+                }
+            )));
+        }
+    }
+    let data = spec.data.map(|d| {
+        path.parent()
+            .map(|p| p.join(&d.file))
+            .unwrap_or_else(|| d.file.clone())
+    });
+    Ok(Experiment {
+        title: spec.title,
+        design,
+        response: spec.response,
+        transform,
+        seed: spec.seed,
+        bench: spec.bench,
+        data,
+    })
+}
+
+/// ExperimentError's Display starts with "experiment: ".
+fn strip(s: &str) -> String {
+    s.strip_prefix("experiment: ").unwrap_or(s).to_string()
+}
+
+// ------------------------------------------------------------ observations
+
+/// One measured (or read) observation.
+#[derive(Clone, Debug)]
+struct Obs {
+    /// 1-based position in the run order (the CSV line order in data mode
+    /// unless the CSV has a `run` column).
+    run: usize,
+    /// Level index per factor.
+    levels: Vec<usize>,
+    /// 1-based replication within the cell.
+    replication: usize,
+    y: f64,
+}
+
+/// Splits one CSV line: commas, fields optionally in double quotes ("" is a
+/// quote inside quotes), spaces around fields trimmed.
+fn csv_fields(line: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut chars = line.chars().peekable();
+    let mut quoted = false;
+    let mut was_quoted = false;
+    while let Some(c) = chars.next() {
+        if quoted {
+            if c == '"' {
+                if chars.peek() == Some(&'"') {
+                    chars.next();
+                    cur.push('"');
+                } else {
+                    quoted = false;
+                }
+            } else {
+                cur.push(c);
+            }
+        } else if c == '"' && cur.trim().is_empty() && !was_quoted {
+            cur.clear();
+            quoted = true;
+            was_quoted = true;
+        } else if c == ',' {
+            out.push(if was_quoted {
+                std::mem::take(&mut cur)
+            } else {
+                cur.trim().to_string()
+            });
+            cur.clear();
+            was_quoted = false;
+        } else if was_quoted {
+            if !c.is_whitespace() {
+                return Err(format!("text after a closing quote: '{c}'"));
+            }
+        } else {
+            cur.push(c);
+        }
+    }
+    if quoted {
+        return Err("unterminated quote".into());
+    }
+    out.push(if was_quoted {
+        cur
+    } else {
+        cur.trim().to_string()
+    });
+    Ok(out)
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) || s.trim() != s {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// Reads the observations of `design` from a CSV file; every cell must have
+/// exactly `replications` values.
+fn read_csv(path: &Path, design: &Design, response: &str) -> Result<Vec<Obs>> {
+    let name = path.display();
+    let text = std::fs::read_to_string(path).map_err(|e| anyhow!("data '{name}': {e}"))?;
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim_end_matches('\r')))
+        .filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'));
+    let Some((hl, header)) = lines.next() else {
+        bail!("data '{name}': empty file: want a header row naming the factors and '{response}'");
+    };
+    let header = csv_fields(header).map_err(|e| anyhow!("data '{name}' line {hl}: {e}"))?;
+    for (i, h) in header.iter().enumerate() {
+        if header[..i].contains(h) {
+            bail!("data '{name}' line {hl}: column '{h}' appears twice");
+        }
+        let known = h == response || h == "run" || design.factors.iter().any(|f| &f.name == h);
+        if !known {
+            bail!(
+                "data '{name}' line {hl}: unknown column '{h}' (want the factors {}, the response '{response}' and optionally 'run')",
+                design.factors.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ")
+            );
+        }
+    }
+    let col = |c: &str| header.iter().position(|h| h == c);
+    let mut fcols = Vec::new();
+    for f in &design.factors {
+        fcols.push(col(&f.name).ok_or_else(|| {
+            anyhow!("data '{name}' line {hl}: no column for factor '{}'", f.name)
+        })?);
+    }
+    let ycol = col(response).ok_or_else(|| {
+        anyhow!("data '{name}' line {hl}: no column for the response '{response}'")
+    })?;
+    let runcol = col("run");
+
+    let mut obs = Observations::new(design.clone()).map_err(|e| anyhow!(strip(&e.to_string())))?;
+    let mut filled = vec![0usize; design.cells()];
+    let mut out = Vec::new();
+    for (ln, line) in lines {
+        let at = |m: String| anyhow!("data '{name}' line {ln}: {m}");
+        let fields = csv_fields(line).map_err(at)?;
+        if fields.len() != header.len() {
+            return Err(at(format!(
+                "{} fields; the header has {}",
+                fields.len(),
+                header.len()
+            )));
+        }
+        let mut levels = Vec::with_capacity(fcols.len());
+        for (f, &c) in design.factors.iter().zip(&fcols) {
+            let v = &fields[c];
+            match f.levels.iter().position(|l| l == v) {
+                Some(i) => levels.push(i),
+                None => {
+                    return Err(at(format!(
+                        "factor '{}' has no level '{v}' (levels: {})",
+                        f.name,
+                        f.levels.join(", ")
+                    )))
+                }
+            }
+        }
+        let ytext = &fields[ycol];
+        let y: f64 = ytext
+            .parse()
+            .ok()
+            .filter(|y: &f64| y.is_finite())
+            .ok_or_else(|| at(format!("{response} '{ytext}' is not a finite number")))?;
+        let run = match runcol {
+            Some(c) => fields[c]
+                .parse::<usize>()
+                .ok()
+                .filter(|&r| r >= 1)
+                .ok_or_else(|| at(format!("run '{}' is not a number >= 1", fields[c])))?,
+            None => out.len() + 1,
+        };
+        let cell = design
+            .cell(&levels)
+            .map_err(|e| at(strip(&e.to_string())))?;
+        if filled[cell] >= design.replications {
+            return Err(at(format!(
+                "extra observation: cell ({}) already has {} replication(s); the design has {}",
+                design.describe(&levels),
+                filled[cell],
+                design.replications
+            )));
+        }
+        obs.add(&levels, y).map_err(|e| at(strip(&e.to_string())))?;
+        filled[cell] += 1;
+        out.push(Obs {
+            run,
+            levels,
+            replication: filled[cell],
+            y,
+        });
+    }
+    if let Err(e) = obs.values() {
+        bail!("data '{name}': {}", strip(&e.to_string()));
+    }
+    out.sort_by_key(|o| o.run);
+    Ok(out)
+}
+
+fn write_csv(path: &Path, design: &Design, response: &str, obs: &[Obs]) -> Result<()> {
+    let mut s = String::from("run");
+    for f in &design.factors {
+        s.push(',');
+        s.push_str(&csv_field(&f.name));
+    }
+    s.push(',');
+    s.push_str(&csv_field(response));
+    s.push('\n');
+    for o in obs {
+        s.push_str(&o.run.to_string());
+        for (f, &l) in design.factors.iter().zip(&o.levels) {
+            s.push(',');
+            s.push_str(&csv_field(&f.levels[l]));
+        }
+        // Shortest representation that reads back to the same f64.
+        s.push_str(&format!(",{}\n", o.y));
+    }
+    std::fs::write(path, s).map_err(|e| anyhow!("--csv '{}': {e}", path.display()))
+}
+
+// ------------------------------------------------------------------ runner
+
+/// Measures the response of one run of the experiment.
+///
+/// `levels` are (factor, level) pairs in design order. `stop` is the user's
+/// Ctrl-C: a runner returns soon after it is set (an error is fine, the
+/// caller checks the flag). A new response (e.g. an RFC 2544 throughput
+/// search) is a new implementation.
+pub(crate) trait Runner {
+    fn run(&mut self, levels: &[(String, String)], stop: &Arc<AtomicBool>) -> Result<f64>;
+    /// Unit of the response for the progress lines.
+    fn unit(&self) -> &str {
+        ""
+    }
+}
+
+/// The bench at overload: one DuT on a fresh test bed per run, response
+/// `forwarding_mpps` = forwarded packets per second counted at the sink
+/// over the measurement window / 1e6.
+pub(crate) struct BenchRunner {
+    base: BenchSpec,
+    env: DutEnv,
+}
+
+impl BenchRunner {
+    /// Checks the response, every factor and every level before anything runs.
+    fn new(base: &BenchSpec, design: &Design, response: &str) -> Result<BenchRunner> {
+        if !BENCH_RESPONSES.contains(&response) {
+            bail!(
+                "response '{response}': the bench measures {} (use [data] or --data to analyse other responses)",
+                BENCH_RESPONSES.join(", ")
+            );
+        }
+        base.validate()?;
+        for f in &design.factors {
+            for l in &f.levels {
+                base.clone().apply(&f.name, l)?;
+            }
+        }
+        let exe = std::env::current_exe().context("locating the linerate binary")?;
+        Ok(BenchRunner {
+            base: base.clone(),
+            env: DutEnv {
+                linerate: exe.clone(),
+                peers_dir: dut::find_peers_dir(&exe),
+                cpu: base.dut_cpu,
+            },
+        })
+    }
+}
+
+impl Runner for BenchRunner {
+    fn run(&mut self, levels: &[(String, String)], stop: &Arc<AtomicBool>) -> Result<f64> {
+        let mut s = self.base.clone();
+        for (f, l) in levels {
+            s.apply(f, l)?;
+        }
+        let mut duts: Vec<_> = super::bench::all_duts()
+            .into_iter()
+            .filter(|d| d.name() == s.dut)
+            .collect();
+        let cfg = BenchConfig {
+            frame_len: s.frame_size - 4,
+            warmup: Duration::from_secs_f64(s.warmup),
+            duration: Duration::from_secs_f64(s.duration),
+            repeat: 1,
+            gen_cpu: s.gen_cpu,
+            dut_cpu: s.dut_cpu,
+            flows: s.flows,
+            threaded_napi: s.threaded_napi,
+            env: DutEnv {
+                cpu: s.dut_cpu,
+                ..self.env.clone()
+            },
+        };
+        let results = bench::run(&cfg, &mut duts, stop, &mut |_, _| {});
+        let r = results
+            .into_iter()
+            .next()
+            .ok_or_else(|| anyhow!("interrupted"))?;
+        if r.status != "ok" {
+            bail!("{}: {}", r.name, r.status);
+        }
+        let pps = r
+            .median_pps
+            .ok_or_else(|| anyhow!("{}: no trial measured", r.name))?;
+        Ok(pps / 1e6)
+    }
+    fn unit(&self) -> &str {
+        "Mpps"
+    }
+}
+
+/// SplitMix64: a small, well-mixed generator for the run order.
+struct SplitMix(u64);
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// Uniform in 0..n (multiply-shift; the bias is below 2^-40 for the
+    /// sizes of a design).
+    fn below(&mut self, n: usize) -> usize {
+        ((self.next() as u128 * n as u128) >> 64) as usize
+    }
+}
+
+/// Every (cell, replication) of the design in a random order
+/// (Fisher-Yates with `seed`). Replication numbers increase with run order
+/// within a cell.
+fn run_order(design: &Design, seed: u64) -> Vec<(usize, usize)> {
+    let r = design.replications;
+    let mut cells: Vec<usize> = (0..design.cells())
+        .flat_map(|c| std::iter::repeat_n(c, r))
+        .collect();
+    let mut rng = SplitMix(seed);
+    for i in (1..cells.len()).rev() {
+        let j = rng.below(i + 1);
+        cells.swap(i, j);
+    }
+    let mut seen = vec![0usize; design.cells()];
+    cells
+        .into_iter()
+        .map(|c| {
+            seen[c] += 1;
+            (c, seen[c])
+        })
+        .collect()
+}
+
+fn named_levels(design: &Design, levels: &[usize]) -> Vec<(String, String)> {
+    design
+        .factors
+        .iter()
+        .zip(levels)
+        .map(|(f, &l)| (f.name.clone(), f.levels[l].clone()))
+        .collect()
+}
+
+fn describe(levels: &[(String, String)]) -> String {
+    levels
+        .iter()
+        .map(|(f, l)| format!("{f}={l}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// How the runs ended.
+enum Outcome {
+    Complete,
+    Interrupted,
+    /// A run failed: the message names the run.
+    Failed(anyhow::Error),
+}
+
+/// Runs the plan in order; a progress line per run on stderr.
+fn measure(
+    design: &Design,
+    plan: &[(usize, usize)],
+    runner: &mut dyn Runner,
+    stop: &Arc<AtomicBool>,
+) -> (Vec<Obs>, Outcome) {
+    let n = plan.len();
+    let mut out = Vec::with_capacity(n);
+    for (i, &(cell, replication)) in plan.iter().enumerate() {
+        if stop.load(Ordering::SeqCst) {
+            return (out, Outcome::Interrupted);
+        }
+        let levels = design.levels_of(cell);
+        let named = named_levels(design, &levels);
+        let what = describe(&named);
+        eprint!("run {}/{n}: {what} ", i + 1);
+        let _ = std::io::stderr().flush();
+        match runner.run(&named, stop) {
+            Ok(y) if y.is_finite() => {
+                eprintln!("-> {y:.3} {}", runner.unit());
+                out.push(Obs {
+                    run: i + 1,
+                    levels,
+                    replication,
+                    y,
+                });
+            }
+            _ if stop.load(Ordering::SeqCst) => {
+                eprintln!("-> interrupted");
+                return (out, Outcome::Interrupted);
+            }
+            Ok(y) => {
+                eprintln!("-> failed");
+                return (
+                    out,
+                    Outcome::Failed(anyhow!("run {}/{n} ({what}): response {y}", i + 1)),
+                );
+            }
+            Err(e) => {
+                eprintln!("-> failed");
+                return (
+                    out,
+                    Outcome::Failed(anyhow!("run {}/{n} ({what}): {e:#}", i + 1)),
+                );
+            }
+        }
+    }
+    (out, Outcome::Complete)
+}
+
+// ------------------------------------------------------------------ output
+
+fn analyse(design: &Design, obs: &[Obs], transform: Transform) -> Result<Anova> {
+    let mut o = Observations::new(design.clone()).map_err(|e| anyhow!(strip(&e.to_string())))?;
+    for x in obs {
+        o.set(&x.levels, x.replication - 1, x.y)
+            .map_err(|e| anyhow!(strip(&e.to_string())))?;
+    }
+    anova(&o, &AnovaOptions { transform }).map_err(|e| anyhow!(strip(&e.to_string())))
+}
+
+/// Columns padded to their widest cell, the last (y) right-aligned.
+fn observations_table(design: &Design, response: &str, obs: &[Obs]) -> String {
+    let mut rows: Vec<Vec<String>> = vec![design
+        .factors
+        .iter()
+        .map(|f| f.name.clone())
+        .chain(["rep".into(), "run".into(), response.to_string()])
+        .collect()];
+    let mut sorted: Vec<&Obs> = obs.iter().collect();
+    sorted.sort_by_key(|o| (design.cell(&o.levels).unwrap_or(0), o.replication));
+    for o in sorted {
+        let mut r: Vec<String> = design
+            .factors
+            .iter()
+            .zip(&o.levels)
+            .map(|(f, &l)| f.levels[l].clone())
+            .collect();
+        r.push(o.replication.to_string());
+        r.push(o.run.to_string());
+        r.push(format!("{:.4}", o.y));
+        rows.push(r);
+    }
+    let cols = rows[0].len();
+    let mut w = vec![0; cols];
+    for r in &rows {
+        for (i, c) in r.iter().enumerate() {
+            w[i] = w[i].max(c.chars().count());
+        }
+    }
+    let mut s = String::new();
+    for r in &rows {
+        let mut line = String::new();
+        for (i, c) in r.iter().enumerate() {
+            if i + 3 < cols {
+                line.push_str(&format!("{c:<width$}  ", width = w[i]));
+            } else {
+                line.push_str(&format!("{c:>width$}  ", width = w[i]));
+            }
+        }
+        s.push_str(line.trim_end());
+        s.push('\n');
+    }
+    s
+}
+
+fn json_observations(design: &Design, obs: &[Obs]) -> serde_json::Value {
+    let mut v: Vec<&Obs> = obs.iter().collect();
+    v.sort_by_key(|o| o.run);
+    serde_json::Value::Array(
+        v.into_iter()
+            .map(|o| {
+                let levels: serde_json::Map<String, serde_json::Value> = design
+                    .factors
+                    .iter()
+                    .zip(&o.levels)
+                    .map(|(f, &l)| (f.name.clone(), f.levels[l].clone().into()))
+                    .collect();
+                serde_json::json!({
+                    "run": o.run,
+                    "levels": levels,
+                    "replication": o.replication,
+                    "y": o.y,
+                })
+            })
+            .collect(),
+    )
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let mut x = load(&a.file)?;
+    if let Some(t) = a.transform {
+        x.transform = match t {
+            TransformArg::None => Transform::None,
+            TransformArg::Log => Transform::Log10,
+        };
+    }
+    let data = a.data.clone().or(x.data.clone());
+    let design = x.design.clone();
+    let plan = run_order(&design, x.seed);
+    let n = plan.len();
+    let shape = design
+        .factors
+        .iter()
+        .map(|f| format!("{} ({} levels)", f.name, f.levels.len()))
+        .collect::<Vec<_>>()
+        .join(" x ");
+
+    if a.plan {
+        if data.is_some() {
+            bail!("--plan: this experiment analyses a data file; there is nothing to run");
+        }
+        BenchRunner::new(&x.bench, &design, &x.response)
+            .map_err(|e| anyhow!("experiment '{}': {e:#}", a.file.display()))?;
+        let mut o = std::io::stdout().lock();
+        writeln!(
+            o,
+            "{shape}, {} replication(s) = {n} runs, seed {}",
+            design.replications, x.seed
+        )?;
+        for (i, &(cell, rep)) in plan.iter().enumerate() {
+            let named = named_levels(&design, &design.levels_of(cell));
+            writeln!(
+                o,
+                "run {}/{n}: {} (replication {rep})",
+                i + 1,
+                describe(&named)
+            )?;
+        }
+        return Ok(());
+    }
+
+    let (obs, outcome, source) = match &data {
+        Some(p) => (
+            read_csv(p, &design, &x.response)?,
+            Outcome::Complete,
+            format!("data {}", p.display()),
+        ),
+        None => {
+            let mut runner = BenchRunner::new(&x.bench, &design, &x.response)
+                .map_err(|e| anyhow!("experiment '{}': {e:#}", a.file.display()))?;
+            let stop = super::common::stop_flag()?;
+            eprintln!(
+                "linerate experiment: {shape}, {} replication(s) = {n} runs in random order (seed {}), {:.1} s per run after {:.1} s warm-up",
+                design.replications, x.seed, x.bench.duration, x.bench.warmup
+            );
+            let (obs, outcome) = measure(&design, &plan, &mut runner, &stop);
+            (obs, outcome, "bench".to_string())
+        }
+    };
+    if let Some(p) = &a.csv {
+        write_csv(p, &design, &x.response, &obs)?;
+    }
+    let anova = match &outcome {
+        Outcome::Complete => Some(analyse(&design, &obs, x.transform)?),
+        _ => None,
+    };
+    let note = match &outcome {
+        Outcome::Complete => None,
+        Outcome::Interrupted => Some(format!(
+            "interrupted after {} of {n} runs: no ANOVA (the design is incomplete)",
+            obs.len()
+        )),
+        Outcome::Failed(_) => Some(format!(
+            "stopped after {} of {n} runs: a run failed; no ANOVA",
+            obs.len()
+        )),
+    };
+
+    if a.json {
+        let v = serde_json::json!({
+            "title": x.title,
+            "source": source,
+            "response": x.response,
+            "transform": x.transform,
+            "seed": x.seed,
+            "design": design,
+            "runs_planned": n,
+            "complete": anova.is_some(),
+            "bench": (data.is_none()).then(|| serde_json::json!({
+                "duration_s": x.bench.duration,
+                "warmup_s": x.bench.warmup,
+                "dut": x.bench.dut,
+                "frame_size": x.bench.frame_size,
+                "flows": x.bench.flows,
+                "threaded_napi": x.bench.threaded_napi,
+                "gen_cpu": x.bench.gen_cpu,
+                "dut_cpu": x.bench.dut_cpu,
+            })),
+            "observations": json_observations(&design, &obs),
+            "anova": anova.as_ref().map(serde_json::to_value).transpose()?,
+            "note": note,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        let mut o = std::io::stdout().lock();
+        if let Some(t) = &x.title {
+            writeln!(o, "{t}")?;
+        }
+        writeln!(
+            o,
+            "{shape}, {} replication(s), {} of {n} observations ({source}); response {}",
+            design.replications,
+            obs.len(),
+            x.response
+        )?;
+        writeln!(o)?;
+        write!(o, "{}", observations_table(&design, &x.response, &obs))?;
+        if let Some(a) = &anova {
+            writeln!(o)?;
+            writeln!(o, "Allocation of variation (ANOVA)")?;
+            write!(o, "{}", a.table())?;
+            writeln!(o)?;
+            writeln!(o, "Effects")?;
+            write!(o, "{}", a.effects_table())?;
+        }
+        if let Some(n) = &note {
+            writeln!(o)?;
+            writeln!(o, "note: {n}")?;
+        }
+    }
+    match outcome {
+        Outcome::Failed(e) => Err(e),
+        Outcome::Interrupted => {
+            eprintln!("interrupted: test beds and DuTs removed");
+            Ok(())
+        }
+        Outcome::Complete => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_order_is_a_seeded_permutation() {
+        let d = Design::new(
+            vec![
+                Factor::new("a", &["1", "2", "3"]),
+                Factor::new("b", &["x", "y"]),
+            ],
+            3,
+        )
+        .unwrap();
+        let p = run_order(&d, 7);
+        assert_eq!(p, run_order(&d, 7));
+        assert_ne!(p, run_order(&d, 8));
+        let mut sorted = p.clone();
+        sorted.sort();
+        let want: Vec<(usize, usize)> = (0..6).flat_map(|c| (1..=3).map(move |r| (c, r))).collect();
+        assert_eq!(sorted, want);
+        // Not the design order.
+        assert_ne!(p, want);
+    }
+
+    #[test]
+    fn csv_fields_quotes_and_spaces() {
+        assert_eq!(csv_fields(" a , b,c ").unwrap(), ["a", "b", "c"]);
+        assert_eq!(csv_fields("\"x, y\",\"q\"\"\"").unwrap(), ["x, y", "q\""]);
+        assert_eq!(csv_fields("a,,b").unwrap(), ["a", "", "b"]);
+        assert!(csv_fields("\"open").is_err());
+        assert!(csv_fields("\"a\"b").is_err());
+        for s in ["plain", "with,comma", "quo\"te", " sp "] {
+            assert_eq!(csv_fields(&csv_field(s)).unwrap(), [s]);
+        }
+    }
+
+    /// A runner that returns a known function of the levels.
+    struct Fake(usize);
+    impl Runner for Fake {
+        fn run(&mut self, levels: &[(String, String)], stop: &Arc<AtomicBool>) -> Result<f64> {
+            self.0 += 1;
+            if self.0 == 4 {
+                stop.store(true, Ordering::SeqCst);
+                bail!("interrupted");
+            }
+            Ok(levels.len() as f64 + self.0 as f64)
+        }
+    }
+
+    #[test]
+    fn measure_stops_on_the_flag() {
+        let d = Design::new(vec![Factor::new("a", &["1", "2"])], 3).unwrap();
+        let plan = run_order(&d, 1);
+        let stop = Arc::new(AtomicBool::new(false));
+        let (obs, outcome) = measure(&d, &plan, &mut Fake(0), &stop);
+        assert_eq!(obs.len(), 3);
+        assert!(matches!(outcome, Outcome::Interrupted));
+        assert_eq!(obs.iter().map(|o| o.run).collect::<Vec<_>>(), [1, 2, 3]);
+    }
+
+    #[test]
+    fn bench_levels_are_checked() {
+        let mut b = BenchSpec::default();
+        assert!(b.apply("frame_size", "1518").is_ok());
+        assert_eq!(b.frame_size, 1518);
+        assert!(b.apply("frame_size", "63").is_err());
+        assert!(b.apply("flows", "0").is_err());
+        assert!(b.apply("threaded_napi", "on").is_ok());
+        assert!(b.threaded_napi);
+        let e = b.apply("dut", "nope").unwrap_err().to_string();
+        assert!(e.contains("unknown device under test"), "{e}");
+        let e = b.apply("colour", "red").unwrap_err().to_string();
+        assert!(e.contains("unknown factor 'colour'"), "{e}");
+    }
+}
