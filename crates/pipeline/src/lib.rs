@@ -3,3 +3,4 @@
 pub mod count;
 pub mod fwd;
 pub mod generate;
+pub mod switch;
