@@ -3,6 +3,7 @@
 //! ([`reference`]), a tuple-space-search classifier ([`classifier`]) and a
 //! per-core exact-match cache in front of it ([`emc`]).
 
+pub mod actions;
 pub mod classifier;
 pub mod emc;
 pub mod key;
