@@ -32,7 +32,7 @@ use linerate_wire::{ethernet, flow::v4_mapped};
 pub const WORDS: usize = 8;
 
 /// A packet key, or a mask, or a masked value (same shape).
-#[derive(Clone, Copy, PartialEq, Eq, Default, PartialOrd, Ord)]
+#[derive(Clone, Copy, Eq, Default)]
 #[repr(C, align(64))]
 pub struct Key {
     pub w: [u64; WORDS],
@@ -48,6 +48,18 @@ impl core::fmt::Debug for Key {
             write!(f, "{w:016x}")?;
         }
         write!(f, "]")
+    }
+}
+
+impl PartialEq for Key {
+    /// Branch-free word compare (the derived one calls memcmp).
+    #[inline(always)]
+    fn eq(&self, o: &Key) -> bool {
+        let mut d = 0;
+        for i in 0..WORDS {
+            d |= self.w[i] ^ o.w[i];
+        }
+        d == 0
     }
 }
 
