@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzz every parser (wire formats, pcap files, port URIs) for about SECONDS in total (default 60).
+# Fuzz every parser (wire formats, pcap files, port URIs, switch rules) for about SECONDS in total (default 60).
 #   scripts/fuzz.sh [SECONDS]
 # Uses cargo-fuzz (libFuzzer) when it is installed: with `cargo +nightly`, or
 # else on stable with RUSTC_BOOTSTRAP=1 (works with `-s none`, the default). Otherwise (or with
@@ -13,7 +13,7 @@ if ! [[ "$SECONDS_TOTAL" =~ ^[0-9]+$ ]] || [ "$SECONDS_TOTAL" -lt 1 ]; then
     echo "fuzz.sh: SECONDS must be a positive integer, got '$SECONDS_TOTAL'" >&2
     exit 2
 fi
-TARGETS=(ethernet vlan arp ipv4 ipv6 udp tcp icmp frame flowkey pcap uri)
+TARGETS=(ethernet vlan arp ipv4 ipv6 udp tcp icmp frame flowkey pcap uri switch_rule)
 PER=$(( SECONDS_TOTAL / ${#TARGETS[@]} ))
 [ "$PER" -ge 1 ] || PER=1
 ENGINE="${FUZZ_ENGINE:-auto}"
@@ -22,7 +22,7 @@ ENGINE="${FUZZ_ENGINE:-auto}"
 SAN="${FUZZ_SANITIZER:-none}"
 
 run_stable() {
-    echo "fuzz.sh: stable fuzzer over the wire targets, ${SECONDS_TOTAL} s (pcap and uri: cargo-fuzz only; their mutation tests run with cargo test)"
+    echo "fuzz.sh: stable fuzzer over the wire targets, ${SECONDS_TOTAL} s (pcap, uri and switch_rule: cargo-fuzz only; their mutation tests run with cargo test)"
     cargo run --quiet --release -p linerate-wire --example fuzz_stable -- "$SECONDS_TOTAL"
 }
 

@@ -4,3 +4,4 @@ pub mod capture;
 pub mod count;
 pub mod fwd;
 pub mod generate;
+pub mod switch;

@@ -1,0 +1,654 @@
+//! Applying a rule's actions to a frame in place, meters (token buckets)
+//! and groups (type `all`).
+//!
+//! # Frames and headroom
+//!
+//! A [`FrameBuf`] is a buffer `buf` holding the frame at
+//! `buf[start..start + len]`: `start` bytes of headroom before it and
+//! `buf.len() - start - len` bytes of tailroom after it. `push_vlan` needs 4
+//! bytes: it takes them from the headroom when there is any (moving only
+//! the 12 MAC bytes, so a port that reserves headroom makes it cheap) and
+//! else from the tailroom (moving the rest of the frame up by 4). With
+//! neither, the action fails with [`Verdict::NoRoom`] and the datapath
+//! counts a drop "no room for VLAN tag". `pop_vlan` moves the MACs forward
+//! and grows the headroom.
+//!
+//! # Execution
+//!
+//! [`execute`] walks the actions in order (OpenFlow "apply-actions"):
+//! every output sees the frame as modified by the actions before it.
+//! Header rewrites patch checksums incrementally (RFC 1624) through
+//! `linerate_wire`: IPv4 header checksum for addresses, DSCP and TTL;
+//! TCP/UDP/ICMPv6 checksums for addresses (pseudo-header) and ports. A
+//! rewrite of a header the frame does not have is a no-op (the rule's
+//! prerequisites make that rare: only frames whose upper layers failed to
+//! parse). `set_field:vid->vlan_vid` changes the VID of an existing outer
+//! tag and does nothing on an untagged frame (use `push_vlan` first).
+
+use super::rule::{Action, SetField};
+use linerate_wire::frame::{self, parse_frame, Endpoint, Layers, L3, L4};
+use linerate_wire::{checksum, vlan};
+
+/// A frame inside a buffer with headroom and tailroom.
+#[derive(Debug)]
+pub struct FrameBuf<'a> {
+    pub buf: &'a mut [u8],
+    pub start: usize,
+    pub len: usize,
+}
+
+impl<'a> FrameBuf<'a> {
+    /// `buf[start..start + len]` is the frame; `None` if that is out of bounds.
+    pub fn new(buf: &'a mut [u8], start: usize, len: usize) -> Option<FrameBuf<'a>> {
+        (start.checked_add(len)? <= buf.len()).then_some(FrameBuf { buf, start, len })
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf[self.start..self.start + self.len]
+    }
+
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.buf[self.start..self.start + self.len]
+    }
+
+    /// Insert an outer 802.1Q/802.1ad tag (`tpid`, TCI `tci`) after the MACs.
+    pub fn push_vlan(&mut self, tpid: u16, tci: u16) -> Result<(), Verdict> {
+        if self.len < 12 {
+            return Err(Verdict::Malformed);
+        }
+        if self.start >= 4 {
+            let s = self.start;
+            self.buf.copy_within(s..s + 12, s - 4);
+            self.start -= 4;
+        } else if self.buf.len() - self.start - self.len >= 4 {
+            let s = self.start;
+            self.buf.copy_within(s + 12..s + self.len, s + 16);
+        } else {
+            return Err(Verdict::NoRoom);
+        }
+        self.len += 4;
+        let s = self.start;
+        self.buf[s + 12..s + 14].copy_from_slice(&tpid.to_be_bytes());
+        self.buf[s + 14..s + 16].copy_from_slice(&tci.to_be_bytes());
+        Ok(())
+    }
+
+    /// Remove the outer VLAN tag, if any (no-op otherwise).
+    pub fn pop_vlan(&mut self) {
+        let b = self.bytes();
+        if b.len() < 18 || !vlan::is_tpid(u16::from_be_bytes([b[12], b[13]])) {
+            return;
+        }
+        let s = self.start;
+        self.buf.copy_within(s..s + 12, s + 4);
+        self.start += 4;
+        self.len -= 4;
+    }
+}
+
+/// Why execution stopped early (the frame is then dropped, counted by reason).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// `dec_ttl` on a TTL / hop limit of 0 or 1.
+    TtlExpired,
+    /// A meter's bucket was empty.
+    Metered,
+    /// `push_vlan` with neither headroom nor tailroom.
+    NoRoom,
+    /// The frame is too short for the action.
+    Malformed,
+}
+
+/// Where an output goes; the datapath resolves these (flood/all exclude
+/// or include the input port, groups replicate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Out {
+    Port(u32),
+    Flood,
+    All,
+    InPort,
+    Group(u32),
+}
+
+/// What [`execute`] needs from the datapath.
+pub trait Env {
+    /// Send a copy of `frame` (as it is now) to `out`.
+    fn output(&mut self, out: Out, frame: &[u8]);
+    /// Pass `bytes` through meter `id`; false = drop.
+    fn meter(&mut self, id: u32, bytes: usize) -> bool;
+}
+
+fn layers(f: &FrameBuf, l: &mut Option<Layers>) -> Option<Layers> {
+    if l.is_none() {
+        *l = parse_frame(f.bytes()).ok();
+    }
+    *l
+}
+
+/// Apply one `set_field` in place.
+pub fn set_field(f: &mut FrameBuf, l: &mut Option<Layers>, s: &SetField) {
+    let Some(mut ly) = layers(f, l) else {
+        // Unparsed frame: only the MACs are safe to write.
+        if f.len >= 12 {
+            match s {
+                SetField::EthDst(m) => f.bytes_mut()[0..6].copy_from_slice(m),
+                SetField::EthSrc(m) => f.bytes_mut()[6..12].copy_from_slice(m),
+                _ => {}
+            }
+        }
+        return;
+    };
+    let b = f.bytes_mut();
+    // Errors below mean "the frame has no such header": a no-op (module doc).
+    let _ = match *s {
+        SetField::EthDst(m) => {
+            b[0..6].copy_from_slice(&m);
+            Ok(())
+        }
+        SetField::EthSrc(m) => {
+            b[6..12].copy_from_slice(&m);
+            Ok(())
+        }
+        SetField::Ipv4Src(a) => frame::rewrite_ipv4_addr(b, &mut ly, Endpoint::Src, a),
+        SetField::Ipv4Dst(a) => frame::rewrite_ipv4_addr(b, &mut ly, Endpoint::Dst, a),
+        SetField::Ipv6Src(a) => frame::rewrite_ipv6_addr(b, &mut ly, Endpoint::Src, a),
+        SetField::Ipv6Dst(a) => frame::rewrite_ipv6_addr(b, &mut ly, Endpoint::Dst, a),
+        SetField::TcpSrc(p) | SetField::UdpSrc(p) => {
+            if (ly.l4 == L4::Tcp) == matches!(s, SetField::TcpSrc(_)) {
+                frame::rewrite_port(b, &mut ly, Endpoint::Src, p)
+            } else {
+                Ok(())
+            }
+        }
+        SetField::TcpDst(p) | SetField::UdpDst(p) => {
+            if (ly.l4 == L4::Tcp) == matches!(s, SetField::TcpDst(_)) {
+                frame::rewrite_port(b, &mut ly, Endpoint::Dst, p)
+            } else {
+                Ok(())
+            }
+        }
+        SetField::VlanVid(v) => {
+            if ly.vlans.outer().is_some() {
+                let tci = u16::from_be_bytes([b[14], b[15]]);
+                let n = (tci & 0xf000) | (v & 0x0fff);
+                b[14..16].copy_from_slice(&n.to_be_bytes());
+                ly.vlans = match parse_frame(b) {
+                    Ok(x) => x.vlans,
+                    Err(_) => ly.vlans,
+                };
+            }
+            Ok(())
+        }
+        SetField::IpDscp(d) => {
+            let o = ly.l3_offset as usize;
+            match ly.l3 {
+                L3::Ipv4 => {
+                    let old = u16::from_be_bytes([b[o], b[o + 1]]);
+                    b[o + 1] = (d << 2) | (b[o + 1] & 3);
+                    let new = u16::from_be_bytes([b[o], b[o + 1]]);
+                    let c =
+                        checksum::update16(u16::from_be_bytes([b[o + 10], b[o + 11]]), old, new);
+                    b[o + 10..o + 12].copy_from_slice(&c.to_be_bytes());
+                }
+                L3::Ipv6 => {
+                    // Traffic class = low nibble of byte 0 and high nibble of byte 1.
+                    let tc = (d << 2) | ((((b[o] & 0x0f) << 4) | (b[o + 1] >> 4)) & 3);
+                    b[o] = (b[o] & 0xf0) | (tc >> 4);
+                    b[o + 1] = (b[o + 1] & 0x0f) | (tc << 4);
+                }
+                _ => {}
+            }
+            Ok(())
+        }
+    };
+    *l = Some(ly);
+}
+
+/// Decrement the TTL / hop limit (IPv4 checksum patched). `Err` when it
+/// was 0 or 1 (the packet must not be forwarded); non-IP frames pass.
+pub fn dec_ttl(f: &mut FrameBuf, l: &mut Option<Layers>) -> Result<(), Verdict> {
+    let Some(ly) = layers(f, l) else {
+        return Ok(());
+    };
+    let o = ly.l3_offset as usize;
+    let b = f.bytes_mut();
+    match ly.l3 {
+        L3::Ipv4 => {
+            if b[o + 8] <= 1 {
+                return Err(Verdict::TtlExpired);
+            }
+            let old = u16::from_be_bytes([b[o + 8], b[o + 9]]);
+            b[o + 8] -= 1;
+            let new = u16::from_be_bytes([b[o + 8], b[o + 9]]);
+            let c = checksum::update16(u16::from_be_bytes([b[o + 10], b[o + 11]]), old, new);
+            b[o + 10..o + 12].copy_from_slice(&c.to_be_bytes());
+        }
+        L3::Ipv6 => {
+            if b[o + 7] <= 1 {
+                return Err(Verdict::TtlExpired);
+            }
+            b[o + 7] -= 1;
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Run `actions` on `f` (see the module doc). `Err` = the frame is dropped
+/// at that point (outputs before it have happened).
+pub fn execute(f: &mut FrameBuf, actions: &[Action], env: &mut impl Env) -> Result<(), Verdict> {
+    let mut l: Option<Layers> = None;
+    for a in actions {
+        match a {
+            Action::Output(p) => env.output(Out::Port(*p), f.bytes()),
+            Action::Flood => env.output(Out::Flood, f.bytes()),
+            Action::All => env.output(Out::All, f.bytes()),
+            Action::InPort => env.output(Out::InPort, f.bytes()),
+            Action::Group(g) => env.output(Out::Group(*g), f.bytes()),
+            Action::Meter(m) => {
+                if !env.meter(*m, f.len) {
+                    return Err(Verdict::Metered);
+                }
+            }
+            Action::Set(s) => set_field(f, &mut l, s),
+            Action::DecTtl => dec_ttl(f, &mut l)?,
+            Action::PushVlan(tpid) => {
+                // The new tag copies the VID/PCP of an existing outer tag, else 0 (OpenFlow).
+                let b = f.bytes();
+                let tci = if b.len() >= 16 && vlan::is_tpid(u16::from_be_bytes([b[12], b[13]])) {
+                    u16::from_be_bytes([b[14], b[15]])
+                } else {
+                    0
+                };
+                f.push_vlan(*tpid, tci)?;
+                l = None;
+            }
+            Action::PopVlan => {
+                f.pop_vlan();
+                l = None;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Meter rate unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MeterUnit {
+    Pktps,
+    Kbps,
+}
+
+/// A token-bucket meter with one drop band (OpenFlow meter, `ovs-ofctl
+/// add-meter meter=1,pktps,band=type=drop,rate=1000[,burst_size=100]`).
+///
+/// Tokens are kept in "cost x nanoseconds" (u128, exact integer
+/// arithmetic): a packet costs 1 (pktps) or its bits (kbps); refilling
+/// adds `elapsed_ns x rate_per_second`; the bucket holds at most
+/// `burst x 1e9`.
+#[derive(Debug, Clone)]
+pub struct Meter {
+    pub id: u32,
+    pub unit: MeterUnit,
+    /// Packets/s or kbit/s.
+    pub rate: u64,
+    /// Packets or kbit; 0 at creation = default (rate / 10: 100 ms, at least one packet).
+    pub burst: u64,
+    tokens: u128,
+    last_ns: u64,
+    pub passed: u64,
+    pub dropped: u64,
+}
+
+impl Meter {
+    pub fn new(id: u32, unit: MeterUnit, rate: u64, burst: u64) -> Meter {
+        let burst = if burst == 0 {
+            match unit {
+                MeterUnit::Pktps => (rate / 10).max(1),
+                MeterUnit::Kbps => (rate / 10).max(12), // >= one 1500-byte frame
+            }
+        } else {
+            burst
+        };
+        let mut m = Meter {
+            id,
+            unit,
+            rate,
+            burst,
+            tokens: 0,
+            last_ns: 0,
+            passed: 0,
+            dropped: 0,
+        };
+        m.tokens = m.cap();
+        m
+    }
+
+    fn cap(&self) -> u128 {
+        let b = match self.unit {
+            MeterUnit::Pktps => self.burst as u128,
+            MeterUnit::Kbps => self.burst as u128 * 1000,
+        };
+        b * 1_000_000_000
+    }
+
+    fn rate_per_s(&self) -> u128 {
+        match self.unit {
+            MeterUnit::Pktps => self.rate as u128,
+            MeterUnit::Kbps => self.rate as u128 * 1000,
+        }
+    }
+
+    /// Admit a packet of `bytes` at time `now_ns` (monotonic)?
+    pub fn admit(&mut self, now_ns: u64, bytes: usize) -> bool {
+        if now_ns > self.last_ns {
+            let add = (now_ns - self.last_ns) as u128 * self.rate_per_s();
+            self.tokens = (self.tokens + add).min(self.cap());
+            self.last_ns = now_ns;
+        }
+        let cost: u128 = match self.unit {
+            MeterUnit::Pktps => 1,
+            MeterUnit::Kbps => bytes as u128 * 8,
+        } * 1_000_000_000;
+        if self.tokens >= cost {
+            self.tokens -= cost;
+            self.passed += 1;
+            true
+        } else {
+            self.dropped += 1;
+            false
+        }
+    }
+
+    /// Parse `meter=ID,pktps|kbps,band=type=drop,rate=R[,burst_size=B]`
+    /// (fields may come in any order; `band=` prefixes the band fields).
+    pub fn parse(s: &str) -> Result<Meter, String> {
+        let (mut id, mut unit, mut rate, mut burst) = (None, None, None, 0u64);
+        for t in s.split([',', ' ']).filter(|t| !t.is_empty()) {
+            let t = t.strip_prefix("band=").unwrap_or(t);
+            let (k, v) = t.split_once('=').unwrap_or((t, ""));
+            let num = |v: &str| -> Result<u64, String> {
+                v.parse::<u64>()
+                    .map_err(|_| format!("meter token '{t}': '{v}' is not a number"))
+            };
+            match k {
+                "meter" => id = Some(num(v)? as u32),
+                "pktps" => unit = Some(MeterUnit::Pktps),
+                "kbps" => unit = Some(MeterUnit::Kbps),
+                "type" if v == "drop" => {}
+                "type" => {
+                    return Err(format!(
+                        "meter token '{t}': only type=drop bands are supported"
+                    ))
+                }
+                "rate" => rate = Some(num(v)?),
+                "burst_size" => burst = num(v)?,
+                "burst" | "stats" => {}
+                _ => return Err(format!("meter token '{t}': unknown")),
+            }
+        }
+        let id = id.ok_or("meter: no 'meter=ID'")?;
+        let rate = rate.ok_or("meter: no 'rate='")?;
+        if rate == 0 {
+            return Err("meter: rate must be > 0".into());
+        }
+        Ok(Meter::new(id, unit.unwrap_or(MeterUnit::Kbps), rate, burst))
+    }
+}
+
+/// A group of type `all`: every bucket gets a copy (FLOWer's replication).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group {
+    pub id: u32,
+    /// One output port per bucket.
+    pub ports: Vec<u32>,
+}
+
+impl Group {
+    /// Parse `group_id=ID,type=all,bucket=output:P[,bucket=output:Q...]`
+    /// (`bucket=P` and `bucket=actions=output:P` too).
+    pub fn parse(s: &str) -> Result<Group, String> {
+        let (mut id, mut ports) = (None, Vec::new());
+        for t in s.split([',', ' ']).filter(|t| !t.is_empty()) {
+            let (k, v) = t.split_once('=').unwrap_or((t, ""));
+            match k {
+                "group_id" => {
+                    id = Some(
+                        v.parse::<u32>()
+                            .map_err(|_| format!("group token '{t}': not a number"))?,
+                    )
+                }
+                "type" if v == "all" => {}
+                "type" => return Err(format!("group token '{t}': only type=all is supported")),
+                "bucket" | "output" => {
+                    let v = v.strip_prefix("actions=").unwrap_or(v);
+                    let p = v.strip_prefix("output:").unwrap_or(v);
+                    ports.push(
+                        p.parse::<u32>().map_err(|_| {
+                            format!("group token '{t}': bucket must be output:PORT")
+                        })?,
+                    );
+                }
+                _ => return Err(format!("group token '{t}': unknown")),
+            }
+        }
+        Ok(Group {
+            id: id.ok_or("group: no 'group_id=ID'")?,
+            ports,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::switch::rule::Rule;
+    use linerate_wire::build::{build_tcp, build_udp, FrameParams, IpPair};
+    use linerate_wire::ipv4::Ipv4Packet;
+    use linerate_wire::tcp::TcpRepr;
+
+    #[derive(Default)]
+    struct Rec {
+        outs: Vec<(Out, Vec<u8>)>,
+        meter_ok: bool,
+    }
+    impl Env for Rec {
+        fn output(&mut self, out: Out, frame: &[u8]) {
+            self.outs.push((out, frame.to_vec()));
+        }
+        fn meter(&mut self, _id: u32, _bytes: usize) -> bool {
+            self.meter_ok
+        }
+    }
+
+    /// Full recomputation of every checksum present matches the frame.
+    fn checksums_ok(f: &[u8]) -> bool {
+        let l = parse_frame(f).unwrap();
+        let ip = &f[l.l3_offset as usize..l.end as usize];
+        let l4 = &f[l.l4_offset as usize..l.end as usize];
+        match l.l3 {
+            L3::Ipv4 => {
+                let p = Ipv4Packet::new_checked(ip).unwrap();
+                let s: [u8; 4] = ip[12..16].try_into().unwrap();
+                let d: [u8; 4] = ip[16..20].try_into().unwrap();
+                p.verify_checksum()
+                    && checksum::fold(checksum::add(
+                        checksum::pseudo_v4(&s, &d, l.proto, l4.len() as u16),
+                        checksum::sum(l4, 0),
+                    )) == 0xffff
+            }
+            L3::Ipv6 => {
+                let s: [u8; 16] = ip[8..24].try_into().unwrap();
+                let d: [u8; 16] = ip[24..40].try_into().unwrap();
+                checksum::fold(checksum::add(
+                    checksum::pseudo_v6(&s, &d, l.proto, l4.len() as u32),
+                    checksum::sum(l4, 0),
+                )) == 0xffff
+            }
+            _ => true,
+        }
+    }
+
+    fn udp4(buf: &mut [u8], at: usize) -> usize {
+        let p = FrameParams::new(IpPair::V4 {
+            src: [10, 0, 0, 1],
+            dst: [10, 0, 0, 2],
+        });
+        build_udp(&mut buf[at..], &p, 1000, 53).unwrap()
+    }
+
+    #[test]
+    fn rewrite_keeps_checksums_right() {
+        let mut buf = [0u8; 256];
+        let n = udp4(&mut buf, 0);
+        assert!(checksums_ok(&buf[..n]));
+        let r = Rule::parse(
+            "udp,actions=set_field:02:00:00:00:00:09->eth_dst,set_field:192.168.7.7->ip_src,mod_nw_dst:1.2.3.4,set_field:4242->udp_dst,mod_tp_src:7,set_field:46->ip_dscp,dec_ttl,output:2",
+        )
+        .unwrap();
+        let mut f = FrameBuf::new(&mut buf, 0, n).unwrap();
+        let mut env = Rec::default();
+        execute(&mut f, &r.actions, &mut env).unwrap();
+        assert_eq!(env.outs.len(), 1);
+        let (o, b) = &env.outs[0];
+        assert_eq!(*o, Out::Port(2));
+        assert!(checksums_ok(b));
+        let l = parse_frame(b).unwrap();
+        assert_eq!(&b[0..6], &[2, 0, 0, 0, 0, 9]);
+        assert_eq!(l.src_ip[12..], [192, 168, 7, 7]);
+        assert_eq!(l.dst_ip[12..], [1, 2, 3, 4]);
+        assert_eq!((l.src_port, l.dst_port), (7, 4242));
+        let ip = Ipv4Packet::new_checked(&b[14..]).unwrap();
+        assert_eq!((ip.ttl(), ip.dscp()), (63, 46));
+    }
+
+    #[test]
+    fn v6_tcp_rewrite_and_hop_limit() {
+        let mut buf = [0u8; 256];
+        let p = FrameParams::new(IpPair::V6 {
+            src: [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+            dst: [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
+        });
+        let n = build_tcp(
+            &mut buf,
+            &p,
+            &TcpRepr {
+                src_port: 1,
+                dst_port: 2,
+                flags: 2,
+                ..TcpRepr::default()
+            },
+        )
+        .unwrap();
+        let r = Rule::parse("tcp6,actions=set_field:2001:db8::99->ipv6_dst,set_field:8080->tcp_dst,set_field:10->ip_dscp,dec_ttl,output:1").unwrap();
+        let mut f = FrameBuf::new(&mut buf, 0, n).unwrap();
+        let mut env = Rec::default();
+        execute(&mut f, &r.actions, &mut env).unwrap();
+        let b = &env.outs[0].1;
+        assert!(checksums_ok(b));
+        let l = parse_frame(b).unwrap();
+        assert_eq!(l.dst_ip[15], 0x99);
+        assert_eq!(l.dst_port, 8080);
+        assert_eq!(b[14 + 7], 63);
+        let k = crate::switch::Key::extract(b, 1);
+        assert_eq!(k.get(crate::switch::key::NW_TOS) >> 2, 10);
+    }
+
+    #[test]
+    fn ttl_expiry_and_meter_stop_execution() {
+        let mut buf = [0u8; 256];
+        let p = FrameParams {
+            ttl: 1,
+            ..FrameParams::new(IpPair::V4 {
+                src: [1, 1, 1, 1],
+                dst: [2, 2, 2, 2],
+            })
+        };
+        let n = build_udp(&mut buf, &p, 1, 2).unwrap();
+        let r = Rule::parse("udp,actions=output:1,dec_ttl,output:2").unwrap();
+        let mut f = FrameBuf::new(&mut buf, 0, n).unwrap();
+        let mut env = Rec::default();
+        assert_eq!(
+            execute(&mut f, &r.actions, &mut env),
+            Err(Verdict::TtlExpired)
+        );
+        assert_eq!(env.outs.len(), 1, "output before dec_ttl happened");
+        let r = Rule::parse("actions=meter:1,output:2").unwrap();
+        let mut env = Rec::default();
+        assert_eq!(execute(&mut f, &r.actions, &mut env), Err(Verdict::Metered));
+        env.meter_ok = true;
+        assert_eq!(execute(&mut f, &r.actions, &mut env), Ok(()));
+        assert_eq!(env.outs.len(), 1);
+    }
+
+    #[test]
+    fn push_pop_vlan_with_headroom_and_tailroom() {
+        for headroom in [0usize, 4, 64] {
+            let mut buf = [0u8; 256];
+            let n = udp4(&mut buf, headroom);
+            let orig = buf[headroom..headroom + n].to_vec();
+            let r = Rule::parse(
+                "actions=push_vlan:0x8100,set_field:42->vlan_vid,output:1,pop_vlan,output:2",
+            )
+            .unwrap();
+            let mut f = FrameBuf::new(&mut buf, headroom, n).unwrap();
+            let mut env = Rec::default();
+            execute(&mut f, &r.actions, &mut env).unwrap();
+            let tagged = &env.outs[0].1;
+            assert_eq!(tagged.len(), n + 4);
+            let l = parse_frame(tagged).unwrap();
+            assert_eq!(l.vlans.outer().unwrap().vid(), 42);
+            assert!(checksums_ok(tagged));
+            assert_eq!(&tagged[..12], &orig[..12]);
+            assert_eq!(&tagged[16..], &orig[12..]);
+            assert_eq!(
+                env.outs[1].1, orig,
+                "pop restores the frame (headroom {headroom})"
+            );
+        }
+        // No room at all.
+        let mut buf = [0u8; 256];
+        let n = udp4(&mut buf, 0);
+        let mut f = FrameBuf::new(&mut buf[..n], 0, n).unwrap();
+        assert_eq!(f.push_vlan(0x8100, 1), Err(Verdict::NoRoom));
+        f.pop_vlan(); // untagged: no-op
+        assert_eq!(f.len, n);
+    }
+
+    #[test]
+    fn meter_rates() {
+        let mut m = Meter::parse("meter=1,pktps,band=type=drop,rate=1000,burst_size=10").unwrap();
+        // 10 s at 10 kpps offered: ~1000/s pass (+ burst).
+        let mut passed = 0;
+        for i in 0..100_000u64 {
+            passed += m.admit(i * 100_000, 64) as u64;
+        }
+        assert!((10_000..=10_011).contains(&passed), "{passed}");
+        let mut m = Meter::parse("meter=2 kbps band=type=drop,rate=8000").unwrap();
+        // 1 Mbit/s offered for 1 s with 1000-byte frames: 8 Mbit/s... pass 8000 kbit = 1000 frames/s.
+        let mut passed = 0;
+        for i in 0..10_000u64 {
+            passed += m.admit(i * 100_000, 1000) as u64;
+        }
+        assert!((1000..=1000 + 101).contains(&passed), "{passed}");
+        assert!(Meter::parse("meter=1,rate=0").is_err());
+        assert!(Meter::parse("meter=1,pktps,band=type=dscp_remark,rate=1").is_err());
+    }
+
+    #[test]
+    fn group_parse() {
+        let g = Group::parse(
+            "group_id=5,type=all,bucket=output:1,bucket=output:2,bucket=actions=output:3",
+        )
+        .unwrap();
+        assert_eq!(
+            g,
+            Group {
+                id: 5,
+                ports: vec![1, 2, 3]
+            }
+        );
+        assert!(Group::parse("group_id=5,type=select,bucket=output:1").is_err());
+        assert!(Group::parse("type=all").is_err());
+    }
+}

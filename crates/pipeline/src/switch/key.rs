@@ -1,0 +1,334 @@
+//! The packet key: every matchable field of a frame packed into eight
+//! 64-bit words (one cache line), plus masks of the same shape, so a rule
+//! matches a packet when `(key & mask) == value`.
+//!
+//! Layout (bit 63 is the most significant bit of a word):
+//!
+//! | word | bits 63..48 | 47..32 | 31..16 | 15..8 | 7..0 |
+//! |---|---|---|---|---|---|
+//! | 0 | in_port (63..32) | | dl_type | vlan_tci (15..0) | |
+//! | 1 | dl_dst (63..16) | | | nw_proto | nw_tos |
+//! | 2 | dl_src (63..16) | | | nw_ttl | 0 |
+//! | 3 | tcp_flags | tp_src / icmp_type | tp_dst / icmp_code | 0 | 0 |
+//! | 4, 5 | source IP, 16 bytes big-endian (IPv4 and ARP spa as `::ffff:a.b.c.d`) |
+//! | 6, 7 | destination IP (ARP tpa likewise) |
+//!
+//! `vlan_tci` follows Open vSwitch: `0x1000` (the CFI bit position) is set
+//! when the frame has an 802.1Q tag (the outer one), so `0` means "no tag".
+//! `dl_type` is the EtherType after the VLAN tags. `nw_tos` is the whole
+//! IPv4 TOS / IPv6 traffic class byte (DSCP << 2 | ECN); `nw_ttl` the TTL /
+//! hop limit. For ARP, `nw_proto` is the low byte of the opcode (as OVS).
+//! ICMP type and code live in the port slots (as OVS's `tp_src`/`tp_dst`).
+//!
+//! Frames whose upper layers are truncated or malformed still get a key:
+//! the layers that parsed are filled and the rest stay zero (OVS does the
+//! same), so L2 rules still apply to them. Frames shorter than an Ethernet
+//! header give a key with only `in_port` set.
+
+use linerate_wire::frame::{parse_frame, L3, L4};
+use linerate_wire::{ethernet, flow::v4_mapped};
+
+/// Number of 64-bit words in a [`Key`].
+pub const WORDS: usize = 8;
+
+/// A packet key, or a mask, or a masked value (same shape).
+#[derive(Clone, Copy, Eq, Default)]
+#[repr(C, align(64))]
+pub struct Key {
+    pub w: [u64; WORDS],
+}
+
+impl core::fmt::Debug for Key {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Key[")?;
+        for (i, w) in self.w.iter().enumerate() {
+            if i > 0 {
+                write!(f, " ")?;
+            }
+            write!(f, "{w:016x}")?;
+        }
+        write!(f, "]")
+    }
+}
+
+impl PartialEq for Key {
+    /// Branch-free word compare (the derived one calls memcmp).
+    #[inline(always)]
+    fn eq(&self, o: &Key) -> bool {
+        let mut d = 0;
+        for i in 0..WORDS {
+            d |= self.w[i] ^ o.w[i];
+        }
+        d == 0
+    }
+}
+
+impl core::hash::Hash for Key {
+    #[inline]
+    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash64());
+    }
+}
+
+/// Where a scalar field lives in the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldLoc {
+    pub word: usize,
+    pub shift: u32,
+    pub bits: u32,
+}
+
+impl FieldLoc {
+    /// All-ones mask of the field's width, unshifted.
+    pub const fn full(&self) -> u64 {
+        if self.bits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << self.bits) - 1
+        }
+    }
+}
+
+pub const IN_PORT: FieldLoc = FieldLoc {
+    word: 0,
+    shift: 32,
+    bits: 32,
+};
+pub const DL_TYPE: FieldLoc = FieldLoc {
+    word: 0,
+    shift: 16,
+    bits: 16,
+};
+pub const VLAN_TCI: FieldLoc = FieldLoc {
+    word: 0,
+    shift: 0,
+    bits: 16,
+};
+pub const DL_DST: FieldLoc = FieldLoc {
+    word: 1,
+    shift: 16,
+    bits: 48,
+};
+pub const NW_PROTO: FieldLoc = FieldLoc {
+    word: 1,
+    shift: 8,
+    bits: 8,
+};
+pub const NW_TOS: FieldLoc = FieldLoc {
+    word: 1,
+    shift: 0,
+    bits: 8,
+};
+pub const DL_SRC: FieldLoc = FieldLoc {
+    word: 2,
+    shift: 16,
+    bits: 48,
+};
+pub const NW_TTL: FieldLoc = FieldLoc {
+    word: 2,
+    shift: 8,
+    bits: 8,
+};
+pub const TCP_FLAGS: FieldLoc = FieldLoc {
+    word: 3,
+    shift: 48,
+    bits: 16,
+};
+pub const TP_SRC: FieldLoc = FieldLoc {
+    word: 3,
+    shift: 32,
+    bits: 16,
+};
+pub const TP_DST: FieldLoc = FieldLoc {
+    word: 3,
+    shift: 16,
+    bits: 16,
+};
+/// IPv4 source: the low 32 bits of word 5 (the v4-mapped address's tail).
+pub const NW_SRC: FieldLoc = FieldLoc {
+    word: 5,
+    shift: 0,
+    bits: 32,
+};
+pub const NW_DST: FieldLoc = FieldLoc {
+    word: 7,
+    shift: 0,
+    bits: 32,
+};
+/// First word of the 128-bit source / destination address.
+pub const IPV6_SRC_WORD: usize = 4;
+pub const IPV6_DST_WORD: usize = 6;
+
+/// `vlan_tci` bit meaning "a tag is present".
+pub const VLAN_CFI: u16 = 0x1000;
+
+impl Key {
+    pub const ZERO: Key = Key { w: [0; WORDS] };
+
+    #[inline(always)]
+    pub fn get(&self, f: FieldLoc) -> u64 {
+        (self.w[f.word] >> f.shift) & f.full()
+    }
+
+    /// Set a field (the value is truncated to the field's width).
+    #[inline(always)]
+    pub fn set(&mut self, f: FieldLoc, v: u64) {
+        let m = f.full() << f.shift;
+        self.w[f.word] = (self.w[f.word] & !m) | ((v << f.shift) & m);
+    }
+
+    pub fn get128(&self, word: usize) -> u128 {
+        ((self.w[word] as u128) << 64) | self.w[word + 1] as u128
+    }
+
+    pub fn set128(&mut self, word: usize, v: u128) {
+        self.w[word] = (v >> 64) as u64;
+        self.w[word + 1] = v as u64;
+    }
+
+    #[inline(always)]
+    pub fn and(&self, m: &Key) -> Key {
+        let mut r = Key::ZERO;
+        for i in 0..WORDS {
+            r.w[i] = self.w[i] & m.w[i];
+        }
+        r
+    }
+
+    /// True if `self & mask == value` (value already masked).
+    #[inline(always)]
+    pub fn matches(&self, mask: &Key, value: &Key) -> bool {
+        let mut d = 0;
+        for i in 0..WORDS {
+            d |= (self.w[i] & mask.w[i]) ^ value.w[i];
+        }
+        d == 0
+    }
+
+    pub fn is_zero(&self) -> bool {
+        self.w.iter().all(|&w| w == 0)
+    }
+
+    /// A fast 64-bit hash of all words (multiply-xor; not DoS resistant:
+    /// the tables are sized by the operator's rules, and EMC collisions only
+    /// cost a miss).
+    #[inline(always)]
+    pub fn hash64(&self) -> u64 {
+        const K: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut h: u64 = 0x243f_6a88_85a3_08d3;
+        for &w in &self.w {
+            h = (h ^ w).wrapping_mul(K);
+            h ^= h >> 29;
+        }
+        h ^ (h >> 32)
+    }
+
+    /// Extract the key of `frame` received on `in_port` (see the module doc
+    /// for what malformed frames give). No allocation.
+    #[inline]
+    pub fn extract(frame: &[u8], in_port: u32) -> Key {
+        let mut k = Key::ZERO;
+        k.set(IN_PORT, in_port as u64);
+        if frame.len() < ethernet::HEADER_LEN {
+            return k;
+        }
+        let mac = |o: usize| -> u64 {
+            let mut v = 0u64;
+            for &b in &frame[o..o + 6] {
+                v = (v << 8) | b as u64;
+            }
+            v
+        };
+        k.set(DL_DST, mac(0));
+        k.set(DL_SRC, mac(6));
+        let l = match parse_frame(frame) {
+            Ok(l) => l,
+            Err(_) => {
+                // Keep the L2 part: the outer EtherType (or the tag's if it parses).
+                let et = u16::from_be_bytes([frame[12], frame[13]]);
+                k.set(DL_TYPE, et as u64);
+                return k;
+            }
+        };
+        k.set(DL_TYPE, l.ethertype as u64);
+        if let Some(t) = l.vlans.outer() {
+            let tci = VLAN_CFI | ((t.pcp() as u16) << 13) | t.vid();
+            k.set(VLAN_TCI, tci as u64);
+        }
+        let l3 = l.l3_offset as usize;
+        match l.l3 {
+            L3::Ipv4 => {
+                k.set(NW_TOS, frame[l3 + 1] as u64);
+                k.set(NW_TTL, frame[l3 + 8] as u64);
+            }
+            L3::Ipv6 => {
+                let tc = ((frame[l3] & 0x0f) << 4) | (frame[l3 + 1] >> 4);
+                k.set(NW_TOS, tc as u64);
+                k.set(NW_TTL, frame[l3 + 7] as u64);
+            }
+            L3::Arp => {
+                // ARP (checked by parse_frame: 28 bytes from l3).
+                let a = &frame[l3..];
+                k.set(NW_PROTO, a[7] as u64);
+                k.set128(
+                    IPV6_SRC_WORD,
+                    u128::from_be_bytes(v4_mapped([a[14], a[15], a[16], a[17]])),
+                );
+                k.set128(
+                    IPV6_DST_WORD,
+                    u128::from_be_bytes(v4_mapped([a[24], a[25], a[26], a[27]])),
+                );
+                return k;
+            }
+            L3::None => return k,
+        }
+        k.set(NW_PROTO, l.proto as u64);
+        k.set128(IPV6_SRC_WORD, u128::from_be_bytes(l.src_ip));
+        k.set128(IPV6_DST_WORD, u128::from_be_bytes(l.dst_ip));
+        match l.l4 {
+            L4::Tcp | L4::Udp => {
+                k.set(TP_SRC, l.src_port as u64);
+                k.set(TP_DST, l.dst_port as u64);
+                k.set(TCP_FLAGS, l.tcp_flags as u64);
+            }
+            L4::Icmpv4 | L4::Icmpv6 => {
+                let o = l.l4_offset as usize;
+                k.set(TP_SRC, frame[o] as u64);
+                k.set(TP_DST, frame[o + 1] as u64);
+            }
+            _ => {}
+        }
+        k
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_set_get() {
+        let mut k = Key::ZERO;
+        k.set(IN_PORT, 7);
+        k.set(DL_TYPE, 0x0800);
+        k.set(VLAN_TCI, 0x1005);
+        k.set(TP_DST, 53);
+        k.set(NW_DST, 0x0a000001);
+        assert_eq!(k.get(IN_PORT), 7);
+        assert_eq!(k.get(DL_TYPE), 0x0800);
+        assert_eq!(k.get(VLAN_TCI), 0x1005);
+        assert_eq!(k.get(TP_DST), 53);
+        assert_eq!(k.get(NW_DST), 0x0a000001);
+        k.set(DL_TYPE, 0x86dd);
+        assert_eq!(k.get(IN_PORT), 7);
+        assert_eq!(k.get(VLAN_TCI), 0x1005);
+    }
+
+    #[test]
+    fn short_frame_gives_port_only() {
+        let k = Key::extract(&[1, 2, 3], 9);
+        let mut e = Key::ZERO;
+        e.set(IN_PORT, 9);
+        assert_eq!(k, e);
+    }
+}

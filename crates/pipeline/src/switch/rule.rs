@@ -1,0 +1,1093 @@
+//! Rules in the `ovs-ofctl` flow syntax: parse and print.
+//!
+//! ```text
+//! priority=100,in_port=1,udp,nw_dst=10.0.0.0/8,tp_dst=53,actions=set_field:02:00:00:00:00:09->eth_dst,output:2
+//! ```
+//!
+//! Fields are separated by commas or blanks; everything after `actions=`
+//! is the action list. Prerequisites are enforced as Open vSwitch does
+//! (ovs-fields(7)): `tp_dst` needs `tcp`/`udp` (an exact `nw_proto` of 6,
+//! 17 or 132 and an IP `dl_type`), `nw_dst` needs `ip` or `arp`, `ipv6_src`
+//! needs `ipv6`, `tcp_flags` needs `tcp`, `icmp_type` needs `icmp`,
+//! `icmpv6_type` needs `icmp6`; `set_field` on a header also needs it in the
+//! match. A field given twice with conflicting values is an error. Every
+//! error is one line naming the token; no input panics.
+//!
+//! [`Rule`]'s `Display` prints a canonical form that parses back to an
+//! equal rule (`mod_*` actions print as `set_field`).
+
+use super::key::{self, FieldLoc, Key};
+use core::fmt::{self, Write as _};
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+/// OpenFlow's default priority.
+pub const DEFAULT_PRIORITY: u16 = 32768;
+
+/// A match: `key & mask == value` (value is kept masked).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Match {
+    pub value: Key,
+    pub mask: Key,
+}
+
+impl Match {
+    /// The match-everything match.
+    pub const ANY: Match = Match {
+        value: Key::ZERO,
+        mask: Key::ZERO,
+    };
+
+    #[inline(always)]
+    pub fn matches(&self, k: &Key) -> bool {
+        k.matches(&self.mask, &self.value)
+    }
+
+    /// True if every packet matching `other` also matches `self` given the
+    /// fields `self` constrains: `self`'s mask is a subset of `other`'s and
+    /// they agree on it (OVS `del-flows` "loose" covering).
+    pub fn covers(&self, other: &Match) -> bool {
+        (0..key::WORDS).all(|i| {
+            self.mask.w[i] & !other.mask.w[i] == 0
+                && (other.value.w[i] & self.mask.w[i]) == self.value.w[i]
+        })
+    }
+
+    fn field_exact(&self, f: FieldLoc) -> Option<u64> {
+        (self.mask.get(f) == f.full()).then(|| self.value.get(f))
+    }
+
+    /// Set `f` to `v/m`; error if it conflicts with what is already set.
+    fn put(&mut self, f: FieldLoc, v: u64, m: u64) -> Result<(), String> {
+        let m = m & f.full();
+        let v = v & m;
+        let old_m = self.mask.get(f);
+        let old_v = self.value.get(f);
+        if (old_v ^ v) & (old_m & m) != 0 {
+            return Err("conflicts with an earlier value of the same field".into());
+        }
+        self.mask.set(f, old_m | m);
+        self.value.set(f, old_v | v);
+        Ok(())
+    }
+
+    fn put128(&mut self, word: usize, v: u128, m: u128) -> Result<(), String> {
+        let v = v & m;
+        let old_m = self.mask.get128(word);
+        let old_v = self.value.get128(word);
+        if (old_v ^ v) & (old_m & m) != 0 {
+            return Err("conflicts with an earlier value of the same field".into());
+        }
+        self.mask.set128(word, old_m | m);
+        self.value.set128(word, old_v | v);
+        Ok(())
+    }
+
+    fn dl_type(&self) -> Option<u16> {
+        self.field_exact(key::DL_TYPE).map(|v| v as u16)
+    }
+
+    fn nw_proto(&self) -> Option<u8> {
+        self.field_exact(key::NW_PROTO).map(|v| v as u8)
+    }
+
+    fn is_ip(&self) -> bool {
+        matches!(self.dl_type(), Some(ETH_IP | ETH_IPV6))
+    }
+}
+
+const ETH_IP: u16 = 0x0800;
+const ETH_IPV6: u16 = 0x86dd;
+const ETH_ARP: u16 = 0x0806;
+
+/// A field written by `set_field` (and the `mod_*` actions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SetField {
+    EthSrc([u8; 6]),
+    EthDst([u8; 6]),
+    Ipv4Src([u8; 4]),
+    Ipv4Dst([u8; 4]),
+    Ipv6Src([u8; 16]),
+    Ipv6Dst([u8; 16]),
+    TcpSrc(u16),
+    TcpDst(u16),
+    UdpSrc(u16),
+    UdpDst(u16),
+    /// 12-bit VLAN id of the outer tag.
+    VlanVid(u16),
+    /// 6-bit DSCP.
+    IpDscp(u8),
+}
+
+/// One action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    Output(u32),
+    Flood,
+    All,
+    InPort,
+    Group(u32),
+    Meter(u32),
+    Set(SetField),
+    DecTtl,
+    /// Push an outer tag with this TPID (0x8100 or 0x88a8).
+    PushVlan(u16),
+    PopVlan,
+}
+
+/// A parsed rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    pub table: u8,
+    pub priority: u16,
+    pub cookie: u64,
+    pub idle_timeout: u16,
+    pub hard_timeout: u16,
+    pub m: Match,
+    /// Empty = drop.
+    pub actions: Vec<Action>,
+}
+
+/// A parse error: one line naming the offending token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseError(pub String);
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// Quote a token for an error message: control characters escaped, long
+/// tokens cut, so the message stays one line.
+fn q(s: &str) -> String {
+    let mut o = String::from("'");
+    for (i, c) in s.chars().enumerate() {
+        if i >= 60 {
+            o.push_str("...");
+            break;
+        }
+        if c.is_control() {
+            let _ = write!(o, "{}", c.escape_default());
+        } else {
+            o.push(c);
+        }
+    }
+    o.push('\'');
+    o
+}
+
+fn err<T>(tok: &str, why: impl fmt::Display) -> Result<T, ParseError> {
+    // `why` may quote user text too: escape control characters so the
+    // message stays one line.
+    let why: String = why
+        .to_string()
+        .chars()
+        .flat_map(|c| {
+            let e: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            e
+        })
+        .collect();
+    Err(ParseError(format!("flow token {}: {why}", q(tok))))
+}
+
+/// Integer in decimal or `0x` hex, at most `max`.
+fn parse_int(s: &str, max: u64) -> Result<u64, String> {
+    let v = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        u64::from_str_radix(h, 16)
+    } else {
+        s.parse::<u64>()
+    }
+    .map_err(|_| format!("'{s}' is not a number"))?;
+    if v > max {
+        return Err(format!("{v} is larger than {max}"));
+    }
+    Ok(v)
+}
+
+/// `v[/m]` integers; no mask = exact.
+fn parse_int_masked(s: &str, max: u64, maskable: bool) -> Result<(u64, u64), String> {
+    match s.split_once('/') {
+        Some((v, m)) if maskable => Ok((parse_int(v, max)?, parse_int(m, max)?)),
+        Some(_) => Err("this field takes no mask".into()),
+        None => Ok((parse_int(s, max)?, max)),
+    }
+}
+
+fn parse_mac(s: &str) -> Result<u64, String> {
+    let mut v = 0u64;
+    let mut n = 0;
+    for part in s.split(':') {
+        if part.is_empty() || part.len() > 2 || n >= 6 {
+            return Err(format!("'{s}' is not a MAC address"));
+        }
+        let b = u8::from_str_radix(part, 16).map_err(|_| format!("'{s}' is not a MAC address"))?;
+        v = (v << 8) | b as u64;
+        n += 1;
+    }
+    if n != 6 {
+        return Err(format!("'{s}' is not a MAC address"));
+    }
+    Ok(v)
+}
+
+fn parse_mac_masked(s: &str) -> Result<(u64, u64), String> {
+    match s.split_once('/') {
+        Some((v, m)) => Ok((parse_mac(v)?, parse_mac(m)?)),
+        None => Ok((parse_mac(s)?, (1 << 48) - 1)),
+    }
+}
+
+fn parse_v4(s: &str) -> Result<u32, String> {
+    s.parse::<Ipv4Addr>()
+        .map(u32::from)
+        .map_err(|_| format!("'{s}' is not an IPv4 address"))
+}
+
+fn parse_v4_masked(s: &str) -> Result<(u32, u32), String> {
+    match s.split_once('/') {
+        None => Ok((parse_v4(s)?, u32::MAX)),
+        Some((a, m)) => {
+            let a = parse_v4(a)?;
+            let m = if m.contains('.') {
+                parse_v4(m)?
+            } else {
+                let p = parse_int(m, 32).map_err(|_| format!("bad prefix length '{m}'"))?;
+                if p == 0 {
+                    0
+                } else {
+                    u32::MAX << (32 - p)
+                }
+            };
+            Ok((a, m))
+        }
+    }
+}
+
+fn parse_v6(s: &str) -> Result<u128, String> {
+    s.parse::<Ipv6Addr>()
+        .map(u128::from)
+        .map_err(|_| format!("'{s}' is not an IPv6 address"))
+}
+
+fn parse_v6_masked(s: &str) -> Result<(u128, u128), String> {
+    match s.split_once('/') {
+        None => Ok((parse_v6(s)?, u128::MAX)),
+        Some((a, m)) => {
+            let a = parse_v6(a)?;
+            let m = if m.contains(':') {
+                parse_v6(m)?
+            } else {
+                let p = parse_int(m, 128).map_err(|_| format!("bad prefix length '{m}'"))?;
+                if p == 0 {
+                    0
+                } else {
+                    u128::MAX << (128 - p)
+                }
+            };
+            Ok((a, m))
+        }
+    }
+}
+
+const TCP_FLAG_NAMES: &[(&str, u16)] = &[
+    ("fin", 0x001),
+    ("syn", 0x002),
+    ("rst", 0x004),
+    ("psh", 0x008),
+    ("ack", 0x010),
+    ("urg", 0x020),
+    ("ece", 0x040),
+    ("cwr", 0x080),
+    ("ns", 0x100),
+];
+
+/// `+syn-ack` style, or `value[/mask]`.
+fn parse_tcp_flags(s: &str) -> Result<(u64, u64), String> {
+    if !s.starts_with(['+', '-']) {
+        return parse_int_masked(s, 0xfff, true);
+    }
+    let (mut v, mut m) = (0u64, 0u64);
+    let mut rest = s;
+    while !rest.is_empty() {
+        let on = rest.starts_with('+');
+        if !on && !rest.starts_with('-') {
+            return Err(format!("'{s}': expected '+' or '-' before a flag name"));
+        }
+        rest = &rest[1..];
+        let end = rest.find(['+', '-']).unwrap_or(rest.len());
+        let name = &rest[..end];
+        let bit = TCP_FLAG_NAMES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|&(_, b)| b as u64)
+            .ok_or_else(|| format!("unknown TCP flag '{name}'"))?;
+        if m & bit != 0 {
+            return Err(format!("TCP flag '{name}' given twice"));
+        }
+        m |= bit;
+        if on {
+            v |= bit;
+        }
+        rest = &rest[end..];
+    }
+    Ok((v, m))
+}
+
+/// What a match field needs in the match (checked after all tokens).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Prereq {
+    None,
+    /// dl_type ip or arp (nw_src/nw_dst, nw_proto).
+    IpOrArp,
+    /// dl_type ip or ipv6.
+    AnyIp,
+    Ipv6,
+    /// ip/ipv6 with nw_proto tcp, udp or sctp.
+    Transport,
+    Tcp,
+    Udp,
+    Icmp4,
+    Icmp6,
+}
+
+fn check_prereq(m: &Match, p: Prereq) -> Result<(), &'static str> {
+    let proto = m.nw_proto();
+    let ok = match p {
+        Prereq::None => true,
+        Prereq::IpOrArp => matches!(m.dl_type(), Some(ETH_IP | ETH_ARP)),
+        Prereq::AnyIp => m.is_ip(),
+        Prereq::Ipv6 => m.dl_type() == Some(ETH_IPV6),
+        Prereq::Transport => m.is_ip() && matches!(proto, Some(6 | 17 | 132)),
+        Prereq::Tcp => m.is_ip() && proto == Some(6),
+        Prereq::Udp => m.is_ip() && proto == Some(17),
+        Prereq::Icmp4 => m.dl_type() == Some(ETH_IP) && proto == Some(1),
+        Prereq::Icmp6 => m.dl_type() == Some(ETH_IPV6) && proto == Some(58),
+    };
+    if ok {
+        return Ok(());
+    }
+    Err(match p {
+        Prereq::None => "",
+        Prereq::IpOrArp => "needs ip or arp in the match (dl_type=0x0800 or 0x0806)",
+        Prereq::AnyIp => "needs ip or ipv6 in the match",
+        Prereq::Ipv6 => "needs ipv6 in the match (dl_type=0x86dd)",
+        Prereq::Transport => "needs tcp, udp or sctp in the match (with ip or ipv6)",
+        Prereq::Tcp => "needs tcp or tcp6 in the match",
+        Prereq::Udp => "needs udp or udp6 in the match",
+        Prereq::Icmp4 => "needs icmp in the match (ip,nw_proto=1)",
+        Prereq::Icmp6 => "needs icmp6 in the match (ipv6,nw_proto=58)",
+    })
+}
+
+/// Parse one match token `name=value` (or a shorthand) into `m`.
+/// Returns the prerequisite to check once the whole match is known.
+fn parse_match_token(m: &mut Match, name: &str, val: Option<&str>) -> Result<Prereq, String> {
+    // Shorthands.
+    let short = |et: u16, proto: Option<u8>| (et, proto);
+    let sh = match name {
+        "ip" => Some(short(ETH_IP, None)),
+        "ipv6" => Some(short(ETH_IPV6, None)),
+        "arp" => Some(short(ETH_ARP, None)),
+        "tcp" => Some(short(ETH_IP, Some(6))),
+        "udp" => Some(short(ETH_IP, Some(17))),
+        "sctp" => Some(short(ETH_IP, Some(132))),
+        "icmp" => Some(short(ETH_IP, Some(1))),
+        "tcp6" => Some(short(ETH_IPV6, Some(6))),
+        "udp6" => Some(short(ETH_IPV6, Some(17))),
+        "sctp6" => Some(short(ETH_IPV6, Some(132))),
+        "icmp6" => Some(short(ETH_IPV6, Some(58))),
+        _ => None,
+    };
+    if let Some((et, proto)) = sh {
+        if val.is_some() {
+            return Err(format!("'{name}' takes no value"));
+        }
+        m.put(key::DL_TYPE, et as u64, u64::MAX)?;
+        if let Some(p) = proto {
+            m.put(key::NW_PROTO, p as u64, u64::MAX)?;
+        }
+        return Ok(Prereq::None);
+    }
+    let v = val.ok_or_else(|| format!("'{name}' needs a value ({name}=...)"))?;
+    if v.is_empty() {
+        return Err(format!("'{name}' has an empty value"));
+    }
+    let scalar =
+        |m: &mut Match, f: FieldLoc, maskable: bool, p: Prereq| -> Result<Prereq, String> {
+            let (val, mask) = parse_int_masked(v, f.full(), maskable)?;
+            m.put(f, val, mask)?;
+            Ok(p)
+        };
+    match name {
+        "in_port" => scalar(m, key::IN_PORT, false, Prereq::None),
+        "dl_src" | "eth_src" => {
+            let (a, b) = parse_mac_masked(v)?;
+            m.put(key::DL_SRC, a, b)?;
+            Ok(Prereq::None)
+        }
+        "dl_dst" | "eth_dst" => {
+            let (a, b) = parse_mac_masked(v)?;
+            m.put(key::DL_DST, a, b)?;
+            Ok(Prereq::None)
+        }
+        "dl_type" | "eth_type" => scalar(m, key::DL_TYPE, false, Prereq::None),
+        "vlan_tci" => scalar(m, key::VLAN_TCI, true, Prereq::None),
+        "dl_vlan" => {
+            // 0xffff = "no 802.1Q header"; else a VID (OVS's dl_vlan).
+            let x = parse_int(v, 0xffff)?;
+            if x == 0xffff {
+                m.put(key::VLAN_TCI, 0, 0xffff)?;
+            } else if x > 0xfff {
+                return Err(format!("VLAN id {x} is larger than 4095"));
+            } else {
+                m.put(key::VLAN_TCI, key::VLAN_CFI as u64 | x, 0x1fff)?;
+            }
+            Ok(Prereq::None)
+        }
+        "vlan_vid" => {
+            // OXM semantics: 0x1000 = present bit (OFPVID_PRESENT); 0 = no tag.
+            let (x, mk) = parse_int_masked(v, 0x1fff, true)?;
+            m.put(key::VLAN_TCI, x, mk & 0x1fff)?;
+            Ok(Prereq::None)
+        }
+        "dl_vlan_pcp" | "vlan_pcp" => {
+            let x = parse_int(v, 7)?;
+            m.put(key::VLAN_TCI, key::VLAN_CFI as u64 | (x << 13), 0xf000)?;
+            Ok(Prereq::None)
+        }
+        "nw_src" | "ip_src" | "nw_dst" | "ip_dst" => {
+            let f = if name.ends_with("src") {
+                key::NW_SRC
+            } else {
+                key::NW_DST
+            };
+            let (a, b) = parse_v4_masked(v)?;
+            m.put(f, a as u64, b as u64)?;
+            Ok(Prereq::IpOrArp)
+        }
+        "ipv6_src" | "ipv6_dst" => {
+            let w = if name == "ipv6_src" {
+                key::IPV6_SRC_WORD
+            } else {
+                key::IPV6_DST_WORD
+            };
+            let (a, b) = parse_v6_masked(v)?;
+            m.put128(w, a, b)?;
+            Ok(Prereq::Ipv6)
+        }
+        "nw_proto" | "ip_proto" => {
+            scalar(m, key::NW_PROTO, false, Prereq::None)?;
+            // ip, ipv6 or arp (nw_proto is the ARP opcode's low byte).
+            if matches!(m.dl_type(), Some(ETH_ARP)) {
+                Ok(Prereq::IpOrArp)
+            } else {
+                Ok(Prereq::AnyIp)
+            }
+        }
+        "nw_tos" => {
+            let x = parse_int(v, 0xff)?;
+            if x & 3 != 0 {
+                return Err(format!("nw_tos {x} has ECN bits set (use a multiple of 4)"));
+            }
+            m.put(key::NW_TOS, x, 0xfc)?;
+            Ok(Prereq::AnyIp)
+        }
+        "ip_dscp" => {
+            let x = parse_int(v, 63)?;
+            m.put(key::NW_TOS, x << 2, 0xfc)?;
+            Ok(Prereq::AnyIp)
+        }
+        "ip_ecn" | "nw_ecn" => {
+            let x = parse_int(v, 3)?;
+            m.put(key::NW_TOS, x, 0x03)?;
+            Ok(Prereq::AnyIp)
+        }
+        "nw_ttl" => scalar(m, key::NW_TTL, false, Prereq::AnyIp),
+        "tp_src" => scalar(m, key::TP_SRC, true, Prereq::Transport),
+        "tp_dst" => scalar(m, key::TP_DST, true, Prereq::Transport),
+        "tcp_src" => scalar(m, key::TP_SRC, true, Prereq::Tcp),
+        "tcp_dst" => scalar(m, key::TP_DST, true, Prereq::Tcp),
+        "udp_src" => scalar(m, key::TP_SRC, true, Prereq::Udp),
+        "udp_dst" => scalar(m, key::TP_DST, true, Prereq::Udp),
+        "tcp_flags" => {
+            let (a, b) = parse_tcp_flags(v)?;
+            m.put(key::TCP_FLAGS, a, b)?;
+            Ok(Prereq::Tcp)
+        }
+        "icmp_type" => scalar(m, key::TP_SRC, false, Prereq::Icmp4).and_then(|p| {
+            check_u8(m.value.get(key::TP_SRC))?;
+            Ok(p)
+        }),
+        "icmp_code" => scalar(m, key::TP_DST, false, Prereq::Icmp4).and_then(|p| {
+            check_u8(m.value.get(key::TP_DST))?;
+            Ok(p)
+        }),
+        "icmpv6_type" | "icmp6_type" => {
+            scalar(m, key::TP_SRC, false, Prereq::Icmp6).and_then(|p| {
+                check_u8(m.value.get(key::TP_SRC))?;
+                Ok(p)
+            })
+        }
+        "icmpv6_code" | "icmp6_code" => {
+            scalar(m, key::TP_DST, false, Prereq::Icmp6).and_then(|p| {
+                check_u8(m.value.get(key::TP_DST))?;
+                Ok(p)
+            })
+        }
+        _ => Err(format!("unknown match field '{name}'")),
+    }
+}
+
+fn check_u8(v: u64) -> Result<(), String> {
+    if v > 255 {
+        Err(format!("{v} is larger than 255"))
+    } else {
+        Ok(())
+    }
+}
+
+fn set_field_prereq(m: &Match, s: &SetField) -> Result<(), &'static str> {
+    let p = match s {
+        SetField::EthSrc(_) | SetField::EthDst(_) | SetField::VlanVid(_) => Prereq::None,
+        SetField::Ipv4Src(_) | SetField::Ipv4Dst(_) => {
+            if m.dl_type() == Some(ETH_IP) {
+                Prereq::None
+            } else {
+                return Err("needs ip in the match");
+            }
+        }
+        SetField::Ipv6Src(_) | SetField::Ipv6Dst(_) => Prereq::Ipv6,
+        SetField::TcpSrc(_) | SetField::TcpDst(_) => Prereq::Tcp,
+        SetField::UdpSrc(_) | SetField::UdpDst(_) => Prereq::Udp,
+        SetField::IpDscp(_) => Prereq::AnyIp,
+    };
+    check_prereq(m, p)
+}
+
+fn parse_set_field(value: &str, field: &str, m: &Match) -> Result<SetField, String> {
+    let u16v = |max: u64| -> Result<u16, String> { Ok(parse_int(value, max)? as u16) };
+    let mac = || -> Result<[u8; 6], String> {
+        let v = parse_mac(value)?;
+        let b = v.to_be_bytes();
+        Ok([b[2], b[3], b[4], b[5], b[6], b[7]])
+    };
+    Ok(match field {
+        "eth_src" | "dl_src" => SetField::EthSrc(mac()?),
+        "eth_dst" | "dl_dst" => SetField::EthDst(mac()?),
+        "ip_src" | "nw_src" | "ipv4_src" => SetField::Ipv4Src(parse_v4(value)?.to_be_bytes()),
+        "ip_dst" | "nw_dst" | "ipv4_dst" => SetField::Ipv4Dst(parse_v4(value)?.to_be_bytes()),
+        "ipv6_src" => SetField::Ipv6Src(parse_v6(value)?.to_be_bytes()),
+        "ipv6_dst" => SetField::Ipv6Dst(parse_v6(value)?.to_be_bytes()),
+        "tcp_src" => SetField::TcpSrc(u16v(0xffff)?),
+        "tcp_dst" => SetField::TcpDst(u16v(0xffff)?),
+        "udp_src" => SetField::UdpSrc(u16v(0xffff)?),
+        "udp_dst" => SetField::UdpDst(u16v(0xffff)?),
+        "tp_src" | "tp_dst" => {
+            let v = u16v(0xffff)?;
+            let src = field == "tp_src";
+            match m.nw_proto() {
+                Some(6) if src => SetField::TcpSrc(v),
+                Some(6) => SetField::TcpDst(v),
+                Some(17) if src => SetField::UdpSrc(v),
+                Some(17) => SetField::UdpDst(v),
+                _ => return Err(format!("{field} needs tcp or udp in the match")),
+            }
+        }
+        // Accept the OXM form with the present bit (0x1000 | vid) too.
+        "vlan_vid" | "dl_vlan" => SetField::VlanVid((parse_int(value, 0x1fff)? & 0xfff) as u16),
+        "ip_dscp" => SetField::IpDscp(parse_int(value, 63)? as u8),
+        "nw_tos" => {
+            let t = parse_int(value, 255)?;
+            if t & 3 != 0 {
+                return Err(format!("nw_tos {t} has ECN bits set (use a multiple of 4)"));
+            }
+            SetField::IpDscp((t >> 2) as u8)
+        }
+        _ => return Err(format!("set_field cannot write '{field}'")),
+    })
+}
+
+/// Split the action list on commas outside parentheses.
+fn split_actions(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut depth = 0i32;
+    let mut start = 0;
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[start..]);
+    out
+}
+
+fn parse_action(tok: &str, m: &Match) -> Result<Action, String> {
+    let (name, arg) = match tok.find([':', '=', '(']) {
+        Some(i) => {
+            let (n, rest) = tok.split_at(i);
+            let a = if rest.starts_with('(') {
+                rest.strip_prefix('(')
+                    .and_then(|r| r.strip_suffix(')'))
+                    .ok_or("unbalanced parentheses")?
+            } else {
+                &rest[1..]
+            };
+            (n, Some(a))
+        }
+        None => (tok, None),
+    };
+    let need = || {
+        arg.filter(|s| !s.is_empty())
+            .ok_or(format!("'{name}' needs an argument"))
+    };
+    let no_arg = |a: Action| {
+        if arg.is_some() {
+            Err(format!("'{name}' takes no argument"))
+        } else {
+            Ok(a)
+        }
+    };
+    let lname = name.to_ascii_lowercase();
+    let set = |sf: SetField| -> Result<Action, String> {
+        set_field_prereq(m, &sf).map_err(|e| format!("{name} {e}"))?;
+        Ok(Action::Set(sf))
+    };
+    match lname.as_str() {
+        "output" => Ok(Action::Output(parse_int(need()?, u32::MAX as u64)? as u32)),
+        "flood" => no_arg(Action::Flood),
+        "all" => no_arg(Action::All),
+        "in_port" => no_arg(Action::InPort),
+        "group" => Ok(Action::Group(parse_int(need()?, u32::MAX as u64)? as u32)),
+        "meter" => Ok(Action::Meter(parse_int(need()?, u32::MAX as u64)? as u32)),
+        "dec_ttl" => no_arg(Action::DecTtl),
+        "pop_vlan" | "strip_vlan" => no_arg(Action::PopVlan),
+        "push_vlan" => {
+            let t = parse_int(need()?, 0xffff)? as u16;
+            if t != 0x8100 && t != 0x88a8 {
+                return Err(format!(
+                    "push_vlan ethertype {t:#06x} is not 0x8100 or 0x88a8"
+                ));
+            }
+            Ok(Action::PushVlan(t))
+        }
+        "set_field" | "load" if lname == "set_field" => {
+            let a = need()?;
+            let (v, f) = a
+                .split_once("->")
+                .ok_or_else(|| format!("set_field needs VALUE->FIELD, got '{a}'"))?;
+            set(parse_set_field(v, f, m)?)
+        }
+        "mod_dl_src" => set(parse_set_field(need()?, "eth_src", m)?),
+        "mod_dl_dst" => set(parse_set_field(need()?, "eth_dst", m)?),
+        "mod_nw_src" => set(parse_set_field(need()?, "ip_src", m)?),
+        "mod_nw_dst" => set(parse_set_field(need()?, "ip_dst", m)?),
+        "mod_tp_src" => set(parse_set_field(need()?, "tp_src", m)?),
+        "mod_tp_dst" => set(parse_set_field(need()?, "tp_dst", m)?),
+        "mod_vlan_vid" => set(parse_set_field(need()?, "vlan_vid", m)?),
+        "mod_nw_tos" => set(parse_set_field(need()?, "nw_tos", m)?),
+        _ if arg.is_none() && !tok.is_empty() && tok.bytes().all(|b| b.is_ascii_digit()) => {
+            Ok(Action::Output(parse_int(tok, u32::MAX as u64)? as u32))
+        }
+        _ => Err(format!("unknown action '{name}'")),
+    }
+}
+
+/// Which kind of text is parsed: a rule to add needs `actions=`; a match
+/// (del-flows, dump-flows filters) must not have one.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Rule,
+    MatchOnly,
+}
+
+struct Parsed {
+    rule: Rule,
+    priority_given: bool,
+}
+
+fn parse_inner(s: &str, mode: Mode) -> Result<Parsed, ParseError> {
+    let (head, actions) = match s.find("actions=") {
+        Some(i) => {
+            // `actions=` must start a token.
+            let before = &s[..i];
+            if !(before.is_empty() || before.ends_with([',', ' ', '\t'])) {
+                return err(s, "'actions=' must be its own field");
+            }
+            (before, Some(&s[i + "actions=".len()..]))
+        }
+        None => (s, None),
+    };
+    let mut r = Rule {
+        table: 0,
+        priority: DEFAULT_PRIORITY,
+        cookie: 0,
+        idle_timeout: 0,
+        hard_timeout: 0,
+        m: Match::ANY,
+        actions: Vec::new(),
+    };
+    let mut priority_given = false;
+    let mut prereqs: Vec<(&str, Prereq)> = Vec::new();
+    for tok in head.split([',', ' ', '\t']).filter(|t| !t.is_empty()) {
+        let (name, val) = match tok.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (tok, None),
+        };
+        let num = |max: u64| -> Result<u64, ParseError> {
+            match val {
+                Some(v) => parse_int(v, max).or_else(|e| err(tok, e)),
+                None => err(tok, format!("'{name}' needs a value")),
+            }
+        };
+        match name {
+            "priority" => {
+                r.priority = num(u16::MAX as u64)? as u16;
+                priority_given = true;
+            }
+            "table" => r.table = num(254)? as u8,
+            "cookie" => r.cookie = num(u64::MAX)?,
+            "idle_timeout" => r.idle_timeout = num(u16::MAX as u64)? as u16,
+            "hard_timeout" => r.hard_timeout = num(u16::MAX as u64)? as u16,
+            _ => match parse_match_token(&mut r.m, name, val) {
+                Ok(p) => prereqs.push((tok, p)),
+                Err(e) => return err(tok, e),
+            },
+        }
+    }
+    for (tok, p) in prereqs {
+        if let Err(e) = check_prereq(&r.m, p) {
+            return err(tok, e);
+        }
+    }
+    match (mode, actions) {
+        (Mode::Rule, None) => {
+            return Err(ParseError(format!(
+                "flow {}: no 'actions=' (use actions=drop to drop)",
+                q(s)
+            )));
+        }
+        (Mode::MatchOnly, Some(_)) => return err(s, "a match takes no 'actions='"),
+        (Mode::Rule, Some(a)) => {
+            let a = a.trim();
+            if a.is_empty() || a == "drop" {
+                // Empty action list = drop.
+            } else {
+                for t in split_actions(a) {
+                    let t = t.trim();
+                    if t == "drop" {
+                        return err(t, "'drop' must be the only action");
+                    }
+                    if t.is_empty() {
+                        return err(a, "empty action in the list");
+                    }
+                    match parse_action(t, &r.m) {
+                        Ok(x) => r.actions.push(x),
+                        Err(e) => return err(t, e),
+                    }
+                }
+            }
+        }
+        (Mode::MatchOnly, None) => {}
+    }
+    Ok(Parsed {
+        rule: r,
+        priority_given,
+    })
+}
+
+impl Rule {
+    /// Parse a rule (`add-flow` syntax; `actions=` required).
+    pub fn parse(s: &str) -> Result<Rule, ParseError> {
+        parse_inner(s, Mode::Rule).map(|p| p.rule)
+    }
+}
+
+/// A match for `del-flows` / `dump-flows`: fields only, and the priority
+/// if one was given (then deletion is strict on it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MatchSpec {
+    pub m: Match,
+    pub priority: Option<u16>,
+    pub table: u8,
+}
+
+impl MatchSpec {
+    pub fn parse(s: &str) -> Result<MatchSpec, ParseError> {
+        let p = parse_inner(s, Mode::MatchOnly)?;
+        Ok(MatchSpec {
+            m: p.rule.m,
+            priority: p.priority_given.then_some(p.rule.priority),
+            table: p.rule.table,
+        })
+    }
+}
+
+fn fmt_mac(v: u64) -> String {
+    let b = v.to_be_bytes();
+    format!(
+        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        b[2], b[3], b[4], b[5], b[6], b[7]
+    )
+}
+
+fn fmt_v4(v: u32, m: u32) -> String {
+    if m == u32::MAX {
+        Ipv4Addr::from(v).to_string()
+    } else if m.leading_ones() + m.trailing_zeros() == 32 {
+        format!("{}/{}", Ipv4Addr::from(v), m.leading_ones())
+    } else {
+        format!("{}/{}", Ipv4Addr::from(v), Ipv4Addr::from(m))
+    }
+}
+
+fn fmt_v6(v: u128, m: u128) -> String {
+    if m == u128::MAX {
+        Ipv6Addr::from(v).to_string()
+    } else if m.leading_ones() + m.trailing_zeros() == 128 {
+        format!("{}/{}", Ipv6Addr::from(v), m.leading_ones())
+    } else {
+        format!("{}/{}", Ipv6Addr::from(v), Ipv6Addr::from(m))
+    }
+}
+
+impl fmt::Display for Match {
+    /// Canonical match text (`priority`, `actions` not included); empty for
+    /// the match-everything match.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts: Vec<String> = Vec::new();
+        let num = |fl: FieldLoc| -> Option<String> {
+            let m = self.mask.get(fl);
+            let v = self.value.get(fl);
+            if m == 0 {
+                None
+            } else if m == fl.full() {
+                Some(format!("{v}"))
+            } else {
+                Some(format!("{v:#x}/{m:#x}"))
+            }
+        };
+        if let Some(s) = num(key::IN_PORT) {
+            parts.push(format!("in_port={s}"));
+        }
+        let dl = self.dl_type();
+        let proto = self.nw_proto();
+        let mut proto_done = false;
+        match (dl, proto) {
+            (Some(ETH_IP), Some(p @ (1 | 6 | 17 | 132))) => {
+                parts.push(
+                    ["icmp", "tcp", "udp", "sctp"]
+                        [[1, 6, 17, 132].iter().position(|&x| x == p).unwrap_or(0)]
+                    .into(),
+                );
+                proto_done = true;
+            }
+            (Some(ETH_IPV6), Some(p @ (58 | 6 | 17 | 132))) => {
+                parts.push(
+                    ["icmp6", "tcp6", "udp6", "sctp6"]
+                        [[58, 6, 17, 132].iter().position(|&x| x == p).unwrap_or(0)]
+                    .into(),
+                );
+                proto_done = true;
+            }
+            (Some(ETH_IP), _) => parts.push("ip".into()),
+            (Some(ETH_IPV6), _) => parts.push("ipv6".into()),
+            (Some(ETH_ARP), _) => parts.push("arp".into()),
+            _ => {
+                if let Some(s) = num(key::DL_TYPE) {
+                    let v = self.value.get(key::DL_TYPE);
+                    let _ = s;
+                    parts.push(format!("dl_type={v:#06x}"));
+                }
+            }
+        }
+        if self.mask.get(key::VLAN_TCI) != 0 {
+            let (v, m) = (self.value.get(key::VLAN_TCI), self.mask.get(key::VLAN_TCI));
+            if m == 0xffff {
+                parts.push(format!("vlan_tci={v:#06x}"));
+            } else {
+                parts.push(format!("vlan_tci={v:#06x}/{m:#06x}"));
+            }
+        }
+        for (name, fl) in [("dl_src", key::DL_SRC), ("dl_dst", key::DL_DST)] {
+            let m = self.mask.get(fl);
+            if m == fl.full() {
+                parts.push(format!("{name}={}", fmt_mac(self.value.get(fl))));
+            } else if m != 0 {
+                parts.push(format!(
+                    "{name}={}/{}",
+                    fmt_mac(self.value.get(fl)),
+                    fmt_mac(m)
+                ));
+            }
+        }
+        if dl == Some(ETH_IPV6) {
+            for (name, w) in [
+                ("ipv6_src", key::IPV6_SRC_WORD),
+                ("ipv6_dst", key::IPV6_DST_WORD),
+            ] {
+                let m = self.mask.get128(w);
+                if m != 0 {
+                    parts.push(format!("{name}={}", fmt_v6(self.value.get128(w), m)));
+                }
+            }
+        } else {
+            for (name, fl) in [("nw_src", key::NW_SRC), ("nw_dst", key::NW_DST)] {
+                let m = self.mask.get(fl) as u32;
+                if m != 0 {
+                    parts.push(format!("{name}={}", fmt_v4(self.value.get(fl) as u32, m)));
+                }
+            }
+        }
+        if !proto_done {
+            if let Some(s) = num(key::NW_PROTO) {
+                parts.push(format!("nw_proto={s}"));
+            }
+        }
+        let tm = self.mask.get(key::NW_TOS);
+        let tv = self.value.get(key::NW_TOS);
+        if tm & 0xfc != 0 {
+            parts.push(format!("nw_tos={}", tv & 0xfc));
+        }
+        if tm & 0x03 != 0 {
+            parts.push(format!("ip_ecn={}", tv & 3));
+        }
+        if let Some(s) = num(key::NW_TTL) {
+            parts.push(format!("nw_ttl={s}"));
+        }
+        let icmp = matches!(proto, Some(1 | 58)) && proto_done;
+        let (sname, dname) = if icmp {
+            if proto == Some(1) {
+                ("icmp_type", "icmp_code")
+            } else {
+                ("icmpv6_type", "icmpv6_code")
+            }
+        } else {
+            ("tp_src", "tp_dst")
+        };
+        if let Some(s) = num(key::TP_SRC) {
+            parts.push(format!("{sname}={s}"));
+        }
+        if let Some(s) = num(key::TP_DST) {
+            parts.push(format!("{dname}={s}"));
+        }
+        let (fv, fm) = (
+            self.value.get(key::TCP_FLAGS),
+            self.mask.get(key::TCP_FLAGS),
+        );
+        if fm != 0 {
+            parts.push(format!("tcp_flags={fv:#05x}/{fm:#05x}"));
+        }
+        f.write_str(&parts.join(","))
+    }
+}
+
+fn fmt_set(s: &SetField) -> String {
+    let mac = |b: &[u8; 6]| {
+        format!(
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            b[0], b[1], b[2], b[3], b[4], b[5]
+        )
+    };
+    match s {
+        SetField::EthSrc(b) => format!("set_field:{}->eth_src", mac(b)),
+        SetField::EthDst(b) => format!("set_field:{}->eth_dst", mac(b)),
+        SetField::Ipv4Src(a) => format!("set_field:{}->ip_src", Ipv4Addr::from(*a)),
+        SetField::Ipv4Dst(a) => format!("set_field:{}->ip_dst", Ipv4Addr::from(*a)),
+        SetField::Ipv6Src(a) => format!("set_field:{}->ipv6_src", Ipv6Addr::from(*a)),
+        SetField::Ipv6Dst(a) => format!("set_field:{}->ipv6_dst", Ipv6Addr::from(*a)),
+        SetField::TcpSrc(p) => format!("set_field:{p}->tcp_src"),
+        SetField::TcpDst(p) => format!("set_field:{p}->tcp_dst"),
+        SetField::UdpSrc(p) => format!("set_field:{p}->udp_src"),
+        SetField::UdpDst(p) => format!("set_field:{p}->udp_dst"),
+        SetField::VlanVid(v) => format!("set_field:{v}->vlan_vid"),
+        SetField::IpDscp(d) => format!("set_field:{d}->ip_dscp"),
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Action::Output(p) => write!(f, "output:{p}"),
+            Action::Flood => f.write_str("flood"),
+            Action::All => f.write_str("all"),
+            Action::InPort => f.write_str("in_port"),
+            Action::Group(g) => write!(f, "group:{g}"),
+            Action::Meter(m) => write!(f, "meter:{m}"),
+            Action::Set(s) => f.write_str(&fmt_set(s)),
+            Action::DecTtl => f.write_str("dec_ttl"),
+            Action::PushVlan(t) => write!(f, "push_vlan:{t:#06x}"),
+            Action::PopVlan => f.write_str("pop_vlan"),
+        }
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.table != 0 {
+            write!(f, "table={},", self.table)?;
+        }
+        if self.cookie != 0 {
+            write!(f, "cookie={:#x},", self.cookie)?;
+        }
+        if self.idle_timeout != 0 {
+            write!(f, "idle_timeout={},", self.idle_timeout)?;
+        }
+        if self.hard_timeout != 0 {
+            write!(f, "hard_timeout={},", self.hard_timeout)?;
+        }
+        write!(f, "priority={}", self.priority)?;
+        let m = self.m.to_string();
+        if !m.is_empty() {
+            write!(f, ",{m}")?;
+        }
+        f.write_str(",actions=")?;
+        if self.actions.is_empty() {
+            return f.write_str("drop");
+        }
+        for (i, a) in self.actions.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{a}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Fuzz body: any bytes as a rule and as a match; printing a parsed rule
+/// must parse back to the same rule; errors are one line.
+pub fn fuzz(data: &[u8]) {
+    let Ok(s) = core::str::from_utf8(data) else {
+        return;
+    };
+    match Rule::parse(s) {
+        Ok(r) => {
+            let t = r.to_string();
+            let r2 = Rule::parse(&t)
+                .unwrap_or_else(|e| panic!("printed rule {t:?} does not parse: {e}"));
+            assert_eq!(r, r2, "round trip of {t:?}");
+        }
+        Err(e) => assert!(!e.0.contains('\n'), "multi-line error: {e:?}"),
+    }
+    match MatchSpec::parse(s) {
+        Ok(m) => {
+            let t = m.m.to_string();
+            let m2 = MatchSpec::parse(&t)
+                .unwrap_or_else(|e| panic!("printed match {t:?} does not parse: {e}"));
+            assert_eq!(m.m, m2.m);
+        }
+        Err(e) => assert!(!e.0.contains('\n'), "multi-line error: {e:?}"),
+    }
+}
