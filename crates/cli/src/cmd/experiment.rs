@@ -190,7 +190,12 @@ const MAX_FLOWS: u32 = 65536 - 1024;
 const BENCH_FACTORS: [&str; 4] = ["dut", "frame_size", "flows", "threaded_napi"];
 
 /// The responses the bench runner measures.
-const BENCH_RESPONSES: [&str; 1] = ["forwarding_mpps"];
+const BENCH_RESPONSES: [&str; 4] = [
+    "forwarding_mpps",
+    "throughput_mpps",
+    "latency_p50_us",
+    "latency_p99_us",
+];
 
 impl BenchSpec {
     /// Sets one factor to one level, or says why it cannot.
@@ -587,9 +592,13 @@ pub(crate) trait Runner {
 /// The bench at overload: one DuT on a fresh test bed per run, response
 /// `forwarding_mpps` = forwarded packets per second counted at the sink
 /// over the measurement window / 1e6.
+/// `throughput_mpps`: the RFC 2544 throughput search (zero loss, trials of
+/// `duration` s, 1 % resolution) at the run's frame size;
+/// `latency_p50_us` / `latency_p99_us`: one-way latency at that throughput.
 pub(crate) struct BenchRunner {
     base: BenchSpec,
     env: DutEnv,
+    response: String,
 }
 
 impl BenchRunner {
@@ -610,6 +619,7 @@ impl BenchRunner {
         let exe = std::env::current_exe().context("locating the linerate binary")?;
         Ok(BenchRunner {
             base: base.clone(),
+            response: response.to_string(),
             env: DutEnv {
                 linerate: exe.clone(),
                 peers_dir: dut::find_peers_dir(&exe),
@@ -629,6 +639,9 @@ impl Runner for BenchRunner {
             .into_iter()
             .filter(|d| d.name() == s.dut)
             .collect();
+        if self.response != "forwarding_mpps" {
+            return self.run_rfc2544(&s, &mut duts, stop);
+        }
         let cfg = BenchConfig {
             frame_len: s.frame_size - 4,
             warmup: Duration::from_secs_f64(s.warmup),
@@ -657,7 +670,71 @@ impl Runner for BenchRunner {
         Ok(pps / 1e6)
     }
     fn unit(&self) -> &str {
-        "Mpps"
+        if self.response.starts_with("latency") {
+            "us"
+        } else {
+            "Mpps"
+        }
+    }
+}
+
+impl BenchRunner {
+    fn run_rfc2544(
+        &self,
+        s: &BenchSpec,
+        duts: &mut [Box<dyn dut::Dut>],
+        stop: &Arc<AtomicBool>,
+    ) -> Result<f64> {
+        use linerate_measure::bench::rfc2544::Rfc2544Config;
+        let latency = self.response.starts_with("latency");
+        let cfg = bench::Rfc2544Bench {
+            procedures: Rfc2544Config {
+                sizes: vec![s.frame_size as u32],
+                trial: Duration::from_secs_f64(s.duration),
+                latency,
+                frame_loss_sizes: vec![],
+                back_to_back_sizes: vec![],
+                ..Rfc2544Config::default()
+            },
+            gen_cpu: s.gen_cpu,
+            dut_cpu: s.dut_cpu,
+            flows: s.flows,
+            ts_every: 16,
+            threaded_napi: s.threaded_napi,
+            bed_name: None,
+            env: DutEnv {
+                cpu: s.dut_cpu,
+                ..self.env.clone()
+            },
+        };
+        let r = bench::run_rfc2544(&cfg, duts, stop, &mut |_, _, _| {})
+            .into_iter()
+            .next()
+            .ok_or_else(|| anyhow!("interrupted"))?;
+        if r.status != "ok" {
+            bail!("{}: {}", r.name, r.status);
+        }
+        let size = r
+            .sizes
+            .first()
+            .ok_or_else(|| anyhow!("{}: nothing measured", r.name))?;
+        match self.response.as_str() {
+            "throughput_mpps" => size
+                .throughput_pps
+                .map(|v| v / 1e6)
+                .ok_or_else(|| anyhow!("{}: no throughput found", r.name)),
+            _ => {
+                let l = size
+                    .latency()
+                    .filter(|l| l.samples > 0)
+                    .ok_or_else(|| anyhow!("{}: no latency samples", r.name))?;
+                Ok(if self.response == "latency_p50_us" {
+                    l.p50_ns
+                } else {
+                    l.p99_ns
+                } / 1e3)
+            }
+        }
     }
 }
 
