@@ -20,6 +20,8 @@ enum Command {
     Bench(cmd::bench::Args),
     Count(cmd::count::Args),
     Gen(cmd::gen::Args),
+    #[command(name = "__reap", hide = true)]
+    Reap(cmd::reap::Args),
 }
 
 fn main() {
@@ -30,6 +32,7 @@ fn main() {
         Command::Bench(a) => cmd::bench::run(a),
         Command::Count(a) => cmd::count::run(a),
         Command::Gen(a) => cmd::gen::run(a),
+        Command::Reap(a) => cmd::reap::run(a),
     };
     if let Err(e) = r {
         // One line, naming the problem; the chain is joined with ": ".

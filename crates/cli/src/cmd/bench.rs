@@ -20,7 +20,14 @@ Examples:
   linerate bench                          # linerate fwd (afxdp, afpacket, xdp), bridge, IP forwarding, bare XDP
   linerate bench --peers                  # also DPDK testpmd (af_xdp, af_packet) and Open vSwitch (afxdp)
   linerate bench --dut linux-bridge --dut linerate-afxdp --duration 10 --repeat 3
-  linerate bench --quick --json > bench.json"
+  linerate bench --quick --json > bench.json
+
+Cleanup: nothing is left behind, however the run ends. SIGINT/SIGTERM/SIGHUP stop it at once and
+it removes its test beds and DuTs itself (a second signal exits at once). For everything else,
+SIGKILL included, a watchdog process started first ('linerate __reap', in its own session,
+ignoring those signals) notices the end of the run and kills the processes in the run's
+namespaces and the scripts it started, runs the peers' 'stop', and deletes the namespaces (with
+their veths and XDP programs) and the bed records."
 )]
 pub struct Args {
     /// Only these DuTs (repeatable). Known: linerate-afxdp, linerate-afpacket, linerate-afpacket-mmsg,
@@ -58,6 +65,9 @@ pub struct Args {
     /// Print the results as JSON on stdout (progress still goes to stderr).
     #[arg(long)]
     pub json: bool,
+    /// Test bed names: PREFIX + a counter (namespaces PREFIX0-gen, ...); default "lr" + pid + letters.
+    #[arg(long = "name", value_name = "PREFIX")]
+    pub name: Option<String>,
 }
 
 fn all_duts() -> Vec<Box<dyn Dut>> {
@@ -110,6 +120,19 @@ pub fn run(a: Args) -> Result<()> {
     if a.frame_size < 64 || a.frame_size > 1518 {
         bail!("--frame-size {}: must be 64..=1518", a.frame_size);
     }
+    // --- cleanup guarantee (watchdog) ---
+    if let Some(p) = &a.name {
+        if p.is_empty()
+            || p.len() > 20
+            || !p
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            bail!("--name '{p}': use 1 to 20 letters, digits, '-' or '_'");
+        }
+    }
+    let guard = super::reap::guard()?;
+    // --- end ---
     let known: Vec<String> = all_duts().iter().map(|d| d.name()).collect();
     for d in &a.duts {
         if !known.contains(d) {
@@ -153,6 +176,7 @@ pub fn run(a: Args) -> Result<()> {
             peers_dir: dut::find_peers_dir(&exe),
             cpu: a.dut_cpu,
         },
+        bed_prefix: a.name.clone(),
     };
     let stop = super::common::stop_flag()?;
     let t0 = Instant::now();
@@ -175,6 +199,8 @@ pub fn run(a: Args) -> Result<()> {
     );
     let results = bench::run(&cfg, &mut duts, &stop, &mut progress);
     drop(duts);
+    // Everything is removed: the watchdog has nothing to do.
+    guard.disarm()?;
     if stop.load(std::sync::atomic::Ordering::SeqCst) {
         eprintln!("interrupted: test beds and DuTs removed");
     }
