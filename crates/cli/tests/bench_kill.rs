@@ -354,13 +354,15 @@ enum Sig {
     Kill,
     Term,
     Int,
+    /// SIGTERM twice, 50 ms apart: the bench exits at once, the watchdog cleans up.
+    TermTwice,
 }
 
 impl Sig {
     fn num(self) -> i32 {
         match self {
             Sig::Kill => libc::SIGKILL,
-            Sig::Term => libc::SIGTERM,
+            Sig::Term | Sig::TermTwice => libc::SIGTERM,
             Sig::Int => libc::SIGINT,
         }
     }
@@ -410,6 +412,11 @@ fn scenario(prefix: &str, duts: &[&str], sig: Sig, at: Duration) -> String {
     // SAFETY: our child.
     unsafe { libc::kill(pid as i32, sig.num()) };
     let tk = Instant::now();
+    if let Sig::TermTwice = sig {
+        std::thread::sleep(Duration::from_millis(50));
+        // SAFETY: our child (a zombie at worst: not reaped yet).
+        unsafe { libc::kill(pid as i32, sig.num()) };
+    }
     let child = guard.child.as_mut().unwrap();
     let status = loop {
         if let Some(s) = child.try_wait().unwrap() {
@@ -433,7 +440,7 @@ fn scenario(prefix: &str, duts: &[&str], sig: Sig, at: Duration) -> String {
                 "{prefix}: no watchdog process seen in {at:?}"
             );
         }
-        Sig::Term | Sig::Int => assert!(
+        Sig::Term | Sig::Int | Sig::TermTwice => assert!(
             status.signal().is_none(),
             "{prefix}: bench did not handle {sig:?} ({status}); log {}",
             log.display()
@@ -484,6 +491,7 @@ fn bench_killed_at_any_moment_leaves_nothing_behind() {
         (Sig::Kill, ms(5000)),
         (Sig::Term, ms(2000)),
         (Sig::Int, ms(3500)),
+        (Sig::TermTwice, ms(2500)),
     ];
     let mut summary = Vec::new();
     for (i, (sig, at)) in plan.into_iter().enumerate() {

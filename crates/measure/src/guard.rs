@@ -82,11 +82,18 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Guard {
     /// Start the watchdog: `exe ARGS... --parent PID` (for linerate:
-    /// `Guard::spawn(&current_exe, &["__reap"])`). Returns once the
-    /// watchdog runs and has answered "ready" (so it ignores the signals
-    /// already).
+    /// `Guard::spawn(Path::new("/proc/self/exe"), &["__reap"])`, which
+    /// works even when the binary was replaced or deleted since it
+    /// started). Returns once the watchdog runs and has answered "ready"
+    /// (so it ignores the signals already).
     pub fn spawn(exe: &Path, args: &[&str]) -> io::Result<Guard> {
         let mut cmd = Command::new(exe);
+        if exe == Path::new("/proc/self/exe") {
+            // argv[0] for ps: the binary's name, not /proc/self/exe.
+            if let Ok(p) = std::env::current_exe() {
+                cmd.arg0(p);
+            }
+        }
         cmd.args(args)
             .arg("--parent")
             .arg(std::process::id().to_string())

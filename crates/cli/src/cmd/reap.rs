@@ -18,9 +18,11 @@ pub fn run(a: Args) -> ! {
 /// Start the watchdog for this process and route the registrations of
 /// test beds, peers and children to it.
 pub fn guard() -> anyhow::Result<linerate_measure::guard::Guard> {
-    let exe = std::env::current_exe()?;
-    let g =
-        linerate_measure::guard::Guard::spawn(&exe, &[linerate_measure::guard::REAP_SUBCOMMAND])?;
+    // /proc/self/exe: this very binary, even if the file was replaced meanwhile.
+    let g = linerate_measure::guard::Guard::spawn(
+        std::path::Path::new("/proc/self/exe"),
+        &[linerate_measure::guard::REAP_SUBCOMMAND],
+    )?;
     g.install();
     Ok(g)
 }

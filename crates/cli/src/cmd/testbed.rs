@@ -81,7 +81,8 @@ struct UpArgs {
     /// Make the DuT namespace a kernel DuT.
     #[arg(long, value_enum, default_value = "none")]
     dut: Dut,
-    /// Stay up until SIGINT/SIGTERM, then remove the bed.
+    /// Stay up until SIGINT/SIGTERM, then remove the bed (a watchdog process removes it also
+    /// when this process is killed with SIGKILL).
     #[arg(long)]
     hold: bool,
     /// Print the description as one line of JSON.
