@@ -16,6 +16,7 @@
 //! pid PID START       a child process (START: its start time, field 22 of /proc/PID/stat)
 //! group PGID          a process group (a script and its children)
 //! unbed / unpeer / unpid / ungroup ...   the same, removed again by the parent
+//! keep NAME           bed NAME is detached on purpose: never removed (even if its record names the parent)
 //! done                the parent cleaned up itself: exit without doing anything
 //! ```
 //!
@@ -246,6 +247,10 @@ pub fn register_bed(name: &str) {
 pub fn unregister_bed(name: &str) {
     send_installed(&format!("unbed {name}"));
 }
+/// Bed `name` is left up on purpose: the watchdog must not remove it.
+pub fn keep_bed(name: &str) {
+    send_installed(&format!("keep {name}"));
+}
 pub fn register_peer(script: &Path, ns: &str) {
     send_installed(&format!("peer {ns} {}", script.display()));
 }
@@ -309,6 +314,8 @@ pub struct Registry {
     /// pid -> start time
     pub pids: BTreeMap<u32, u64>,
     pub groups: BTreeSet<u32>,
+    /// Beds detached on purpose ([`crate::testbed::Testbed::detach`]).
+    pub kept: BTreeSet<String>,
     pub done: bool,
 }
 
@@ -325,6 +332,10 @@ impl Registry {
         };
         match verb {
             "done" => self.done = true,
+            "keep" if valid_bed_name(rest) => {
+                self.beds.remove(rest);
+                self.kept.insert(rest.to_string());
+            }
             "bed" | "unbed" if valid_bed_name(rest) => {
                 if verb == "bed" {
                     self.beds.insert(rest.to_string());
@@ -514,6 +525,7 @@ pub fn reap(parent: u32, reg: &Registry) -> ReapReport {
             beds.insert(info.name.clone());
         }
     }
+    beds.retain(|b| !reg.kept.contains(b));
     let ns_names: Vec<String> = beds
         .iter()
         .flat_map(|b| ["gen", "dut", "sink"].map(|r| format!("{b}-{r}")))
@@ -749,6 +761,8 @@ mod tests {
         assert!(!r.done);
         assert!(r.apply("unpeer lr1b-dut /x/scripts/peers/dut ovs.sh"));
         assert!(r.peers.is_empty());
+        assert!(r.apply("keep lr1b"));
+        assert!(r.beds.is_empty() && r.kept.contains("lr1b"));
         let r2 = read_registry(&b"bed a\ngroup 5\ndone\nbed b\n"[..]);
         assert!(r2.done);
         assert!(!r2.beds.contains("b"), "nothing after done is read");

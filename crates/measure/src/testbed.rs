@@ -1015,6 +1015,7 @@ impl Testbed {
     /// up` without --hold); remove it later with [`down_by_name`].
     pub fn detach(mut self) -> TestbedInfo {
         self.keep = true;
+        crate::guard::keep_bed(&self.info.name);
         self.info.clone()
     }
 
