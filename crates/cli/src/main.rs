@@ -21,6 +21,8 @@ enum Command {
     Count(cmd::count::Args),
     Gen(cmd::gen::Args),
     Experiment(cmd::experiment::Args),
+    #[command(name = "__reap", hide = true)]
+    Reap(cmd::reap::Args),
 }
 
 fn main() {
@@ -32,6 +34,7 @@ fn main() {
         Command::Count(a) => cmd::count::run(a),
         Command::Gen(a) => cmd::gen::run(a),
         Command::Experiment(a) => cmd::experiment::run(a),
+        Command::Reap(a) => cmd::reap::run(a),
     };
     if let Err(e) = r {
         // One line, naming the problem; the chain is joined with ": ".

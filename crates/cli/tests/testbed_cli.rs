@@ -197,6 +197,11 @@ fn bed_of_a_killed_process_is_removed_by_down() {
         .unwrap();
     g.child = Some(child);
     let c = g.child.as_mut().unwrap();
+    // `--hold` starts a watchdog that would remove the bed (see
+    // bench_kill.rs); kill it first, as `kill -9` of every linerate would.
+    let wd = watchdog_of(c.id()).expect("testbed up --hold runs a watchdog");
+    // SAFETY: the watchdog child of our child.
+    unsafe { libc::kill(wd as i32, libc::SIGKILL) };
     c.kill().unwrap(); // SIGKILL: no cleanup possible in the process
     c.wait().unwrap();
     g.child = None;
@@ -206,4 +211,19 @@ fn bed_of_a_killed_process_is_removed_by_down() {
     let o = lr(&["testbed", "down", "--name", &name]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(gone(&name));
+}
+
+/// Pid of the `linerate __reap` child of `pid`.
+fn watchdog_of(pid: u32) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let p: u32 = e.file_name().to_str()?.parse().ok()?;
+        let st = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+        let ppid: u32 = st[st.rfind(')')? + 1..]
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()?;
+        let cmd = std::fs::read(format!("/proc/{p}/cmdline")).ok()?;
+        (ppid == pid && String::from_utf8_lossy(&cmd).contains("__reap")).then_some(p)
+    })
 }

@@ -1,8 +1,10 @@
 //! Measurement: the test bed of namespaces and veth pairs, the TSC clock,
-//! the bench, full factorial experiments with ANOVA, and HTML reports.
+//! the bench, full factorial experiments with ANOVA, HTML reports, and the
+//! watchdog that cleans up after a killed process.
 
 pub mod bench;
 pub mod experiment;
+pub mod guard;
 pub mod report;
 pub mod testbed;
 pub mod tsc;

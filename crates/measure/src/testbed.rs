@@ -39,6 +39,9 @@
 //! `/run/linerate/testbeds/NAME.json` is written *before* anything is
 //! created, so [`down_by_name`] / [`down_all`] (`linerate testbed down`) can
 //! remove a bed left behind by a process that was killed with SIGKILL.
+//! A process that installed a watchdog ([`crate::guard::Guard::install`])
+//! has its beds registered there by `up` and removed by the watchdog when
+//! it dies, however it dies (`linerate bench`, `linerate testbed up --hold`).
 //! Signals: the library installs no handler; the `linerate testbed` CLI
 //! catches SIGINT/SIGTERM/SIGHUP (ctrlc crate, "termination" feature) and
 //! drops the bed. A program embedding the library should do the same
@@ -338,7 +341,12 @@ pub fn netns_exists(ns: &str) -> bool {
 }
 
 fn run(args: &[&str]) -> Result<Output> {
-    let out = Command::new(args[0])
+    let mut cmd = Command::new(args[0]);
+    // Synchronous helpers (`ip ...`): killed with this process, so an
+    // orphaned `ip netns add` cannot create a namespace after the watchdog
+    // (crate::guard) cleaned up.
+    crate::guard::die_with_parent(&mut cmd);
+    let out = cmd
         .args(&args[1..])
         .stdin(Stdio::null())
         .output()
@@ -620,6 +628,8 @@ impl Testbed {
             }
         }
         claim_record(&info)?;
+        // The watchdog of this process (if any) removes the bed if we die.
+        crate::guard::register_bed(&name);
         let mut bed = Testbed {
             info,
             created: Vec::new(),
@@ -1015,6 +1025,7 @@ impl Testbed {
     /// up` without --hold); remove it later with [`down_by_name`].
     pub fn detach(mut self) -> TestbedInfo {
         self.keep = true;
+        crate::guard::keep_bed(&self.info.name);
         self.info.clone()
     }
 
@@ -1079,7 +1090,10 @@ fn teardown(info: &TestbedInfo, only: Option<&[String]>) -> Result<()> {
     }
     match first {
         Some(e) => Err(e),
-        None => Ok(()),
+        None => {
+            crate::guard::unregister_bed(&info.name);
+            Ok(())
+        }
     }
 }
 

@@ -35,7 +35,14 @@ Examples:
   linerate bench --quick                         # 64 and 1518 bytes, short trials: a first look in ~2 min
   linerate bench --dut linux-bridge --dut linerate-xdp --sizes 64,512,1518 --trial 5 --repetitions 3
   linerate bench --loss-tolerance 0.1 --resolution 0.5 --json bench.json --report bench.html
-  linerate bench --overload --frame-size 64 --duration 5   # forwarding rate at overload only"
+  linerate bench --overload --frame-size 64 --duration 5   # forwarding rate at overload only
+
+Cleanup: nothing is left behind, however the run ends. SIGINT/SIGTERM/SIGHUP stop it at once and
+it removes its test beds and DuTs itself (a second signal exits at once). For everything else,
+SIGKILL included, a watchdog process started first ('linerate __reap', in its own session,
+ignoring those signals) notices the end of the run and kills the processes in the run's
+namespaces and the scripts it started, runs the peers' 'stop', and deletes the namespaces (with
+their veths and XDP programs) and the bed records."
 )]
 pub struct Args {
     /// Only these DuTs (repeatable; see the list below).
@@ -194,10 +201,20 @@ fn select_duts(a: &Args, peers: bool) -> Result<Vec<Box<dyn Dut>>> {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    if a.overload {
-        return run_overload(a);
+    if let Some(n) = &a.name {
+        check_name(n)?;
     }
-    run_rfc2544(a)
+    // The cleanup guarantee: a watchdog removes what this run made if it
+    // dies without cleaning up itself (SIGKILL, crash).
+    let guard = super::reap::guard()?;
+    if a.overload {
+        run_overload(a)?;
+    } else {
+        run_rfc2544(a)?;
+    }
+    // Every bed and DuT is gone by now.
+    guard.disarm()?;
+    Ok(())
 }
 
 fn check_name(n: &str) -> Result<()> {
@@ -242,9 +259,6 @@ fn run_rfc2544(a: Args) -> Result<()> {
             "--line-rate {}: must be a number of Gbit/s >= 0",
             a.line_rate
         );
-    }
-    if let Some(n) = &a.name {
-        check_name(n)?;
     }
     let loss_tolerance = pct_arg("loss-tolerance", a.loss_tolerance, 100.0)?;
     let resolution = pct_arg("resolution", a.resolution, 50.0)?;
@@ -541,6 +555,7 @@ fn run_overload(a: Args) -> Result<()> {
         dut_cpu: a.dut_cpu,
         flows: 64,
         threaded_napi: a.threaded_napi,
+        bed_prefix: a.name.clone(),
         env: DutEnv {
             linerate: exe.clone(),
             peers_dir: dut::find_peers_dir(&exe),

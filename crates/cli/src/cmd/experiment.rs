@@ -651,6 +651,7 @@ impl Runner for BenchRunner {
             dut_cpu: s.dut_cpu,
             flows: s.flows,
             threaded_napi: s.threaded_napi,
+            bed_prefix: None,
             env: DutEnv {
                 cpu: s.dut_cpu,
                 ..self.env.clone()

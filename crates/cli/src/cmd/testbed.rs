@@ -5,7 +5,9 @@
 //! "termination" feature) before it builds anything. With `--hold` the bed
 //! stays until such a signal, then it is removed; a signal that arrives
 //! while `up` is still building makes it remove the bed and fail. A bed left
-//! by a process killed with SIGKILL is removed with `down --name` / `--all`.
+//! by a process killed with SIGKILL is removed with `down --name` / `--all`;
+//! with `--hold` a watchdog process (`linerate_measure::guard`) removes it
+//! also then.
 
 use anyhow::{bail, Context, Result};
 use clap::{Args as ClapArgs, Subcommand, ValueEnum};
@@ -79,7 +81,8 @@ struct UpArgs {
     /// Make the DuT namespace a kernel DuT.
     #[arg(long, value_enum, default_value = "none")]
     dut: Dut,
-    /// Stay up until SIGINT/SIGTERM, then remove the bed.
+    /// Stay up until SIGINT/SIGTERM, then remove the bed (a watchdog process removes it also
+    /// when this process is killed with SIGKILL).
     #[arg(long)]
     hold: bool,
     /// Print the description as one line of JSON.
@@ -150,6 +153,13 @@ pub fn run(a: Args) -> Result<()> {
 
 fn up(a: UpArgs) -> Result<()> {
     let stop = super::common::stop_flag()?;
+    // --hold: the bed lives as long as this process; a watchdog removes it
+    // also when the process is killed with SIGKILL.
+    let guard = if a.hold {
+        Some(super::reap::guard()?)
+    } else {
+        None
+    };
     let cfg = TestbedConfig {
         name: a.name.clone(),
         queues: a.queues,
@@ -190,6 +200,9 @@ fn up(a: UpArgs) -> Result<()> {
     }
     let name = info.name.clone();
     bed.down()?;
+    if let Some(g) = guard {
+        g.disarm()?;
+    }
     if !a.json {
         println!("test bed {name} removed");
     }

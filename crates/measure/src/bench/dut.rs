@@ -204,6 +204,7 @@ impl Dut for LinerateFwd {
         let mut child = cmd
             .spawn()
             .map_err(|e| DutError::Failed(format!("cannot run {}: {e}", env.linerate.display())))?;
+        crate::guard::register_pid(child.id());
         // Give it time to attach; fail early if it exits.
         let t = Instant::now();
         while t.elapsed() < Duration::from_millis(700) {
@@ -230,9 +231,11 @@ impl Dut for LinerateFwd {
         // SIGINT: the forwarder prints its final account and detaches.
         // SAFETY: signalling our own child.
         unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let pid = child.id();
         let out = child
             .wait_with_output()
             .map_err(|e| DutError::Failed(e.to_string()))?;
+        crate::guard::unregister_pid(pid);
         let stdout = String::from_utf8_lossy(&out.stdout);
         let last = stdout.lines().rev().find(|l| l.starts_with('{'));
         if !out.status.success() {
@@ -251,6 +254,7 @@ impl Drop for LinerateFwd {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
+            crate::guard::unregister_pid(c.id());
         }
     }
 }
@@ -308,14 +312,16 @@ impl Dut for ScriptPeer {
     }
     fn start(&mut self, bed: &mut Testbed, env: &DutEnv) -> Result<(), DutError> {
         let p = self.path(env)?;
-        let out = Command::new(&p)
-            .arg("start")
-            .arg(bed.ns_dut())
-            .args(&self.args)
-            .env("DUT_CPU", env.cpu.to_string())
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| DutError::Failed(format!("{}: {e}", p.display())))?;
+        // Registered before it starts: the watchdog runs `stop` if we die.
+        crate::guard::register_peer(&p, bed.ns_dut());
+        let out = run_script(
+            Command::new(&p)
+                .arg("start")
+                .arg(bed.ns_dut())
+                .args(&self.args)
+                .env("DUT_CPU", env.cpu.to_string()),
+        )
+        .map_err(|e| DutError::Failed(format!("{}: {e}", p.display())))?;
         let msg = |o: &std::process::Output| {
             let e = String::from_utf8_lossy(&o.stderr);
             let s = String::from_utf8_lossy(&o.stdout);
@@ -330,15 +336,16 @@ impl Dut for ScriptPeer {
                 self.started = Some(bed.ns_dut().to_string());
                 Ok(())
             }
-            Some(3) => Err(DutError::Unavailable(msg(&out))),
-            _ => {
-                // Half-started: stop what may be there.
-                let _ = Command::new(&p)
-                    .arg("stop")
-                    .arg(bed.ns_dut())
-                    .args(&self.args)
-                    .output();
-                Err(DutError::Failed(msg(&out)))
+            code => {
+                // Half-started: stop what may be there (`stop NS` takes no
+                // more arguments).
+                let _ = run_script(Command::new(&p).arg("stop").arg(bed.ns_dut()));
+                crate::guard::unregister_peer(&p, bed.ns_dut());
+                if code == Some(3) {
+                    Err(DutError::Unavailable(msg(&out)))
+                } else {
+                    Err(DutError::Failed(msg(&out)))
+                }
             }
         }
     }
@@ -355,16 +362,16 @@ impl ScriptPeer {
         let Some(dir) = peers_dir_cached() else {
             return Ok(None);
         };
-        let out = Command::new(dir.join(self.script))
-            .arg("stop")
-            .arg(&ns)
-            .output()
+        let script = dir.join(self.script);
+        let out = run_script(Command::new(&script).arg("stop").arg(&ns))
             .map_err(|e| DutError::Failed(e.to_string()))?;
         if !out.status.success() {
+            // Stays registered: the watchdog tries again if we die.
             return Err(DutError::Failed(
                 String::from_utf8_lossy(&out.stderr).trim().to_string(),
             ));
         }
+        crate::guard::unregister_peer(&script, &ns);
         Ok(None)
     }
 }
@@ -373,6 +380,24 @@ impl Drop for ScriptPeer {
     fn drop(&mut self) {
         let _ = self.stop_script();
     }
+}
+
+/// Run a peer script to its end: in its own process group, which the
+/// watchdog (crate::guard) kills if we die meanwhile, and killed with us.
+fn run_script(cmd: &mut Command) -> std::io::Result<std::process::Output> {
+    use std::os::unix::process::CommandExt;
+    crate::guard::die_with_parent(cmd);
+    let child = cmd
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let pgid = child.id();
+    crate::guard::register_group(pgid);
+    let out = child.wait_with_output();
+    crate::guard::unregister_group(pgid);
+    out
 }
 
 fn peers_dir_cached() -> Option<PathBuf> {

@@ -40,6 +40,8 @@ pub struct BenchConfig {
     /// sent the frame (the generator's for d0), as on a default system.
     pub threaded_napi: bool,
     pub env: DutEnv,
+    /// Test bed names: this prefix + a counter (None: unique default names).
+    pub bed_prefix: Option<String>,
 }
 
 /// One measured trial.
@@ -244,6 +246,7 @@ fn rfc2544_dut(
                 dut_cpu: cfg.dut_cpu,
                 flows: cfg.flows,
                 threaded_napi: true,
+                bed_prefix: None,
                 env: cfg.env.clone(),
             };
             place_napi(&bed, &bc).map_err(failed)?;
@@ -298,9 +301,12 @@ fn trial(cfg: &BenchConfig, d: &mut dyn Dut, stop: &Arc<AtomicBool>) -> Result<T
         // that place_napi() pins to the DuT's core, not on the generator's.
         gro: Some(true),
         threaded_napi: cfg.threaded_napi,
+        name: bed_name(cfg),
         ..TestbedConfig::default()
     };
+    // Registered with the watchdog of the process (crate::guard) by `up`.
     let mut bed = Testbed::up(&bed_cfg).map_err(failed)?;
+    stopped(stop)?;
     let ns_sink = bed.ns_sink().to_string();
     let ns_gen = bed.ns_gen().to_string();
     let sink = bed
@@ -315,6 +321,7 @@ fn trial(cfg: &BenchConfig, d: &mut dyn Dut, stop: &Arc<AtomicBool>) -> Result<T
         place_napi(&bed, cfg).map_err(failed)?;
     }
     let result = (|| {
+        stopped(stop)?;
         let a = FrameAddrs::for_mode(bed.info(), d.mode());
         let frame = xdpgen::ipv4_udp_frame(
             a.dst_mac.0,
@@ -431,4 +438,25 @@ pub fn pin(cpu: usize) {
         libc::CPU_SET(cpu, &mut set);
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
     }
+}
+
+// ------------------------------------------------------ bed names (--name)
+
+static BED_COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// The next bed name: `bed_prefix` + counter, or None (the default name).
+fn bed_name(cfg: &BenchConfig) -> Option<String> {
+    let p = cfg.bed_prefix.as_ref()?;
+    Some(format!(
+        "{p}{}",
+        BED_COUNTER.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
+/// SIGINT/SIGTERM: abandon the trial at once (what it made is removed on the way out).
+fn stopped(stop: &AtomicBool) -> Result<(), DutError> {
+    if stop.load(Ordering::SeqCst) {
+        return Err(failed("interrupted"));
+    }
+    Ok(())
 }

@@ -1,0 +1,798 @@
+//! A watchdog process that removes what a process made (test beds, peer
+//! DuTs, child processes) when that process dies, however it dies:
+//! SIGKILL cannot be caught, so the cleanup cannot run in the process
+//! itself.
+//!
+//! [`Guard::spawn`] re-executes the `linerate` binary as `linerate __reap
+//! --parent PID` (see [`watchdog_main`]) with its stdin connected by a pipe
+//! to the parent. The watchdog calls setsid() and ignores SIGINT, SIGTERM,
+//! SIGHUP and SIGPIPE (set between fork and exec, so there is no window),
+//! then blocks reading the pipe. The parent registers what it makes, one
+//! line per item:
+//!
+//! ```text
+//! bed NAME            test bed NAME (namespaces NAME-gen, NAME-dut, NAME-sink)
+//! peer NS SCRIPT      a peer DuT started with `SCRIPT start NS ...`, stopped by `SCRIPT stop NS`
+//! pid PID START       a child process (START: its start time, field 22 of /proc/PID/stat)
+//! group PGID          a process group (a script and its children)
+//! unbed / unpeer / unpid / ungroup ...   the same, removed again by the parent
+//! keep NAME           bed NAME is detached on purpose: never removed (even if its record names the parent)
+//! done                the parent cleaned up itself: exit without doing anything
+//! ```
+//!
+//! The write end of the pipe is close-on-exec and held only by the parent,
+//! so end of file means the parent is gone (or dropped the [`Guard`]). On
+//! end of file without "done" the watchdog reaps, in this order:
+//!
+//! 1. SIGKILL to every registered process group and process (a pid is only
+//!    killed when its start time still matches: no pid reuse accident);
+//! 2. SIGKILL to every process in the network namespaces of the beds, until
+//!    three scans in a row find none (a process that was entering a
+//!    namespace with `ip netns exec` is caught by the next scan);
+//! 3. `SCRIPT stop NS` for every registered peer (removes the peer's pid
+//!    files and run directories; the processes are dead already);
+//! 4. the beds: every bed registered, and every bed whose record in
+//!    [`crate::testbed::STATE_DIR`] names the parent as owner (so a bed
+//!    still being built is found as well): namespaces deleted (which removes
+//!    the veths and their XDP programs), record removed;
+//! 5. 300 ms later a second sweep: processes that entered a bed's namespace
+//!    meanwhile (found by the namespace inode, even after the namespace was
+//!    unmounted) are killed, namespaces that reappeared (an orphaned `ip
+//!    netns add`) are deleted.
+//!
+//! In the process that owns the guard, [`Guard::install`] routes the free
+//! functions [`register_bed`], [`register_peer`], [`register_pid`],
+//! [`register_group`] (and their `unregister_*`) to it; without an
+//! installed guard they do nothing. [`crate::testbed::Testbed::up`]
+//! registers every bed it claims, its teardown unregisters it.
+//!
+//! Children the parent runs in the root namespace should die with it:
+//! [`die_with_parent`] sets PR_SET_PDEATHSIG=SIGKILL on a `Command`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// The hidden subcommand of the `linerate` binary that runs [`watchdog_main`].
+pub const REAP_SUBCOMMAND: &str = "__reap";
+
+type Tx = Arc<Mutex<Option<ChildStdin>>>;
+
+/// The parent side of a watchdog; see the module documentation.
+#[derive(Debug)]
+pub struct Guard {
+    tx: Tx,
+    child: Option<Child>,
+}
+
+static INSTALLED: OnceLock<Mutex<Option<Tx>>> = OnceLock::new();
+
+fn installed() -> &'static Mutex<Option<Tx>> {
+    INSTALLED.get_or_init(|| Mutex::new(None))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Guard {
+    /// Start the watchdog: `exe ARGS... --parent PID` (for linerate:
+    /// `Guard::spawn(Path::new("/proc/self/exe"), &["__reap"])`, which
+    /// works even when the binary was replaced or deleted since it
+    /// started). Returns once the watchdog runs and has answered "ready"
+    /// (so it ignores the signals already).
+    pub fn spawn(exe: &Path, args: &[&str]) -> io::Result<Guard> {
+        let mut cmd = Command::new(exe);
+        if exe == Path::new("/proc/self/exe") {
+            // argv[0] for ps: the binary's name, not /proc/self/exe.
+            if let Ok(p) = std::env::current_exe() {
+                cmd.arg0(p);
+            }
+        }
+        cmd.args(args)
+            .arg("--parent")
+            .arg(std::process::id().to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        // SAFETY: setsid and signal are async-signal-safe; the closure runs
+        // in the child between fork and exec. Ignored signals stay ignored
+        // across exec, so the watchdog is immune from its first instruction.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::setsid();
+                for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGPIPE] {
+                    libc::signal(s, libc::SIG_IGN);
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot start the watchdog {}: {e}", exe.display()),
+            )
+        })?;
+        let mut line = String::new();
+        if let Some(out) = child.stdout.take() {
+            let _ = BufReader::new(out).read_line(&mut line);
+        }
+        if line.trim() != "ready" {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(io::Error::other(format!(
+                "the watchdog {} {} did not start (answered '{}')",
+                exe.display(),
+                args.join(" "),
+                line.trim()
+            )));
+        }
+        let tx = Arc::new(Mutex::new(child.stdin.take()));
+        Ok(Guard {
+            tx,
+            child: Some(child),
+        })
+    }
+
+    /// Pid of the watchdog process.
+    pub fn watchdog_pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
+    /// Route the free `register_*` functions of this process to this guard.
+    pub fn install(&self) {
+        *lock(installed()) = Some(self.tx.clone());
+    }
+
+    fn send(&self, line: &str) {
+        send_to(&self.tx, line);
+    }
+
+    pub fn register_bed(&self, name: &str) {
+        self.send(&format!("bed {name}"));
+    }
+    pub fn unregister_bed(&self, name: &str) {
+        self.send(&format!("unbed {name}"));
+    }
+    /// A peer started with `script start NS ...`; reaped with `script stop NS`.
+    pub fn register_peer(&self, script: &Path, ns: &str) {
+        self.send(&format!("peer {ns} {}", script.display()));
+    }
+    pub fn unregister_peer(&self, script: &Path, ns: &str) {
+        self.send(&format!("unpeer {ns} {}", script.display()));
+    }
+    /// A child process (killed only while its start time matches).
+    pub fn register_pid(&self, pid: u32) {
+        if let Some(st) = start_time(pid) {
+            self.send(&format!("pid {pid} {st}"));
+        }
+    }
+    pub fn unregister_pid(&self, pid: u32) {
+        self.send(&format!("unpid {pid}"));
+    }
+    /// A process group (e.g. a script started with `process_group(0)`).
+    pub fn register_group(&self, pgid: u32) {
+        self.send(&format!("group {pgid}"));
+    }
+    pub fn unregister_group(&self, pgid: u32) {
+        self.send(&format!("ungroup {pgid}"));
+    }
+
+    /// Normal end: the parent removed everything itself. Tells the
+    /// watchdog "done" and waits for it to exit.
+    pub fn disarm(mut self) -> io::Result<()> {
+        self.finish(true)
+    }
+
+    fn finish(&mut self, done: bool) -> io::Result<()> {
+        let mut g = lock(&self.tx);
+        if let Some(mut w) = g.take() {
+            if done {
+                let _ = w.write_all(b"done\n");
+            }
+            // Dropping `w` closes the pipe: end of file for the watchdog.
+        }
+        drop(g);
+        let mut inst = lock(installed());
+        if inst.as_ref().is_some_and(|t| Arc::ptr_eq(t, &self.tx)) {
+            *inst = None;
+        }
+        drop(inst);
+        if let Some(mut c) = self.child.take() {
+            c.wait()?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Guard {
+    /// Dropped without [`Guard::disarm`] (an error path): the pipe closes
+    /// without "done", so the watchdog reaps whatever is left; waits for it.
+    fn drop(&mut self) {
+        let _ = self.finish(false);
+    }
+}
+
+fn send_to(tx: &Tx, line: &str) {
+    let mut g = lock(tx);
+    if let Some(w) = g.as_mut() {
+        // One write per line (< PIPE_BUF: atomic). A failed write means the
+        // watchdog is gone; nothing better to do than go on.
+        let mut b = Vec::with_capacity(line.len() + 1);
+        b.extend_from_slice(line.as_bytes());
+        b.push(b'\n');
+        if w.write_all(&b).is_err() {
+            *g = None;
+        }
+    }
+}
+
+fn send_installed(line: &str) {
+    let tx = lock(installed()).clone();
+    if let Some(tx) = tx {
+        send_to(&tx, line);
+    }
+}
+
+/// Register a test bed with this process's installed guard (no-op without one).
+pub fn register_bed(name: &str) {
+    send_installed(&format!("bed {name}"));
+}
+pub fn unregister_bed(name: &str) {
+    send_installed(&format!("unbed {name}"));
+}
+/// Bed `name` is left up on purpose: the watchdog must not remove it.
+pub fn keep_bed(name: &str) {
+    send_installed(&format!("keep {name}"));
+}
+pub fn register_peer(script: &Path, ns: &str) {
+    send_installed(&format!("peer {ns} {}", script.display()));
+}
+pub fn unregister_peer(script: &Path, ns: &str) {
+    send_installed(&format!("unpeer {ns} {}", script.display()));
+}
+pub fn register_pid(pid: u32) {
+    if let Some(st) = start_time(pid) {
+        send_installed(&format!("pid {pid} {st}"));
+    }
+}
+pub fn unregister_pid(pid: u32) {
+    send_installed(&format!("unpid {pid}"));
+}
+pub fn register_group(pgid: u32) {
+    send_installed(&format!("group {pgid}"));
+}
+pub fn unregister_group(pgid: u32) {
+    send_installed(&format!("ungroup {pgid}"));
+}
+
+/// True when a guard is installed in this process.
+pub fn is_installed() -> bool {
+    lock(installed()).is_some()
+}
+
+/// Make the child of `cmd` receive SIGKILL when the thread that spawns it
+/// ends (PR_SET_PDEATHSIG; for a synchronous `output()`/`wait()` that is
+/// when the process dies). Use for short helpers run in the root namespace.
+pub fn die_with_parent(cmd: &mut Command) -> &mut Command {
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: prctl and getppid are async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            // The parent may have died before prctl: then nobody signals us.
+            if libc::getppid() != parent {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Start time of process `pid` (clock ticks after boot, /proc/PID/stat field 22).
+pub fn start_time(pid: u32) -> Option<u64> {
+    let s = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // comm (field 2) may contain spaces and ')': fields 3.. follow the last ')'.
+    let rest = &s[s.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+// ------------------------------------------------------------- watchdog
+
+/// What the parent registered.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Registry {
+    pub beds: BTreeSet<String>,
+    /// (namespace, script)
+    pub peers: BTreeSet<(String, PathBuf)>,
+    /// pid -> start time
+    pub pids: BTreeMap<u32, u64>,
+    pub groups: BTreeSet<u32>,
+    /// Beds detached on purpose ([`crate::testbed::Testbed::detach`]).
+    pub kept: BTreeSet<String>,
+    pub done: bool,
+}
+
+impl Registry {
+    /// Apply one line of the protocol; malformed lines are ignored (and
+    /// reported as false).
+    pub fn apply(&mut self, line: &str) -> bool {
+        let line = line.trim_end_matches(['\n', '\r']);
+        let (verb, rest) = line.split_once(' ').unwrap_or((line, ""));
+        let num = |s: &str| s.trim().parse::<u32>().ok();
+        let peer = |s: &str| {
+            let (ns, script) = s.split_once(' ')?;
+            (!ns.is_empty() && !script.is_empty()).then(|| (ns.to_string(), PathBuf::from(script)))
+        };
+        match verb {
+            "done" => self.done = true,
+            "keep" if valid_bed_name(rest) => {
+                self.beds.remove(rest);
+                self.kept.insert(rest.to_string());
+            }
+            "bed" | "unbed" if valid_bed_name(rest) => {
+                if verb == "bed" {
+                    self.beds.insert(rest.to_string());
+                } else {
+                    self.beds.remove(rest);
+                }
+            }
+            "peer" | "unpeer" => match peer(rest) {
+                Some(p) if verb == "peer" => {
+                    self.peers.insert(p);
+                }
+                Some(p) => {
+                    self.peers.remove(&p);
+                }
+                None => return false,
+            },
+            "pid" => {
+                let mut it = rest.split_whitespace();
+                match (
+                    it.next().and_then(num),
+                    it.next().and_then(|s| s.parse::<u64>().ok()),
+                ) {
+                    (Some(p), Some(st)) if p > 1 => {
+                        self.pids.insert(p, st);
+                    }
+                    _ => return false,
+                }
+            }
+            "unpid" => match num(rest) {
+                Some(p) => {
+                    self.pids.remove(&p);
+                }
+                None => return false,
+            },
+            "group" => match num(rest) {
+                Some(p) if p > 1 => {
+                    self.groups.insert(p);
+                }
+                _ => return false,
+            },
+            "ungroup" => match num(rest) {
+                Some(p) => {
+                    self.groups.remove(&p);
+                }
+                None => return false,
+            },
+            _ => return false,
+        }
+        true
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.beds.is_empty()
+            && self.peers.is_empty()
+            && self.pids.is_empty()
+            && self.groups.is_empty()
+    }
+}
+
+fn valid_bed_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 24
+        && n.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// The body of `linerate __reap --parent PID`: answers "ready" on stdout,
+/// reads the registrations from stdin until end of file, then reaps unless
+/// told "done". Returns the exit code.
+pub fn watchdog_main(parent: u32) -> i32 {
+    // Normally set by Guard::spawn before exec already; again for a watchdog
+    // started some other way.
+    // SAFETY: plain libc calls on this process.
+    unsafe {
+        libc::setsid();
+        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGPIPE] {
+            libc::signal(s, libc::SIG_IGN);
+        }
+    }
+    {
+        let mut o = io::stdout().lock();
+        let _ = o.write_all(b"ready\n");
+        let _ = o.flush();
+    }
+    // Close stdout: nothing more is written there, and a parent reading it
+    // must not wait for us.
+    // SAFETY: fd 1 belongs to this process; /dev/null replaces it.
+    unsafe {
+        let fd = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY);
+        if fd >= 0 {
+            libc::dup2(fd, 1);
+            libc::close(fd);
+        }
+    }
+    let reg = read_registry(io::stdin().lock());
+    if reg.done {
+        return 0;
+    }
+    let mut log = io::stderr();
+    let r = reap(parent, &reg);
+    if !r.is_quiet() {
+        let _ = writeln!(log, "linerate: watchdog: process {parent} ended; {r}");
+    }
+    for e in &r.errors {
+        let _ = writeln!(log, "linerate: watchdog: {e}");
+    }
+    if r.errors.is_empty() {
+        0
+    } else {
+        1
+    }
+}
+
+/// Read protocol lines until end of file (or "done").
+pub fn read_registry(input: impl Read) -> Registry {
+    let mut reg = Registry::default();
+    let mut r = BufReader::new(input);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        match r.read_line(&mut line) {
+            Ok(0) => break,
+            Ok(_) => {
+                reg.apply(&line);
+                if reg.done {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            // Not UTF-8 or a read error: skip what we have, keep reading.
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => continue,
+            Err(_) => break,
+        }
+    }
+    reg
+}
+
+/// What a reap did.
+#[derive(Debug, Default)]
+pub struct ReapReport {
+    pub beds: Vec<String>,
+    pub killed: usize,
+    pub peers_stopped: usize,
+    pub errors: Vec<String>,
+}
+
+impl ReapReport {
+    fn is_quiet(&self) -> bool {
+        self.beds.is_empty() && self.killed == 0 && self.peers_stopped == 0
+    }
+}
+
+impl std::fmt::Display for ReapReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "killed {} process(es), stopped {} peer(s), removed {} test bed(s){}{}",
+            self.killed,
+            self.peers_stopped,
+            self.beds.len(),
+            if self.beds.is_empty() { "" } else { ": " },
+            self.beds.join(", ")
+        )
+    }
+}
+
+/// Remove everything `parent` registered in `reg` or recorded as its own.
+pub fn reap(parent: u32, reg: &Registry) -> ReapReport {
+    let mut rep = ReapReport::default();
+    // 1. Registered processes and groups.
+    for &g in &reg.groups {
+        // SAFETY: signalling a process group.
+        unsafe { libc::kill(-(g as libc::pid_t), libc::SIGKILL) };
+    }
+    for (&pid, &st) in &reg.pids {
+        if start_time(pid) == Some(st) {
+            // SAFETY: signalling a process whose identity was checked.
+            if unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) } == 0 {
+                rep.killed += 1;
+            }
+        }
+    }
+    // 2. Beds: registered ones and records owned by the parent.
+    let mut beds: BTreeSet<String> = reg.beds.clone();
+    for info in crate::testbed::list() {
+        if info.owner_pid == parent {
+            beds.insert(info.name.clone());
+        }
+    }
+    beds.retain(|b| !reg.kept.contains(b));
+    let ns_names: Vec<String> = beds
+        .iter()
+        .flat_map(|b| ["gen", "dut", "sink"].map(|r| format!("{b}-{r}")))
+        .collect();
+    let mut inodes: BTreeSet<(u64, u64)> = BTreeSet::new();
+    for ns in &ns_names {
+        if let Some(id) = ns_id(&Path::new("/run/netns").join(ns)) {
+            inodes.insert(id);
+        }
+    }
+    rep.killed += kill_in_netns(&inodes);
+    // 3. Peers' own cleanup (pid files, run directories, XDP detach).
+    for (ns, script) in &reg.peers {
+        match run_timeout(Command::new(script).arg("stop").arg(ns), PEER_STOP_LIMIT) {
+            Ok(()) => rep.peers_stopped += 1,
+            Err(e) => rep
+                .errors
+                .push(format!("{} stop {ns}: {e}", script.display())),
+        }
+    }
+    // A peer's stop may have started nothing, but make sure.
+    rep.killed += kill_in_netns(&inodes);
+    // 4. The beds themselves.
+    for b in &beds {
+        match remove_bed(b, parent, reg.beds.contains(b)) {
+            Ok(true) => rep.beds.push(b.clone()),
+            Ok(false) => {}
+            Err(e) => rep.errors.push(e),
+        }
+    }
+    remove_tmp_records(parent);
+    // 5. Second sweep for late arrivals.
+    if !beds.is_empty() {
+        std::thread::sleep(Duration::from_millis(300));
+        for ns in &ns_names {
+            if let Some(id) = ns_id(&Path::new("/run/netns").join(ns)) {
+                inodes.insert(id);
+            }
+        }
+        rep.killed += kill_in_netns(&inodes);
+        for ns in &ns_names {
+            if crate::testbed::netns_exists(ns) {
+                if let Err(e) = netns_del(ns) {
+                    rep.errors.push(e);
+                }
+            }
+        }
+    }
+    rep
+}
+
+const PEER_STOP_LIMIT: Duration = Duration::from_secs(30);
+
+/// (device, inode) of a network namespace file (/run/netns/X or /proc/P/ns/net).
+fn ns_id(p: &Path) -> Option<(u64, u64)> {
+    fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Pids of processes whose network namespace is one of `ids`.
+pub fn pids_in_netns(ids: &BTreeSet<(u64, u64)>) -> Vec<u32> {
+    let mut v = Vec::new();
+    if ids.is_empty() {
+        return v;
+    }
+    let me = std::process::id();
+    let Ok(rd) = fs::read_dir("/proc") else {
+        return v;
+    };
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        // A zombie has no namespaces any more: the stat fails, skipped.
+        if let Some(id) = ns_id(&e.path().join("ns/net")) {
+            if ids.contains(&id) {
+                v.push(pid);
+            }
+        }
+    }
+    v
+}
+
+/// SIGKILL every process in the namespaces until three scans in a row,
+/// 30 ms apart, find none (at most ~5 s). Returns how many were signalled.
+fn kill_in_netns(ids: &BTreeSet<(u64, u64)>) -> usize {
+    let mut n = 0;
+    let mut quiet = 0;
+    let t = Instant::now();
+    while quiet < 3 && t.elapsed() < Duration::from_secs(5) {
+        let pids = pids_in_netns(ids);
+        if pids.is_empty() {
+            quiet += 1;
+        } else {
+            quiet = 0;
+            for p in pids {
+                // SAFETY: the process is in one of the namespaces being removed.
+                if unsafe { libc::kill(p as libc::pid_t, libc::SIGKILL) } == 0 {
+                    n += 1;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    n
+}
+
+/// Remove bed `name`: by its record when there is one (and it is the
+/// parent's, or the parent registered the name), else its namespaces by
+/// name. Ok(true) when something was removed.
+fn remove_bed(name: &str, parent: u32, registered: bool) -> Result<bool, String> {
+    let nss = ["gen", "dut", "sink"].map(|r| format!("{name}-{r}"));
+    let mut did = false;
+    match crate::testbed::load(name) {
+        Ok(info) if info.owner_pid == parent || registered => {
+            crate::testbed::down_by_name(name).map_err(|e| e.to_string())?;
+            did = true;
+        }
+        // Another process's bed under that name now: not ours to remove.
+        Ok(_) => return Ok(false),
+        Err(_) => {}
+    }
+    for ns in &nss {
+        if crate::testbed::netns_exists(ns) {
+            netns_del(ns)?;
+            did = true;
+        }
+    }
+    Ok(did)
+}
+
+fn netns_del(ns: &str) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(["netns", "del", ns])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run 'ip netns del {ns}': {e}"))?;
+    if !out.status.success() && crate::testbed::netns_exists(ns) {
+        return Err(format!(
+            "'ip netns del {ns}' failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(())
+}
+
+/// Temporary record files a write by `parent` left (NAME.json.tmpPID).
+fn remove_tmp_records(parent: u32) {
+    let suffix = format!(".json.tmp{parent}");
+    let Ok(rd) = fs::read_dir(crate::testbed::STATE_DIR) else {
+        return;
+    };
+    for e in rd.flatten() {
+        if e.file_name().to_string_lossy().ends_with(&suffix) {
+            let _ = fs::remove_file(e.path());
+        }
+    }
+}
+
+/// Run a command with a time limit (killed after it), stdout discarded.
+fn run_timeout(cmd: &mut Command, limit: Duration) -> Result<(), String> {
+    let mut c = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let err = c.stderr.take();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        if let Some(mut e) = err {
+            let _ = e.read_to_string(&mut s);
+        }
+        s
+    });
+    let t = Instant::now();
+    loop {
+        match c.try_wait() {
+            Ok(Some(st)) => {
+                let msg = reader.join().unwrap_or_default();
+                if st.success() {
+                    return Ok(());
+                }
+                let last = msg.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
+                return Err(format!("ended with {st}: {last}"));
+            }
+            Ok(None) if t.elapsed() < limit => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) => {
+                let _ = c.kill();
+                let _ = c.wait();
+                return Err(format!("still running after {} s, killed", limit.as_secs()));
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protocol() {
+        let mut r = Registry::default();
+        assert!(r.apply("bed lr1a\n"));
+        assert!(r.apply("bed lr1b"));
+        assert!(r.apply("unbed lr1a"));
+        assert!(r.apply("peer lr1b-dut /x/scripts/peers/dut ovs.sh\n"));
+        assert!(r.apply("pid 1234 5678"));
+        assert!(r.apply("group 99"));
+        assert!(r.apply("pid 77 1"));
+        assert!(r.apply("unpid 77"));
+        assert!(!r.apply("bed ../etc"));
+        assert!(!r.apply("bed "));
+        assert!(!r.apply("pid 1 5"));
+        assert!(!r.apply("pid x 5"));
+        assert!(!r.apply("peer onlyns"));
+        assert!(!r.apply("rm -rf /"));
+        assert!(!r.apply(""));
+        assert_eq!(r.beds.iter().collect::<Vec<_>>(), ["lr1b"]);
+        assert_eq!(
+            r.peers.iter().next().unwrap(),
+            &(
+                "lr1b-dut".to_string(),
+                PathBuf::from("/x/scripts/peers/dut ovs.sh")
+            )
+        );
+        assert_eq!(r.pids.get(&1234), Some(&5678));
+        assert!(!r.pids.contains_key(&77));
+        assert!(r.groups.contains(&99));
+        assert!(!r.done);
+        assert!(r.apply("unpeer lr1b-dut /x/scripts/peers/dut ovs.sh"));
+        assert!(r.peers.is_empty());
+        assert!(r.apply("keep lr1b"));
+        assert!(r.beds.is_empty() && r.kept.contains("lr1b"));
+        let r2 = read_registry(&b"bed a\ngroup 5\ndone\nbed b\n"[..]);
+        assert!(r2.done);
+        assert!(!r2.beds.contains("b"), "nothing after done is read");
+        let r3 = read_registry(&b"bed a\n\xff\xfe\nbed c"[..]);
+        assert!(!r3.done);
+        assert_eq!(r3.beds.len(), 2);
+    }
+
+    #[test]
+    fn start_time_of_self() {
+        let me = std::process::id();
+        let a = start_time(me).unwrap();
+        assert_eq!(start_time(me), Some(a));
+        assert_eq!(start_time(u32::MAX), None);
+    }
+
+    #[test]
+    fn netns_scan_finds_self_namespace_peers() {
+        // The root namespace holds at least init (pid 1) besides us.
+        let id = ns_id(Path::new("/proc/self/ns/net")).unwrap();
+        let pids = pids_in_netns(&BTreeSet::from([id]));
+        assert!(!pids.contains(&std::process::id()));
+        assert!(pids_in_netns(&BTreeSet::new()).is_empty());
+    }
+
+    #[test]
+    fn reap_of_nothing_is_quiet() {
+        // A parent pid that owns no record: nothing is touched.
+        let r = reap(u32::MAX - 1, &Registry::default());
+        assert!(r.is_quiet(), "{r}");
+        assert!(r.errors.is_empty());
+    }
+}
