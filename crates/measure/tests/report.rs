@@ -9,9 +9,7 @@ use linerate_measure::report::svg::PALETTE;
 use linerate_measure::report::{
     line_rate_mpps, render_html, LatencySeries, ReportData, Series, Table,
 };
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
 
 const DUTS: [&str; 3] = [
     "linerate fwd (AF_XDP)",
@@ -115,72 +113,9 @@ fn sample_data() -> ReportData {
     }
 }
 
-fn find_chromium() -> PathBuf {
-    if let Some(p) = std::env::var_os("CHROMIUM") {
-        return PathBuf::from(p);
-    }
-    for name in ["chromium", "chromium-browser", "google-chrome"] {
-        for dir in std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()) {
-            let p = dir.join(name);
-            if p.is_file() {
-                return p;
-            }
-        }
-    }
-    panic!(
-        "headless Chromium not found: install Debian's package (apt-get install -y chromium) \
-         or set CHROMIUM=/path/to/chromium; this test renders the HTML report in a real browser"
-    );
-}
-
-fn screenshot(html: &Path, png: &Path, profile: &Path, height: u32) {
-    let bin = find_chromium();
-    let mut child = Command::new(&bin)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(format!("--screenshot={}", png.display()))
-        .arg(format!("--window-size=1200,{height}"))
-        .arg(format!("file://{}", html.display()))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
-    let start = Instant::now();
-    loop {
-        match child.try_wait().expect("wait for chromium") {
-            Some(st) => {
-                let out = child.wait_with_output().expect("chromium output");
-                assert!(
-                    st.success() && png.is_file(),
-                    "chromium failed ({st}): {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-                return;
-            }
-            None if start.elapsed() > Duration::from_secs(60) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("chromium did not finish the screenshot within 60 s");
-            }
-            None => std::thread::sleep(Duration::from_millis(100)),
-        }
-    }
-}
-
-fn hex(c: &str) -> [u8; 3] {
-    let v = u32::from_str_radix(c.trim_start_matches('#'), 16).unwrap();
-    [(v >> 16) as u8, (v >> 8) as u8, v as u8]
-}
+#[path = "support/chromium.rs"]
+mod chromium;
+use chromium::{hex, screenshot};
 
 #[test]
 fn report_renders_in_chromium_with_every_series_visible() {

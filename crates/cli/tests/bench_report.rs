@@ -1,0 +1,152 @@
+//! `linerate bench` end to end: a short RFC 2544 run on real test beds
+//! (Linux bridge, linerate fwd in XDP mode and in AF_PACKET mode), then the
+//! JSON checked for what every trial must hold and the HTML report
+//! rendered by headless Chromium with every DuT's color in the plots.
+
+#[path = "../../measure/tests/support/chromium.rs"]
+mod chromium;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use linerate_measure::report::svg::PALETTE;
+
+fn root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Removes the run's namespaces if the test fails half way.
+struct Cleanup(String);
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for i in 0..3 {
+            for part in ["gen", "dut", "sink"] {
+                let _ = Command::new("ip")
+                    .args(["netns", "del", &format!("{}{i}-{part}", self.0)])
+                    .output();
+            }
+        }
+    }
+}
+
+#[test]
+fn rfc2544_run_reports_every_trial_and_renders() {
+    assert!(
+        root(),
+        "this test builds network namespaces: run it as root"
+    );
+    let prefix = format!("lrbr{}", std::process::id() % 100_000);
+    let _c = Cleanup(prefix.clone());
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("bench-report-{prefix}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("bench.json");
+    let html = dir.join("bench.html");
+    let duts = ["linux-bridge", "linerate-xdp", "linerate-afpacket"];
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_linerate"));
+    cmd.args(["bench", "--quick", "--name", &prefix])
+        .arg("--json")
+        .arg(&json)
+        .arg("--report")
+        .arg(&html);
+    for d in duts {
+        cmd.args(["--dut", d]);
+    }
+    let out = cmd.output().expect("run linerate bench");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "bench failed: {stderr}");
+    // The table names every DuT at both sizes.
+    for d in duts {
+        assert!(
+            stdout.lines().filter(|l| l.starts_with(d)).count() >= 2,
+            "{d} missing from the table:\n{stdout}"
+        );
+    }
+    // Progress lines name the current trial.
+    assert!(stderr.contains("search") || stderr.contains("probe"));
+
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), duts.len());
+    for (r, d) in results.iter().zip(duts) {
+        assert_eq!(r["name"], d);
+        assert_eq!(r["status"], "ok", "{d}: {}", r["status"]);
+        let sizes = r["sizes"].as_array().unwrap();
+        let got: Vec<u64> = sizes
+            .iter()
+            .map(|s| s["frame_size"].as_u64().unwrap())
+            .collect();
+        assert_eq!(got, vec![64, 1518], "{d}");
+        for s in sizes {
+            let fs = s["frame_size"].as_u64().unwrap();
+            let tp = s["throughput_pps"].as_f64().unwrap_or(0.0);
+            assert!(tp > 1000.0, "{d} {fs}: throughput {tp}");
+            let trials = s["trials"].as_array().unwrap();
+            assert_eq!(trials[0]["procedure"], "probe");
+            for t in trials {
+                let (sent, recv, lost) = (
+                    t["sent"].as_u64().unwrap(),
+                    t["received"].as_u64().unwrap(),
+                    t["lost"].as_u64().unwrap(),
+                );
+                assert_eq!(lost, sent.saturating_sub(recv), "{d} {fs}: {t}");
+                // The generator's count is the kernel's count of g0's
+                // transmissions (+ refused), and the sink's is s0's.
+                let k = &t["kernel"];
+                assert_eq!(
+                    k["gen_iface_tx"].as_u64().unwrap()
+                        + k["gen_iface_xmit_errors"].as_u64().unwrap(),
+                    sent,
+                    "{d} {fs}: {t}"
+                );
+                assert_eq!(k["sink_iface_rx"].as_u64().unwrap(), recv, "{d} {fs}: {t}");
+                assert_eq!(k["agrees"], true);
+            }
+            // The throughput is a rate that passed with zero loss: the rate
+            // asked of a passing trial, or the top speed when that passed.
+            let passed = trials.iter().any(|t| {
+                let rate = t["requested_pps"]
+                    .as_f64()
+                    .unwrap_or_else(|| t["offered_pps"].as_f64().unwrap());
+                t["lost"] == 0 && (rate - tp).abs() <= tp * 1e-9
+            });
+            assert!(passed, "{d} {fs}: no lossless trial near {tp}");
+            let lat = &trials[s["latency_trial"].as_u64().unwrap() as usize]["latency"];
+            assert!(lat["samples"].as_u64().unwrap() > 0, "{d} {fs}: {lat}");
+            let (p50, p99) = (
+                lat["p50_ns"].as_f64().unwrap(),
+                lat["p99_ns"].as_f64().unwrap(),
+            );
+            assert!(p50 > 0.0 && p50 <= p99, "{d} {fs}: {lat}");
+            if fs == 64 {
+                assert!(!s["frame_loss"].as_array().unwrap().is_empty());
+                assert!(!s["back_to_back"].as_array().unwrap().is_empty());
+            }
+        }
+    }
+    // Nothing left behind.
+    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    assert!(
+        !String::from_utf8_lossy(&ns.stdout).contains(&prefix),
+        "namespaces left behind"
+    );
+
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(!page.contains("<script") && !page.contains("NaN"));
+    assert!(page.contains("Every trial"));
+    let png = dir.join("bench.png");
+    chromium::screenshot(&html, &png, &dir.join("profile"), 3000);
+    let shot = chromium::Shot::load(&png);
+    let white = shot.count([255, 255, 255]);
+    assert!(
+        white < (shot.width * shot.height) as usize,
+        "screenshot is blank"
+    );
+    for (c, d) in PALETTE.iter().zip(duts) {
+        let n = shot.count(chromium::hex(c));
+        assert!(n > 500, "{d} (color {c}) shows in only {n} pixels");
+    }
+    let _ = std::fs::remove_dir_all(dir.join("profile"));
+}
