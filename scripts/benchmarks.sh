@@ -4,6 +4,7 @@
 #  2. the pure-CPU forwarder (mem ports) with --profile, and DPDK testpmd
 #     io-forward between two net_null ports, one after the other,
 #  3. the traffic generator (scripts/bench_gen.sh: rate accuracy, maximum rate, latency),
+#  4. `linerate bench` with its RFC 2544 defaults (scripts/bench_rfc2544.sh),
 # then write the tables. Run as root on an otherwise idle machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,4 +29,6 @@ BENCH_GEN_SECONDS=$secs scripts/bench_gen.sh "$out/gen" >"$out/gen.md"
 cmd="scripts/benchmarks.sh (BENCH_SECONDS=$secs BENCH_REPEAT=$reps)"
 python3 scripts/bench_report.py "$out" "$cmd" >docs/BENCHMARKS.md
 cat "$out/gen.md" >>docs/BENCHMARKS.md
+echo "== RFC 2544: scripts/bench_rfc2544.sh" >&2
+scripts/bench_rfc2544.sh
 echo "wrote docs/BENCHMARKS.md" >&2
