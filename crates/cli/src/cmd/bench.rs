@@ -57,8 +57,9 @@ pub struct Args {
     /// Frame sizes in bytes on the wire with FCS (64..=1518), comma separated.
     #[arg(long, value_delimiter = ',', default_values_t = STANDARD_SIZES.to_vec())]
     pub sizes: Vec<u32>,
-    /// Seconds of traffic per trial (RFC 2544 suggests 60 for a formal result).
-    #[arg(long, default_value_t = 1.0)]
+    /// Seconds of traffic per trial (RFC 2544 suggests 60 for a formal result; short trials
+    /// favour DuTs with deep buffers, which hide a backlog until the trial ends).
+    #[arg(long, default_value_t = 0.5)]
     pub trial: f64,
     /// Loss (in % of the frames sent) a throughput trial may have and still pass.
     #[arg(long, default_value_t = 0.0)]
