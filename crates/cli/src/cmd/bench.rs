@@ -218,6 +218,14 @@ pub fn run(a: Args) -> Result<()> {
     Ok(())
 }
 
+fn dut_env(exe: &std::path::Path, cpu: usize) -> DutEnv {
+    DutEnv {
+        linerate: exe.to_path_buf(),
+        peers_dir: dut::find_peers_dir(exe),
+        cpu,
+    }
+}
+
 fn check_name(n: &str) -> Result<()> {
     if n.is_empty()
         || n.len() > 20
@@ -300,11 +308,7 @@ fn run_rfc2544(a: Args) -> Result<()> {
         ts_every: 16,
         threaded_napi: a.threaded_napi,
         bed_name: a.name.clone(),
-        env: DutEnv {
-            linerate: exe.clone(),
-            peers_dir: dut::find_peers_dir(&exe),
-            cpu: a.dut_cpu,
-        },
+        env: dut_env(&exe, a.dut_cpu),
     };
     let stop = super::common::stop_flag()?;
     let t0 = Instant::now();
@@ -557,11 +561,7 @@ fn run_overload(a: Args) -> Result<()> {
         flows: 64,
         threaded_napi: a.threaded_napi,
         bed_prefix: a.name.clone(),
-        env: DutEnv {
-            linerate: exe.clone(),
-            peers_dir: dut::find_peers_dir(&exe),
-            cpu: a.dut_cpu,
-        },
+        env: dut_env(&exe, a.dut_cpu),
     };
     let stop = super::common::stop_flag()?;
     let t0 = Instant::now();

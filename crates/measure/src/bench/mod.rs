@@ -323,15 +323,7 @@ fn trial(cfg: &BenchConfig, d: &mut dyn Dut, stop: &Arc<AtomicBool>) -> Result<T
     let result = (|| {
         stopped(stop)?;
         let a = FrameAddrs::for_mode(bed.info(), d.mode());
-        let frame = xdpgen::ipv4_udp_frame(
-            a.dst_mac.0,
-            a.src_mac.0,
-            a.src_ip.octets(),
-            a.dst_ip.octets(),
-            1024,
-            9,
-            cfg.frame_len,
-        );
+        let frame = udp_frame(&a, cfg.frame_len);
         let gstop = Arc::new(AtomicBool::new(false));
         let total = cfg.warmup + cfg.duration + Duration::from_secs(2);
         let (gen_cpu, flows) = (cfg.gen_cpu, cfg.flows);
@@ -428,6 +420,20 @@ fn sleep_unless(d: Duration, stop: &AtomicBool) {
     while t.elapsed() < d && !stop.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// The bench's test frame: IPv4 UDP 1024 -> 9 (discard) of `len` bytes
+/// (without FCS), addressed as the DuT needs.
+pub fn udp_frame(a: &FrameAddrs, len: usize) -> Vec<u8> {
+    xdpgen::ipv4_udp_frame(
+        a.dst_mac.0,
+        a.src_mac.0,
+        a.src_ip.octets(),
+        a.dst_ip.octets(),
+        1024,
+        9,
+        len,
+    )
 }
 
 /// Pin the calling thread to `cpu` (best effort).

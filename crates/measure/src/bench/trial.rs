@@ -56,15 +56,7 @@ impl GenServer {
                         let g = match gens.entry(c.frame_len) {
                             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
                             std::collections::hash_map::Entry::Vacant(v) => {
-                                let frame = xdpgen::ipv4_udp_frame(
-                                    addrs.dst_mac.0,
-                                    addrs.src_mac.0,
-                                    addrs.src_ip.octets(),
-                                    addrs.dst_ip.octets(),
-                                    1024,
-                                    9,
-                                    c.frame_len,
-                                );
+                                let frame = super::udp_frame(&addrs, c.frame_len);
                                 let cfg = GenConfig {
                                     flows,
                                     timestamp: Some(TsConfig {
