@@ -21,6 +21,7 @@ enum Command {
     Count(cmd::count::Args),
     Gen(cmd::gen::Args),
     Experiment(cmd::experiment::Args),
+    Capture(cmd::capture::Args),
 }
 
 fn main() {
@@ -32,6 +33,7 @@ fn main() {
         Command::Count(a) => cmd::count::run(a),
         Command::Gen(a) => cmd::gen::run(a),
         Command::Experiment(a) => cmd::experiment::run(a),
+        Command::Capture(a) => cmd::capture::run(a),
     };
     if let Err(e) = r {
         // One line, naming the problem; the chain is joined with ": ".

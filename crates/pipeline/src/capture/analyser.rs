@@ -61,6 +61,15 @@ pub trait Analyser: Send {
     fn events(&self) -> Vec<(&'static str, u64)>;
 }
 
+impl Analyser for Box<dyn Analyser> {
+    fn on_packet(&mut self, pkt: &[u8], ts_ns: u64) -> AnalyserAction {
+        (**self).on_packet(pkt, ts_ns)
+    }
+    fn events(&self) -> Vec<(&'static str, u64)> {
+        (**self).events()
+    }
+}
+
 /// Busy-wait `ns` nanoseconds (emulates an expensive analyser: `--cost-ns`).
 #[inline]
 pub fn spin_ns(ns: u64) {
