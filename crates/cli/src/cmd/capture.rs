@@ -150,6 +150,9 @@ pub struct Args {
     pub no_pin: bool,
 }
 
+/// Named counters published by a thread.
+type Counters = Mutex<Vec<(&'static str, u64)>>;
+
 /// What a worker publishes for the stats.
 #[derive(Default)]
 struct WorkerShared {
@@ -299,7 +302,12 @@ fn text_line(v: &Value) -> String {
             };
             s += &format!(
                 " | w{} rx {} fwd {} q {}/{} ted {}",
-                w["worker"], w["received"], w["forwarded"], w["queue_used"], w["queue_capacity"], th
+                w["worker"],
+                w["received"],
+                w["forwarded"],
+                w["queue_used"],
+                w["queue_capacity"],
+                th
             );
         }
     }
@@ -573,13 +581,13 @@ pub fn run(a: Args) -> Result<()> {
         let Some(dir) = &a.write else { return Ok(None) };
         let mut r = RotateConfig::new(dir, &a.name, w);
         if let Some(mb) = a.rotate_mb {
-            if !(mb > 0.0) {
+            if mb.is_nan() || mb <= 0.0 {
                 bail!("--rotate-mb {mb}: must be > 0");
             }
             r.max_bytes = Some((mb * 1e6) as u64);
         }
         if let Some(s) = a.rotate_s {
-            if !(s > 0.0) {
+            if s.is_nan() || s <= 0.0 {
                 bail!("--rotate-s {s}: must be > 0");
             }
             r.max_age = Some(Duration::from_secs_f64(s));
@@ -615,13 +623,7 @@ pub fn run(a: Args) -> Result<()> {
     };
     let n = a.workers;
     // RX thread on CPU 0, workers on 1..; only when every thread has its own CPU.
-    let pin = !a.no_pin
-        && cpus()
-            >= n + if a.steer == Steer::Dispatcher {
-                1
-            } else {
-                0
-            };
+    let pin = !a.no_pin && cpus() >= n + if a.steer == Steer::Dispatcher { 1 } else { 0 };
     let t0 = Instant::now();
     let wshared: Vec<Arc<WorkerShared>> = (0..n).map(|_| Arc::default()).collect();
     let mut consumers = Vec::with_capacity(n);
@@ -871,10 +873,10 @@ fn run_fanout(
         None => None,
     };
     let done = Arc::new(AtomicBool::new(false));
-    let kstats: Vec<Arc<Mutex<Vec<(&'static str, u64)>>>> =
-        (0..n).map(|_| Arc::default()).collect();
+    let kstats: Vec<Arc<Counters>> = (0..n).map(|_| Arc::default()).collect();
     let mut handles = Vec::new();
-    for (w, ((mut port, mut fwd), mut c)) in ports.into_iter().zip(fwds).zip(consumers).enumerate() {
+    for (w, ((mut port, mut fwd), mut c)) in ports.into_iter().zip(fwds).zip(consumers).enumerate()
+    {
         let (dn, inbox, ks) = (done.clone(), inboxes[w].clone(), kstats[w].clone());
         let batch = a.batch;
         handles.push(std::thread::spawn(move || -> Result<(), String> {
@@ -987,7 +989,7 @@ fn run_fanout(
     Ok(())
 }
 
-fn sum_kernel(shared: &Shared, ks: &[Arc<Mutex<Vec<(&'static str, u64)>>>]) {
+fn sum_kernel(shared: &Shared, ks: &[Arc<Counters>]) {
     let mut tot: Vec<(&'static str, u64)> = Vec::new();
     for k in ks {
         for (n, v) in k.lock().map(|x| x.clone()).unwrap_or_default() {
