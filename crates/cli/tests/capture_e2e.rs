@@ -202,6 +202,15 @@ fn gen_args(bed: &Testbed, extra: &[&str]) -> Vec<String> {
 
 #[test]
 fn two_workers_into_pcapng_match_forwarded_count() {
+    two_workers_into_pcapng("dispatcher", 1);
+}
+
+#[test]
+fn two_workers_by_kernel_fanout_into_pcapng() {
+    two_workers_into_pcapng("fanout", 2);
+}
+
+fn two_workers_into_pcapng(steer: &str, sockets: usize) {
     let bed = Testbed::up(&TestbedConfig::default()).expect("test bed");
     let dir = TempDir::new("veth");
     let d = dir.0.display().to_string();
@@ -212,6 +221,8 @@ fn two_workers_into_pcapng_match_forwarded_count() {
             "afpacket:d0",
             "--workers",
             "2",
+            "--steer",
+            steer,
             "--write",
             &d,
             "--rotate-mb",
@@ -220,7 +231,7 @@ fn two_workers_into_pcapng_match_forwarded_count() {
             "--quiet",
         ],
     );
-    wait_packet_sockets(&mut cap, 1, "linerate capture");
+    wait_packet_sockets(&mut cap, sockets, "linerate capture");
     let args = gen_args(&bed, &["--rate", "20kpps", "--count", "10000"]);
     let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
     let out = Command::new("ip")
@@ -242,7 +253,7 @@ fn two_workers_into_pcapng_match_forwarded_count() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v = last_json(&String::from_utf8_lossy(&out.stdout));
-    assert_eq!(v["steering"], "dispatcher");
+    assert_eq!(v["steering"], steer);
     let t = &v["totals"];
     let fwd = t["forwarded"].as_u64().unwrap();
     assert!(fwd >= 10_000, "{v}");

@@ -12,7 +12,8 @@
 //! PACKET_FANOUT_HASH group (the kernel picks the socket by
 //! `__skb_get_hash_symmetric`, so both directions of a connection reach the
 //! same worker) and runs its own forwarder; TED's queue signal is then the
-//! batch fill (a full batch means the kernel ring holds a backlog).
+//! run of consecutive full batches (a backlog in the kernel ring, see
+//! [`FULL_RUN`]).
 //!
 //! Stats once a second and at the end; a control socket (`--ctl`) takes
 //! `shunt SRC:SPORT DST:DPORT PROTO` and `stats`.
@@ -815,6 +816,13 @@ fn finish_report(shared: &Shared, a: &Args) -> Result<()> {
     Ok(())
 }
 
+/// Fanout steering: the kernel ring's fill is not visible through the port,
+/// so TED's queue fraction is the run of consecutive full batches over this
+/// many (a worker that keeps up soon gets a partial batch; one that falls
+/// behind only gets full ones). Queue "used" in the stats is that run times
+/// the batch size, an estimate of the backlog.
+const FULL_RUN: usize = 16;
+
 /// The port URI of one fanout worker: the user's URI plus the fanout group.
 fn fanout_uri(port: &str, group: u16) -> Result<String> {
     if !port.starts_with("afpacket:") {
@@ -886,15 +894,25 @@ fn run_fanout(
             let mut b = Batch::new(batch);
             let mut shunts: Vec<FlowKey> = Vec::with_capacity(batch);
             let mut empty = 0u32;
+            let mut full_run = 0usize;
             let mut last_events = Instant::now();
-            c.shared.queue_capacity.store(batch as u64, Relaxed);
+            c.shared
+                .queue_capacity
+                .store((FULL_RUN * batch) as u64, Relaxed);
             while !dn.load(Relaxed) {
                 let k = port.rx.recv(&mut b).map_err(|e| e.to_string())?;
                 if k > 0 {
                     let now_ns = monotonic_ns(t0);
-                    // TED's queue signal: the batch fill (see the module docs).
-                    fwd.set_queue_fraction(k as f64 / batch as f64);
-                    c.shared.queue_used.store(k as u64, Relaxed);
+                    // TED's queue signal: the run of full batches (see the module docs).
+                    full_run = if k >= batch {
+                        (full_run + 1).min(FULL_RUN)
+                    } else {
+                        0
+                    };
+                    fwd.set_queue_fraction(full_run as f64 / FULL_RUN as f64);
+                    c.shared
+                        .queue_used
+                        .store((full_run * batch) as u64, Relaxed);
                     inbox.take(|key| fwd.shunt(&key));
                     let mut rt = None;
                     for p in b.pkts() {
