@@ -471,6 +471,7 @@ fn http_analyser_counts_requests_responses_pairs() {
         c.seg(false, tcpf::FIN | tcpf::ACK, b"");
         convs.push(c.frames);
     }
+    let conv_len: Vec<u64> = convs.iter().map(|c| c.len() as u64).collect();
     let mut frames = vec![];
     let mut idx = vec![0usize; convs.len()];
     loop {
@@ -519,6 +520,46 @@ fn http_analyser_counts_requests_responses_pairs() {
         assert_eq!(ev["ooo_segments"], 0, "{v}");
         assert_eq!(v["totals"]["forwarded"], frames.len() as u64, "{v}");
     }
+    // Filters (libpcap syntax): --drop removes connection 1, --filter keeps
+    // only connection 2; priority packets of connection 3 are counted.
+    let out = Command::new(EXE)
+        .args(["capture", &format!("pcap:{}", f.display())])
+        .args(["--drop", "tcp port 30001", "--json", "--quiet"])
+        .args([
+            "--priority",
+            "tcp port 30003 and tcp[tcpflags] & tcp-push != 0",
+        ])
+        .args(["--ted", "off", "--ring-slots", "65536"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = last_json(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(v["totals"]["dropped"]["filter"], conv_len[1], "{v}");
+    // SYN, SYN-ACK, 2 FINs of 40 connections (39 after the filter) + 1 PSH request of connection 3
+    assert_eq!(v["workers"][0]["priority"], 39 * 4 + 1, "{v}");
+    let out = Command::new(EXE)
+        .args(["capture", &format!("pcap:{}", f.display())])
+        .args(["--filter", "tcp port 30002", "--json", "--quiet"])
+        .args(["--ted", "off", "--ring-slots", "65536"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = last_json(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(v["totals"]["forwarded"], conv_len[2], "{v}");
+    assert_eq!(
+        v["totals"]["dropped"]["filter"],
+        frames.len() as u64 - conv_len[2],
+        "{v}"
+    );
+
     // Shunting after the response headers (replayed at 5 kpps in batches
     // of 1, so that the worker's shunt requests come back before the
     // bodies: a shunt takes effect from the next input batch on): every

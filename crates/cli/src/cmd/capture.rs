@@ -704,6 +704,11 @@ pub fn run(a: Args) -> Result<()> {
                 match port.rx.recv(&mut b) {
                     Ok(k) if k > 0 => {
                         let now_ns = monotonic_ns(t0);
+                        // Shunt requests from the workers apply to this batch
+                        // already (one atomic load per worker when none).
+                        for w in 0..n {
+                            d.forwarder_mut(w).poll_shunts();
+                        }
                         let mut rt = None;
                         for p in b.pkts() {
                             let ts = if keep_ts && p.ts_ns != 0 {
