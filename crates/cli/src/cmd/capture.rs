@@ -488,18 +488,16 @@ impl Consumer {
     }
 }
 
-fn dispatcher_worker(
-    mut rx: WorkerRx,
-    mut c: Consumer,
-    batch: usize,
-    stop: Arc<AtomicBool>,
-) -> Result<(), String> {
+fn dispatcher_worker(mut rx: WorkerRx, mut c: Consumer, batch: usize) -> Result<(), String> {
     let mut shunts: Vec<FlowKey> = Vec::with_capacity(batch);
     let mut empty = 0u32;
     let mut last_events = Instant::now();
     let g = rx.gauge();
     c.shared.queue_capacity.store(g.capacity() as u64, Relaxed);
     loop {
+        // Read before recv: a ring that is empty after the dispatcher was
+        // seen gone holds nothing more (it flushes before it goes).
+        let gone = rx.dispatcher_gone();
         let n = rx.recv(batch, |s| {
             if let Some(k) = c.on_packet(s.bytes(), s.orig_len as usize, s.ts_ns) {
                 if shunts.len() < shunts.capacity() {
@@ -521,13 +519,7 @@ fn dispatcher_worker(
         }
         if n == 0 {
             empty = empty.wrapping_add(1);
-            if rx.dispatcher_gone() {
-                // Drain what is left, then end.
-                if rx.recv(1, |_| ()) == 0 {
-                    break;
-                }
-            }
-            if stop.load(Relaxed) && rx.dispatcher_gone() {
+            if gone {
                 break;
             }
             if empty > 256 {
@@ -680,7 +672,6 @@ pub fn run(a: Args) -> Result<()> {
             };
             let mut handles = Vec::new();
             for (w, (rx, c)) in rxs.into_iter().zip(consumers).enumerate() {
-                let st = stop.clone();
                 let batch = a.batch;
                 handles.push(
                     std::thread::Builder::new()
@@ -689,7 +680,7 @@ pub fn run(a: Args) -> Result<()> {
                             if pin {
                                 let _ = super::common::pin_to_cpu(w + 1);
                             }
-                            dispatcher_worker(rx, c, batch, st)
+                            dispatcher_worker(rx, c, batch)
                         })?,
                 );
             }
