@@ -21,6 +21,7 @@ enum Command {
     Count(cmd::count::Args),
     Gen(cmd::gen::Args),
     Experiment(cmd::experiment::Args),
+    Capture(cmd::capture::Args),
     #[command(name = "__reap", hide = true)]
     Reap(cmd::reap::Args),
 }
@@ -34,6 +35,7 @@ fn main() {
         Command::Count(a) => cmd::count::run(a),
         Command::Gen(a) => cmd::gen::run(a),
         Command::Experiment(a) => cmd::experiment::run(a),
+        Command::Capture(a) => cmd::capture::run(a),
         Command::Reap(a) => cmd::reap::run(a),
     };
     if let Err(e) = r {

@@ -1124,6 +1124,12 @@ pub struct PcapWriter {
     packets: u64,
     bytes: u64,
     snapped: u64,
+    /// Records in `buf`, not yet written out.
+    buffered: u64,
+    /// Records written out.
+    written: u64,
+    /// Bytes of the file, buffered ones included.
+    file_len: u64,
     error: Option<String>,
 }
 
@@ -1139,6 +1145,9 @@ impl PcapWriter {
             packets: 0,
             bytes: 0,
             snapped: 0,
+            buffered: 0,
+            written: 0,
+            file_len: 0,
             error: None,
         };
         match format {
@@ -1180,6 +1189,7 @@ impl PcapWriter {
                 w.put32(1);
             }
         }
+        w.file_len = w.buf.len() as u64;
         w.write_out()?;
         Ok(w)
     }
@@ -1191,9 +1201,6 @@ impl PcapWriter {
 
     /// Append one record per packet (no syscall unless the buffer fills).
     pub fn write(&mut self, pkts: &[Pkt]) -> Result<(), String> {
-        if let Some(e) = &self.error {
-            return Err(e.clone());
-        }
         let mut now: Option<u64> = None;
         for p in pkts {
             let ts = if p.ts_ns != 0 {
@@ -1203,42 +1210,57 @@ impl PcapWriter {
                 *now.get_or_insert_with(realtime_ns)
             };
             let data = p.bytes();
-            let cap = data.len().min(SNAPLEN as usize);
-            if cap < data.len() {
-                self.snapped += 1;
-            }
-            let rec = match self.format {
-                WriteFormat::PcapNg => 32 + cap.div_ceil(4) * 4,
-                WriteFormat::Pcap => 16 + cap,
-            };
-            if self.buf.len() + rec > self.buf.capacity() {
-                self.write_out()?;
-            }
-            match self.format {
-                WriteFormat::PcapNg => {
-                    self.put32(EPB);
-                    self.put32(rec as u32);
-                    self.put32(0);
-                    self.put32((ts >> 32) as u32);
-                    self.put32(ts as u32);
-                    self.put32(cap as u32);
-                    self.put32(data.len() as u32);
-                    self.buf.extend_from_slice(&data[..cap]);
-                    let pad = cap.div_ceil(4) * 4 - cap;
-                    self.buf.extend_from_slice(&[0u8; 3][..pad]);
-                    self.put32(rec as u32);
-                }
-                WriteFormat::Pcap => {
-                    self.put32((ts / 1_000_000_000) as u32);
-                    self.put32((ts % 1_000_000_000) as u32);
-                    self.put32(cap as u32);
-                    self.put32(data.len() as u32);
-                    self.buf.extend_from_slice(&data[..cap]);
-                }
-            }
-            self.packets += 1;
-            self.bytes += data.len() as u64;
+            self.write_record(data, data.len(), ts)?;
         }
+        Ok(())
+    }
+
+    /// Append one record: `data` captured (truncated to the snap length
+    /// if longer), `orig_len` its length on the wire (>= `data.len()`),
+    /// `ts_ns` its timestamp. No syscall unless the buffer fills.
+    #[inline]
+    pub fn write_record(&mut self, data: &[u8], orig_len: usize, ts: u64) -> Result<(), String> {
+        if let Some(e) = &self.error {
+            return Err(e.clone());
+        }
+        let orig_len = orig_len.max(data.len()).min(u32::MAX as usize);
+        let cap = data.len().min(SNAPLEN as usize);
+        if cap < orig_len {
+            self.snapped += 1;
+        }
+        let rec = match self.format {
+            WriteFormat::PcapNg => 32 + cap.div_ceil(4) * 4,
+            WriteFormat::Pcap => 16 + cap,
+        };
+        if self.buf.len() + rec > self.buf.capacity() {
+            self.write_out()?;
+        }
+        match self.format {
+            WriteFormat::PcapNg => {
+                self.put32(EPB);
+                self.put32(rec as u32);
+                self.put32(0);
+                self.put32((ts >> 32) as u32);
+                self.put32(ts as u32);
+                self.put32(cap as u32);
+                self.put32(orig_len as u32);
+                self.buf.extend_from_slice(&data[..cap]);
+                let pad = cap.div_ceil(4) * 4 - cap;
+                self.buf.extend_from_slice(&[0u8; 3][..pad]);
+                self.put32(rec as u32);
+            }
+            WriteFormat::Pcap => {
+                self.put32((ts / 1_000_000_000) as u32);
+                self.put32((ts % 1_000_000_000) as u32);
+                self.put32(cap as u32);
+                self.put32(orig_len as u32);
+                self.buf.extend_from_slice(&data[..cap]);
+            }
+        }
+        self.packets += 1;
+        self.buffered += 1;
+        self.bytes += orig_len as u64;
+        self.file_len += rec as u64;
         Ok(())
     }
 
@@ -1253,6 +1275,8 @@ impl PcapWriter {
             return Err(msg);
         }
         self.buf.clear();
+        self.written += self.buffered;
+        self.buffered = 0;
         Ok(())
     }
 
@@ -1266,6 +1290,17 @@ impl PcapWriter {
 
     pub fn packets(&self) -> u64 {
         self.packets
+    }
+
+    /// Records handed to the kernel by `write(2)` (in the file, or in the
+    /// page cache on its way there): these survive the end of the process.
+    pub fn written_packets(&self) -> u64 {
+        self.written
+    }
+
+    /// Length of the file once the buffer is written out (headers included).
+    pub fn file_len(&self) -> u64 {
+        self.file_len
     }
 }
 

@@ -1,4 +1,5 @@
 pub mod bench;
+pub mod capture;
 pub mod common;
 pub mod count;
 pub mod experiment;

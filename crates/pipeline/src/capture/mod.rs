@@ -9,20 +9,26 @@
 //! * [`forwarder`]: the per-packet decision and its counters;
 //! * [`ted`]: the cut-off threshold controller;
 //! * [`flowtable`]: the bounded per-worker connection table;
-//! * [`filter`]: libpcap filter expressions compiled by libpcap.
+//! * [`filter`]: libpcap filter expressions compiled by libpcap;
+//! * [`pcapng`]: the per-worker rotating pcapng writer;
+//! * [`analyser`]: the in-process analyser API and the `http` analyser.
 
+pub mod analyser;
 pub mod filter;
 pub mod flowtable;
 pub mod forwarder;
+pub mod pcapng;
 pub mod spsc;
 pub mod steer;
 pub mod ted;
 
+pub use analyser::{Analyser, AnalyserAction, HttpAnalyser, HttpConfig, HttpStats};
 pub use filter::Filter;
 pub use flowtable::{FlowEntry, FlowTable, FlowTableStats};
 pub use forwarder::{
     Forwarder, ForwarderConfig, ForwarderCounts, ForwarderReport, ForwarderShared, ShuntSender,
     Verdict,
 };
+pub use pcapng::{CaptureWriter, RotateConfig, WriterReport};
 pub use steer::{worker_of, Dispatcher, Slot, SteerConfig, WorkerRx};
 pub use ted::{Ted, TedConfig, TedStats};

@@ -1,0 +1,1046 @@
+//! `linerate capture PORT`: DNAC-style capture (seed 002). Packets are
+//! steered by a symmetric flow hash to N workers; a forwarder in front of
+//! each worker drops early by rules (libpcap filters, priority classes),
+//! shunting and TED; each worker takes batches, runs the in-process
+//! analyser and/or writes pcapng files.
+//!
+//! Threads, `--steer dispatcher` (default, any port): one RX thread reads
+//! the port in batches and runs the software dispatcher (parse, hash,
+//! forwarder, copy into the worker's SPSC ring, publish once per batch);
+//! N worker threads pop batches from their rings. `--steer fanout`
+//! (AF_PACKET ports): each worker opens its own socket in one
+//! PACKET_FANOUT_HASH group (the kernel picks the socket by
+//! `__skb_get_hash_symmetric`, so both directions of a connection reach the
+//! same worker) and runs its own forwarder; TED's queue signal is then the
+//! run of consecutive full batches (a backlog in the kernel ring, see
+//! [`FULL_RUN`]).
+//!
+//! Stats once a second and at the end; a control socket (`--ctl`) takes
+//! `shunt SRC:SPORT DST:DPORT PROTO` and `stats`.
+
+use anyhow::{bail, Context, Result};
+use linerate_io::{Batch, DropReason, OpenOptions, Port};
+use linerate_pipeline::capture::analyser::{Costly, NullAnalyser};
+use linerate_pipeline::capture::{
+    Analyser, AnalyserAction, CaptureWriter, Dispatcher, Filter, Forwarder, ForwarderConfig,
+    ForwarderShared, HttpAnalyser, HttpConfig, RotateConfig, SteerConfig, TedConfig, WorkerRx,
+};
+use linerate_wire::FlowKey;
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::net::UnixListener;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Steer {
+    /// Software dispatcher thread feeding per-worker SPSC rings (any port).
+    Dispatcher,
+    /// AF_PACKET PACKET_FANOUT_HASH: one socket per worker (afpacket: ports).
+    Fanout,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnOff {
+    On,
+    Off,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum AnalyserKind {
+    /// HTTP/1.x requests, responses and request/response pairs.
+    Http,
+}
+
+#[derive(clap::Args)]
+#[command(
+    about = "Capture with overload control: symmetric steering to workers, TED, shunting, filters, pcapng, analysers",
+    after_help = "\
+Every packet goes through the forwarder of its worker, which drops, in order: malformed frames,
+packets refused by --filter/--drop, shunted connections, and (TED, when the worker's queue fills)
+the tails of connections that already carried more than the current threshold. TCP SYN/FIN/RST and
+--priority packets are never cut by TED. Every drop is counted by reason:
+received = forwarded + drops, per worker.
+
+Files: DIR/NAME-wW-NNNN.pcapng (W worker, NNNN file number), nanosecond timestamps. A record is
+'acknowledged' in the stats once the write(2) carrying it has returned; on SIGINT/SIGTERM every
+buffered record is written out and the files are closed whole.
+
+Control socket (--ctl, mode 0600), one command per line:
+  shunt 10.0.0.1:40000 10.0.0.2:80 tcp     drop the rest of that connection (both directions)
+  stats                                     one JSON line
+
+Examples:
+  # 2 workers, pcapng files rotated every 100 MB, stats once a second
+  linerate capture afpacket:eth1 --workers 2 --write /data/cap --rotate-mb 100
+  # HTTP events, shunting connections once the response headers are seen, TED on
+  linerate capture afpacket:eth1 --analyser http --shunt-after-response --json
+  # emulate a heavy analyser (2 us per packet) on a replayed trace, TED off
+  linerate capture pcap:trace.pcapng --analyser http --cost-ns 2000 --ted off
+  # kernel fanout instead of the software dispatcher; keep only web traffic
+  linerate capture afpacket:eth1 --steer fanout --workers 2 --filter 'tcp port 80'"
+)]
+pub struct Args {
+    /// Port to capture from (URI: afpacket:IFACE, afxdp:IFACE, pcap:FILE...).
+    pub port: String,
+    /// Worker threads.
+    #[arg(long, default_value_t = 1)]
+    pub workers: usize,
+    /// How packets are spread over the workers.
+    #[arg(long, value_enum, default_value_t = Steer::Dispatcher)]
+    pub steer: Steer,
+    /// Write pcapng files into this directory.
+    #[arg(long)]
+    pub write: Option<PathBuf>,
+    /// File name prefix.
+    #[arg(long, default_value = "capture")]
+    pub name: String,
+    /// Start a new file when one would exceed this many MB.
+    #[arg(long)]
+    pub rotate_mb: Option<f64>,
+    /// Start a new file every this many seconds.
+    #[arg(long)]
+    pub rotate_s: Option<f64>,
+    /// Keep only packets matching this libpcap filter.
+    #[arg(long)]
+    pub filter: Option<String>,
+    /// Drop packets matching this libpcap filter.
+    #[arg(long)]
+    pub drop: Option<String>,
+    /// Packets matching this libpcap filter are never cut by TED.
+    #[arg(long)]
+    pub priority: Option<String>,
+    /// Tail early dropping.
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    pub ted: OnOff,
+    /// In-process analyser run by every worker.
+    #[arg(long, value_enum)]
+    pub analyser: Option<AnalyserKind>,
+    /// http: shunt a connection once a response's headers were seen.
+    #[arg(long)]
+    pub shunt_after_response: bool,
+    /// Busy-wait this many ns per packet in the worker (a heavy analyser).
+    #[arg(long, default_value_t = 0)]
+    pub cost_ns: u64,
+    /// Slots per worker ring (dispatcher steering).
+    #[arg(long, default_value_t = 4096)]
+    pub ring_slots: usize,
+    /// Bytes per ring slot (longer frames are truncated, original length kept).
+    #[arg(long, default_value_t = 2048)]
+    pub slot_size: usize,
+    /// Packets per batch.
+    #[arg(long, default_value_t = linerate_io::DEFAULT_BATCH)]
+    pub batch: usize,
+    /// Stop after this many seconds (default: Ctrl-C, or the end of a finite source).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// JSON lines once a second and a final JSON report on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// No once-a-second lines.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Control socket path (Unix stream socket, mode 0600).
+    #[arg(long)]
+    pub ctl: Option<PathBuf>,
+    /// Do not pin threads to CPUs.
+    #[arg(long)]
+    pub no_pin: bool,
+}
+
+/// Named counters published by a thread.
+type Counters = Mutex<Vec<(&'static str, u64)>>;
+
+/// What a worker publishes for the stats.
+#[derive(Default)]
+struct WorkerShared {
+    taken: AtomicU64,
+    written: AtomicU64,
+    acknowledged: AtomicU64,
+    queue_used: AtomicU64,
+    queue_capacity: AtomicU64,
+    events: Mutex<Vec<(&'static str, u64)>>,
+    files: Mutex<Vec<PathBuf>>,
+}
+
+/// Shunt requests from the control socket for one forwarder owner.
+#[derive(Default)]
+struct Inbox {
+    pending: AtomicBool,
+    keys: Mutex<Vec<FlowKey>>,
+}
+
+impl Inbox {
+    fn push(&self, k: FlowKey) {
+        self.keys.lock().unwrap_or_else(|e| e.into_inner()).push(k);
+        self.pending.store(true, Relaxed);
+    }
+    /// Once per batch: one relaxed load; the lock only when something is pending.
+    fn take(&self, mut f: impl FnMut(FlowKey)) {
+        if self.pending.swap(false, Relaxed) {
+            let v = std::mem::take(&mut *self.keys.lock().unwrap_or_else(|e| e.into_inner()));
+            v.into_iter().for_each(&mut f);
+        }
+    }
+}
+
+struct Shared {
+    steering: &'static str,
+    port: String,
+    pinned: bool,
+    fwd: Vec<Arc<ForwarderShared>>,
+    workers: Vec<Arc<WorkerShared>>,
+    inboxes: Vec<Arc<Inbox>>,
+    kernel: Mutex<Vec<(&'static str, u64)>>,
+    t0: Instant,
+}
+
+impl Shared {
+    fn snapshot(&self) -> Value {
+        let mut tot = [0u64; DropReason::COUNT];
+        let (mut rx, mut fw, mut ack, mut wr) = (0u64, 0u64, 0u64, 0u64);
+        let mut events_tot: Vec<(&'static str, u64)> = Vec::new();
+        let workers: Vec<Value> = self
+            .fwd
+            .iter()
+            .zip(&self.workers)
+            .enumerate()
+            .map(|(w, (f, ws))| {
+                let r = f.snapshot();
+                let mut drops = serde_json::Map::new();
+                for d in [
+                    DropReason::Ted,
+                    DropReason::Shunt,
+                    DropReason::Filter,
+                    DropReason::RingFull,
+                    DropReason::Malformed,
+                ] {
+                    let v = r.stage.drops[d as usize];
+                    tot[d as usize] += v;
+                    drops.insert(d.name().into(), v.into());
+                }
+                rx += r.stage.received;
+                fw += r.stage.passed;
+                ack += ws.acknowledged.load(Relaxed);
+                wr += ws.written.load(Relaxed);
+                let ev = ws.events.lock().map(|e| e.clone()).unwrap_or_default();
+                for (k, v) in &ev {
+                    match events_tot.iter_mut().find(|(n, _)| n == k) {
+                        Some(e) => e.1 += v,
+                        None => events_tot.push((k, *v)),
+                    }
+                }
+                json!({
+                    "worker": w,
+                    "received": r.stage.received,
+                    "forwarded": r.stage.passed,
+                    "dropped": drops,
+                    "priority": r.priority,
+                    "ted_threshold": r.ted_threshold,
+                    "flows": r.flows_occupied,
+                    "flow_evictions": r.flow_evictions,
+                    "queue_used": ws.queue_used.load(Relaxed),
+                    "queue_capacity": ws.queue_capacity.load(Relaxed),
+                    "taken": ws.taken.load(Relaxed),
+                    "written": ws.written.load(Relaxed),
+                    "acknowledged": ws.acknowledged.load(Relaxed),
+                    "events": ev.iter().map(|(k, v)| ((*k).to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
+                })
+            })
+            .collect();
+        let mut drops = serde_json::Map::new();
+        for d in [
+            DropReason::Ted,
+            DropReason::Shunt,
+            DropReason::Filter,
+            DropReason::RingFull,
+            DropReason::Malformed,
+        ] {
+            drops.insert(d.name().into(), tot[d as usize].into());
+        }
+        let kernel = self.kernel.lock().map(|k| k.clone()).unwrap_or_default();
+        json!({
+            "t": self.t0.elapsed().as_secs_f64(),
+            "port": self.port,
+            "steering": self.steering,
+            "pinned": self.pinned,
+            "totals": {
+                "received": rx,
+                "forwarded": fw,
+                "dropped": drops,
+                "written": wr,
+                "acknowledged": ack,
+                "events": events_tot.iter().map(|(k, v)| ((*k).to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
+            },
+            "workers": workers,
+            "kernel": kernel.iter().map(|(k, v)| ((*k).to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
+        })
+    }
+}
+
+fn text_line(v: &Value) -> String {
+    let t = &v["totals"];
+    let mut s = format!(
+        "{:>7.1}s rx {} fwd {} drop ted {} shunt {} filter {} ring_full {} malformed {} | ack {}",
+        v["t"].as_f64().unwrap_or(0.0),
+        t["received"],
+        t["forwarded"],
+        t["dropped"]["ted"],
+        t["dropped"]["shunt"],
+        t["dropped"]["filter"],
+        t["dropped"]["ring_full"],
+        t["dropped"]["malformed"],
+        t["acknowledged"],
+    );
+    if let Some(ws) = v["workers"].as_array() {
+        for w in ws {
+            let th = match w["ted_threshold"].as_u64() {
+                Some(b) => format!("{b}B"),
+                None => "off".into(),
+            };
+            s += &format!(
+                " | w{} rx {} fwd {} q {}/{} ted {}",
+                w["worker"],
+                w["received"],
+                w["forwarded"],
+                w["queue_used"],
+                w["queue_capacity"],
+                th
+            );
+        }
+    }
+    if let Some(ev) = t["events"].as_object() {
+        for k in ["http_request", "http_response", "http_pair"] {
+            if let Some(x) = ev.get(k) {
+                s += &format!(" {k} {x}");
+            }
+        }
+    }
+    s
+}
+
+/// Parse `shunt SRC:SPORT DST:DPORT PROTO`.
+fn parse_shunt(words: &[&str]) -> Result<FlowKey, String> {
+    let [src, dst, proto] = words else {
+        return Err("usage: shunt SRC:SPORT DST:DPORT tcp|udp|NUMBER".into());
+    };
+    let sa: std::net::SocketAddr = src
+        .parse()
+        .map_err(|_| format!("'{src}' is not ADDR:PORT"))?;
+    let da: std::net::SocketAddr = dst
+        .parse()
+        .map_err(|_| format!("'{dst}' is not ADDR:PORT"))?;
+    let proto: u8 = match proto.to_ascii_lowercase().as_str() {
+        "tcp" => 6,
+        "udp" => 17,
+        p => p
+            .parse()
+            .map_err(|_| format!("'{p}' is not tcp, udp or a protocol number"))?,
+    };
+    let ip16 = |a: std::net::IpAddr| match a {
+        std::net::IpAddr::V4(v) => v.to_ipv6_mapped().octets(),
+        std::net::IpAddr::V6(v) => v.octets(),
+    };
+    Ok(FlowKey {
+        src_ip: ip16(sa.ip()),
+        dst_ip: ip16(da.ip()),
+        src_port: sa.port(),
+        dst_port: da.port(),
+        proto,
+    })
+}
+
+fn ctl_line(line: &str, shared: &Shared) -> String {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    match words.first().copied() {
+        Some("stats") => shared.snapshot().to_string(),
+        Some("shunt") => match parse_shunt(&words[1..]) {
+            Ok(k) => {
+                for i in &shared.inboxes {
+                    i.push(k);
+                }
+                "ok".into()
+            }
+            Err(e) => format!("error: {e}"),
+        },
+        Some(c) => format!("error: unknown command '{c}' (shunt, stats)"),
+        None => String::new(),
+    }
+}
+
+/// Bind the control socket (mode 0600); a stale socket file is replaced.
+fn bind_ctl(path: &PathBuf) -> Result<UnixListener> {
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        if m.file_type().is_socket() {
+            let _ = std::fs::remove_file(path);
+        } else {
+            bail!(
+                "--ctl {}: exists and is not a socket; not replacing it",
+                path.display()
+            );
+        }
+    }
+    // umask 077 around bind: the socket is never reachable by others.
+    // SAFETY: umask only changes this process's file mode mask.
+    let old = unsafe { libc::umask(0o077) };
+    let l = UnixListener::bind(path);
+    unsafe { libc::umask(old) };
+    let l = l.with_context(|| format!("--ctl {}: cannot bind", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("--ctl {}: chmod", path.display()))?;
+    l.set_nonblocking(true)?;
+    Ok(l)
+}
+
+fn ctl_loop(l: UnixListener, shared: Arc<Shared>, done: Arc<AtomicBool>) {
+    while !done.load(Relaxed) {
+        match l.accept() {
+            Ok((s, _)) => {
+                let _ = s.set_nonblocking(false);
+                let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                let mut w = match s.try_clone() {
+                    Ok(w) => w,
+                    Err(_) => continue,
+                };
+                for line in BufReader::new(s).lines() {
+                    let Ok(line) = line else { break };
+                    let r = ctl_line(&line, &shared);
+                    if !r.is_empty() && writeln!(w, "{r}").is_err() {
+                        break;
+                    }
+                }
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+fn realtime_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+fn monotonic_ns(t0: Instant) -> u64 {
+    t0.elapsed().as_nanos() as u64
+}
+
+/// The consumer part of a worker: analyser and writer.
+struct Consumer {
+    analyser: Option<Box<dyn Analyser>>,
+    writer: Option<CaptureWriter>,
+    shared: Arc<WorkerShared>,
+    taken: u64,
+    error: Option<String>,
+}
+
+impl Consumer {
+    /// One packet; returns a shunt request if the analyser made one.
+    #[inline]
+    fn on_packet(&mut self, data: &[u8], orig_len: usize, ts_ns: u64) -> Option<FlowKey> {
+        self.taken += 1;
+        if let Some(w) = self.writer.as_mut() {
+            if let Err(e) = w.write(data, orig_len, ts_ns) {
+                self.error.get_or_insert(e);
+            }
+        }
+        match self.analyser.as_mut().map(|a| a.on_packet(data, ts_ns)) {
+            Some(AnalyserAction::Shunt(k)) => Some(k),
+            _ => None,
+        }
+    }
+
+    /// Once per batch.
+    fn after_batch(&mut self, now: Instant, publish_events: bool) {
+        if let Some(w) = self.writer.as_mut() {
+            if let Err(e) = w.tick(now) {
+                self.error.get_or_insert(e);
+            }
+            self.shared.written.store(w.records(), Relaxed);
+            self.shared.acknowledged.store(w.acknowledged(), Relaxed);
+        }
+        self.shared.taken.store(self.taken, Relaxed);
+        if publish_events {
+            if let (Some(a), Ok(mut e)) = (self.analyser.as_ref(), self.shared.events.lock()) {
+                *e = a.events();
+            }
+        }
+    }
+
+    fn finish(mut self) -> Result<(), String> {
+        self.after_batch(Instant::now(), true);
+        if let Some(w) = self.writer.take() {
+            let r = w.finish()?;
+            self.shared.written.store(r.records, Relaxed);
+            self.shared.acknowledged.store(r.acknowledged, Relaxed);
+            if let Ok(mut f) = self.shared.files.lock() {
+                *f = r.files;
+            }
+        }
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+fn dispatcher_worker(mut rx: WorkerRx, mut c: Consumer, batch: usize) -> Result<(), String> {
+    let mut shunts: Vec<FlowKey> = Vec::with_capacity(batch);
+    let mut empty = 0u32;
+    let mut last_events = Instant::now();
+    let g = rx.gauge();
+    c.shared.queue_capacity.store(g.capacity() as u64, Relaxed);
+    loop {
+        // Read before recv: a ring that is empty after the dispatcher was
+        // seen gone holds nothing more (it flushes before it goes).
+        let gone = rx.dispatcher_gone();
+        let n = rx.recv(batch, |s| {
+            if let Some(k) = c.on_packet(s.bytes(), s.orig_len as usize, s.ts_ns) {
+                if shunts.len() < shunts.capacity() {
+                    shunts.push(k);
+                }
+            }
+        });
+        for k in shunts.drain(..) {
+            rx.shunt(&k);
+        }
+        if n > 0 || empty.is_multiple_of(64) {
+            let now = Instant::now();
+            let ev = now.duration_since(last_events) >= Duration::from_millis(500);
+            if ev {
+                last_events = now;
+            }
+            c.shared.queue_used.store(g.used() as u64, Relaxed);
+            c.after_batch(now, ev);
+        }
+        if n == 0 {
+            empty = empty.wrapping_add(1);
+            if gone {
+                break;
+            }
+            if empty > 256 {
+                std::thread::sleep(Duration::from_micros(200));
+            } else {
+                std::hint::spin_loop();
+            }
+        } else {
+            empty = 0;
+        }
+    }
+    c.finish()
+}
+
+fn cpus() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
+pub fn run(a: Args) -> Result<()> {
+    if a.workers == 0 || a.workers > 256 {
+        bail!("--workers {}: must be 1..=256", a.workers);
+    }
+    if !(1..=linerate_io::MAX_BATCH).contains(&a.batch) {
+        bail!(
+            "--batch {}: must be between 1 and {}",
+            a.batch,
+            linerate_io::MAX_BATCH
+        );
+    }
+    if a.shunt_after_response && a.analyser.is_none() {
+        bail!("--shunt-after-response needs --analyser http");
+    }
+    let compile = |flag: &str, e: &Option<String>| -> Result<Option<Arc<Filter>>> {
+        e.as_deref()
+            .map(|s| Filter::compile(s).map(Arc::new))
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
+    };
+    let fcfg = ForwarderConfig {
+        keep: compile("filter", &a.filter)?,
+        drop: compile("drop", &a.drop)?,
+        priority: compile("priority", &a.priority)?,
+        ted: TedConfig {
+            enabled: a.ted == OnOff::On,
+            ..TedConfig::default()
+        },
+        ..ForwarderConfig::default()
+    };
+    let rotate = |w: usize| -> Result<Option<CaptureWriter>> {
+        let Some(dir) = &a.write else { return Ok(None) };
+        let mut r = RotateConfig::new(dir, &a.name, w);
+        if let Some(mb) = a.rotate_mb {
+            if mb.is_nan() || mb <= 0.0 {
+                bail!("--rotate-mb {mb}: must be > 0");
+            }
+            r.max_bytes = Some((mb * 1e6) as u64);
+        }
+        if let Some(s) = a.rotate_s {
+            if s.is_nan() || s <= 0.0 {
+                bail!("--rotate-s {s}: must be > 0");
+            }
+            r.max_age = Some(Duration::from_secs_f64(s));
+        }
+        Ok(Some(CaptureWriter::new(r).map_err(anyhow::Error::msg)?))
+    };
+    let analyser = || -> Option<Box<dyn Analyser>> {
+        let inner: Box<dyn Analyser> = match a.analyser {
+            Some(AnalyserKind::Http) => Box::new(HttpAnalyser::new(HttpConfig {
+                shunt_after_response: a.shunt_after_response,
+                ..HttpConfig::default()
+            })),
+            None if a.cost_ns > 0 => Box::new(NullAnalyser),
+            None => return None,
+        };
+        Some(if a.cost_ns > 0 {
+            Box::new(Costly {
+                inner,
+                cost_ns: a.cost_ns,
+            })
+        } else {
+            inner
+        })
+    };
+    let stop = super::common::stop_flag()?;
+    let deadline = a
+        .duration
+        .map(|d| Instant::now() + Duration::from_secs_f64(d.max(0.0)));
+    let opts = OpenOptions {
+        batch: a.batch,
+        busy_poll: false,
+        ..OpenOptions::default()
+    };
+    let n = a.workers;
+    // RX thread on CPU 0, workers on 1..; only when every thread has its own CPU.
+    let pin = !a.no_pin && cpus() >= n + if a.steer == Steer::Dispatcher { 1 } else { 0 };
+    let t0 = Instant::now();
+    let wshared: Vec<Arc<WorkerShared>> = (0..n).map(|_| Arc::default()).collect();
+    let mut consumers = Vec::with_capacity(n);
+    for (w, ws) in wshared.iter().enumerate() {
+        consumers.push(Consumer {
+            analyser: analyser(),
+            writer: rotate(w)?,
+            shared: ws.clone(),
+            taken: 0,
+            error: None,
+        });
+    }
+    match a.steer {
+        Steer::Dispatcher => {
+            let mut port = linerate_io::open(&a.port, &opts)?;
+            let keep_ts = matches!(port.info.clock, "kernel-realtime" | "file");
+            let (mut d, rxs) = Dispatcher::new(SteerConfig {
+                workers: n,
+                ring_slots: a.ring_slots,
+                slot_size: a.slot_size,
+                forwarder: fcfg,
+            })
+            .map_err(anyhow::Error::msg)?;
+            let inbox = Arc::new(Inbox::default());
+            let shared = Arc::new(Shared {
+                steering: "dispatcher",
+                port: port.info.uri.clone(),
+                pinned: pin,
+                fwd: (0..n).map(|w| d.forwarder(w).shared()).collect(),
+                workers: wshared.clone(),
+                inboxes: vec![inbox.clone()],
+                kernel: Mutex::new(Vec::new()),
+                t0,
+            });
+            if !a.json {
+                eprintln!(
+                    "capture: {} ({}: {}); {} workers, steering dispatcher{}",
+                    port.info.uri,
+                    port.info.kind,
+                    port.info.detail,
+                    n,
+                    if pin { ", pinned" } else { "" }
+                );
+            }
+            let ctl_done = Arc::new(AtomicBool::new(false));
+            let ctl = match &a.ctl {
+                Some(p) => {
+                    let l = bind_ctl(p)?;
+                    let (s, dn) = (shared.clone(), ctl_done.clone());
+                    Some(std::thread::spawn(move || ctl_loop(l, s, dn)))
+                }
+                None => None,
+            };
+            let mut handles = Vec::new();
+            for (w, (rx, c)) in rxs.into_iter().zip(consumers).enumerate() {
+                let batch = a.batch;
+                handles.push(
+                    std::thread::Builder::new()
+                        .name(format!("capture-w{w}"))
+                        .spawn(move || {
+                            if pin {
+                                let _ = super::common::pin_to_cpu(w + 1);
+                            }
+                            dispatcher_worker(rx, c, batch)
+                        })?,
+                );
+            }
+            if pin {
+                let _ = super::common::pin_to_cpu(0);
+            }
+            let mut b = Batch::new(a.batch);
+            let mut empty = 0u32;
+            let mut last_tick = Instant::now();
+            let mut rx_err = None;
+            loop {
+                match port.rx.recv(&mut b) {
+                    Ok(k) if k > 0 => {
+                        let now_ns = monotonic_ns(t0);
+                        // Shunt requests from the workers apply to this batch
+                        // already (one atomic load per worker when none).
+                        for w in 0..n {
+                            d.forwarder_mut(w).poll_shunts();
+                        }
+                        let mut rt = None;
+                        for p in b.pkts() {
+                            let ts = if keep_ts && p.ts_ns != 0 {
+                                p.ts_ns
+                            } else {
+                                *rt.get_or_insert_with(realtime_ns)
+                            };
+                            d.dispatch_one(p.bytes(), ts, now_ns);
+                        }
+                        port.rx.release(&mut b);
+                        inbox.take(|key| {
+                            let w = linerate_pipeline::capture::worker_of(&key, n);
+                            d.forwarder_mut(w).shunt(&key);
+                        });
+                        d.flush();
+                        empty = 0;
+                    }
+                    Ok(_) => {
+                        empty += 1;
+                        if port.rx.at_end() {
+                            break;
+                        }
+                        if empty > 256 {
+                            if let Err(e) = port.rx.wait(10) {
+                                rx_err = Some(e);
+                                break;
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        rx_err = Some(e);
+                        break;
+                    }
+                }
+                if empty == 0 || empty.is_multiple_of(64) {
+                    let now = Instant::now();
+                    if stop.load(Relaxed) || deadline.is_some_and(|dl| now >= dl) {
+                        break;
+                    }
+                    if now - last_tick >= Duration::from_secs(1) {
+                        last_tick = now;
+                        d.flush();
+                        if let Ok(mut k) = shared.kernel.lock() {
+                            *k = port.rx.kernel_stats().counters;
+                        }
+                        if !a.quiet {
+                            let v = shared.snapshot();
+                            if a.json {
+                                println!("{v}");
+                            } else {
+                                println!("{}", text_line(&v));
+                            }
+                        }
+                    }
+                }
+            }
+            d.flush();
+            if let Ok(mut k) = shared.kernel.lock() {
+                *k = port.rx.kernel_stats().counters;
+            }
+            // Workers drain their rings and end once the dispatcher is gone.
+            drop(d);
+            stop.store(true, Relaxed);
+            let mut errs = Vec::new();
+            for h in handles {
+                match h.join() {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => errs.push(e),
+                    Err(_) => errs.push("a worker panicked".into()),
+                }
+            }
+            ctl_done.store(true, Relaxed);
+            if let Some(h) = ctl {
+                let _ = h.join();
+            }
+            if let Some(p) = &a.ctl {
+                let _ = std::fs::remove_file(p);
+            }
+            finish_report(&shared, &a)?;
+            if let Some(e) = rx_err {
+                return Err(e.into());
+            }
+            if let Some(e) = errs.into_iter().next() {
+                bail!("{e}");
+            }
+            Ok(())
+        }
+        Steer::Fanout => run_fanout(a, opts, fcfg, consumers, wshared, stop, deadline, pin, t0),
+    }
+}
+
+fn finish_report(shared: &Shared, a: &Args) -> Result<()> {
+    let mut v = shared.snapshot();
+    let files: Vec<Value> = shared
+        .workers
+        .iter()
+        .flat_map(|w| w.files.lock().map(|f| f.clone()).unwrap_or_default())
+        .map(|p| json!(p.display().to_string()))
+        .collect();
+    v["files"] = json!(files);
+    v["final"] = json!(true);
+    if a.json {
+        println!("{v}");
+    } else {
+        println!("{}", text_line(&v));
+        if !files.is_empty() {
+            eprintln!("wrote {} files", files.len());
+        }
+    }
+    Ok(())
+}
+
+/// Fanout steering: the kernel ring's fill is not visible through the port,
+/// so TED's queue fraction is the run of consecutive full batches over this
+/// many (a worker that keeps up soon gets a partial batch; one that falls
+/// behind only gets full ones). Queue "used" in the stats is that run times
+/// the batch size, an estimate of the backlog.
+const FULL_RUN: usize = 16;
+
+/// The port URI of one fanout worker: the user's URI plus the fanout group.
+fn fanout_uri(port: &str, group: u16) -> Result<String> {
+    if !port.starts_with("afpacket:") {
+        bail!("--steer fanout: needs an afpacket: port (got '{port}'); use --steer dispatcher");
+    }
+    let sep = if port.contains('?') { '&' } else { '?' };
+    Ok(format!("{port}{sep}fanout=hash&fanout_group={group}"))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_fanout(
+    a: Args,
+    opts: OpenOptions,
+    fcfg: ForwarderConfig,
+    consumers: Vec<Consumer>,
+    wshared: Vec<Arc<WorkerShared>>,
+    stop: Arc<AtomicBool>,
+    deadline: Option<Instant>,
+    pin: bool,
+    t0: Instant,
+) -> Result<()> {
+    let n = a.workers;
+    let group = (std::process::id() & 0xffff) as u16;
+    let uri = fanout_uri(&a.port, group)?;
+    let mut ports: Vec<Port> = Vec::with_capacity(n);
+    let mut fwds = Vec::with_capacity(n);
+    for _ in 0..n {
+        ports.push(linerate_io::open(&uri, &opts)?);
+        fwds.push(Forwarder::new(fcfg.clone()).map_err(anyhow::Error::msg)?);
+    }
+    let inboxes: Vec<Arc<Inbox>> = (0..n).map(|_| Arc::default()).collect();
+    let shared = Arc::new(Shared {
+        steering: "fanout",
+        port: uri.clone(),
+        pinned: pin,
+        fwd: fwds.iter().map(|f| f.shared()).collect(),
+        workers: wshared,
+        inboxes: inboxes.clone(),
+        kernel: Mutex::new(Vec::new()),
+        t0,
+    });
+    if !a.json {
+        eprintln!(
+            "capture: {uri} ({}); {n} workers, steering fanout (PACKET_FANOUT_HASH, symmetric){}",
+            ports[0].info.detail,
+            if pin { ", pinned" } else { "" }
+        );
+    }
+    let ctl_done = Arc::new(AtomicBool::new(false));
+    let ctl = match &a.ctl {
+        Some(p) => {
+            let l = bind_ctl(p)?;
+            let (s, dn) = (shared.clone(), ctl_done.clone());
+            Some(std::thread::spawn(move || ctl_loop(l, s, dn)))
+        }
+        None => None,
+    };
+    let done = Arc::new(AtomicBool::new(false));
+    let kstats: Vec<Arc<Counters>> = (0..n).map(|_| Arc::default()).collect();
+    let mut handles = Vec::new();
+    for (w, ((mut port, mut fwd), mut c)) in ports.into_iter().zip(fwds).zip(consumers).enumerate()
+    {
+        let (dn, inbox, ks) = (done.clone(), inboxes[w].clone(), kstats[w].clone());
+        let batch = a.batch;
+        handles.push(std::thread::spawn(move || -> Result<(), String> {
+            if pin {
+                let _ = super::common::pin_to_cpu(w);
+            }
+            let mut b = Batch::new(batch);
+            let mut shunts: Vec<FlowKey> = Vec::with_capacity(batch);
+            let mut empty = 0u32;
+            let mut full_run = 0usize;
+            let mut last_events = Instant::now();
+            c.shared
+                .queue_capacity
+                .store((FULL_RUN * batch) as u64, Relaxed);
+            while !dn.load(Relaxed) {
+                let k = port.rx.recv(&mut b).map_err(|e| e.to_string())?;
+                if k > 0 {
+                    let now_ns = monotonic_ns(t0);
+                    // TED's queue signal: the run of full batches (see the module docs).
+                    full_run = if k >= batch {
+                        (full_run + 1).min(FULL_RUN)
+                    } else {
+                        0
+                    };
+                    fwd.set_queue_fraction(full_run as f64 / FULL_RUN as f64);
+                    c.shared
+                        .queue_used
+                        .store((full_run * batch) as u64, Relaxed);
+                    inbox.take(|key| fwd.shunt(&key));
+                    let mut rt = None;
+                    for p in b.pkts() {
+                        let ts = if p.ts_ns != 0 {
+                            p.ts_ns
+                        } else {
+                            *rt.get_or_insert_with(realtime_ns)
+                        };
+                        if fwd.decide(p.bytes(), now_ns).is_forward() {
+                            if let Some(key) = c.on_packet(p.bytes(), p.len as usize, ts) {
+                                if shunts.len() < shunts.capacity() {
+                                    shunts.push(key);
+                                }
+                            }
+                        }
+                    }
+                    port.rx.release(&mut b);
+                    for key in shunts.drain(..) {
+                        fwd.shunt(&key);
+                    }
+                    fwd.publish();
+                    empty = 0;
+                } else {
+                    empty += 1;
+                    if empty > 64 {
+                        port.rx.wait(10).map_err(|e| e.to_string())?;
+                    }
+                }
+                if k > 0 || empty.is_multiple_of(64) {
+                    let now = Instant::now();
+                    let ev = now.duration_since(last_events) >= Duration::from_millis(500);
+                    if ev {
+                        last_events = now;
+                        if let Ok(mut s) = ks.lock() {
+                            *s = port.rx.kernel_stats().counters;
+                        }
+                    }
+                    c.after_batch(now, ev);
+                }
+            }
+            fwd.publish();
+            if let Ok(mut s) = ks.lock() {
+                *s = port.rx.kernel_stats().counters;
+            }
+            c.finish()
+        }));
+    }
+    let mut last_tick = Instant::now();
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        let now = Instant::now();
+        if stop.load(Relaxed)
+            || deadline.is_some_and(|dl| now >= dl)
+            || handles.iter().any(|h| h.is_finished())
+        {
+            break;
+        }
+        if now - last_tick >= Duration::from_secs(1) {
+            last_tick = now;
+            sum_kernel(&shared, &kstats);
+            if !a.quiet {
+                let v = shared.snapshot();
+                if a.json {
+                    println!("{v}");
+                } else {
+                    println!("{}", text_line(&v));
+                }
+            }
+        }
+    }
+    done.store(true, Relaxed);
+    let mut errs = Vec::new();
+    for h in handles {
+        match h.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => errs.push(e),
+            Err(_) => errs.push("a worker panicked".into()),
+        }
+    }
+    ctl_done.store(true, Relaxed);
+    if let Some(h) = ctl {
+        let _ = h.join();
+    }
+    if let Some(p) = &a.ctl {
+        let _ = std::fs::remove_file(p);
+    }
+    sum_kernel(&shared, &kstats);
+    finish_report(&shared, &a)?;
+    if let Some(e) = errs.into_iter().next() {
+        bail!("{e}");
+    }
+    Ok(())
+}
+
+fn sum_kernel(shared: &Shared, ks: &[Arc<Counters>]) {
+    let mut tot: Vec<(&'static str, u64)> = Vec::new();
+    for k in ks {
+        for (n, v) in k.lock().map(|x| x.clone()).unwrap_or_default() {
+            match tot.iter_mut().find(|(m, _)| *m == n) {
+                Some(e) => e.1 += v,
+                None => tot.push((n, v)),
+            }
+        }
+    }
+    if let Ok(mut k) = shared.kernel.lock() {
+        *k = tot;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shunt_command_parses() {
+        let k = parse_shunt(&["10.0.0.1:40000", "10.0.0.2:80", "tcp"]).unwrap();
+        assert_eq!(k, FlowKey::v4([10, 0, 0, 1], [10, 0, 0, 2], 40000, 80, 6));
+        let k = parse_shunt(&["[fe80::1]:1", "[fe80::2]:2", "17"]).unwrap();
+        assert_eq!((k.proto, k.src_port, k.dst_port), (17, 1, 2));
+        assert!(parse_shunt(&["10.0.0.1", "10.0.0.2:80", "tcp"])
+            .unwrap_err()
+            .contains("ADDR:PORT"));
+        assert!(parse_shunt(&["10.0.0.1:1", "10.0.0.2:80", "sctpx"]).is_err());
+        assert!(parse_shunt(&["x"]).unwrap_err().starts_with("usage"));
+    }
+
+    #[test]
+    fn fanout_needs_afpacket() {
+        assert_eq!(
+            fanout_uri("afpacket:eth0?ring=v3", 7).unwrap(),
+            "afpacket:eth0?ring=v3&fanout=hash&fanout_group=7"
+        );
+        assert!(fanout_uri("pcap:x", 1).is_err());
+    }
+}

@@ -1,0 +1,613 @@
+//! End to end tests of `linerate capture`:
+//!
+//! - capture from a veth in a namespace into pcapng with 2 workers: tshark
+//!   reads every file without error and counts exactly the forwarded packets;
+//! - SIGTERM in the middle of a capture: every record the stats called
+//!   acknowledged is in the files, and the files are valid;
+//! - the `http` analyser on a replayed capture of HTTP connections built
+//!   with linerate_wire: the right numbers of requests, responses, pairs;
+//! - the control socket: `stats` and `shunt`.
+//!
+//! Namespace tests use a [`Testbed`] (unique names, removed on drop, also
+//! when a test fails); child processes are killed on drop.
+
+use linerate_io::Pkt;
+use linerate_measure::testbed::{Testbed, TestbedConfig};
+use linerate_wire::build::{build_tcp, FrameParams, IpPair};
+use linerate_wire::tcp::{flags as tcpf, TcpRepr};
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+const EXE: &str = env!("CARGO_BIN_EXE_linerate");
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!(
+            "lr-cap-{tag}-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    fn join(&self, f: &str) -> PathBuf {
+        self.0.join(f)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A child process, killed and reaped on drop (test failure included).
+struct Proc(Option<Child>);
+
+impl Proc {
+    fn pid(&self) -> u32 {
+        self.0.as_ref().unwrap().id()
+    }
+    fn signal(&self, sig: i32) {
+        // SAFETY: signalling our own child (`ip netns exec` execs linerate in place).
+        unsafe { libc::kill(self.pid() as i32, sig) };
+    }
+    fn wait_output(mut self, t: Duration, what: &str) -> Output {
+        let mut c = self.0.take().unwrap();
+        let start = Instant::now();
+        while c.try_wait().unwrap().is_none() {
+            if start.elapsed() > t {
+                let _ = c.kill();
+                let out = c.wait_with_output().unwrap();
+                panic!(
+                    "{what} did not end within {t:?}; stderr: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        c.wait_with_output().unwrap()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn spawn_in(ns: &str, args: &[&str]) -> Proc {
+    let c = Command::new("ip")
+        .args(["netns", "exec", ns, EXE])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ip netns exec linerate");
+    Proc(Some(c))
+}
+
+/// Wait until `p` runs linerate and has `n` running packet sockets in its namespace.
+fn wait_packet_sockets(p: &mut Proc, n: usize, what: &str) {
+    let pid = p.pid();
+    let t = Instant::now();
+    loop {
+        if let Some(st) = p.0.as_mut().unwrap().try_wait().unwrap() {
+            let out = p.0.take().unwrap().wait_with_output().unwrap();
+            panic!(
+                "{what} exited early ({st}): {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let exe_ok = std::fs::read_link(format!("/proc/{pid}/exe"))
+            .map(|e| e == Path::new(EXE).canonicalize().unwrap())
+            .unwrap_or(false);
+        if exe_ok {
+            let running = std::fs::read_to_string(format!("/proc/{pid}/net/packet"))
+                .unwrap_or_default()
+                .lines()
+                .skip(1)
+                .filter(|l| {
+                    let f: Vec<&str> = l.split_whitespace().collect();
+                    f.len() > 5 && f[4] != "0" && f[5] == "1"
+                })
+                .count();
+            if running >= n {
+                std::thread::sleep(Duration::from_millis(200));
+                return;
+            }
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "{what}: no {n} running packet sockets after 20 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn last_json(stdout: &str) -> Value {
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no JSON line in: {stdout}"));
+    serde_json::from_str(line).unwrap()
+}
+
+/// Packets in a capture file according to tshark, which must read it
+/// without any error.
+fn tshark_count(f: &Path) -> u64 {
+    let out = Command::new("tshark")
+        .args(["-r"])
+        .arg(f)
+        .args(["-T", "fields", "-e", "frame.number"])
+        .output()
+        .expect("tshark");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let bad: Vec<&str> = err
+        .lines()
+        .filter(|l| !l.contains("Running as user") && !l.trim().is_empty())
+        .collect();
+    assert!(
+        out.status.success() && bad.is_empty(),
+        "{}: {err}",
+        f.display()
+    );
+    String::from_utf8_lossy(&out.stdout).lines().count() as u64
+}
+
+fn files_of(v: &Value) -> Vec<PathBuf> {
+    v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| PathBuf::from(f.as_str().unwrap()))
+        .collect()
+}
+
+fn gen_args(bed: &Testbed, extra: &[&str]) -> Vec<String> {
+    let (g, d) = (bed.gen().clone(), bed.dut_in().clone());
+    let mut v: Vec<String> = [
+        "gen",
+        "afpacket:g0",
+        "--flows",
+        "64",
+        "--src-mac",
+        &g.mac.to_string(),
+        "--dst-mac",
+        &d.mac.to_string(),
+        "--src-ip",
+        &g.ipv4.to_string(),
+        "--dst-ip",
+        &d.ipv4.to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
+#[test]
+fn two_workers_into_pcapng_match_forwarded_count() {
+    two_workers_into_pcapng("dispatcher", 1);
+}
+
+#[test]
+fn two_workers_by_kernel_fanout_into_pcapng() {
+    two_workers_into_pcapng("fanout", 2);
+}
+
+fn two_workers_into_pcapng(steer: &str, sockets: usize) {
+    let bed = Testbed::up(&TestbedConfig::default()).expect("test bed");
+    let dir = TempDir::new("veth");
+    let d = dir.0.display().to_string();
+    let mut cap = spawn_in(
+        bed.ns_dut(),
+        &[
+            "capture",
+            "afpacket:d0",
+            "--workers",
+            "2",
+            "--steer",
+            steer,
+            "--write",
+            &d,
+            "--rotate-mb",
+            "0.2",
+            "--json",
+            "--quiet",
+        ],
+    );
+    wait_packet_sockets(&mut cap, sockets, "linerate capture");
+    let args = gen_args(&bed, &["--rate", "20kpps", "--count", "10000"]);
+    let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let out = Command::new("ip")
+        .args(["netns", "exec", bed.ns_gen(), EXE])
+        .args(&args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    cap.signal(libc::SIGINT);
+    let out = cap.wait_output(Duration::from_secs(20), "capture");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = last_json(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(v["steering"], steer);
+    let t = &v["totals"];
+    let fwd = t["forwarded"].as_u64().unwrap();
+    assert!(fwd >= 10_000, "{v}");
+    assert_eq!(t["acknowledged"].as_u64().unwrap(), fwd, "{v}");
+    let files = files_of(&v);
+    assert!(files.len() > 2, "rotated: {files:?}");
+    let mut in_files = 0;
+    for f in &files {
+        in_files += tshark_count(f);
+    }
+    assert_eq!(in_files, fwd, "{v}");
+    let ws = v["workers"].as_array().unwrap();
+    assert_eq!(ws.len(), 2);
+    for w in ws {
+        // 64 flows: both workers get some.
+        assert!(w["forwarded"].as_u64().unwrap() > 1000, "{v}");
+        let drops: u64 = w["dropped"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|x| x.as_u64().unwrap())
+            .sum();
+        assert_eq!(
+            w["received"].as_u64().unwrap(),
+            w["forwarded"].as_u64().unwrap() + drops
+        );
+    }
+    bed.down().unwrap();
+}
+
+#[test]
+fn sigterm_loses_no_acknowledged_record() {
+    let bed = Testbed::up(&TestbedConfig::default()).expect("test bed");
+    let dir = TempDir::new("term");
+    let d = dir.0.display().to_string();
+    let ctl = dir.join("ctl.sock");
+    let mut cap = spawn_in(
+        bed.ns_dut(),
+        &[
+            "capture",
+            "afpacket:d0",
+            "--workers",
+            "2",
+            "--write",
+            &d,
+            "--rotate-s",
+            "1",
+            "--json",
+            "--ctl",
+            ctl.to_str().unwrap(),
+        ],
+    );
+    wait_packet_sockets(&mut cap, 1, "linerate capture");
+    let args = gen_args(&bed, &["--rate", "20kpps", "--duration", "30"]);
+    let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let gen = Proc(Some(
+        Command::new("ip")
+            .args(["netns", "exec", bed.ns_gen(), EXE])
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    ));
+    // Read the once-a-second lines until acknowledged records show up.
+    let stdout = cap.0.as_mut().unwrap().stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let mut acked = 0u64;
+    let t = Instant::now();
+    while acked < 20_000 {
+        assert!(
+            t.elapsed() < Duration::from_secs(25),
+            "no progress: {acked}"
+        );
+        let l = lines.next().unwrap().unwrap();
+        let v: Value = serde_json::from_str(&l).unwrap();
+        acked = v["totals"]["acknowledged"].as_u64().unwrap();
+    }
+    // The control socket answers with the same stats; mode 0600.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&ctl).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let mut s = std::os::unix::net::UnixStream::connect(&ctl).unwrap();
+    writeln!(s, "stats").unwrap();
+    writeln!(s, "shunt 10.0.0.1:1 10.0.0.2:2 tcp").unwrap();
+    writeln!(s, "bogus").unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut r = BufReader::new(s).lines();
+    let st: Value = serde_json::from_str(&r.next().unwrap().unwrap()).unwrap();
+    let acked_ctl = st["totals"]["acknowledged"].as_u64().unwrap();
+    assert!(acked_ctl >= acked);
+    assert_eq!(r.next().unwrap().unwrap(), "ok");
+    assert!(r
+        .next()
+        .unwrap()
+        .unwrap()
+        .starts_with("error: unknown command"));
+    // SIGTERM in the middle of the traffic.
+    cap.signal(libc::SIGTERM);
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let out = cap.wait_output(Duration::from_secs(20), "capture");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drop(gen);
+    let v = last_json(&rest.join("\n"));
+    assert_eq!(v["final"], true);
+    let files = files_of(&v);
+    assert!(files.len() >= 2, "{files:?}");
+    let mut in_files = 0;
+    for f in &files {
+        in_files += tshark_count(f);
+    }
+    assert!(in_files >= acked_ctl, "{in_files} < {acked_ctl}");
+    assert_eq!(in_files, v["totals"]["acknowledged"].as_u64().unwrap());
+    assert_eq!(in_files, v["totals"]["forwarded"].as_u64().unwrap());
+    assert!(!ctl.exists(), "control socket removed at the end");
+    bed.down().unwrap();
+}
+
+// ------------------------------------------------ http analyser on a pcap
+
+struct Conv {
+    cport: u16,
+    client: [u8; 4],
+    cseq: u32,
+    sseq: u32,
+    frames: Vec<Vec<u8>>,
+}
+
+impl Conv {
+    fn new(client: [u8; 4], cport: u16) -> Conv {
+        let mut c = Conv {
+            cport,
+            client,
+            cseq: 7,
+            sseq: 0xffff_fff0, // wraps during the response
+            frames: vec![],
+        };
+        c.seg(true, tcpf::SYN, b"");
+        c.seg(false, tcpf::SYN | tcpf::ACK, b"");
+        c
+    }
+    fn seg(&mut self, client: bool, flags: u16, pl: &[u8]) {
+        let server = [192, 168, 7, (self.cport % 25) as u8];
+        let (src, dst, sp, dp, seq) = if client {
+            (self.client, server, self.cport, 80, &mut self.cseq)
+        } else {
+            (server, self.client, 80, self.cport, &mut self.sseq)
+        };
+        let mut p = FrameParams::new(IpPair::V4 { src, dst });
+        p.payload = pl;
+        let t = TcpRepr {
+            src_port: sp,
+            dst_port: dp,
+            seq: *seq,
+            ack: 0,
+            flags,
+            window: 1000,
+            urgent: 0,
+        };
+        let mut buf = vec![0u8; pl.len() + 100];
+        let n = build_tcp(&mut buf, &p, &t).unwrap();
+        buf.truncate(n);
+        *seq = seq
+            .wrapping_add(pl.len() as u32)
+            .wrapping_add((flags & (tcpf::SYN | tcpf::FIN) != 0) as u32);
+        self.frames.push(buf);
+    }
+}
+
+fn write_pcap(path: &Path, frames: &mut [Vec<u8>]) {
+    let uri = format!("pcap:{}?mode=write", path.display());
+    let mut port = linerate_io::open(&uri, &Default::default()).unwrap();
+    let pkts: Vec<Pkt> = frames
+        .iter_mut()
+        .enumerate()
+        .map(|(i, f)| Pkt {
+            data: f.as_mut_ptr(),
+            len: f.len() as u32,
+            handle: 0,
+            ts_ns: 1_700_000_000_000_000_000 + i as u64 * 1000,
+        })
+        .collect();
+    for chunk in pkts.chunks(64) {
+        assert_eq!(port.tx.send(chunk).unwrap(), chunk.len());
+    }
+    port.tx.flush().unwrap();
+}
+
+#[test]
+fn http_analyser_counts_requests_responses_pairs() {
+    let dir = TempDir::new("http");
+    // 40 connections, connection i carries 1 + i % 3 request/response
+    // exchanges with bodies of varied size in 1400-byte segments, the
+    // connections interleaved packet by packet.
+    let mut convs = vec![];
+    let mut exchanges = 0u64;
+    for i in 0..40u16 {
+        let mut c = Conv::new([10, 9, (i >> 8) as u8, i as u8], 30000 + i);
+        for k in 0..(1 + i % 3) {
+            let req = format!("GET /obj/{i}/{k} HTTP/1.1\r\nHost: s\r\n\r\n");
+            c.seg(true, tcpf::ACK | tcpf::PSH, req.as_bytes());
+            let len = 100 + (i as usize * 997 + k as usize * 4001) % 9000;
+            let mut resp = format!("HTTP/1.1 200 OK\r\nContent-Length: {len}\r\n\r\n").into_bytes();
+            resp.extend((0..len).map(|x| b"HTTP/1.1 200 "[x % 13]));
+            for p in resp.chunks(1400) {
+                c.seg(false, tcpf::ACK, p);
+            }
+            exchanges += 1;
+        }
+        c.seg(true, tcpf::FIN | tcpf::ACK, b"");
+        c.seg(false, tcpf::FIN | tcpf::ACK, b"");
+        convs.push(c.frames);
+    }
+    let conv_len: Vec<u64> = convs.iter().map(|c| c.len() as u64).collect();
+    let mut frames = vec![];
+    let mut idx = vec![0usize; convs.len()];
+    loop {
+        let mut any = false;
+        for (c, i) in convs.iter().zip(idx.iter_mut()) {
+            if *i < c.len() {
+                frames.push(c[*i].clone());
+                *i += 1;
+                any = true;
+            }
+        }
+        if !any {
+            break;
+        }
+    }
+    let f = dir.join("http.pcapng");
+    write_pcap(&f, &mut frames);
+    if std::env::var("KEEP").is_ok() {
+        std::fs::copy(&f, "/tmp/http.pcapng").unwrap();
+    }
+    for workers in ["1", "2"] {
+        let out = Command::new(EXE)
+            .args(["capture", &format!("pcap:{}", f.display())])
+            .args([
+                "--workers",
+                workers,
+                "--analyser",
+                "http",
+                "--json",
+                "--quiet",
+            ])
+            .args(["--ted", "off", "--ring-slots", "65536"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v = last_json(&String::from_utf8_lossy(&out.stdout));
+        let ev = &v["totals"]["events"];
+        assert_eq!(ev["http_request"], exchanges, "{v}");
+        assert_eq!(ev["http_response"], exchanges, "{v}");
+        assert_eq!(ev["http_pair"], exchanges, "{v}");
+        assert_eq!(ev["parse_errors"], 0, "{v}");
+        assert_eq!(ev["ooo_segments"], 0, "{v}");
+        assert_eq!(v["totals"]["forwarded"], frames.len() as u64, "{v}");
+    }
+    // Filters (libpcap syntax): --drop removes connection 1, --filter keeps
+    // only connection 2; priority packets of connection 3 are counted.
+    let out = Command::new(EXE)
+        .args(["capture", &format!("pcap:{}", f.display())])
+        .args(["--drop", "tcp port 30001", "--json", "--quiet"])
+        .args([
+            "--priority",
+            "tcp port 30003 and tcp[tcpflags] & tcp-push != 0",
+        ])
+        .args(["--ted", "off", "--ring-slots", "65536"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = last_json(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(v["totals"]["dropped"]["filter"], conv_len[1], "{v}");
+    // SYN, SYN-ACK, 2 FINs of 40 connections (39 after the filter) + 1 PSH request of connection 3
+    assert_eq!(v["workers"][0]["priority"], 39 * 4 + 1, "{v}");
+    let out = Command::new(EXE)
+        .args(["capture", &format!("pcap:{}", f.display())])
+        .args(["--filter", "tcp port 30002", "--json", "--quiet"])
+        .args(["--ted", "off", "--ring-slots", "65536"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = last_json(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(v["totals"]["forwarded"], conv_len[2], "{v}");
+    assert_eq!(
+        v["totals"]["dropped"]["filter"],
+        frames.len() as u64 - conv_len[2],
+        "{v}"
+    );
+
+    // Shunting after the response headers (replayed at 5 kpps in batches
+    // of 1, so that the worker's shunt requests come back before the
+    // bodies: a shunt takes effect from the next input batch on): every
+    // connection's first exchange is seen, later packets are dropped and
+    // counted as shunt.
+    let out = Command::new(EXE)
+        .args(["capture", &format!("pcap:{}?rate=5000", f.display())])
+        .args([
+            "--analyser",
+            "http",
+            "--shunt-after-response",
+            "--json",
+            "--quiet",
+        ])
+        .args(["--ted", "off", "--batch", "1"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = last_json(&String::from_utf8_lossy(&out.stdout));
+    let ev = &v["totals"]["events"];
+    assert!(ev["http_pair"].as_u64().unwrap() >= 40, "{v}");
+    assert_eq!(ev["shunt_requests"], 40, "{v}");
+    assert_eq!(v["totals"]["dropped"]["ring_full"], 0, "{v}");
+    assert!(
+        v["totals"]["dropped"]["shunt"].as_u64().unwrap() > 100,
+        "{v}"
+    );
+}
+
+#[test]
+fn bad_arguments_are_one_line_errors() {
+    let run = |args: &[&str]| {
+        let out = Command::new(EXE).args(args).output().unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).trim().to_string()
+    };
+    let e = run(&["capture", "mem:x", "--filter", "tcp prot 80"]);
+    assert!(
+        e.starts_with("linerate: error: --filter: filter 'tcp prot 80'"),
+        "{e}"
+    );
+    assert_eq!(e.lines().count(), 1, "{e}");
+    let e = run(&["capture", "pcap:/nonexistent.pcap", "--steer", "fanout"]);
+    assert!(e.contains("needs an afpacket: port"), "{e}");
+    let e = run(&["capture", "mem:x", "--shunt-after-response"]);
+    assert!(e.contains("needs --analyser http"), "{e}");
+}
