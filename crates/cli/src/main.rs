@@ -21,6 +21,8 @@ enum Command {
     Count(cmd::count::Args),
     Gen(cmd::gen::Args),
     Experiment(cmd::experiment::Args),
+    Switch(cmd::switch::Args),
+    SwitchCtl(cmd::switch::CtlArgs),
 }
 
 fn main() {
@@ -32,6 +34,8 @@ fn main() {
         Command::Count(a) => cmd::count::run(a),
         Command::Gen(a) => cmd::gen::run(a),
         Command::Experiment(a) => cmd::experiment::run(a),
+        Command::Switch(a) => cmd::switch::run(a),
+        Command::SwitchCtl(a) => cmd::switch::run_ctl(a),
     };
     if let Err(e) = r {
         // One line, naming the problem; the chain is joined with ": ".

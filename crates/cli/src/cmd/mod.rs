@@ -5,4 +5,5 @@ pub mod experiment;
 pub mod fwd;
 pub mod fwd_xdp;
 pub mod gen;
+pub mod switch;
 pub mod testbed;
