@@ -10,7 +10,9 @@
 //! - rewrite of eth_dst, ip dst, udp dst and dec_ttl: tshark finds the new
 //!   headers and every IP/UDP checksum Good;
 //! - a group of type all replicates to two ports, each copy arrives once;
-//! - a 20 kpps meter on 50 kpps offered lets through 20 kpps within 2 %.
+//! - a 20 kpps meter on 50 kpps offered lets through 20 kpps within 2 %;
+//! - adding and deleting 10 000 rules (repeatedly) while traffic flows
+//!   loses no packet of the flow a rule forwards.
 //!
 //! Namespaces carry unique names (process id and a counter) and are
 //! removed on drop, also when a test fails; children are killed on drop.
@@ -421,6 +423,7 @@ fn group_replicates_and_meter_limits_rate() {
     s.gen("10.0.9.9", &["--rate", "50kpps", "--duration", "3"]);
     let v = c2.wait_json();
     let (p2, _, pps) = stream0(&v);
+    eprintln!("metered rate {pps:.0} pps ({p2} packets)");
     assert!(
         (pps - 20_000.0).abs() <= 400.0,
         "metered rate {pps:.0} pps: {v}"
@@ -437,4 +440,62 @@ fn group_replicates_and_meter_limits_rate() {
         offered >= 140_000 && offered - metered >= p2,
         "offered {offered}, metered {metered}, arrived {p2}: {fin}"
     );
+}
+
+#[test]
+fn rule_churn_under_traffic_loses_nothing() {
+    if !root() {
+        return;
+    }
+    let s = Star::up();
+    let sw = s.switch(
+        "priority=10,in_port=1,udp,nw_dst=10.0.2.2,actions=output:2\n",
+        "",
+        "",
+    );
+    // 10 000 rules that do not match the traffic, some of them above the
+    // forwarding rule's priority, in one file.
+    let mut body = String::new();
+    for i in 0..10_000u32 {
+        body.push_str(&format!(
+            "priority={},in_port=1,udp,nw_dst=10.1.{}.{},tp_dst={},actions=output:3\n",
+            1 + i % 20,
+            i / 250,
+            i % 250,
+            1000 + i % 7
+        ));
+    }
+    let many = s.file("many.txt", &body);
+    let many = many.to_str().unwrap().to_string();
+    let c2 = s.count(2, 1.0);
+    let rounds = std::thread::scope(|sc| {
+        let g = sc.spawn(|| s.gen("10.0.2.2", &["--rate", "20kpps", "--duration", "4"]));
+        let mut rounds = 0;
+        while !g.is_finished() {
+            let r = s.ctl(&["add-flows", &many]);
+            assert!(r.contains("\"added\":10000"), "{r}");
+            // Single adds and a delete into a table of 10 001 rules.
+            for k in 0..20 {
+                s.ctl(&[
+                    "add-flow",
+                    &format!("priority=30,in_port=1,udp,nw_dst=10.2.0.{k},actions=drop"),
+                ]);
+            }
+            let r = s.ctl(&["del-flows", "ip,nw_dst=10.1.0.0/16"]);
+            assert!(r.contains("\"deleted\":10000"), "{r}");
+            s.ctl(&["del-flows", "ip,nw_dst=10.2.0.0/24"]);
+            rounds += 1;
+        }
+        g.join().unwrap();
+        rounds
+    });
+    let v = c2.wait_json();
+    let (p2, d2, _) = stream0(&v);
+    let sent = v["streams"][0]["max_seq"].as_u64().unwrap() + 1;
+    eprintln!("{rounds} rounds of +10 000 / -10 000 rules; {p2} of {sent} packets arrived");
+    assert!(rounds >= 1);
+    assert!(sent >= 70_000, "{v}");
+    assert_eq!((p2, d2), (sent, 0), "{v}");
+    let fin = sw.finish();
+    assert_eq!(fin["balanced"], true, "{fin}");
 }
