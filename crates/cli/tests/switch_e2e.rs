@@ -499,3 +499,32 @@ fn rule_churn_under_traffic_loses_nothing() {
     let fin = sw.finish();
     assert_eq!(fin["balanced"], true, "{fin}");
 }
+
+#[test]
+fn errors_are_one_line() {
+    let dir = std::env::temp_dir().join(format!("lsw-err-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let flows = dir.join("bad.txt");
+    std::fs::write(
+        &flows,
+        "# ok\npriority=1,actions=drop\nin_port=1,nw_dst=10.0.0.1,actions=output:2\n",
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let o = Command::new(EXE).args(args).output().unwrap();
+        assert!(!o.status.success(), "{args:?} succeeded");
+        let e = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(e.trim().lines().count(), 1, "{e}");
+        e
+    };
+    let e = run(&["switch", "--port", "1"]);
+    assert!(e.contains("expected NUMBER=URI"), "{e}");
+    let e = run(&["switch", "--port", "1=mem:a", "--port", "1=mem:b"]);
+    assert!(e.contains("given twice"), "{e}");
+    let f = flows.to_str().unwrap();
+    let e = run(&["switch", "--port", "1=mem:a?sink", "--flows", f]);
+    assert!(e.contains("bad.txt:3") && e.contains("nw_dst"), "{e}");
+    let e = run(&["switch-ctl", "/nonexistent/ctl.sock", "dump-flows"]);
+    assert!(e.contains("/nonexistent/ctl.sock"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -332,6 +332,11 @@ impl Classifier {
         }
     }
 
+    /// Subtable indices in the order lookups probe them.
+    pub fn probe_order(&self) -> &[u32] {
+        &self.order
+    }
+
     /// Re-sort the subtables by hits since the last call (most first) and
     /// halve the counts so the ranking follows the traffic. Not per packet:
     /// the datapath calls this every ~1 s.

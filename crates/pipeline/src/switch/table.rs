@@ -319,12 +319,15 @@ impl Control {
         let mut g = self.edit.lock().unwrap_or_else(|p| p.into_inner());
         let expired = g.expire(now_ns);
         let cur = self.published.load();
-        let rerank = g.cls.subtables() > 1;
-        if rerank {
+        let mut reordered = false;
+        if g.cls.subtables() > 1 {
+            let before = g.cls.probe_order().to_vec();
             g.cls.copy_hits_from(&cur.cls);
             g.cls.rerank();
+            reordered = g.cls.probe_order() != before.as_slice();
         }
-        if expired > 0 || rerank {
+        // Publishing copies the table: only when something changed.
+        if expired > 0 || reordered {
             self.published.store(Arc::new(g.clone()));
         }
         expired
