@@ -27,6 +27,15 @@ use std::time::{Duration, Instant};
 const EXE: &str = env!("CARGO_BIN_EXE_linerate");
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
+/// The namespace tests run one at a time: on a 2-core machine a switch, a
+/// generator and receivers already fill the CPUs, and a stalled switch
+/// (e.g. next to another test's rule churn) would skew the meter's rate.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn root() -> bool {
     // SAFETY: geteuid has no preconditions.
     let r = unsafe { libc::geteuid() } == 0;
@@ -259,6 +268,7 @@ fn forward_drop_and_add_flow_under_traffic() {
     if !root() {
         return;
     }
+    let _serial = serial();
     let s = Star::up();
     let sw = s.switch(
         "priority=10,in_port=1,udp,nw_dst=10.0.2.2,actions=output:2\n\
@@ -330,6 +340,7 @@ fn rewrite_headers_with_good_checksums() {
     if !root() {
         return;
     }
+    let _serial = serial();
     let s = Star::up();
     let _sw = s.switch(
         "in_port=1,udp,actions=set_field:02:00:00:00:00:33->eth_dst,set_field:10.7.7.7->ip_dst,\
@@ -398,6 +409,7 @@ fn group_replicates_and_meter_limits_rate() {
     if !root() {
         return;
     }
+    let _serial = serial();
     let s = Star::up();
     let sw = s.switch(
         "priority=10,in_port=1,udp,nw_dst=10.0.2.2,actions=group:1\n\
@@ -447,6 +459,7 @@ fn rule_churn_under_traffic_loses_nothing() {
     if !root() {
         return;
     }
+    let _serial = serial();
     let s = Star::up();
     let sw = s.switch(
         "priority=10,in_port=1,udp,nw_dst=10.0.2.2,actions=output:2\n",

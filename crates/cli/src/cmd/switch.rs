@@ -117,17 +117,18 @@ fn parse_port(s: &str) -> Result<(u32, String)> {
     Ok((n, uri.to_string()))
 }
 
-/// Apply rules all or nothing (one published version).
+/// Apply rules all or nothing (one published version): every rule is
+/// checked first, so the inserts cannot fail half-way (no copy to roll back).
 fn add_rules(ctl: &Control, rules: Vec<Rule>) -> Result<usize, String> {
     let n = rules.len();
     let now = mono_ns();
     ctl.edit(|t| {
-        let mut c = t.clone();
-        for r in rules {
-            let s = r.to_string();
-            c.add_flow(r, now).map_err(|e| format!("rule '{s}': {e}"))?;
+        for r in &rules {
+            t.check(r).map_err(|e| format!("rule '{r}': {e}"))?;
         }
-        *t = c;
+        for r in rules {
+            t.add_flow(r, now)?;
+        }
         Ok(n)
     })
 }

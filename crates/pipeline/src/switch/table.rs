@@ -122,27 +122,7 @@ impl FlowTable {
     /// actions, cookie and timeouts and keeps its counters. Rules that
     /// name a group or meter that does not exist are refused (as OVS does).
     pub fn add_flow(&mut self, rule: Rule, now_ns: u64) -> Result<RuleId, String> {
-        if rule.table != 0 {
-            return Err(format!(
-                "table={}: only table 0 is supported (one table, no goto_table)",
-                rule.table
-            ));
-        }
-        for a in &rule.actions {
-            match a {
-                Action::Group(g) if !self.groups.contains_key(g) => {
-                    return Err(format!(
-                        "rule names group {g}, which does not exist (add-group first)"
-                    ))
-                }
-                Action::Meter(m) if !self.meters.contains_key(m) => {
-                    return Err(format!(
-                        "rule names meter {m}, which does not exist (add-meter first)"
-                    ))
-                }
-                _ => {}
-            }
-        }
+        self.check(&rule)?;
         let (id, new) = self.cls.insert(&rule.m, rule.priority);
         let needs_room = rule
             .actions
@@ -167,6 +147,32 @@ impl FlowTable {
             }
         }
         Ok(id)
+    }
+
+    /// Would [`Self::add_flow`] accept this rule? (It fails for nothing else.)
+    pub fn check(&self, rule: &Rule) -> Result<(), String> {
+        if rule.table != 0 {
+            return Err(format!(
+                "table={}: only table 0 is supported (one table, no goto_table)",
+                rule.table
+            ));
+        }
+        for a in &rule.actions {
+            match a {
+                Action::Group(g) if !self.groups.contains_key(g) => {
+                    return Err(format!(
+                        "rule names group {g}, which does not exist (add-group first)"
+                    ))
+                }
+                Action::Meter(m) if !self.meters.contains_key(m) => {
+                    return Err(format!(
+                        "rule names meter {m}, which does not exist (add-meter first)"
+                    ))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     /// OVS `del-flows [MATCH]` (loose: every rule the match covers; none =
