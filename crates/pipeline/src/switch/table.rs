@@ -382,6 +382,18 @@ mod tests {
     }
 
     #[test]
+    fn idle_timeout_counts_from_the_last_hit() {
+        let ctl = Control::new(FlowTable::new());
+        let r = Rule::parse("idle_timeout=1,priority=3,actions=output:1").unwrap();
+        let id = ctl.edit(|t| t.add_flow(r, 0)).unwrap();
+        ctl.current().entry(id).unwrap().stats.hit(60, 500_000_000);
+        assert_eq!(ctl.tick(1_200_000_000), 0);
+        assert_eq!(ctl.current().len(), 1);
+        assert_eq!(ctl.tick(1_600_000_000), 1);
+        assert!(ctl.current().is_empty());
+    }
+
+    #[test]
     fn refuses_unknown_group_and_meter() {
         let mut t = FlowTable::new();
         let r = Rule::parse("actions=group:7").unwrap();
