@@ -250,6 +250,7 @@ pub fn run(a: Args) -> Result<()> {
 
     // Reporter and control tick: once a second, never on the datapath.
     let mut last = shared.counters.snapshot();
+    let mut last_c = cache_now(&shared.cache);
     let mut last_t = Instant::now();
     let deadline = a.duration.map(|d| t0 + Duration::from_secs_f64(d.max(0.0)));
     while !done.load(Ordering::SeqCst) && !worker.is_finished() {
@@ -262,17 +263,21 @@ pub fn run(a: Args) -> Result<()> {
         if last_t.elapsed() >= Duration::from_secs(1) {
             ctl.tick(mono_ns());
             let now = shared.counters.snapshot();
+            let now_c = cache_now(&shared.cache);
             let dt = last_t.elapsed().as_secs_f64();
             if !a.quiet {
+                let dc: [u64; 3] = std::array::from_fn(|i| now_c[i].wrapping_sub(last_c[i]));
                 print_interval(
                     a.json,
                     t0.elapsed().as_secs_f64(),
                     dt,
                     &now.delta(&last),
+                    dc,
                     &shared,
                 );
             }
             last = now;
+            last_c = now_c;
             last_t = Instant::now();
         }
     }
@@ -290,7 +295,19 @@ pub fn run(a: Args) -> Result<()> {
     final_report(&a, t0.elapsed().as_secs_f64(), &shared, &cycles.snapshot())
 }
 
-fn print_interval(json: bool, t: f64, dt: f64, d: &SwitchSnapshot, sh: &Shared) {
+/// (EMC hits, classifier lookups = EMC misses, subtables searched).
+fn cache_now(c: &CacheCounters) -> [u64; 3] {
+    [
+        c.emc_hits.load(Relaxed),
+        c.cls_lookups.load(Relaxed),
+        c.subtables_searched.load(Relaxed),
+    ]
+}
+
+fn print_interval(json: bool, t: f64, dt: f64, d: &SwitchSnapshot, dc: [u64; 3], sh: &Shared) {
+    // EMC hit rate and subtables probed per classifier lookup in this interval.
+    let hit = dc[0] as f64 / (dc[0] + dc[1]).max(1) as f64;
+    let per = dc[2] as f64 / dc[1].max(1) as f64;
     if json {
         let drops: serde_json::Map<String, Value> = d
             .drops_nonzero()
@@ -299,15 +316,17 @@ fn print_interval(json: bool, t: f64, dt: f64, d: &SwitchSnapshot, sh: &Shared) 
         println!(
             "{}",
             json!({"t": t, "rx_pps": d.received as f64 / dt, "fwd_pps": d.forwarded as f64 / dt,
-                   "drops": drops, "rules": sh.ctl.read(|t| t.len())})
+                   "drops": drops, "rules": sh.ctl.read(|t| t.len()),
+                   "emc_hit_rate": hit, "subtables_per_lookup": per})
         );
         return;
     }
     let drops: Vec<String> = d.drops_nonzero().map(|(n, c)| format!("{n}={c}")).collect();
     println!(
-        "{t:>7.1}s  rx {:>8.3} Mpps  fwd {:>8.3} Mpps | drops: {}",
+        "{t:>7.1}s  rx {:>8.3} Mpps  fwd {:>8.3} Mpps | emc {:>5.1} %  {per:.2} subtables/lookup | drops: {}",
         d.received as f64 / dt / 1e6,
         d.forwarded as f64 / dt / 1e6,
+        hit * 100.0,
         if drops.is_empty() {
             "none".to_string()
         } else {
