@@ -24,6 +24,8 @@ enum Command {
     Capture(cmd::capture::Args),
     #[command(name = "__reap", hide = true)]
     Reap(cmd::reap::Args),
+    Switch(cmd::switch::Args),
+    SwitchCtl(cmd::switch::CtlArgs),
 }
 
 fn main() {
@@ -37,6 +39,8 @@ fn main() {
         Command::Experiment(a) => cmd::experiment::run(a),
         Command::Capture(a) => cmd::capture::run(a),
         Command::Reap(a) => cmd::reap::run(a),
+        Command::Switch(a) => cmd::switch::run(a),
+        Command::SwitchCtl(a) => cmd::switch::run_ctl(a),
     };
     if let Err(e) = r {
         // One line, naming the problem; the chain is joined with ": ".

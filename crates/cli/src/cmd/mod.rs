@@ -7,4 +7,5 @@ pub mod fwd;
 pub mod fwd_xdp;
 pub mod gen;
 pub mod reap;
+pub mod switch;
 pub mod testbed;

@@ -83,6 +83,18 @@ struct Subtable {
     hits: AtomicU64,
 }
 
+impl Clone for Subtable {
+    fn clone(&self) -> Subtable {
+        Subtable {
+            mask: self.mask,
+            map: self.map.clone(),
+            ranks: self.ranks.clone(),
+            max_rank: self.max_rank,
+            hits: AtomicU64::new(self.hits.load(Ordering::Relaxed)),
+        }
+    }
+}
+
 /// Lookup counters a datapath can add up (no atomics: per core).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct LookupStats {
@@ -92,8 +104,9 @@ pub struct LookupStats {
     pub subtables_searched: u64,
 }
 
-/// The tuple-space-search classifier.
-#[derive(Debug, Default)]
+/// The tuple-space-search classifier. `Clone` keeps rule ids, ranks and
+/// the generation (the switch's control side edits a copy and publishes it).
+#[derive(Debug, Default, Clone)]
 pub struct Classifier {
     rules: Vec<Option<Entry>>,
     free: Vec<RuleId>,
@@ -305,6 +318,23 @@ impl Classifier {
             m = m.max(self.subtables[self.order[p] as usize].max_rank);
             self.suffix_max[p] = m;
         }
+    }
+
+    /// Take the subtable hit counts from `other` (a copy of this
+    /// classifier the datapath has been counting in), matched by mask, so
+    /// that [`Self::rerank`] on this copy follows the traffic.
+    pub fn copy_hits_from(&mut self, other: &Classifier) {
+        for st in &mut self.subtables {
+            if let Some(&i) = other.by_mask.get(&st.mask) {
+                let h = other.subtables[i].hits.load(Ordering::Relaxed);
+                st.hits.store(h, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Subtable indices in the order lookups probe them.
+    pub fn probe_order(&self) -> &[u32] {
+        &self.order
     }
 
     /// Re-sort the subtables by hits since the last call (most first) and

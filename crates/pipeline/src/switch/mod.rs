@@ -5,12 +5,15 @@
 
 pub mod actions;
 pub mod classifier;
+pub mod datapath;
 pub mod emc;
 pub mod key;
 pub mod reference;
 pub mod rule;
+pub mod table;
 
 pub use classifier::{Classifier, LookupStats, RuleId};
+pub use datapath::{Datapath, SwDrop, SwitchPort};
 pub use emc::{Emc, EmcStats};
 pub use key::Key;
 pub use reference::Reference;
@@ -18,3 +21,4 @@ pub use rule::{Action, Match, MatchSpec, ParseError, Rule, SetField};
 
 #[cfg(test)]
 mod tests;
+pub use table::{Control, FlowTable};

@@ -1,0 +1,543 @@
+//! End to end tests of `linerate switch` and `linerate switch-ctl` in a
+//! star of network namespaces: `sw` runs the switch on three veths whose
+//! peers sit in the host namespaces `h1`, `h2`, `h3`. Traffic comes from
+//! `linerate gen` in h1 and is counted by `linerate count` (sequence
+//! numbers: loss and duplicates per stream) or captured with tcpdump and
+//! decoded by tshark.
+//!
+//! - forward by in_port/nw_dst, drop, and a rule added with switch-ctl
+//!   while traffic flows takes effect; the control socket has mode 0600;
+//! - rewrite of eth_dst, ip dst, udp dst and dec_ttl: tshark finds the new
+//!   headers and every IP/UDP checksum Good;
+//! - a group of type all replicates to two ports, each copy arrives once;
+//! - a 20 kpps meter on 50 kpps offered lets through 20 kpps within 2 %;
+//! - adding and deleting 10 000 rules (repeatedly) while traffic flows
+//!   loses no packet of the flow a rule forwards.
+//!
+//! Namespaces carry unique names (process id and a counter) and are
+//! removed on drop, also when a test fails; children are killed on drop.
+
+use serde_json::Value;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+const EXE: &str = env!("CARGO_BIN_EXE_linerate");
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// The namespace tests run one at a time: on a 2-core machine a switch, a
+/// generator and receivers already fill the CPUs, and a stalled switch
+/// (e.g. next to another test's rule churn) would skew the meter's rate.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let r = unsafe { libc::geteuid() } == 0;
+    if !r {
+        eprintln!("skipped: needs root");
+    }
+    r
+}
+
+fn sh(args: &[&str]) {
+    let o = Command::new(args[0]).args(&args[1..]).output().unwrap();
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Namespaces `{tag}sw`, `{tag}h1..3`; veth `{tag}pN` (in sw) <-> `{tag}hN` (in hN).
+struct Star {
+    tag: String,
+    dir: PathBuf,
+}
+
+impl Star {
+    fn up() -> Star {
+        let tag = format!(
+            "lsw{}{}",
+            std::process::id() % 100_000,
+            SEQ.fetch_add(1, Ordering::SeqCst)
+        );
+        let dir = std::env::temp_dir().join(format!("{tag}-dir"));
+        let _ = std::fs::create_dir_all(&dir);
+        let s = Star { tag, dir };
+        for n in ["sw", "h1", "h2", "h3"] {
+            let ns = s.ns(n);
+            sh(&["ip", "netns", "add", &ns]);
+            sh(&["ip", "-n", &ns, "link", "set", "lo", "up"]);
+            // No IPv6 neighbour discovery or router solicitations in the counts.
+            sh(&[
+                "ip",
+                "netns",
+                "exec",
+                &ns,
+                "sysctl",
+                "-qw",
+                "net.ipv6.conf.all.disable_ipv6=1",
+                "net.ipv6.conf.default.disable_ipv6=1",
+            ]);
+        }
+        for i in 1..=3 {
+            let (p, h) = (s.sw_if(i), s.host_if(i));
+            sh(&[
+                "ip",
+                "link",
+                "add",
+                &p,
+                "netns",
+                &s.ns("sw"),
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &h,
+                "netns",
+                &s.ns(&format!("h{i}")),
+            ]);
+            sh(&["ip", "-n", &s.ns("sw"), "link", "set", &p, "up"]);
+            sh(&["ip", "-n", &s.ns(&format!("h{i}")), "link", "set", &h, "up"]);
+        }
+        s
+    }
+    fn ns(&self, n: &str) -> String {
+        format!("{}{n}", self.tag)
+    }
+    fn sw_if(&self, i: u32) -> String {
+        format!("{}p{i}", self.tag)
+    }
+    fn host_if(&self, i: u32) -> String {
+        format!("{}h{i}", self.tag)
+    }
+    fn sock(&self) -> PathBuf {
+        self.dir.join("ctl.sock")
+    }
+    fn file(&self, name: &str, body: &str) -> PathBuf {
+        let p = self.dir.join(name);
+        std::fs::write(&p, body).unwrap();
+        p
+    }
+
+    /// Start the switch on the three ports with these files.
+    fn switch(&self, flows: &str, groups: &str, meters: &str) -> Proc {
+        let f = self.file("flows.txt", flows);
+        let g = self.file("groups.txt", groups);
+        let m = self.file("meters.txt", meters);
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.ns("sw"), EXE, "switch"]);
+        for i in 1..=3 {
+            c.arg("--port")
+                .arg(format!("{i}=afpacket:{}", self.sw_if(i)));
+        }
+        c.arg("--flows").arg(f).arg("--groups").arg(g);
+        c.arg("--meters").arg(m).arg("--ctl").arg(self.sock());
+        c.args(["--poll", "wait", "--json", "--quiet"]);
+        let p = Proc(
+            c.stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let t = Instant::now();
+        while !self.sock().exists() && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(self.sock().exists(), "switch did not come up");
+        p
+    }
+
+    fn ctl(&self, args: &[&str]) -> String {
+        let o = Command::new(EXE)
+            .arg("switch-ctl")
+            .arg(self.sock())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "switch-ctl {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    /// `linerate count` on host `i`, stopping after `idle` quiet seconds.
+    fn count(&self, i: u32, idle: f64) -> Proc {
+        let p = Proc(
+            Command::new("ip")
+                .args(["netns", "exec", &self.ns(&format!("h{i}")), EXE, "count"])
+                .arg(format!("afpacket:{}", self.host_if(i)))
+                .args(["--json", "--quiet", "--idle", &idle.to_string()])
+                .args(["--duration", "30"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        // Let the receiver open its ring.
+        std::thread::sleep(Duration::from_millis(400));
+        p
+    }
+
+    /// `linerate gen` from h1 (blocks until done).
+    fn gen(&self, dst: &str, extra: &[&str]) {
+        let o = Command::new("ip")
+            .args(["netns", "exec", &self.ns("h1"), EXE, "gen"])
+            .arg(format!("afpacket:{}", self.host_if(1)))
+            .args(["--dst-ip", dst, "--signature", "--quiet"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "gen: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
+
+impl Drop for Star {
+    fn drop(&mut self) {
+        for n in ["sw", "h1", "h2", "h3"] {
+            let _ = Command::new("ip")
+                .args(["netns", "del", &self.ns(n)])
+                .output();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A child process killed on drop.
+struct Proc(Child);
+
+impl Proc {
+    /// SIGINT, wait, last JSON line of stdout.
+    fn finish(self) -> Value {
+        // SAFETY: signalling our own child (ip netns exec execs in place).
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGINT) };
+        self.wait_json()
+    }
+    /// Wait for exit, last JSON line of stdout.
+    fn wait_json(mut self) -> Value {
+        let c = std::mem::replace(&mut self.0, Command::new("true").spawn().unwrap());
+        let out = c.wait_with_output().unwrap();
+        let s = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "exit {:?}: {s} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let last = s.lines().rev().find(|l| l.starts_with('{')).expect("JSON");
+        serde_json::from_str(last).unwrap()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// (packets, duplicates, pps) of stream 0 in a count report (zeros if none).
+fn stream0(v: &Value) -> (u64, u64, f64) {
+    let s = v["streams"]
+        .as_array()
+        .and_then(|a| a.iter().find(|s| s["stream"] == 0));
+    match s {
+        Some(s) => (
+            s["packets"].as_u64().unwrap(),
+            s["duplicates"].as_u64().unwrap(),
+            s["pps"].as_f64().unwrap(),
+        ),
+        None => (0, 0, 0.0),
+    }
+}
+
+#[test]
+fn forward_drop_and_add_flow_under_traffic() {
+    if !root() {
+        return;
+    }
+    let _serial = serial();
+    let s = Star::up();
+    let sw = s.switch(
+        "priority=10,in_port=1,udp,nw_dst=10.0.2.2,actions=output:2\n\
+         priority=10,in_port=1,udp,nw_dst=10.0.3.3,actions=drop\n",
+        "",
+        "",
+    );
+    let mode = std::fs::metadata(s.sock()).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "control socket mode {mode:o}");
+
+    // Forward: all 1000 arrive at h2, none at h3.
+    let (c2, c3) = (s.count(2, 1.0), s.count(3, 1.0));
+    s.gen("10.0.2.2", &["--count", "1000", "--rate", "10kpps"]);
+    let (p2, d2, _) = stream0(&c2.wait_json());
+    let (p3, _, _) = stream0(&c3.wait_json());
+    assert_eq!((p2, d2, p3), (1000, 0, 0));
+
+    // Drop: nothing arrives anywhere.
+    let (c2, c3) = (s.count(2, 1.0), s.count(3, 1.0));
+    s.gen("10.0.3.3", &["--count", "1000", "--rate", "10kpps"]);
+    // No packet: count stops at its --duration; kill it early instead.
+    std::thread::sleep(Duration::from_millis(500));
+    let (p2, _, _) = stream0(&c2.finish());
+    let (p3, _, _) = stream0(&c3.finish());
+    assert_eq!((p2, p3), (0, 0));
+
+    // add-flow while traffic to 10.0.3.3 flows (10 kpps for 3 s): once
+    // the higher-priority rule is in, every packet reaches h3.
+    let c3 = s.count(3, 1.0);
+    let t = std::thread::scope(|sc| {
+        let g = sc.spawn(|| s.gen("10.0.3.3", &["--rate", "10kpps", "--duration", "3"]));
+        std::thread::sleep(Duration::from_millis(1000));
+        let t = Instant::now();
+        s.ctl(&[
+            "add-flow",
+            "priority=20,in_port=1,udp,nw_dst=10.0.3.3,actions=output:3",
+        ]);
+        let t = t.elapsed();
+        g.join().unwrap();
+        t
+    });
+    let v3 = c3.wait_json();
+    let (p3, d3, _) = stream0(&v3);
+    let st = &v3["streams"][0];
+    let sent = st["max_seq"].as_u64().unwrap() + 1;
+    assert!(p3 > 10_000 && p3 < 30_000, "{v3}");
+    assert!(sent >= 29_000, "{v3}");
+    assert_eq!(d3, 0);
+    assert_eq!(st["reordered"].as_u64().unwrap(), 0, "{v3}");
+    eprintln!("add-flow took {t:?}; {p3} of {sent} packets after it");
+
+    let flows = s.ctl(&["dump-flows"]);
+    assert!(
+        flows.contains("priority=20,in_port=1,udp,nw_dst=10.0.3.3 actions=output:3"),
+        "{flows}"
+    );
+    assert!(flows.contains(&format!("n_packets={p3},")), "{flows}");
+    assert!(flows.contains("n_packets=1000,"), "{flows}");
+    let fin = sw.finish();
+    assert_eq!(fin["balanced"], true, "{fin}");
+    // No packet lost at the switch-over: every packet of the last run was
+    // either dropped by the old rule or arrived at h3.
+    let dropped = fin["drops"]["action_drop"].as_u64().unwrap();
+    assert_eq!(dropped - 1000 + p3, sent, "{fin}");
+}
+
+#[test]
+fn rewrite_headers_with_good_checksums() {
+    if !root() {
+        return;
+    }
+    let _serial = serial();
+    let s = Star::up();
+    let _sw = s.switch(
+        "in_port=1,udp,actions=set_field:02:00:00:00:00:33->eth_dst,set_field:10.7.7.7->ip_dst,\
+         set_field:4242->udp_dst,dec_ttl,output:2\n",
+        "",
+        "",
+    );
+    let pcap = s.dir.join("rw.pcap");
+    let mut cap = Proc(
+        Command::new("ip")
+            .args(["netns", "exec", &s.ns("h2"), "tcpdump", "-i", &s.host_if(2)])
+            .args(["-U", "-c", "50", "-w"])
+            .arg(&pcap)
+            .arg("udp")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(1000));
+    s.gen("10.0.2.2", &["--count", "50", "--rate", "1kpps"]);
+    let t = Instant::now();
+    while cap.0.try_wait().unwrap().is_none() && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let o = Command::new("tshark")
+        .arg("-r")
+        .arg(&pcap)
+        .args([
+            "-o",
+            "ip.check_checksum:TRUE",
+            "-o",
+            "udp.check_checksum:TRUE",
+        ])
+        .args([
+            "-T",
+            "fields",
+            "-e",
+            "eth.dst",
+            "-e",
+            "ip.dst",
+            "-e",
+            "udp.dstport",
+        ])
+        .args([
+            "-e",
+            "ip.ttl",
+            "-e",
+            "ip.checksum.status",
+            "-e",
+            "udp.checksum.status",
+        ])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 50, "{out}");
+    for l in lines {
+        // checksum status 1 = Good.
+        assert_eq!(l, "02:00:00:00:00:33\t10.7.7.7\t4242\t63\t1\t1", "{out}");
+    }
+}
+
+#[test]
+fn group_replicates_and_meter_limits_rate() {
+    if !root() {
+        return;
+    }
+    let _serial = serial();
+    let s = Star::up();
+    let sw = s.switch(
+        "priority=10,in_port=1,udp,nw_dst=10.0.2.2,actions=group:1\n\
+         priority=10,in_port=1,udp,nw_dst=10.0.9.9,actions=meter:1,output:2\n",
+        "group_id=1,type=all,bucket=output:2,bucket=output:3\n",
+        "meter=1,pktps,band=type=drop,rate=20000,burst_size=500\n",
+    );
+    assert!(s
+        .ctl(&["dump-groups"])
+        .contains("group_id=1,type=all,bucket=output:2,bucket=output:3"));
+
+    // Replication: each of 2000 packets once at h2 and once at h3.
+    let (c2, c3) = (s.count(2, 1.0), s.count(3, 1.0));
+    s.gen("10.0.2.2", &["--count", "2000", "--rate", "10kpps"]);
+    let (p2, d2, _) = stream0(&c2.wait_json());
+    let (p3, d3, _) = stream0(&c3.wait_json());
+    assert_eq!((p2, d2, p3, d3), (2000, 0, 2000, 0));
+
+    // Meter: 50 kpps offered for 3 s, 20 kpps let through. The bucket
+    // (500 packets, 25 ms) covers the switch's batching in poll-wait mode;
+    // its initial fill adds 500 / 60 000 = 0.8 % at most.
+    let c2 = s.count(2, 1.0);
+    s.gen("10.0.9.9", &["--rate", "50kpps", "--duration", "3"]);
+    let v = c2.wait_json();
+    let (p2, _, pps) = stream0(&v);
+    eprintln!("metered rate {pps:.0} pps ({p2} packets)");
+    assert!(
+        (pps - 20_000.0).abs() <= 400.0,
+        "metered rate {pps:.0} pps: {v}"
+    );
+    let ports = s.ctl(&["dump-ports", "--json"]);
+    let pv: Value = serde_json::from_str(ports.trim()).unwrap();
+    let tx3 = pv["ports"][2]["tx_packets"].as_u64().unwrap();
+    assert_eq!(tx3, 2000, "{pv}");
+    let fin = sw.finish();
+    assert_eq!(fin["balanced"], true, "{fin}");
+    let metered = fin["drops"]["metered"].as_u64().unwrap();
+    let offered = fin["received"].as_u64().unwrap() - 2000;
+    assert!(
+        offered >= 140_000 && offered - metered >= p2,
+        "offered {offered}, metered {metered}, arrived {p2}: {fin}"
+    );
+}
+
+#[test]
+fn rule_churn_under_traffic_loses_nothing() {
+    if !root() {
+        return;
+    }
+    let _serial = serial();
+    let s = Star::up();
+    let sw = s.switch(
+        "priority=10,in_port=1,udp,nw_dst=10.0.2.2,actions=output:2\n",
+        "",
+        "",
+    );
+    // 10 000 rules that do not match the traffic, some of them above the
+    // forwarding rule's priority, in one file.
+    let mut body = String::new();
+    for i in 0..10_000u32 {
+        body.push_str(&format!(
+            "priority={},in_port=1,udp,nw_dst=10.1.{}.{},tp_dst={},actions=output:3\n",
+            1 + i % 20,
+            i / 250,
+            i % 250,
+            1000 + i % 7
+        ));
+    }
+    let many = s.file("many.txt", &body);
+    let many = many.to_str().unwrap().to_string();
+    let c2 = s.count(2, 1.0);
+    let rounds = std::thread::scope(|sc| {
+        let g = sc.spawn(|| s.gen("10.0.2.2", &["--rate", "20kpps", "--duration", "4"]));
+        let mut rounds = 0;
+        while !g.is_finished() {
+            let r = s.ctl(&["add-flows", &many]);
+            assert!(r.contains("\"added\":10000"), "{r}");
+            // Single adds and a delete into a table of 10 001 rules.
+            for k in 0..20 {
+                s.ctl(&[
+                    "add-flow",
+                    &format!("priority=30,in_port=1,udp,nw_dst=10.2.0.{k},actions=drop"),
+                ]);
+            }
+            let r = s.ctl(&["del-flows", "ip,nw_dst=10.1.0.0/16"]);
+            assert!(r.contains("\"deleted\":10000"), "{r}");
+            s.ctl(&["del-flows", "ip,nw_dst=10.2.0.0/24"]);
+            rounds += 1;
+        }
+        g.join().unwrap();
+        rounds
+    });
+    let v = c2.wait_json();
+    let (p2, d2, _) = stream0(&v);
+    let sent = v["streams"][0]["max_seq"].as_u64().unwrap() + 1;
+    eprintln!("{rounds} rounds of +10 000 / -10 000 rules; {p2} of {sent} packets arrived");
+    assert!(rounds >= 1);
+    assert!(sent >= 70_000, "{v}");
+    assert_eq!((p2, d2), (sent, 0), "{v}");
+    let fin = sw.finish();
+    assert_eq!(fin["balanced"], true, "{fin}");
+}
+
+#[test]
+fn errors_are_one_line() {
+    let dir = std::env::temp_dir().join(format!("lsw-err-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let flows = dir.join("bad.txt");
+    std::fs::write(
+        &flows,
+        "# ok\npriority=1,actions=drop\nin_port=1,nw_dst=10.0.0.1,actions=output:2\n",
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let o = Command::new(EXE).args(args).output().unwrap();
+        assert!(!o.status.success(), "{args:?} succeeded");
+        let e = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(e.trim().lines().count(), 1, "{e}");
+        e
+    };
+    let e = run(&["switch", "--port", "1"]);
+    assert!(e.contains("expected NUMBER=URI"), "{e}");
+    let e = run(&["switch", "--port", "1=mem:a", "--port", "1=mem:b"]);
+    assert!(e.contains("given twice"), "{e}");
+    let f = flows.to_str().unwrap();
+    let e = run(&["switch", "--port", "1=mem:a?sink", "--flows", f]);
+    assert!(e.contains("bad.txt:3") && e.contains("nw_dst"), "{e}");
+    let e = run(&["switch-ctl", "/nonexistent/ctl.sock", "dump-flows"]);
+    assert!(e.contains("/nonexistent/ctl.sock"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

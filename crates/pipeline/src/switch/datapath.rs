@@ -1,0 +1,806 @@
+//! The switch datapath: run to completion over N ports on one core.
+//!
+//! Per batch received on a port: extract the keys, classify the batch
+//! (exact-match cache, then the tuple-space classifier for the misses),
+//! run each packet's actions in place, copy every output into the output
+//! port's TX staging area (replication for flood/all/groups is one copy
+//! per port, into buffers allocated once at start), send the staged
+//! frames of every port once, flush, release the RX batch.
+//!
+//! Accounting, per received packet (exact after every batch):
+//! `received = forwarded + drops`, where a packet is forwarded when at
+//! least one of its copies was taken by a TX ring, and is otherwise
+//! dropped with exactly one reason ([`SwDrop`]). Copies are counted apart
+//! per port (`tx_packets`, `tx_dropped`).
+//!
+//! The table version is loaded once per batch from [`Control`] (lock-free);
+//! see [`super::table`] for how changes are published.
+
+use super::actions::{execute, Env, FrameBuf, Meter, Out, Verdict};
+use super::classifier::RuleId;
+use super::emc::{Emc, DEFAULT_INV_PROB, DEFAULT_SLOTS};
+use super::key::Key;
+use super::table::{mono_ns, Control, FlowTable};
+use linerate_io::{Batch, Pkt, PortError, RxPort, TxPort, MAX_BATCH};
+use linerate_measure::tsc::rdtsc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Bytes per staged frame (frames and their VLAN pushes up to this size).
+pub const STRIDE: usize = 2048;
+/// Headroom of the scratch buffer used by rules that push a VLAN tag.
+const HEADROOM: usize = 64;
+
+/// Why the switch dropped a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SwDrop {
+    /// No rule matched (table miss).
+    NoMatch,
+    /// The rule's actions are `drop` (empty).
+    ActionDrop,
+    /// The actions produced no output (only the input port, unknown ports
+    /// or groups, empty groups).
+    NoOutput,
+    /// `dec_ttl` on TTL / hop limit 0 or 1.
+    TtlExpired,
+    /// A meter's bucket was empty (or the meter does not exist).
+    Metered,
+    /// `push_vlan` without room, or the frame was too short for an action.
+    Malformed,
+    /// Every copy found its TX ring (or staging area) full.
+    TxFull,
+    /// Every copy was larger than its output port's frame size.
+    TooBig,
+}
+
+impl SwDrop {
+    pub const ALL: [SwDrop; 8] = [
+        SwDrop::NoMatch,
+        SwDrop::ActionDrop,
+        SwDrop::NoOutput,
+        SwDrop::TtlExpired,
+        SwDrop::Metered,
+        SwDrop::Malformed,
+        SwDrop::TxFull,
+        SwDrop::TooBig,
+    ];
+    pub const COUNT: usize = Self::ALL.len();
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SwDrop::NoMatch => "no_match",
+            SwDrop::ActionDrop => "action_drop",
+            SwDrop::NoOutput => "no_output",
+            SwDrop::TtlExpired => "ttl_expired",
+            SwDrop::Metered => "metered",
+            SwDrop::Malformed => "malformed",
+            SwDrop::TxFull => "tx_full",
+            SwDrop::TooBig => "too_big",
+        }
+    }
+}
+
+#[inline(always)]
+fn bump(c: &AtomicU64, n: u64) {
+    // Single writer: load + store, no locked RMW.
+    c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
+}
+
+/// Switch-wide packet counters (one writer: the datapath).
+#[derive(Debug, Default)]
+pub struct SwitchCounters {
+    pub received: AtomicU64,
+    pub received_bytes: AtomicU64,
+    pub forwarded: AtomicU64,
+    pub drops: [AtomicU64; SwDrop::COUNT],
+}
+
+/// Plain copy of [`SwitchCounters`].
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SwitchSnapshot {
+    pub received: u64,
+    pub received_bytes: u64,
+    pub forwarded: u64,
+    pub drops: [u64; SwDrop::COUNT],
+}
+
+impl SwitchCounters {
+    pub fn snapshot(&self) -> SwitchSnapshot {
+        let mut s = SwitchSnapshot {
+            received: self.received.load(Relaxed),
+            received_bytes: self.received_bytes.load(Relaxed),
+            forwarded: self.forwarded.load(Relaxed),
+            drops: [0; SwDrop::COUNT],
+        };
+        for (d, c) in s.drops.iter_mut().zip(&self.drops) {
+            *d = c.load(Relaxed);
+        }
+        s
+    }
+}
+
+impl SwitchSnapshot {
+    pub fn dropped(&self) -> u64 {
+        self.drops.iter().sum()
+    }
+    pub fn balanced(&self) -> bool {
+        self.received == self.forwarded + self.dropped()
+    }
+    pub fn drop_of(&self, r: SwDrop) -> u64 {
+        self.drops[r as usize]
+    }
+    pub fn drops_nonzero(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        SwDrop::ALL
+            .iter()
+            .map(|r| (r.name(), self.drops[*r as usize]))
+            .filter(|(_, n)| *n > 0)
+    }
+    pub fn delta(&self, e: &SwitchSnapshot) -> SwitchSnapshot {
+        let mut d = SwitchSnapshot {
+            received: self.received.wrapping_sub(e.received),
+            received_bytes: self.received_bytes.wrapping_sub(e.received_bytes),
+            forwarded: self.forwarded.wrapping_sub(e.forwarded),
+            drops: [0; SwDrop::COUNT],
+        };
+        for i in 0..SwDrop::COUNT {
+            d.drops[i] = self.drops[i].wrapping_sub(e.drops[i]);
+        }
+        d
+    }
+}
+
+/// Per-port counters (copies sent count once per copy).
+#[derive(Debug, Default)]
+pub struct PortCounters {
+    pub rx_packets: AtomicU64,
+    pub rx_bytes: AtomicU64,
+    pub tx_packets: AtomicU64,
+    pub tx_bytes: AtomicU64,
+    /// Copies for this port not sent (ring or staging full, too big).
+    pub tx_dropped: AtomicU64,
+}
+
+/// Cache and classifier counters, published by the datapath once per batch.
+#[derive(Debug, Default)]
+pub struct CacheCounters {
+    pub emc_hits: AtomicU64,
+    pub emc_misses: AtomicU64,
+    pub emc_inserts: AtomicU64,
+    pub emc_skipped_inserts: AtomicU64,
+    /// Packets that went to the classifier.
+    pub cls_lookups: AtomicU64,
+    pub cls_matched: AtomicU64,
+    pub subtables_searched: AtomicU64,
+}
+
+/// TSC cycles per stage (one writer).
+#[derive(Debug, Default)]
+pub struct SwitchCycles {
+    pub rx: AtomicU64,
+    pub extract: AtomicU64,
+    pub lookup: AtomicU64,
+    pub actions: AtomicU64,
+    pub tx: AtomicU64,
+    pub buffers: AtomicU64,
+    pub idle: AtomicU64,
+    pub batches: AtomicU64,
+    pub empty_polls: AtomicU64,
+}
+
+/// Plain copy of [`SwitchCycles`].
+#[derive(Debug, Default, Clone, Copy, serde::Serialize)]
+pub struct SwitchCyclesSnapshot {
+    pub rx: u64,
+    pub extract: u64,
+    pub lookup: u64,
+    pub actions: u64,
+    pub tx: u64,
+    pub buffers: u64,
+    pub idle: u64,
+    pub batches: u64,
+    pub empty_polls: u64,
+}
+
+impl SwitchCycles {
+    pub fn snapshot(&self) -> SwitchCyclesSnapshot {
+        SwitchCyclesSnapshot {
+            rx: self.rx.load(Relaxed),
+            extract: self.extract.load(Relaxed),
+            lookup: self.lookup.load(Relaxed),
+            actions: self.actions.load(Relaxed),
+            tx: self.tx.load(Relaxed),
+            buffers: self.buffers.load(Relaxed),
+            idle: self.idle.load(Relaxed),
+            batches: self.batches.load(Relaxed),
+            empty_polls: self.empty_polls.load(Relaxed),
+        }
+    }
+}
+
+/// One switch port.
+pub struct SwitchPort {
+    /// OpenFlow port number (`in_port`, `output:N`).
+    pub no: u32,
+    pub uri: String,
+    pub rx: Box<dyn RxPort>,
+    pub tx: Box<dyn TxPort>,
+    pub counters: Arc<PortCounters>,
+}
+
+impl SwitchPort {
+    pub fn new(no: u32, uri: &str, rx: Box<dyn RxPort>, tx: Box<dyn TxPort>) -> SwitchPort {
+        SwitchPort {
+            no,
+            uri: uri.to_string(),
+            rx,
+            tx,
+            counters: Arc::new(PortCounters::default()),
+        }
+    }
+}
+
+/// TX staging of one port: fixed buffers, filled per batch.
+struct Stage {
+    buf: Box<[u8]>,
+    pkts: Vec<Pkt>,
+    /// Index of the received packet each staged copy came from.
+    src: Vec<u16>,
+    cap: usize,
+    max_frame: usize,
+}
+
+impl Stage {
+    fn new(cap: usize, max_frame: usize) -> Stage {
+        Stage {
+            buf: vec![0u8; cap * STRIDE].into_boxed_slice(),
+            pkts: Vec::with_capacity(cap),
+            src: Vec::with_capacity(cap),
+            cap,
+            max_frame: max_frame.min(STRIDE),
+        }
+    }
+}
+
+/// Per-batch bookkeeping of what happened to each received packet.
+struct Fate {
+    /// Copies staged.
+    staged: [u16; MAX_BATCH],
+    /// Copies taken by a TX ring.
+    sent: [u16; MAX_BATCH],
+    /// Reason of the last copy that could not be staged (TooBig/TxFull).
+    copy_fail: [Option<SwDrop>; MAX_BATCH],
+}
+
+/// What `execute` calls back into for one packet.
+struct Ctx<'a> {
+    stages: &'a mut [Stage],
+    port_nos: &'a [u32],
+    table: &'a FlowTable,
+    meters: &'a mut HashMap<u32, Meter>,
+    fate: &'a mut Fate,
+    copy_drops: &'a mut [u64],
+    in_idx: usize,
+    pkt: usize,
+    now_ns: u64,
+}
+
+impl Ctx<'_> {
+    #[inline]
+    fn stage(&mut self, port_idx: usize, frame: &[u8]) {
+        let st = &mut self.stages[port_idx];
+        let n = st.pkts.len();
+        if frame.len() > st.max_frame {
+            self.fate.copy_fail[self.pkt] = Some(SwDrop::TooBig);
+            self.copy_drops[port_idx] += 1;
+            return;
+        }
+        if n == st.cap {
+            self.fate.copy_fail[self.pkt] = Some(SwDrop::TxFull);
+            self.copy_drops[port_idx] += 1;
+            return;
+        }
+        let off = n * STRIDE;
+        st.buf[off..off + frame.len()].copy_from_slice(frame);
+        // The descriptor points into `st.buf`, which outlives the send below.
+        st.pkts.push(Pkt {
+            data: st.buf[off..].as_mut_ptr(),
+            len: frame.len() as u32,
+            handle: 0,
+            ts_ns: 0,
+        });
+        st.src.push(self.pkt as u16);
+        self.fate.staged[self.pkt] += 1;
+    }
+
+    #[inline]
+    fn port(&mut self, no: u32, frame: &[u8]) {
+        // OpenFlow: output to the input port is skipped (use in_port).
+        if let Some(i) = self.port_nos.iter().position(|&p| p == no) {
+            if i != self.in_idx {
+                self.stage(i, frame);
+            }
+        }
+    }
+}
+
+impl Env for Ctx<'_> {
+    fn output(&mut self, out: Out, frame: &[u8]) {
+        match out {
+            Out::Port(p) => self.port(p, frame),
+            Out::InPort => self.stage(self.in_idx, frame),
+            Out::Flood | Out::All => {
+                for i in 0..self.port_nos.len() {
+                    if i != self.in_idx {
+                        self.stage(i, frame);
+                    }
+                }
+            }
+            Out::Group(g) => {
+                let table = self.table;
+                if let Some(g) = table.group(g) {
+                    for &p in &g.ports {
+                        self.port(p, frame);
+                    }
+                }
+            }
+        }
+    }
+
+    fn meter(&mut self, id: u32, bytes: usize) -> bool {
+        match self.meters.get_mut(&id) {
+            Some(m) => m.admit(self.now_ns, bytes),
+            None => false,
+        }
+    }
+}
+
+/// How the loop waits when idle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Polling {
+    Busy,
+    Wait,
+}
+
+/// The datapath of one core.
+pub struct Datapath {
+    pub ports: Vec<SwitchPort>,
+    port_nos: Vec<u32>,
+    stages: Vec<Stage>,
+    batch: Batch,
+    keys: Vec<Key>,
+    out: Vec<Option<RuleId>>,
+    emc: Emc,
+    ctl: Arc<Control>,
+    meters: HashMap<u32, Meter>,
+    last_table: usize,
+    fate: Box<Fate>,
+    copy_drops: Vec<u64>,
+    scratch: Box<[u8]>,
+    pub counters: Arc<SwitchCounters>,
+    pub cache: Arc<CacheCounters>,
+    pub cycles: Arc<SwitchCycles>,
+}
+
+impl Datapath {
+    /// `emc`: use the exact-match cache (else every packet goes to the classifier).
+    pub fn new(ports: Vec<SwitchPort>, ctl: Arc<Control>, batch: usize, emc: bool) -> Datapath {
+        let batch = batch.clamp(1, MAX_BATCH);
+        let stages = ports
+            .iter()
+            .map(|p| Stage::new(2 * batch, p.tx.max_frame()))
+            .collect();
+        let n = ports.len();
+        Datapath {
+            port_nos: ports.iter().map(|p| p.no).collect(),
+            ports,
+            stages,
+            batch: Batch::new(batch),
+            keys: vec![Key::ZERO; MAX_BATCH],
+            out: vec![None; MAX_BATCH],
+            emc: Emc::new(DEFAULT_SLOTS, if emc { DEFAULT_INV_PROB } else { 0 }),
+            ctl,
+            meters: HashMap::new(),
+            last_table: 0,
+            fate: Box::new(Fate {
+                staged: [0; MAX_BATCH],
+                sent: [0; MAX_BATCH],
+                copy_fail: [None; MAX_BATCH],
+            }),
+            copy_drops: vec![0; n],
+            scratch: vec![0u8; STRIDE + HEADROOM].into_boxed_slice(),
+            counters: Arc::new(SwitchCounters::default()),
+            cache: Arc::new(CacheCounters::default()),
+            cycles: Arc::new(SwitchCycles::default()),
+        }
+    }
+
+    /// A new table version: keep the bucket state of unchanged meters,
+    /// start new or changed ones full. Once per rule change, not per packet.
+    #[cold]
+    fn sync_meters(&mut self, t: &FlowTable) {
+        self.meters.retain(|id, _| t.meters().any(|m| m.id == *id));
+        for m in t.meters() {
+            let keep = matches!(self.meters.get(&m.id),
+                Some(o) if o.unit == m.unit && o.rate == m.rate && o.burst == m.burst);
+            if !keep {
+                self.meters.insert(m.id, m.clone());
+            }
+        }
+    }
+
+    /// Receive and switch at most one batch from port `pi`. Returns the
+    /// number of packets received.
+    pub fn poll_port(&mut self, pi: usize, profile: bool) -> Result<usize, PortError> {
+        let t0 = if profile { rdtsc() } else { 0 };
+        let n = self.ports[pi].rx.recv(&mut self.batch)?;
+        if n == 0 {
+            self.ports[pi].tx.flush()?;
+            if profile {
+                bump(&self.cycles.idle, rdtsc().wrapping_sub(t0));
+                bump(&self.cycles.empty_polls, 1);
+            }
+            return Ok(0);
+        }
+        let t1 = if profile { rdtsc() } else { 0 };
+        let now_ns = mono_ns();
+        // One lock-free load per batch; this version serves the whole batch.
+        let table = self.ctl.current();
+        let tp = Arc::as_ptr(&table) as usize;
+        if tp != self.last_table {
+            self.last_table = tp;
+            self.sync_meters(&table);
+        }
+        let in_no = self.port_nos[pi];
+        let mut bytes = 0u64;
+        for (k, p) in self.keys.iter_mut().zip(self.batch.pkts()) {
+            *k = Key::extract(p.bytes(), in_no);
+            bytes += p.len as u64;
+        }
+        let t2 = if profile { rdtsc() } else { 0 };
+        self.emc
+            .lookup_batch(table.classifier(), &self.keys[..n], &mut self.out[..n]);
+        let t3 = if profile { rdtsc() } else { 0 };
+
+        let mut drops = [0u64; SwDrop::COUNT];
+        let mut fate_drop: [Option<SwDrop>; MAX_BATCH] = [None; MAX_BATCH];
+        {
+            let fate = &mut *self.fate;
+            fate.staged[..n].fill(0);
+            fate.sent[..n].fill(0);
+            fate.copy_fail[..n].fill(None);
+            let mut ctx = Ctx {
+                stages: &mut self.stages,
+                port_nos: &self.port_nos,
+                table: &table,
+                meters: &mut self.meters,
+                fate,
+                copy_drops: &mut self.copy_drops,
+                in_idx: pi,
+                pkt: 0,
+                now_ns,
+            };
+            for (j, p) in self.batch.pkts_mut().iter_mut().enumerate() {
+                let Some(e) = self.out[j].and_then(|id| table.entry(id)) else {
+                    fate_drop[j] = Some(SwDrop::NoMatch);
+                    continue;
+                };
+                e.stats.hit(p.len as u64, now_ns);
+                if e.rule.actions.is_empty() {
+                    fate_drop[j] = Some(SwDrop::ActionDrop);
+                    continue;
+                }
+                ctx.pkt = j;
+                let len = p.len as usize;
+                let r = if e.needs_room {
+                    // Rare: copy into a buffer with headroom for push_vlan.
+                    let b = p.bytes();
+                    if len + HEADROOM > self.scratch.len() {
+                        Err(Verdict::NoRoom)
+                    } else {
+                        self.scratch[HEADROOM..HEADROOM + len].copy_from_slice(b);
+                        match FrameBuf::new(&mut self.scratch, HEADROOM, len) {
+                            Some(mut f) => execute(&mut f, &e.rule.actions, &mut ctx),
+                            None => Err(Verdict::Malformed),
+                        }
+                    }
+                } else {
+                    let b = p.bytes_mut();
+                    match FrameBuf::new(b, 0, len) {
+                        Some(mut f) => execute(&mut f, &e.rule.actions, &mut ctx),
+                        None => Err(Verdict::Malformed),
+                    }
+                };
+                if ctx.fate.staged[j] == 0 {
+                    fate_drop[j] = Some(match r {
+                        Err(Verdict::TtlExpired) => SwDrop::TtlExpired,
+                        Err(Verdict::Metered) => SwDrop::Metered,
+                        Err(Verdict::NoRoom | Verdict::Malformed) => SwDrop::Malformed,
+                        Ok(()) => ctx.fate.copy_fail[j].unwrap_or(SwDrop::NoOutput),
+                    });
+                }
+            }
+        }
+        let t4 = if profile { rdtsc() } else { 0 };
+
+        // TX: one send + flush per port that has copies.
+        for (i, st) in self.stages.iter_mut().enumerate() {
+            let port = &mut self.ports[i];
+            if st.pkts.is_empty() {
+                if self.copy_drops[i] > 0 {
+                    bump(&port.counters.tx_dropped, self.copy_drops[i]);
+                    self.copy_drops[i] = 0;
+                }
+                continue;
+            }
+            let sent = port.tx.send(&st.pkts)?;
+            port.tx.flush()?;
+            let mut sb = 0u64;
+            for (k, p) in st.pkts[..sent].iter().enumerate() {
+                sb += p.len as u64;
+                self.fate.sent[st.src[k] as usize] += 1;
+            }
+            let unsent = st.pkts.len() - sent;
+            for &s in &st.src[sent..] {
+                self.fate.copy_fail[s as usize] = Some(SwDrop::TxFull);
+            }
+            let c = &port.counters;
+            bump(&c.tx_packets, sent as u64);
+            bump(&c.tx_bytes, sb);
+            bump(&c.tx_dropped, unsent as u64 + self.copy_drops[i]);
+            self.copy_drops[i] = 0;
+            st.pkts.clear();
+            st.src.clear();
+        }
+        let t5 = if profile { rdtsc() } else { 0 };
+
+        let mut fwd = 0u64;
+        for (j, fd) in fate_drop[..n].iter().enumerate() {
+            match *fd {
+                Some(d) => drops[d as usize] += 1,
+                None if self.fate.sent[j] > 0 => fwd += 1,
+                None => {
+                    let d = self.fate.copy_fail[j].unwrap_or(SwDrop::TxFull);
+                    drops[d as usize] += 1;
+                }
+            }
+        }
+        let c = &self.counters;
+        bump(&c.received, n as u64);
+        bump(&c.received_bytes, bytes);
+        bump(&c.forwarded, fwd);
+        for (k, &d) in drops.iter().enumerate() {
+            if d > 0 {
+                bump(&c.drops[k], d);
+            }
+        }
+        let pc = &self.ports[pi].counters;
+        bump(&pc.rx_packets, n as u64);
+        bump(&pc.rx_bytes, bytes);
+        let es = self.emc.stats;
+        let cs = self.emc.cls_stats;
+        let cc = &self.cache;
+        cc.emc_hits.store(es.hits, Relaxed);
+        cc.emc_misses.store(es.misses, Relaxed);
+        cc.emc_inserts.store(es.inserts, Relaxed);
+        cc.emc_skipped_inserts.store(es.skipped_inserts, Relaxed);
+        cc.cls_lookups.store(cs.packets, Relaxed);
+        cc.cls_matched.store(cs.matched, Relaxed);
+        cc.subtables_searched.store(cs.subtables_searched, Relaxed);
+        drop(table);
+        self.ports[pi].rx.release(&mut self.batch);
+        if profile {
+            let t6 = rdtsc();
+            let cy = &self.cycles;
+            bump(&cy.rx, t1.wrapping_sub(t0));
+            bump(&cy.extract, t2.wrapping_sub(t1));
+            bump(&cy.lookup, t3.wrapping_sub(t2));
+            bump(&cy.actions, t4.wrapping_sub(t3));
+            bump(&cy.tx, t5.wrapping_sub(t4));
+            bump(&cy.buffers, t6.wrapping_sub(t5));
+            bump(&cy.batches, 1);
+        }
+        Ok(n)
+    }
+
+    /// Run until `stop` is set or every RX port is at its end (finite
+    /// sources). Accounting is exact at return.
+    pub fn run(
+        &mut self,
+        stop: &AtomicBool,
+        polling: Polling,
+        profile: bool,
+    ) -> Result<(), PortError> {
+        let mut idle_turns = 0u32;
+        loop {
+            let mut got = 0;
+            for i in 0..self.ports.len() {
+                got += self.poll_port(i, profile)?;
+            }
+            if stop.load(Relaxed) {
+                break;
+            }
+            if got == 0 {
+                if self.ports.iter().all(|p| p.rx.at_end()) {
+                    break;
+                }
+                idle_turns = idle_turns.saturating_add(1);
+                if polling == Polling::Wait && idle_turns > 64 {
+                    // Sleep in poll() on each port in turn, 1 ms at most each.
+                    for p in &mut self.ports {
+                        p.rx.wait(1)?;
+                    }
+                } else {
+                    std::hint::spin_loop();
+                }
+            } else {
+                idle_turns = 0;
+            }
+        }
+        let t = Instant::now();
+        loop {
+            let mut busy = 0;
+            for p in &mut self.ports {
+                p.tx.flush()?;
+                busy += p.tx.in_flight();
+            }
+            if busy == 0 || t.elapsed() > Duration::from_millis(500) {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::switch::actions::Group;
+    use crate::switch::rule::Rule;
+    use linerate_wire::build::{build_udp, FrameParams, IpPair};
+    use std::sync::Mutex;
+
+    /// A finite source of copies of one frame.
+    struct Src {
+        frame: Vec<u8>,
+        bufs: Vec<Vec<u8>>,
+        left: usize,
+    }
+    impl RxPort for Src {
+        fn recv(&mut self, b: &mut Batch) -> Result<usize, PortError> {
+            let mut n = 0;
+            while !b.is_full() && self.left > 0 {
+                let i = b.len();
+                self.bufs[i].clear();
+                self.bufs[i].extend_from_slice(&self.frame);
+                b.push(Pkt {
+                    data: self.bufs[i].as_mut_ptr(),
+                    len: self.frame.len() as u32,
+                    handle: 0,
+                    ts_ns: 0,
+                });
+                self.left -= 1;
+                n += 1;
+            }
+            Ok(n)
+        }
+        fn release(&mut self, b: &mut Batch) {
+            b.clear();
+        }
+        fn at_end(&self) -> bool {
+            self.left == 0
+        }
+    }
+    struct Sink(Arc<Mutex<Vec<Vec<u8>>>>, usize);
+    impl TxPort for Sink {
+        fn send(&mut self, pkts: &[Pkt]) -> Result<usize, PortError> {
+            let n = pkts.len().min(self.1);
+            let mut g = self.0.lock().unwrap();
+            g.extend(pkts[..n].iter().map(|p| p.bytes().to_vec()));
+            Ok(n)
+        }
+    }
+
+    fn udp() -> Vec<u8> {
+        let mut p = FrameParams::new(IpPair::V4 {
+            src: [10, 0, 0, 1],
+            dst: [10, 0, 0, 2],
+        });
+        p.payload = &[0u8; 18];
+        let mut b = vec![0u8; 2048];
+        let n = build_udp(&mut b, &p, 1000, 2000).unwrap();
+        b.truncate(n);
+        b
+    }
+
+    type Got = Arc<Mutex<Vec<Vec<u8>>>>;
+
+    fn bed(n_src: usize, per_call: usize) -> (Vec<SwitchPort>, Vec<Got>) {
+        let mut ports = Vec::new();
+        let mut sinks = Vec::new();
+        for no in 1..=3u32 {
+            let got = Arc::new(Mutex::new(Vec::new()));
+            let left = if no == 1 { n_src } else { 0 };
+            ports.push(SwitchPort::new(
+                no,
+                "mem",
+                Box::new(Src {
+                    frame: udp(),
+                    bufs: (0..MAX_BATCH).map(|_| Vec::with_capacity(2048)).collect(),
+                    left,
+                }),
+                Box::new(Sink(got.clone(), per_call)),
+            ));
+            sinks.push(got);
+        }
+        (ports, sinks)
+    }
+
+    fn run(ctl: Arc<Control>, n: usize, per_call: usize) -> (SwitchSnapshot, Vec<usize>) {
+        let (ports, sinks) = bed(n, per_call);
+        let mut dp = Datapath::new(ports, ctl, 32, true);
+        dp.run(&AtomicBool::new(false), Polling::Busy, true)
+            .unwrap();
+        let s = dp.counters.snapshot();
+        assert!(s.balanced(), "{s:?}");
+        (s, sinks.iter().map(|g| g.lock().unwrap().len()).collect())
+    }
+
+    fn table(rules: &[&str]) -> Arc<Control> {
+        let mut t = FlowTable::new();
+        t.add_group(Group::parse("group_id=1,type=all,bucket=output:2,bucket=output:3").unwrap());
+        t.add_meter(Meter::parse("meter=1,pktps,band=type=drop,rate=1,burst_size=10").unwrap());
+        for r in rules {
+            t.add_flow(Rule::parse(r).unwrap(), 0).unwrap();
+        }
+        Control::new(t)
+    }
+
+    #[test]
+    fn forward_drop_group_flood_meter_accounting() {
+        let (s, got) = run(table(&["in_port=1,udp,actions=output:2"]), 100, usize::MAX);
+        assert_eq!((s.forwarded, got[1], got[2]), (100, 100, 0));
+        let (s, _) = run(table(&[]), 100, usize::MAX);
+        assert_eq!(s.drop_of(SwDrop::NoMatch), 100);
+        let (s, _) = run(table(&["actions=drop"]), 100, usize::MAX);
+        assert_eq!(s.drop_of(SwDrop::ActionDrop), 100);
+        let (s, got) = run(table(&["actions=group:1"]), 100, usize::MAX);
+        assert_eq!((s.forwarded, got[1], got[2]), (100, 100, 100));
+        let (s, got) = run(table(&["actions=flood"]), 100, usize::MAX);
+        assert_eq!((s.forwarded, got[0], got[1], got[2]), (100, 0, 100, 100));
+        let (s, _) = run(table(&["actions=output:1"]), 100, usize::MAX);
+        assert_eq!(s.drop_of(SwDrop::NoOutput), 100);
+        // The bucket holds 10 packets; the rest of the quick burst is metered.
+        let (s, got) = run(table(&["actions=meter:1,output:2"]), 100, usize::MAX);
+        assert_eq!(got[1], 10);
+        assert_eq!(s.drop_of(SwDrop::Metered), 90);
+        // TX rings that take only 5 per send.
+        let (s, got) = run(table(&["actions=output:2"]), 100, 5);
+        assert_eq!(got[1] as u64, s.forwarded);
+        assert_eq!(s.drop_of(SwDrop::TxFull), 100 - s.forwarded);
+    }
+
+    #[test]
+    fn rewrite_and_push_vlan() {
+        let (s, _) = run(
+            table(&["ip,actions=set_field:10.9.9.9->ip_dst,dec_ttl,push_vlan:0x8100,output:2"]),
+            10,
+            usize::MAX,
+        );
+        assert_eq!(s.forwarded, 10);
+        let ctl = table(&["ip,actions=set_field:10.9.9.9->ip_dst,push_vlan:0x8100,output:2"]);
+        let (ports, sinks) = bed(1, usize::MAX);
+        let mut dp = Datapath::new(ports, ctl.clone(), 32, true);
+        dp.run(&AtomicBool::new(false), Polling::Busy, false)
+            .unwrap();
+        let g = sinks[1].lock().unwrap();
+        assert_eq!(g[0].len(), udp().len() + 4);
+        assert_eq!(&g[0][12..14], &[0x81, 0x00]);
+        assert_eq!(&g[0][18 + 16..18 + 20], &[10, 9, 9, 9]);
+        let t = ctl.current();
+        let e = t.flows()[0].stats.clone();
+        assert_eq!(e.packets.load(Relaxed), 1);
+    }
+}
