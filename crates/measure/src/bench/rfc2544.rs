@@ -229,7 +229,7 @@ impl Default for Rfc2544Config {
             loss_tolerance: 0.0,
             resolution: 0.01,
             repetitions: 1,
-            max_search_trials: 12,
+            max_search_trials: 16,
             latency: true,
             frame_loss_sizes: vec![64],
             frame_loss_step: 0.1,
@@ -495,9 +495,11 @@ fn search(
         } else {
             hi = c;
             next = if lo == 0.0 {
-                // Nothing passed yet: aim just under what this trial forwarded,
-                // but at least halve the span.
-                (fwd * (1.0 - cfg.resolution)).min(hi * 0.98).max(hi * 0.5)
+                // Nothing passed yet: aim just under what this trial forwarded
+                // when it lost a lot (a good estimate of the capacity), else
+                // halve (a DuT that loses a little at every rate would
+                // otherwise creep down by its loss ratio per trial).
+                (fwd * (1.0 - cfg.resolution)).min(hi * 0.5).max(hi * 0.1)
             } else {
                 (lo + hi) / 2.0
             };
@@ -670,6 +672,40 @@ mod tests {
             assert!(!r[0].generator_limited);
             assert_eq!(r[0].kernel_disagreements, 0);
         }
+    }
+
+    /// A DuT that loses 1 % of the frames above 100 kpps (sporadic stalls):
+    /// the search must still get there within its trial budget.
+    struct Lossy {
+        trials: usize,
+    }
+    impl Trials for Lossy {
+        fn trial(&mut self, s: &TrialSpec) -> Result<TrialRecord, String> {
+            self.trials += 1;
+            let rate = s.rate_pps.unwrap_or(3e6);
+            let frames = s.frames.unwrap_or(rate as u64);
+            let lost = if rate > 100e3 { frames / 100 } else { 0 };
+            let mut rec = TrialRecord::new(s, frames, frames - lost, frames as f64 / rate);
+            rec.kernel.gen_iface_tx = frames;
+            rec.kernel.sink_iface_rx = frames - lost;
+            rec.kernel.judge(frames, frames - lost);
+            Ok(rec)
+        }
+    }
+
+    #[test]
+    fn search_steps_down_fast_when_every_rate_loses_a_little() {
+        let mut m = Lossy { trials: 0 };
+        let cfg = Rfc2544Config {
+            sizes: vec![64],
+            latency: false,
+            frame_loss_sizes: vec![],
+            back_to_back_sizes: vec![],
+            ..Default::default()
+        };
+        let r = run(&cfg, &mut m, &mut |_, _| {}).unwrap();
+        let tp = r[0].throughput_pps.unwrap();
+        assert!(tp <= 100e3 && tp >= 100e3 * 0.97, "{tp}");
     }
 
     #[test]
