@@ -5,16 +5,13 @@
 
 #[path = "../../measure/tests/support/chromium.rs"]
 mod chromium;
+mod support;
+use support::root;
 
 use std::path::PathBuf;
 use std::process::Command;
 
 use linerate_measure::report::svg::PALETTE;
-
-fn root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
 
 /// Removes the run's namespaces if the test fails half way.
 struct Cleanup(String);

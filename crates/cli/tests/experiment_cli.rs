@@ -5,38 +5,17 @@
 
 use linerate_measure::testbed;
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_linerate");
 
-static N: AtomicU32 = AtomicU32::new(0);
+mod support;
+use support::TempDir;
 
-/// A fresh directory for one test's files, removed on drop.
-struct TempDir(PathBuf);
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!(
-            "linerate-exp-{}-{tag}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-    fn write(&self, name: &str, text: &str) -> PathBuf {
-        let p = self.0.join(name);
-        std::fs::write(&p, text).unwrap();
-        p
-    }
-}
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+static N: AtomicU32 = AtomicU32::new(0);
 
 /// Deterministic pseudo-random numbers in [0, 1) (SplitMix64).
 struct Rng(u64);
@@ -413,15 +392,6 @@ fn bad_files_give_one_line_errors() {
     );
 }
 
-fn root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let r = unsafe { libc::geteuid() } == 0;
-    if !r {
-        eprintln!("skipped: needs root");
-    }
-    r
-}
-
 /// Stops the child (SIGINT, then SIGKILL) if it still runs, and removes
 /// any test bed it left (also when the child was already reaped).
 struct Guard {
@@ -635,4 +605,12 @@ fn interrupt_prints_partial_observations() {
         testbed::list().iter().all(|i| i.owner_pid != pid),
         "a test bed was left"
     );
+}
+
+fn root() -> bool {
+    let r = support::root();
+    if !r {
+        eprintln!("skipped: needs root");
+    }
+    r
 }
