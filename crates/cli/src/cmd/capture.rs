@@ -763,21 +763,7 @@ pub fn run(a: Args) -> Result<()> {
             // Workers drain their rings and end once the dispatcher is gone.
             drop(d);
             stop.store(true, Relaxed);
-            let mut errs = Vec::new();
-            for h in handles {
-                match h.join() {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => errs.push(e),
-                    Err(_) => errs.push("a worker panicked".into()),
-                }
-            }
-            ctl_done.store(true, Relaxed);
-            if let Some(h) = ctl {
-                let _ = h.join();
-            }
-            if let Some(p) = &a.ctl {
-                let _ = std::fs::remove_file(p);
-            }
+            let errs = join_workers(handles, &ctl_done, ctl, &a);
             finish_report(&shared, &a)?;
             if let Some(e) = rx_err {
                 return Err(e.into());
@@ -980,21 +966,7 @@ fn run_fanout(
         }
     }
     done.store(true, Relaxed);
-    let mut errs = Vec::new();
-    for h in handles {
-        match h.join() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => errs.push(e),
-            Err(_) => errs.push("a worker panicked".into()),
-        }
-    }
-    ctl_done.store(true, Relaxed);
-    if let Some(h) = ctl {
-        let _ = h.join();
-    }
-    if let Some(p) = &a.ctl {
-        let _ = std::fs::remove_file(p);
-    }
+    let errs = join_workers(handles, &ctl_done, ctl, &a);
     sum_kernel(&shared, &kstats);
     finish_report(&shared, &a)?;
     if let Some(e) = errs.into_iter().next() {
@@ -1016,6 +988,32 @@ fn sum_kernel(shared: &Shared, ks: &[Arc<Counters>]) {
     if let Ok(mut k) = shared.kernel.lock() {
         *k = tot;
     }
+}
+
+/// End of a capture: join the workers (their errors, in order), then stop
+/// the control socket thread and remove its file.
+fn join_workers<E: From<&'static str>>(
+    handles: Vec<std::thread::JoinHandle<Result<(), E>>>,
+    ctl_done: &AtomicBool,
+    ctl: Option<std::thread::JoinHandle<()>>,
+    a: &Args,
+) -> Vec<E> {
+    let mut errs = Vec::new();
+    for h in handles {
+        match h.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => errs.push(e),
+            Err(_) => errs.push("a worker panicked".into()),
+        }
+    }
+    ctl_done.store(true, Relaxed);
+    if let Some(h) = ctl {
+        let _ = h.join();
+    }
+    if let Some(p) = &a.ctl {
+        let _ = std::fs::remove_file(p);
+    }
+    errs
 }
 
 #[cfg(test)]
