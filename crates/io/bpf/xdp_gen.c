@@ -38,6 +38,15 @@ struct gen_stats {
 	__u64 runs; // program runs on this CPU (frames handed to XDP_TX)
 	__u64 bad;  // configured offsets out of the frame (aborted)
 	__u64 idle; // paced runs that sent nothing (XDP_DROP)
+	// The send span, stamped on every 64th frame (runs % 64 == 0): time
+	// and `runs` of the first stamp since user space zeroed first_ns, and
+	// of the latest. User space gets the rate frames actually left at
+	// from these, without a call's set-up and teardown (~35 ms of a
+	// BPF_PROG_RUN call in which nothing is sent) in the wall time.
+	__u64 first_ns;
+	__u64 first_runs;
+	__u64 last_ns;
+	__u64 last_runs;
 };
 
 struct {
@@ -67,20 +76,26 @@ struct {
 // In-program pacing: a frame n (counted from the schedule's start) is due
 // at start_ns + (n * gap_fp >> 16) (gap in 1/65536 ns: no drift from a
 // rounded interval; the product overflows after ~78 hours of schedule).
-// Runs before the frame is due, after `limit` frames or at/after end_ns
-// return XDP_DROP without sending and count as `idle`. A frame late (the
-// program did not run for a while: between calls, preempted) goes out
-// as soon as it runs, so the long-run count keeps to the schedule.
+// start_ns 0 means "the first run": the schedule starts when the program
+// first runs, not when user space wrote it, because a BPF_PROG_RUN call
+// spends ~10-15 ms setting up (its page pool) before the first run, and
+// frames due in that time would leave as one burst at top speed.
+// Runs before the frame is due, after `limit` frames or at/after
+// start_ns + span_ns return XDP_DROP without sending and count as `idle`.
+// A frame late (the program did not run for a while: between calls,
+// preempted) goes out as soon as it runs, so the long-run count keeps to
+// the schedule; `max_late` records the worst such slip.
 // User space may run two calls at once on two CPUs (overlapping so that
 // the program always runs while the other call tears down): a frame is
 // claimed by a compare-and-swap on `sent`, so the count stays exact.
 struct gen_pace {
 	__u64 on;       // 0: not paced (every run sends)
-	__u64 start_ns; // bpf_ktime_get_ns() of frame 0
+	__u64 start_ns; // bpf_ktime_get_ns() of frame 0 (0: set by the first run)
 	__u64 gap_fp;   // interval between frames, 1/65536 ns
 	__u64 limit;    // frames to send under this schedule
-	__u64 end_ns;   // no frame at or after this time
+	__u64 span_ns;  // no frame at or after start_ns + span_ns
 	__u64 sent;     // frames sent under this schedule (atomic)
+	__u64 max_late; // largest now - due of a sent frame (ns; racy max)
 };
 
 struct {
@@ -106,12 +121,34 @@ int xdp_gen(struct xdp_md *ctx)
 		if (done >= pc->limit)
 			goto idle;
 		__u64 now = bpf_ktime_get_ns();
-		if (now >= pc->end_ns || now < pc->start_ns + ((done * pc->gap_fp) >> 16))
+		__u64 start = *(volatile __u64 *)&pc->start_ns;
+		if (!start) {
+			__sync_val_compare_and_swap(&pc->start_ns, 0, now);
+			start = *(volatile __u64 *)&pc->start_ns;
+		}
+		// now < start: the other CPU started the schedule a moment later.
+		if (now < start || now - start >= pc->span_ns)
+			goto idle;
+		__u64 due = start + ((done * pc->gap_fp) >> 16);
+		if (now < due)
 			goto idle;
 		if (__sync_val_compare_and_swap(&pc->sent, done, done + 1) != done)
 			goto idle; // the other CPU took frame `done`
+		// How late the schedule ran (a catch-up burst follows a late
+		// frame). Two CPUs may race here: the max is approximate.
+		if (now - due > pc->max_late)
+			pc->max_late = now - due;
 	}
 	__u64 n = st->runs;
+	if ((n & 63) == 0) {
+		__u64 t = bpf_ktime_get_ns();
+		if (!st->first_ns) {
+			st->first_ns = t;
+			st->first_runs = n;
+		}
+		st->last_ns = t;
+		st->last_runs = n;
+	}
 	// A DuT may have rewritten this frame in place on its last trip (MACs,
 	// TTL, checksum: the page is shared): restore the template's headers.
 	__u64 *w = data;

@@ -177,6 +177,10 @@ pub struct GenStats {
     /// and the largest.
     pub late_sum_ns: u64,
     pub late_max_ns: u64,
+    /// The time the frames took to leave, from the program's own stamps
+    /// (every 64th frame): without the ~35 ms of set-up and teardown of
+    /// each BPF_PROG_RUN call in which nothing leaves. 0: too few frames.
+    pub send_ns: u64,
     /// CPU time of the calling thread during the run (the generator's
     /// cost, plus whatever softirq work the kernel ran in its context, e.g.
     /// a veth receiver's NAPI on the same CPU). On a loaded machine
@@ -191,6 +195,15 @@ impl GenStats {
             0.0
         } else {
             self.sent as f64 * 1e9 / self.duration_ns as f64
+        }
+    }
+    /// Frames per second while they were leaving ([`GenStats::send_ns`]),
+    /// or of wall time when that is unknown.
+    pub fn send_pps(&self) -> f64 {
+        if self.send_ns == 0 {
+            self.pps()
+        } else {
+            self.sent as f64 * 1e9 / self.send_ns as f64
         }
     }
     /// Frames per second of the thread's CPU time.
@@ -228,6 +241,10 @@ struct RawGenStats {
     runs: u64,
     bad: u64,
     idle: u64,
+    first_ns: u64,
+    first_runs: u64,
+    last_ns: u64,
+    last_runs: u64,
 }
 // SAFETY: plain old data, no padding.
 unsafe impl aya::Pod for RawGenStats {}
@@ -241,8 +258,11 @@ struct RawPace {
     /// Interval between frames in 1/65536 ns.
     gap_fp: u64,
     limit: u64,
-    end_ns: u64,
+    /// No frame at or after start_ns + span_ns.
+    span_ns: u64,
     sent: u64,
+    /// Largest lateness of a sent frame (ns), kept by the program.
+    max_late: u64,
 }
 // SAFETY: plain old data, no padding.
 unsafe impl aya::Pod for RawPace {}
@@ -576,6 +596,61 @@ impl XdpGen {
         Ok(v.iter().fold((0, 0), |a, s| (a.0 + s.runs, a.1 + s.idle)))
     }
 
+    /// Zero the send-span stamps of every CPU (before a run).
+    fn span_reset(&mut self) -> Result<(), PortError> {
+        let what = self.what.clone();
+        let map = self
+            .prog
+            .ebpf_mut()
+            .map_mut("gen_stats")
+            .ok_or_else(|| map_err(&what, "gen_stats", "missing"))?;
+        let mut arr: PerCpuArray<_, RawGenStats> =
+            PerCpuArray::try_from(map).map_err(|e| map_err(&what, "gen_stats", e))?;
+        let v = arr.get(&0, 0).map_err(|e| map_err(&what, "gen_stats", e))?;
+        let mut vals: Vec<RawGenStats> = v.iter().copied().collect();
+        for x in &mut vals {
+            x.first_ns = 0;
+            x.first_runs = 0;
+            x.last_ns = 0;
+            x.last_runs = 0;
+        }
+        let n = vals.len();
+        let pv = aya::maps::PerCpuValues::try_from(vals)
+            .map_err(|e| map_err(&what, "gen_stats", format!("{e} ({n} CPUs)")))?;
+        arr.set(0, pv, 0)
+            .map_err(|e| map_err(&what, "gen_stats", e))
+    }
+
+    /// The time the frames of the run took to leave (ns), from the
+    /// program's stamps: each CPU's stamped span scaled to its frames
+    /// (`sent` in all), the CPUs' spans merged. 0 if too few were stamped.
+    fn send_span_ns(&self, sent: u64) -> Result<u64, PortError> {
+        let map = self
+            .prog
+            .ebpf()
+            .map("gen_stats")
+            .ok_or_else(|| map_err(&self.what, "gen_stats", "missing"))?;
+        let arr: PerCpuArray<_, RawGenStats> =
+            PerCpuArray::try_from(map).map_err(|e| map_err(&self.what, "gen_stats", e))?;
+        let v = arr
+            .get(&0, 0)
+            .map_err(|e| map_err(&self.what, "gen_stats", e))?;
+        let (mut first, mut last, mut stamped) = (u64::MAX, 0u64, 0u64);
+        for c in v
+            .iter()
+            .filter(|c| c.first_ns != 0 && c.last_runs > c.first_runs)
+        {
+            first = first.min(c.first_ns);
+            last = last.max(c.last_ns);
+            stamped += c.last_runs - c.first_runs;
+        }
+        if stamped == 0 || last <= first {
+            return Ok(0);
+        }
+        // `stamped` frames left in last - first ns; `sent` at that rate.
+        Ok(((last - first) as f64 * sent as f64 / stamped as f64) as u64)
+    }
+
     /// One BPF_PROG_RUN call of `repeat` frames. Ok(false) if a signal cut
     /// it short.
     fn call(&mut self, repeat: u32) -> Result<bool, PortError> {
@@ -615,6 +690,7 @@ impl XdpGen {
             (Some(pps), Pacing::InProgram) => return self.run_in_program(pps, count, limit, stop),
             (None, _) => {}
         }
+        self.span_reset()?;
         let base = self.total_sent()?;
         let c0 = thread_cpu_ns();
         let t0 = Instant::now();
@@ -645,6 +721,7 @@ impl XdpGen {
             }
         }
         st.duration_ns = t0.elapsed().as_nanos() as u64;
+        st.send_ns = self.send_span_ns(st.sent)?;
         st.cpu_ns = thread_cpu_ns().saturating_sub(c0);
         Ok(st)
     }
@@ -666,6 +743,7 @@ impl XdpGen {
         limit: Option<Duration>,
         stop: &AtomicBool,
     ) -> Result<GenStats, PortError> {
+        self.span_reset()?;
         let base = self.total_sent()?;
         let c0 = thread_cpu_ns();
         let t0 = Instant::now();
@@ -725,6 +803,7 @@ impl XdpGen {
             wait_until(t0 + Duration::from_nanos(due_ns), stop);
         }
         st.duration_ns = t0.elapsed().as_nanos() as u64;
+        st.send_ns = self.send_span_ns(st.sent)?;
         st.cpu_ns = thread_cpu_ns().saturating_sub(c0);
         Ok(st)
     }
@@ -761,7 +840,7 @@ impl XdpGen {
         if let Some(c) = self.calib {
             return Ok(c);
         }
-        // Every run reads the time and drops (end_ns = 0).
+        // Every run reads the time and drops (span_ns = 0).
         self.pace_set(RawPace {
             on: 1,
             limit: u64::MAX,
@@ -811,6 +890,7 @@ impl XdpGen {
             return Ok(st);
         }
         let (rate, fixed) = self.calibrate()?;
+        self.span_reset()?;
         let (base, idle0) = self.stats()?;
         let c0 = thread_cpu_ns();
         let t0 = Instant::now();
@@ -835,13 +915,18 @@ impl XdpGen {
             start_ns.saturating_add(t.min(u64::MAX as u128) as u64)
         }
         .min(end_ns);
+        // start_ns 0: the program starts the schedule at its first run (a
+        // call's set-up takes ~10-15 ms; frames due meanwhile would leave
+        // as a burst). Every call has that set-up, so the lanes' timing
+        // below, relative to `start_ns` here, keeps its overlaps.
         self.pace_set(RawPace {
             on: 1,
-            start_ns,
+            start_ns: 0,
             gap_fp,
             limit: frames,
-            end_ns: prog_end_ns,
+            span_ns: prog_end_ns - start_ns,
             sent: 0,
+            max_late: 0,
         })?;
         let runner = self.runner();
         // Runs per ns (f64 bits), refined by every call.
@@ -906,7 +991,7 @@ impl XdpGen {
             let left = ((frames - p.sent) as f64 * 1e9 / pps).max(1e6);
             let t = left
                 .min(LANE_CALL.as_nanos() as f64)
-                .min((end_ns - now) as f64);
+                .min(end_ns.saturating_sub(now).max(1_000_000) as f64);
             let repeat = (t * r).clamp(4096.0, u32::MAX as f64) as u32;
             if !self.call(repeat)? {
                 st.interrupted += 1;
@@ -914,10 +999,12 @@ impl XdpGen {
             st.syscalls += 1;
             p = self.pace_get()?;
         }
+        st.late_max_ns = self.pace_get()?.max_late;
         let (sent, idle) = self.stats()?;
         st.sent = sent - base;
         st.idle_runs = idle - idle0;
         st.duration_ns = t0.elapsed().as_nanos() as u64;
+        st.send_ns = self.send_span_ns(st.sent)?;
         st.cpu_ns = thread_cpu_ns().saturating_sub(c0);
         Ok(st)
     }

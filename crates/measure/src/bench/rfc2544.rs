@@ -136,7 +136,8 @@ pub struct TrialRecord {
     /// sent - received (0 when more arrived than were sent).
     pub lost: u64,
     pub loss_ratio: f64,
-    /// Wall time the generator took to send them.
+    /// Time the frames took to leave (the generator's own stamps, without
+    /// the set-up and teardown of its calls).
     pub tx_seconds: f64,
     /// sent / tx_seconds: the rate actually offered.
     pub offered_pps: f64,
@@ -144,6 +145,11 @@ pub struct TrialRecord {
     pub forwarded_pps: f64,
     /// Wait after the generator stopped until the sink count settled.
     pub drain_ms: f64,
+    /// How far the generator's schedule slipped at worst (µs): a frame
+    /// that could not leave on time (the generator was preempted) leaves
+    /// as soon as it can, so a late schedule means a burst of that many
+    /// µs of frames at the generator's top speed.
+    pub gen_late_max_us: f64,
     pub kernel: KernelCheck,
     pub latency: Option<Latency>,
 }
@@ -176,6 +182,7 @@ impl TrialRecord {
                 0.0
             },
             drain_ms: 0.0,
+            gen_late_max_us: 0.0,
             kernel: KernelCheck::default(),
             latency: None,
         }
