@@ -67,17 +67,20 @@ pub struct Args {
     /// The search stops when the passing and failing rates are within this many % of each other.
     #[arg(long, default_value_t = 1.0)]
     pub resolution: f64,
-    /// Independent throughput searches per frame size (the median is reported, min-max as the spread).
-    #[arg(long, default_value_t = 1)]
-    pub repetitions: usize,
+    /// Throughput searches per frame size [default: 2; --quick: 1]. The median is reported with
+    /// min-max, and per DuT the re-run spread: the 95 % prediction interval of a re-run's result,
+    /// pooled over the sizes. Further searches come in later passes over the sizes, each
+    /// starting from the first search's result.
+    #[arg(long)]
+    pub repetitions: Option<usize>,
     /// No latency trial.
     #[arg(long)]
     pub no_latency: bool,
-    /// Frame sizes for the frame-loss-rate procedure (empty: none).
-    #[arg(long, value_delimiter = ',', default_values_t = vec![64u32])]
+    /// Frame sizes for the frame-loss-rate procedure ("none" or empty: none).
+    #[arg(long, value_delimiter = ',', default_values_t = vec![64u32], value_parser = size_or_none)]
     pub frame_loss_sizes: Vec<u32>,
-    /// Frame sizes for the back-to-back procedure (empty: none).
-    #[arg(long, value_delimiter = ',', default_values_t = vec![64u32])]
+    /// Frame sizes for the back-to-back procedure ("none" or empty: none).
+    #[arg(long, value_delimiter = ',', default_values_t = vec![64u32], value_parser = size_or_none)]
     pub b2b_sizes: Vec<u32>,
     /// Back-to-back searches per size (RFC 2544 asks for 50).
     #[arg(long, default_value_t = 2)]
@@ -245,7 +248,19 @@ fn pct_arg(name: &str, v: f64, max: f64) -> Result<f64> {
     Ok(v / 100.0)
 }
 
-fn run_rfc2544(a: Args) -> Result<()> {
+/// A frame size, or 0 for "none" / an empty list (dropped later).
+fn size_or_none(s: &str) -> std::result::Result<u32, String> {
+    match s.trim() {
+        "" | "none" => Ok(0),
+        t => t
+            .parse()
+            .map_err(|e| format!("'{t}' is not a frame size ({e})")),
+    }
+}
+
+fn run_rfc2544(mut a: Args) -> Result<()> {
+    a.frame_loss_sizes.retain(|&s| s != 0);
+    a.b2b_sizes.retain(|&s| s != 0);
     let mut sizes = if a.quick {
         vec![64, 1518]
     } else {
@@ -285,7 +300,7 @@ fn run_rfc2544(a: Args) -> Result<()> {
         } else {
             resolution
         },
-        repetitions: a.repetitions.max(1),
+        repetitions: a.repetitions.unwrap_or(if a.quick { 1 } else { 2 }).max(1),
         latency: !a.no_latency,
         frame_loss_sizes: if a.quick {
             vec![64]
@@ -487,6 +502,24 @@ fn print_rfc2544(o: &mut dyn Write, results: &[Rfc2544Result], cfg: &Rfc2544Benc
                 ratio,
                 note.join("; ")
             )?;
+        }
+    }
+    let spreads: Vec<String> = results
+        .iter()
+        .filter_map(|r| {
+            r.throughput_spread
+                .map(|x| format!("{} ±{:.1} %", r.name, x * 100.0))
+        })
+        .collect();
+    if !spreads.is_empty() {
+        writeln!(
+            o,
+            "\nRe-run spread: a re-run's throughput is expected within this of this run's \
+             (95 % prediction interval from the {} searches per size, pooled over the sizes)",
+            cfg.procedures.repetitions
+        )?;
+        for chunk in spreads.chunks(4) {
+            writeln!(o, "  {}", chunk.join("   "))?;
         }
     }
     let loss: Vec<&Rfc2544Result> = results

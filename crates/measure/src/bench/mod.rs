@@ -152,6 +152,10 @@ pub struct Rfc2544Result {
     /// The forwarding check made before the procedures.
     pub check: Option<rfc2544::TrialRecord>,
     pub sizes: Vec<rfc2544::SizeResult>,
+    /// With repetitions: the half width (fraction) of the 95 % prediction
+    /// interval of a re-run's throughput, pooled over the sizes
+    /// ([`rfc2544::repeat_spread`]).
+    pub throughput_spread: Option<f64>,
     /// The DuT's own account at the end (linerate fwd's JSON).
     pub dut_account: Option<serde_json::Value>,
     pub seconds: f64,
@@ -182,6 +186,7 @@ pub fn run_rfc2544(
             status: "ok".into(),
             check: None,
             sizes: Vec::new(),
+            throughput_spread: None,
             dut_account: None,
             seconds: 0.0,
         };
@@ -283,6 +288,7 @@ fn rfc2544_dut(
         }
         let mut p = |size: u32, what: &str| progress(&name, size, what);
         r.sizes = rfc2544::run(&cfg.procedures, &mut trials, &mut p).map_err(failed)?;
+        r.throughput_spread = rfc2544::repeat_spread(&r.sizes);
         Ok(())
     });
     let acct = d.stop(&bed);

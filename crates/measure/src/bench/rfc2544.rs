@@ -280,7 +280,8 @@ pub struct SizeResult {
     /// What the DuT forwarded at overload.
     pub overload_forwarded_pps: f64,
     pub searches: Vec<Search>,
-    /// Median of the searches' throughput; min and max across them.
+    /// Median of the searches' throughput (the mean of the middle two for
+    /// an even number); min and max across them.
     pub throughput_pps: Option<f64>,
     pub throughput_min_pps: Option<f64>,
     pub throughput_max_pps: Option<f64>,
@@ -300,6 +301,28 @@ pub struct SizeResult {
 }
 
 impl SizeResult {
+    /// Median, min and max of the searches so far.
+    fn summarise(&mut self) {
+        let mut found: Vec<f64> = self.searches.iter().map(|s| s.throughput_pps).collect();
+        found.sort_by(|a, b| a.total_cmp(b));
+        if found.is_empty() {
+            return;
+        }
+        let m = found.len() / 2;
+        self.throughput_pps = Some(if found.len().is_multiple_of(2) {
+            (found[m - 1] + found[m]) / 2.0
+        } else {
+            found[m]
+        });
+        self.throughput_min_pps = found.first().copied();
+        self.throughput_max_pps = found.last().copied();
+        self.resolution_pps = self
+            .searches
+            .iter()
+            .filter_map(|s| s.lowest_fail_pps.map(|f| f - s.throughput_pps))
+            .reduce(f64::max);
+    }
+
     fn new(frame_size: u32) -> Self {
         SizeResult {
             frame_size,
@@ -338,7 +361,11 @@ impl SizeResult {
 /// Progress: (frame size, what is happening).
 pub type Progress<'a> = &'a mut dyn FnMut(u32, &str);
 
-/// Run the procedures at every configured size.
+/// Run the procedures at every configured size. With repetitions, the
+/// first search at every size comes first (with the latency, frame-loss and
+/// back-to-back procedures), then the further searches in further passes
+/// over the sizes: the repetitions of a size are spread over the run, so
+/// their spread also holds what drifts with time (the machine's load).
 pub fn run(
     cfg: &Rfc2544Config,
     t: &mut dyn Trials,
@@ -351,7 +378,82 @@ pub fn run(
         }
         out.push(run_size(cfg, t, size, progress)?);
     }
+    for rep in 1..cfg.repetitions.max(1) {
+        for r in out.iter_mut() {
+            if t.stopped() {
+                return Ok(out);
+            }
+            let s = repetition(cfg, t, r, rep, progress)?;
+            r.searches.push(s);
+            r.summarise();
+        }
+    }
     Ok(out)
+}
+
+/// A further throughput search at a size (`rep` counts from 0). A DuT the
+/// generator could not overload gets another top-speed trial: its
+/// throughput is that trial's offered rate if it passes, else a search.
+fn repetition(
+    cfg: &Rfc2544Config,
+    t: &mut dyn Trials,
+    r: &mut SizeResult,
+    rep: usize,
+    progress: Progress,
+) -> Result<Search, String> {
+    if r.generator_limited {
+        let size = r.frame_size;
+        progress(size, &format!("repetition {}: top speed", rep + 1));
+        let probe = t.trial(&spec(size, Procedure::Probe, None, cfg))?;
+        if passes(&probe, cfg) {
+            let tp = probe.offered_pps;
+            let i = r.push(probe);
+            return Ok(Search {
+                throughput_pps: tp,
+                lowest_fail_pps: None,
+                trials: vec![i],
+            });
+        }
+        r.push(probe);
+    }
+    search(cfg, t, r, rep, progress)
+}
+
+/// The relative spread of repeated throughput searches, pooled over sizes:
+/// the half width, as a fraction, of the 95 % prediction interval of a
+/// re-run's result (the median of as many searches) around this run's.
+/// Each size's searches are taken relative to their mean; the pooled
+/// variance s^2 has sum(n_i - 1) degrees of freedom; two runs' means of n
+/// searches differ with variance 2 s^2 / n, so the half width is
+/// t(0.975, dof) * s * sqrt(2 / n). (The median is reported: for n <= 2 it
+/// is the mean, for more the interval is a little narrow.) None with
+/// fewer than two searches at any size.
+pub fn repeat_spread(sizes: &[SizeResult]) -> Option<f64> {
+    use statrs::distribution::{ContinuousCDF, StudentsT};
+    let (mut ss, mut dof, mut n_max) = (0.0f64, 0usize, 0usize);
+    for r in sizes {
+        let v: Vec<f64> = r
+            .searches
+            .iter()
+            .map(|s| s.throughput_pps)
+            .filter(|&x| x > 0.0)
+            .collect();
+        if v.len() < 2 {
+            continue;
+        }
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        ss += v.iter().map(|x| (x / mean - 1.0).powi(2)).sum::<f64>();
+        dof += v.len() - 1;
+        n_max = n_max.max(v.len());
+    }
+    if dof == 0 {
+        return None;
+    }
+    let s = (ss / dof as f64).sqrt();
+    let t = StudentsT::new(0.0, 1.0, dof as f64)
+        .ok()?
+        .inverse_cdf(0.975);
+    Some(t * s * (2.0 / n_max as f64).sqrt())
 }
 
 fn spec(size: u32, procedure: Procedure, rate: Option<f64>, cfg: &Rfc2544Config) -> TrialSpec {
@@ -403,10 +505,7 @@ pub fn run_size(
             mpps(r.overload_forwarded_pps)
         ),
     );
-    for rep in 0..cfg.repetitions.max(1) {
-        if t.stopped() {
-            return Ok(r);
-        }
+    if !t.stopped() {
         let s = if probe_passed {
             r.generator_limited = true;
             Search {
@@ -415,21 +514,10 @@ pub fn run_size(
                 trials: vec![0],
             }
         } else {
-            search(cfg, t, &mut r, rep, progress)?
+            search(cfg, t, &mut r, 0, progress)?
         };
         r.searches.push(s);
-    }
-    let mut found: Vec<f64> = r.searches.iter().map(|s| s.throughput_pps).collect();
-    found.sort_by(|a, b| a.total_cmp(b));
-    if !found.is_empty() {
-        r.throughput_pps = Some(found[found.len() / 2]);
-        r.throughput_min_pps = found.first().copied();
-        r.throughput_max_pps = found.last().copied();
-        r.resolution_pps = r
-            .searches
-            .iter()
-            .filter_map(|s| s.lowest_fail_pps.map(|f| f - s.throughput_pps))
-            .reduce(f64::max);
+        r.summarise();
     }
     if cfg.latency && !t.stopped() {
         if let Some(tp) = r.throughput_pps.filter(|&v| v > 0.0) {
@@ -471,17 +559,28 @@ fn search(
         lowest_fail_pps: Some(hi),
         trials: vec![0],
     };
-    // Start just under the forwarding rate at overload.
-    let mut next = r.overload_forwarded_pps * (1.0 - cfg.resolution / 2.0);
+    // Start just under the forwarding rate at overload; a further search
+    // starts where the first one ended, and steps away from it in growing
+    // steps (2, 4, 8 ... resolutions) until the first pass or fail.
+    let first = r
+        .searches
+        .first()
+        .map(|f| f.throughput_pps)
+        .filter(|&v| v > 0.0);
+    let mut next = first.unwrap_or(r.overload_forwarded_pps * (1.0 - cfg.resolution / 2.0));
+    let mut down = 2.0 * cfg.resolution;
+    let up = if first.is_some() { 2.0 } else { 4.0 } * cfg.resolution;
     // Below this the DuT forwards (next to) nothing: stop.
     let floor = (hi * 1e-4).max(100.0);
     for _ in 0..cfg.max_search_trials.max(1) {
         if t.stopped() || hi - lo <= cfg.resolution * hi || hi < floor {
             break;
         }
-        // Keep the candidate strictly inside (lo, hi), away from the edges.
-        let span = hi - lo;
-        let c = next.clamp(lo + span * 0.05, hi - span * 0.05).max(1.0);
+        // Keep the candidate strictly inside (lo, hi), away from the edges
+        // (by 5 % of the span, at most a quarter resolution: a small step
+        // up from a pass must stay small).
+        let margin = ((hi - lo) * 0.05).min(cfg.resolution * hi / 4.0);
+        let c = next.clamp(lo + margin, hi - margin).max(1.0);
         let rec = t.trial(&spec(size, Procedure::Throughput, Some(c), cfg))?;
         let ok = passes(&rec, cfg);
         let (fwd, loss) = (rec.forwarded_pps, rec.loss_ratio);
@@ -498,10 +597,21 @@ fn search(
         );
         if ok {
             lo = c;
-            next = (lo + hi) / 2.0;
+            next = if hi == r.max_offered_pps {
+                // Only the probe failed so far: the capacity is most likely
+                // just above the overload forwarding rate, not half way to
+                // the generator's top speed. Step up a few resolutions.
+                lo * (1.0 + up)
+            } else {
+                (lo + hi) / 2.0
+            };
         } else {
             hi = c;
-            next = if lo == 0.0 {
+            next = if lo == 0.0 && first.is_some() {
+                let n = c * (1.0 - down.min(0.5));
+                down *= 2.0;
+                n
+            } else if lo == 0.0 {
                 // Nothing passed yet: aim just under what this trial forwarded
                 // when it lost a lot (a good estimate of the capacity), else
                 // halve (a DuT that loses a little at every rate would
@@ -734,6 +844,136 @@ mod tests {
         assert!(r[0].generator_limited);
         assert_eq!(r[0].throughput_pps, Some(2e6));
         assert_eq!(m.trials, 1);
+    }
+
+    #[test]
+    fn repetitions_give_median_min_max_and_a_spread() {
+        let cfg = Rfc2544Config {
+            sizes: vec![64, 1518],
+            latency: false,
+            frame_loss_sizes: vec![],
+            back_to_back_sizes: vec![],
+            repetitions: 3,
+            ..Default::default()
+        };
+        let mut m = Model {
+            capacity: 1e6,
+            queue: 0.0,
+            gen: 4e6,
+            trials: 0,
+        };
+        let mut order = Vec::new();
+        let r = run(&cfg, &mut m, &mut |size, what: &str| {
+            if let Some(w) = what.strip_prefix("search ") {
+                let rep = w.split(':').next().unwrap().to_string();
+                if order.last() != Some(&(size, rep.clone())) {
+                    order.push((size, rep));
+                }
+            }
+        })
+        .unwrap();
+        // All sizes' first searches, then the second ones, then the third.
+        let want: Vec<(u32, String)> = ["1", "2", "3"]
+            .iter()
+            .flat_map(|rep| [64u32, 1518].map(|s| (s, rep.to_string())))
+            .collect();
+        assert_eq!(order, want);
+        for s in &r {
+            assert_eq!(s.searches.len(), 3);
+            let mut v: Vec<f64> = s.searches.iter().map(|x| x.throughput_pps).collect();
+            v.sort_by(f64::total_cmp);
+            assert_eq!(s.throughput_pps, Some(v[1]));
+            assert_eq!(s.throughput_min_pps, Some(v[0]));
+            assert_eq!(s.throughput_max_pps, Some(v[2]));
+            for x in v {
+                assert!((0.99e6..=1e6).contains(&x), "{x}");
+            }
+        }
+        // A deterministic DuT: every search within the resolution.
+        let sp = repeat_spread(&r).unwrap();
+        assert!(sp < 0.05, "{sp}");
+    }
+
+    #[test]
+    fn a_further_search_starts_from_the_first_result() {
+        let cfg = Rfc2544Config {
+            sizes: vec![64],
+            latency: false,
+            frame_loss_sizes: vec![],
+            back_to_back_sizes: vec![],
+            ..Default::default()
+        };
+        let mut m = Model {
+            capacity: 1e6,
+            queue: 0.0,
+            gen: 4e6,
+            trials: 0,
+        };
+        let mut r = run(&cfg, &mut m, &mut |_, _| {}).unwrap();
+        let first = m.trials;
+        m.trials = 0;
+        let s = repetition(&cfg, &mut m, &mut r[0], 1, &mut |_, _| {}).unwrap();
+        assert!(s.throughput_pps <= 1e6 && s.throughput_pps >= 0.99e6);
+        assert!(
+            m.trials <= 3 && m.trials < first,
+            "{} trials vs {first}",
+            m.trials
+        );
+        // The model's capacity halves: the search steps down to it.
+        m.capacity = 0.5e6;
+        let s = repetition(&cfg, &mut m, &mut r[0], 2, &mut |_, _| {}).unwrap();
+        assert!(
+            s.throughput_pps <= 0.5e6 && s.throughput_pps >= 0.49e6,
+            "{s:?}"
+        );
+    }
+
+    #[test]
+    fn repetitions_of_a_generator_limited_dut_run_their_own_top_speed_trial() {
+        let mut m = Model {
+            capacity: 10e6,
+            queue: 0.0,
+            gen: 2e6,
+            trials: 0,
+        };
+        let cfg = Rfc2544Config {
+            sizes: vec![64],
+            latency: false,
+            frame_loss_sizes: vec![],
+            back_to_back_sizes: vec![],
+            repetitions: 2,
+            ..Default::default()
+        };
+        let r = run(&cfg, &mut m, &mut |_, _| {}).unwrap();
+        assert_eq!(m.trials, 2);
+        assert_eq!(r[0].searches.len(), 2);
+        assert_eq!(r[0].searches[1].trials, vec![1]);
+        assert_eq!(r[0].trials[1].procedure, Procedure::Probe);
+    }
+
+    #[test]
+    fn repeat_spread_is_the_pooled_prediction_interval() {
+        let size = |v: &[f64]| {
+            let mut r = SizeResult::new(64);
+            for &x in v {
+                r.searches.push(Search {
+                    throughput_pps: x,
+                    lowest_fail_pps: None,
+                    trials: vec![],
+                });
+            }
+            r
+        };
+        // By hand: relative deviations +-1/101 and +-2/198; pooled variance
+        // (2 (1/101)^2 + 2 (2/198)^2) / 2 with 2 degrees of freedom;
+        // t(0.975, 2) = 4.302652729911275; n = 2: sqrt(2 / n) = 1.
+        let r = vec![size(&[100.0, 102.0]), size(&[200.0, 196.0]), size(&[50.0])];
+        let s2 = (2.0 * (1.0f64 / 101.0).powi(2) + 2.0 * (2.0f64 / 198.0).powi(2)) / 2.0;
+        let want = 4.302652729911275 * s2.sqrt();
+        let got = repeat_spread(&r).unwrap();
+        assert!((got - want).abs() < 1e-9, "{got} vs {want}");
+        // One search per size: no spread.
+        assert_eq!(repeat_spread(&[size(&[1.0]), size(&[2.0])]), None);
     }
 
     #[test]

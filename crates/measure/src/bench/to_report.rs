@@ -220,6 +220,27 @@ pub fn report_data(
         }
     }
     d.tables.push(summary);
+    let spread_rows: Vec<Vec<String>> = results
+        .iter()
+        .filter_map(|r| {
+            r.throughput_spread.map(|x| {
+                let n = r.sizes.iter().map(|s| s.searches.len()).max().unwrap_or(0);
+                vec![r.name.clone(), format!("±{:.1}", x * 100.0), n.to_string()]
+            })
+        })
+        .collect();
+    if !spread_rows.is_empty() {
+        d.tables.push(Table {
+            title: "Re-run spread: a re-run's throughput is expected within this of this \
+                    run's (95 % prediction interval from the repeated searches, pooled \
+                    over the frame sizes; the repetitions of a size are spread over the run)"
+                .into(),
+            header: ["DuT", "spread (%)", "searches per size"]
+                .map(String::from)
+                .to_vec(),
+            rows: spread_rows,
+        });
+    }
     if !b2b.rows.is_empty() {
         d.tables.push(b2b);
     }
