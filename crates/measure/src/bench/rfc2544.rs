@@ -569,7 +569,7 @@ fn search(
         .filter(|&v| v > 0.0);
     let mut next = first.unwrap_or(r.overload_forwarded_pps * (1.0 - cfg.resolution / 2.0));
     let mut down = 2.0 * cfg.resolution;
-    let up = if first.is_some() { 2.0 } else { 4.0 } * cfg.resolution;
+    let mut up = if first.is_some() { 2.0 } else { 4.0 } * cfg.resolution;
     // Below this the DuT forwards (next to) nothing: stop.
     let floor = (hi * 1e-4).max(100.0);
     for _ in 0..cfg.max_search_trials.max(1) {
@@ -599,9 +599,13 @@ fn search(
             lo = c;
             next = if hi == r.max_offered_pps {
                 // Only the probe failed so far: the capacity is most likely
-                // just above the overload forwarding rate, not half way to
-                // the generator's top speed. Step up a few resolutions.
-                lo * (1.0 + up)
+                // just above the overload forwarding rate (or the first
+                // search's result), not half way to the generator's top
+                // speed. Step up a few resolutions, doubling the step on
+                // each pass (a low first result is left behind fast).
+                let n = lo * (1.0 + up.min(1.0));
+                up *= 2.0;
+                n
             } else {
                 (lo + hi) / 2.0
             };
@@ -924,6 +928,13 @@ mod tests {
         let s = repetition(&cfg, &mut m, &mut r[0], 2, &mut |_, _| {}).unwrap();
         assert!(
             s.throughput_pps <= 0.5e6 && s.throughput_pps >= 0.49e6,
+            "{s:?}"
+        );
+        // It doubles: the search climbs to it in growing steps.
+        m.capacity = 2e6;
+        let s = repetition(&cfg, &mut m, &mut r[0], 3, &mut |_, _| {}).unwrap();
+        assert!(
+            s.throughput_pps <= 2e6 && s.throughput_pps >= 1.98e6,
             "{s:?}"
         );
     }
