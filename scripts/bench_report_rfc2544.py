@@ -124,6 +124,13 @@ if len(runs) > 1:
         out.append(f"| {r['name']} | {n_in} of {n} | {w} |")
     out.append("")
     out.append(f"In all: {tot_in} of {tot} re-run results within the stated spread.")
+    out.append("")
+    out.append(
+        "Two searches per size are a small sample: the spread is an estimate, and it cannot "
+        "foresee a rare event that neither search met. DuTs that now and then stall (a frame "
+        "lost at a rate far below their capacity ends a search there) show it as re-run "
+        "results far outside."
+    )
 out.append("")
 out.append("Frame loss rate at 64 B (% of frames lost at % of the generator's top speed), and back-to-back (longest burst at top speed forwarded without loss):")
 out.append("")
