@@ -581,8 +581,8 @@ impl XdpGen {
         Ok(self.stats()?.0)
     }
 
-    /// (runs that sent, paced runs that did not), summed over CPUs.
-    fn stats(&self) -> Result<(u64, u64), PortError> {
+    /// The program's per-CPU statistics.
+    fn raw_stats(&self) -> Result<Vec<RawGenStats>, PortError> {
         let map = self
             .prog
             .ebpf()
@@ -593,12 +593,21 @@ impl XdpGen {
         let v = arr
             .get(&0, 0)
             .map_err(|e| map_err(&self.what, "gen_stats", e))?;
-        Ok(v.iter().fold((0, 0), |a, s| (a.0 + s.runs, a.1 + s.idle)))
+        Ok(v.iter().copied().collect())
+    }
+
+    /// (runs that sent, paced runs that did not), summed over CPUs.
+    fn stats(&self) -> Result<(u64, u64), PortError> {
+        Ok(self
+            .raw_stats()?
+            .iter()
+            .fold((0, 0), |a, s| (a.0 + s.runs, a.1 + s.idle)))
     }
 
     /// Zero the send-span stamps of every CPU (before a run).
     fn span_reset(&mut self) -> Result<(), PortError> {
         let what = self.what.clone();
+        let mut vals = self.raw_stats()?;
         let map = self
             .prog
             .ebpf_mut()
@@ -606,8 +615,6 @@ impl XdpGen {
             .ok_or_else(|| map_err(&what, "gen_stats", "missing"))?;
         let mut arr: PerCpuArray<_, RawGenStats> =
             PerCpuArray::try_from(map).map_err(|e| map_err(&what, "gen_stats", e))?;
-        let v = arr.get(&0, 0).map_err(|e| map_err(&what, "gen_stats", e))?;
-        let mut vals: Vec<RawGenStats> = v.iter().copied().collect();
         for x in &mut vals {
             x.first_ns = 0;
             x.first_runs = 0;
@@ -625,16 +632,7 @@ impl XdpGen {
     /// program's stamps: each CPU's stamped span scaled to its frames
     /// (`sent` in all), the CPUs' spans merged. 0 if too few were stamped.
     fn send_span_ns(&self, sent: u64) -> Result<u64, PortError> {
-        let map = self
-            .prog
-            .ebpf()
-            .map("gen_stats")
-            .ok_or_else(|| map_err(&self.what, "gen_stats", "missing"))?;
-        let arr: PerCpuArray<_, RawGenStats> =
-            PerCpuArray::try_from(map).map_err(|e| map_err(&self.what, "gen_stats", e))?;
-        let v = arr
-            .get(&0, 0)
-            .map_err(|e| map_err(&self.what, "gen_stats", e))?;
+        let v = self.raw_stats()?;
         let (mut first, mut last, mut stamped) = (u64::MAX, 0u64, 0u64);
         for c in v
             .iter()

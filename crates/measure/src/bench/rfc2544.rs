@@ -737,11 +737,34 @@ mod tests {
 
     /// A DuT that forwards at most `capacity` pps with a queue of `queue`
     /// frames, fed by a generator with top speed `gen`.
+    /// Throughput searches only (no latency, frame loss or back-to-back).
+    fn search_only(sizes: Vec<u32>, repetitions: usize) -> Rfc2544Config {
+        Rfc2544Config {
+            sizes,
+            latency: false,
+            frame_loss_sizes: vec![],
+            back_to_back_sizes: vec![],
+            repetitions,
+            ..Default::default()
+        }
+    }
+
     struct Model {
         capacity: f64,
         queue: f64,
         gen: f64,
         trials: usize,
+    }
+
+    impl Model {
+        fn new(capacity: f64, queue: f64, gen: f64) -> Model {
+            Model {
+                capacity,
+                queue,
+                gen,
+                trials: 0,
+            }
+        }
     }
 
     impl Trials for Model {
@@ -764,19 +787,8 @@ mod tests {
     #[test]
     fn search_finds_the_capacity_within_the_resolution() {
         for capacity in [0.3e6, 0.671e6, 1.0e6, 3.8e6] {
-            let mut m = Model {
-                capacity,
-                queue: 256.0,
-                gen: 6e6,
-                trials: 0,
-            };
-            let cfg = Rfc2544Config {
-                sizes: vec![64],
-                latency: false,
-                frame_loss_sizes: vec![],
-                back_to_back_sizes: vec![],
-                ..Default::default()
-            };
+            let mut m = Model::new(capacity, 256.0, 6e6);
+            let cfg = search_only(vec![64], 1);
             let r = run(&cfg, &mut m, &mut |_, _| {}).unwrap();
             let tp = r[0].throughput_pps.unwrap();
             // The queue lets a little more than the capacity pass in 1 s.
@@ -817,13 +829,7 @@ mod tests {
     #[test]
     fn search_steps_down_fast_when_every_rate_loses_a_little() {
         let mut m = Lossy { trials: 0 };
-        let cfg = Rfc2544Config {
-            sizes: vec![64],
-            latency: false,
-            frame_loss_sizes: vec![],
-            back_to_back_sizes: vec![],
-            ..Default::default()
-        };
+        let cfg = search_only(vec![64], 1);
         let r = run(&cfg, &mut m, &mut |_, _| {}).unwrap();
         let tp = r[0].throughput_pps.unwrap();
         assert!((100e3 * 0.97..=100e3).contains(&tp), "{tp}");
@@ -831,19 +837,8 @@ mod tests {
 
     #[test]
     fn generator_limited_when_the_top_speed_passes() {
-        let mut m = Model {
-            capacity: 10e6,
-            queue: 0.0,
-            gen: 2e6,
-            trials: 0,
-        };
-        let cfg = Rfc2544Config {
-            sizes: vec![1518],
-            latency: false,
-            frame_loss_sizes: vec![],
-            back_to_back_sizes: vec![],
-            ..Default::default()
-        };
+        let mut m = Model::new(10e6, 0.0, 2e6);
+        let cfg = search_only(vec![1518], 1);
         let r = run(&cfg, &mut m, &mut |_, _| {}).unwrap();
         assert!(r[0].generator_limited);
         assert_eq!(r[0].throughput_pps, Some(2e6));
@@ -852,20 +847,8 @@ mod tests {
 
     #[test]
     fn repetitions_give_median_min_max_and_a_spread() {
-        let cfg = Rfc2544Config {
-            sizes: vec![64, 1518],
-            latency: false,
-            frame_loss_sizes: vec![],
-            back_to_back_sizes: vec![],
-            repetitions: 3,
-            ..Default::default()
-        };
-        let mut m = Model {
-            capacity: 1e6,
-            queue: 0.0,
-            gen: 4e6,
-            trials: 0,
-        };
+        let cfg = search_only(vec![64, 1518], 3);
+        let mut m = Model::new(1e6, 0.0, 4e6);
         let mut order = Vec::new();
         let r = run(&cfg, &mut m, &mut |size, what: &str| {
             if let Some(w) = what.strip_prefix("search ") {
@@ -900,19 +883,8 @@ mod tests {
 
     #[test]
     fn a_further_search_starts_from_the_first_result() {
-        let cfg = Rfc2544Config {
-            sizes: vec![64],
-            latency: false,
-            frame_loss_sizes: vec![],
-            back_to_back_sizes: vec![],
-            ..Default::default()
-        };
-        let mut m = Model {
-            capacity: 1e6,
-            queue: 0.0,
-            gen: 4e6,
-            trials: 0,
-        };
+        let cfg = search_only(vec![64], 1);
+        let mut m = Model::new(1e6, 0.0, 4e6);
         let mut r = run(&cfg, &mut m, &mut |_, _| {}).unwrap();
         let first = m.trials;
         m.trials = 0;
@@ -941,20 +913,8 @@ mod tests {
 
     #[test]
     fn repetitions_of_a_generator_limited_dut_run_their_own_top_speed_trial() {
-        let mut m = Model {
-            capacity: 10e6,
-            queue: 0.0,
-            gen: 2e6,
-            trials: 0,
-        };
-        let cfg = Rfc2544Config {
-            sizes: vec![64],
-            latency: false,
-            frame_loss_sizes: vec![],
-            back_to_back_sizes: vec![],
-            repetitions: 2,
-            ..Default::default()
-        };
+        let mut m = Model::new(10e6, 0.0, 2e6);
+        let cfg = search_only(vec![64], 2);
         let r = run(&cfg, &mut m, &mut |_, _| {}).unwrap();
         assert_eq!(m.trials, 2);
         assert_eq!(r[0].searches.len(), 2);
@@ -989,12 +949,7 @@ mod tests {
 
     #[test]
     fn frame_loss_steps_down_until_two_clean_trials() {
-        let mut m = Model {
-            capacity: 2.5e6,
-            queue: 0.0,
-            gen: 5e6,
-            trials: 0,
-        };
+        let mut m = Model::new(2.5e6, 0.0, 5e6);
         let cfg = Rfc2544Config {
             sizes: vec![64],
             latency: false,
@@ -1017,12 +972,7 @@ mod tests {
     fn back_to_back_finds_the_queue() {
         // Bursts at 5 Mpps into 1 Mpps with a 5000-frame queue: a burst of n
         // takes n/5e6 s, during which 0.2 n drain, so n <= 6250 pass.
-        let mut m = Model {
-            capacity: 1e6,
-            queue: 5000.0,
-            gen: 5e6,
-            trials: 0,
-        };
+        let mut m = Model::new(1e6, 5000.0, 5e6);
         let cfg = Rfc2544Config {
             sizes: vec![64],
             latency: false,
