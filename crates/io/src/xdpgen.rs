@@ -693,8 +693,11 @@ impl XdpGen {
         let c0 = thread_cpu_ns();
         let t0 = Instant::now();
         let mut st = GenStats::default();
-        // Time-limited runs start with a short call to learn the rate.
-        let mut next = if limit.is_some() { 1 << 20 } else { CHUNK };
+        // Time-limited runs start with a short call to learn the rate
+        // (2^18 frames: 0.07 s at 3.6 Mpps, 0.44 s when a DuT in the
+        // generator's softirq holds it to 0.6 Mpps; 2^20 made a 0.5 s
+        // top-speed trial of the bridge last 1.7 s).
+        let mut next = if limit.is_some() { 1 << 18 } else { CHUNK };
         while st.sent < count && !stop.load(Ordering::Relaxed) {
             let elapsed = t0.elapsed();
             if let Some(d) = limit {
