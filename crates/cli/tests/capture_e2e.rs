@@ -11,7 +11,6 @@
 //! Namespace tests use a [`Testbed`] (unique names, removed on drop, also
 //! when a test fails); child processes are killed on drop.
 
-use linerate_io::Pkt;
 use linerate_measure::testbed::{Testbed, TestbedConfig};
 use linerate_wire::build::{build_tcp, FrameParams, IpPair};
 use linerate_wire::tcp::{flags as tcpf, TcpRepr};
@@ -306,23 +305,10 @@ impl Conv {
     }
 }
 
-fn write_pcap(path: &Path, frames: &mut [Vec<u8>]) {
-    let uri = format!("pcap:{}?mode=write", path.display());
-    let mut port = linerate_io::open(&uri, &Default::default()).unwrap();
-    let pkts: Vec<Pkt> = frames
-        .iter_mut()
-        .enumerate()
-        .map(|(i, f)| Pkt {
-            data: f.as_mut_ptr(),
-            len: f.len() as u32,
-            handle: 0,
-            ts_ns: 1_700_000_000_000_000_000 + i as u64 * 1000,
-        })
-        .collect();
-    for chunk in pkts.chunks(64) {
-        assert_eq!(port.tx.send(chunk).unwrap(), chunk.len());
-    }
-    port.tx.flush().unwrap();
+/// `linerate ARGS...` (the arrays joined), which must succeed; its last
+/// JSON line.
+fn capture_json(args: &[&[&str]]) -> Value {
+    last_json(&linerate_ok(&args.concat()))
 }
 
 #[test]
@@ -367,30 +353,23 @@ fn http_analyser_counts_requests_responses_pairs() {
         }
     }
     let f = dir.join("http.pcapng");
-    write_pcap(&f, &mut frames);
+    write_pcap(&f, &frames);
     if std::env::var("KEEP").is_ok() {
         std::fs::copy(&f, "/tmp/http.pcapng").unwrap();
     }
     for workers in ["1", "2"] {
-        let out = Command::new(EXE)
-            .args(["capture", &format!("pcap:{}", f.display())])
-            .args([
+        let v = capture_json(&[
+            &["capture", &format!("pcap:{}", f.display())],
+            &[
                 "--workers",
                 workers,
                 "--analyser",
                 "http",
                 "--json",
                 "--quiet",
-            ])
-            .args(["--ted", "off", "--ring-slots", "65536"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v = last_json(&String::from_utf8_lossy(&out.stdout));
+            ],
+            &["--ted", "off", "--ring-slots", "65536"],
+        ]);
         let ev = &v["totals"]["events"];
         assert_eq!(ev["http_request"], exchanges, "{v}");
         assert_eq!(ev["http_response"], exchanges, "{v}");
@@ -401,37 +380,23 @@ fn http_analyser_counts_requests_responses_pairs() {
     }
     // Filters (libpcap syntax): --drop removes connection 1, --filter keeps
     // only connection 2; priority packets of connection 3 are counted.
-    let out = Command::new(EXE)
-        .args(["capture", &format!("pcap:{}", f.display())])
-        .args(["--drop", "tcp port 30001", "--json", "--quiet"])
-        .args([
+    let v = capture_json(&[
+        &["capture", &format!("pcap:{}", f.display())],
+        &["--drop", "tcp port 30001", "--json", "--quiet"],
+        &[
             "--priority",
             "tcp port 30003 and tcp[tcpflags] & tcp-push != 0",
-        ])
-        .args(["--ted", "off", "--ring-slots", "65536"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v = last_json(&String::from_utf8_lossy(&out.stdout));
+        ],
+        &["--ted", "off", "--ring-slots", "65536"],
+    ]);
     assert_eq!(v["totals"]["dropped"]["filter"], conv_len[1], "{v}");
     // SYN, SYN-ACK, 2 FINs of 40 connections (39 after the filter) + 1 PSH request of connection 3
     assert_eq!(v["workers"][0]["priority"], 39 * 4 + 1, "{v}");
-    let out = Command::new(EXE)
-        .args(["capture", &format!("pcap:{}", f.display())])
-        .args(["--filter", "tcp port 30002", "--json", "--quiet"])
-        .args(["--ted", "off", "--ring-slots", "65536"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v = last_json(&String::from_utf8_lossy(&out.stdout));
+    let v = capture_json(&[
+        &["capture", &format!("pcap:{}", f.display())],
+        &["--filter", "tcp port 30002", "--json", "--quiet"],
+        &["--ted", "off", "--ring-slots", "65536"],
+    ]);
     assert_eq!(v["totals"]["forwarded"], conv_len[2], "{v}");
     assert_eq!(
         v["totals"]["dropped"]["filter"],
@@ -444,24 +409,17 @@ fn http_analyser_counts_requests_responses_pairs() {
     // bodies: a shunt takes effect from the next input batch on): every
     // connection's first exchange is seen, later packets are dropped and
     // counted as shunt.
-    let out = Command::new(EXE)
-        .args(["capture", &format!("pcap:{}?rate=5000", f.display())])
-        .args([
+    let v = capture_json(&[
+        &["capture", &format!("pcap:{}?rate=5000", f.display())],
+        &[
             "--analyser",
             "http",
             "--shunt-after-response",
             "--json",
             "--quiet",
-        ])
-        .args(["--ted", "off", "--batch", "1"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v = last_json(&String::from_utf8_lossy(&out.stdout));
+        ],
+        &["--ted", "off", "--batch", "1"],
+    ]);
     let ev = &v["totals"]["events"];
     assert!(ev["http_pair"].as_u64().unwrap() >= 40, "{v}");
     assert_eq!(ev["shunt_requests"], 40, "{v}");

@@ -1,10 +1,12 @@
 //! `linerate count` on a capture with known reordering, duplicates and
 //! losses injected: the report gives exactly those numbers.
 
-use linerate_io::Pkt;
 use linerate_wire::build::{build_udp, FrameParams, IpPair};
 use linerate_wire::signature::{self, Signature, FLAG_TS};
 use std::process::Command;
+
+mod support;
+use support::write_pcap;
 
 fn frame(stream: u16, seq: u64) -> Vec<u8> {
     let mut payload = [0u8; 40];
@@ -29,26 +31,6 @@ fn frame(stream: u16, seq: u64) -> Vec<u8> {
     let n = build_udp(&mut buf, &p, 1000 + stream, 9).unwrap();
     buf.truncate(n);
     buf
-}
-
-fn write_pcap(path: &std::path::Path, frames: &[Vec<u8>]) {
-    let uri = format!("pcap:{}?mode=write", path.display());
-    let mut port = linerate_io::open(&uri, &Default::default()).unwrap();
-    let mut frames: Vec<Vec<u8>> = frames.to_vec();
-    let pkts: Vec<Pkt> = frames
-        .iter_mut()
-        .enumerate()
-        .map(|(i, f)| Pkt {
-            data: f.as_mut_ptr(),
-            len: f.len() as u32,
-            handle: 0,
-            ts_ns: 1_700_000_000_000_000_000 + i as u64 * 1000,
-        })
-        .collect();
-    for chunk in pkts.chunks(64) {
-        assert_eq!(port.tx.send(chunk).unwrap(), chunk.len());
-    }
-    port.tx.flush().unwrap();
 }
 
 #[test]

@@ -395,6 +395,22 @@ fn bind_ctl(path: &PathBuf) -> Result<UnixListener> {
     Ok(l)
 }
 
+/// The control socket's thread, if `--ctl` was given, and the flag that
+/// ends it.
+type CtlThread = (Arc<AtomicBool>, Option<std::thread::JoinHandle<()>>);
+fn start_ctl(path: Option<&PathBuf>, shared: &Arc<Shared>) -> Result<CtlThread> {
+    let done = Arc::new(AtomicBool::new(false));
+    let t = match path {
+        Some(p) => {
+            let l = bind_ctl(p)?;
+            let (s, dn) = (shared.clone(), done.clone());
+            Some(std::thread::spawn(move || ctl_loop(l, s, dn)))
+        }
+        None => None,
+    };
+    Ok((done, t))
+}
+
 fn ctl_loop(l: UnixListener, shared: Arc<Shared>, done: Arc<AtomicBool>) {
     while !done.load(Relaxed) {
         match l.accept() {
@@ -661,15 +677,7 @@ pub fn run(a: Args) -> Result<()> {
                     if pin { ", pinned" } else { "" }
                 );
             }
-            let ctl_done = Arc::new(AtomicBool::new(false));
-            let ctl = match &a.ctl {
-                Some(p) => {
-                    let l = bind_ctl(p)?;
-                    let (s, dn) = (shared.clone(), ctl_done.clone());
-                    Some(std::thread::spawn(move || ctl_loop(l, s, dn)))
-                }
-                None => None,
-            };
+            let (ctl_done, ctl) = start_ctl(a.ctl.as_ref(), &shared)?;
             let mut handles = Vec::new();
             for (w, (rx, c)) in rxs.into_iter().zip(consumers).enumerate() {
                 let batch = a.batch;
@@ -853,15 +861,7 @@ fn run_fanout(
             if pin { ", pinned" } else { "" }
         );
     }
-    let ctl_done = Arc::new(AtomicBool::new(false));
-    let ctl = match &a.ctl {
-        Some(p) => {
-            let l = bind_ctl(p)?;
-            let (s, dn) = (shared.clone(), ctl_done.clone());
-            Some(std::thread::spawn(move || ctl_loop(l, s, dn)))
-        }
-        None => None,
-    };
+    let (ctl_done, ctl) = start_ctl(a.ctl.as_ref(), &shared)?;
     let done = Arc::new(AtomicBool::new(false));
     let kstats: Vec<Arc<Counters>> = (0..n).map(|_| Arc::default()).collect();
     let mut handles = Vec::new();

@@ -176,3 +176,25 @@ pub fn wait_packet_sockets(p: &mut Proc, n: usize, what: &str) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Write the frames as a pcap file through linerate's own pcap port
+/// (timestamps 1 us apart).
+pub fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
+    let uri = format!("pcap:{}?mode=write", path.display());
+    let mut port = linerate_io::open(&uri, &Default::default()).unwrap();
+    let mut frames: Vec<Vec<u8>> = frames.to_vec();
+    let pkts: Vec<linerate_io::Pkt> = frames
+        .iter_mut()
+        .enumerate()
+        .map(|(i, f)| linerate_io::Pkt {
+            data: f.as_mut_ptr(),
+            len: f.len() as u32,
+            handle: 0,
+            ts_ns: 1_700_000_000_000_000_000 + i as u64 * 1000,
+        })
+        .collect();
+    for chunk in pkts.chunks(64) {
+        assert_eq!(port.tx.send(chunk).unwrap(), chunk.len());
+    }
+    port.tx.flush().unwrap();
+}
