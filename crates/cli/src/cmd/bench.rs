@@ -69,8 +69,8 @@ pub struct Args {
     pub resolution: f64,
     /// Throughput searches per frame size [default: 2; --quick: 1]. The median is reported with
     /// min-max, and per DuT the re-run spread: the 95 % prediction interval of a re-run's result,
-    /// pooled over the sizes. Further searches come in later passes over the sizes, each
-    /// starting from the first search's result.
+    /// pooled over the sizes. Further searches come in later passes over all the DuTs (each
+    /// started again on a fresh bed), each starting from the first search's result.
     #[arg(long)]
     pub repetitions: Option<usize>,
     /// No latency trial.
@@ -337,20 +337,28 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
         a.gen_cpu,
         a.dut_cpu
     );
-    let mut i = 0;
-    let mut last = String::new();
+    // Further repetitions come in further passes over every DuT.
+    let names: Vec<String> = duts.iter().map(|d| d.name()).collect();
+    let passes = cfg.procedures.repetitions;
+    let (mut pass, mut last) = (1, 0);
     let mut progress = |name: &str, size: u32, what: &str| {
-        if name != last {
-            i += 1;
-            last = name.to_string();
+        let i = names.iter().position(|x| x == name).unwrap_or(0) + 1;
+        if i < last {
+            pass += 1;
         }
+        last = i;
         let at = if size > 0 {
             format!(" {size} B")
         } else {
             String::new()
         };
+        let of = if passes > 1 {
+            format!("pass {pass}/{passes}, ")
+        } else {
+            String::new()
+        };
         eprintln!(
-            "[{:>5.1}s] [{i}/{n}] {name}{at}: {what}",
+            "[{:>5.1}s] [{of}{i}/{n}] {name}{at}: {what}",
             t0.elapsed().as_secs_f64()
         );
     };

@@ -166,50 +166,70 @@ pub type Progress3<'a> = &'a mut dyn FnMut(&str, u32, &str);
 
 /// Run the RFC 2544 procedures against every DuT in turn, each on a fresh
 /// test bed that is removed afterwards (also on errors and on `stop`).
+/// With repetitions, the further throughput searches come in further
+/// passes over all the DuTs (each DuT started again on a fresh bed): a
+/// DuT's searches are spread over the whole run, so the re-run spread
+/// also holds how the machine drifts in that time.
 pub fn run_rfc2544(
     cfg: &Rfc2544Bench,
     duts: &mut [Box<dyn Dut>],
     stop: &Arc<AtomicBool>,
     progress: Progress3,
 ) -> Vec<Rfc2544Result> {
-    let mut out = Vec::new();
-    for (i, d) in duts.iter_mut().enumerate() {
-        if stop.load(Ordering::SeqCst) {
-            break;
+    let mut out: Vec<Rfc2544Result> = Vec::new();
+    for pass in 0..cfg.procedures.repetitions.max(1) {
+        for (i, d) in duts.iter_mut().enumerate() {
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+            if pass > 0 && out.get(i).is_none_or(|r| r.status != "ok") {
+                continue;
+            }
+            let t0 = Instant::now();
+            let name = d.name();
+            if pass == 0 {
+                out.push(Rfc2544Result {
+                    name: name.clone(),
+                    description: d.describe(),
+                    version: d.version(),
+                    status: "ok".into(),
+                    check: None,
+                    sizes: Vec::new(),
+                    throughput_spread: None,
+                    dut_account: None,
+                    seconds: 0.0,
+                });
+            }
+            let r = &mut out[i];
+            let bed_name = cfg.bed_name.as_ref().map(|p| format!("{p}{i}"));
+            if let Err(e) = rfc2544_dut(cfg, d.as_mut(), bed_name, stop, r, pass, progress) {
+                r.status = if pass == 0 {
+                    e.to_string()
+                } else {
+                    format!("repetition {}: {e}", pass + 1)
+                };
+            }
+            if stop.load(Ordering::SeqCst) && r.status == "ok" {
+                r.status = "interrupted".into();
+            }
+            r.throughput_spread = rfc2544::repeat_spread(&r.sizes);
+            r.seconds += t0.elapsed().as_secs_f64();
+            progress(&name, 0, &r.status);
         }
-        let t0 = Instant::now();
-        let name = d.name();
-        let mut r = Rfc2544Result {
-            name: name.clone(),
-            description: d.describe(),
-            version: d.version(),
-            status: "ok".into(),
-            check: None,
-            sizes: Vec::new(),
-            throughput_spread: None,
-            dut_account: None,
-            seconds: 0.0,
-        };
-        let bed_name = cfg.bed_name.as_ref().map(|p| format!("{p}{i}"));
-        if let Err(e) = rfc2544_dut(cfg, d.as_mut(), bed_name, stop, &mut r, progress) {
-            r.status = e.to_string();
-        }
-        if stop.load(Ordering::SeqCst) && r.status == "ok" {
-            r.status = "interrupted".into();
-        }
-        r.seconds = t0.elapsed().as_secs_f64();
-        progress(&name, 0, &r.status);
-        out.push(r);
     }
     out
 }
 
+/// One session of a DuT: a fresh bed, the DuT started and checked, then
+/// the first pass of the procedures (`pass` 0) or a further throughput
+/// search at every size; everything removed again.
 fn rfc2544_dut(
     cfg: &Rfc2544Bench,
     d: &mut dyn Dut,
     bed_name: Option<String>,
     stop: &Arc<AtomicBool>,
     r: &mut Rfc2544Result,
+    pass: usize,
     progress: Progress3,
 ) -> Result<(), DutError> {
     let name = d.name();
@@ -280,22 +300,31 @@ fn rfc2544_dut(
             })
             .map_err(failed)?;
         let got = check.received;
-        r.check = Some(check);
+        if pass == 0 {
+            r.check = Some(check);
+        }
         if got < 1900 {
             return Err(failed(format!(
                 "does not forward: {got} of 2000 check frames at 20 kpps arrived"
             )));
         }
         let mut p = |size: u32, what: &str| progress(&name, size, what);
-        r.sizes = rfc2544::run(&cfg.procedures, &mut trials, &mut p).map_err(failed)?;
-        r.throughput_spread = rfc2544::repeat_spread(&r.sizes);
+        if pass == 0 {
+            r.sizes = rfc2544::first_pass(&cfg.procedures, &mut trials, &mut p).map_err(failed)?;
+        } else {
+            rfc2544::further_pass(&cfg.procedures, &mut trials, &mut r.sizes, pass, &mut p)
+                .map_err(failed)?;
+        }
         Ok(())
     });
     let acct = d.stop(&bed);
     drop(sink);
     let _ = bed.down();
     result?;
-    r.dut_account = acct?;
+    let acct = acct?;
+    if pass == 0 {
+        r.dut_account = acct;
+    }
     Ok(())
 }
 

@@ -82,6 +82,15 @@ pub struct KernelCheck {
     pub agrees: bool,
 }
 
+/// A throughput trial that lost frames while the generator's schedule
+/// slipped more than this (µs) is not a valid trial: the catch-up left as
+/// a burst at the generator's top speed (2 ms at 1 Mpps is 2000 frames,
+/// a whole 2048-frame AF_XDP ring). It is kept, marked `repeated`, and run
+/// again (at most [`SLIP_REPEATS`] times per rate).
+pub const SLIP_REPEAT_US: f64 = 2000.0;
+/// Most repeats of one throughput trial for a slipped schedule.
+pub const SLIP_REPEATS: usize = 2;
+
 /// Largest disagreement between our counts and the kernel's that passes (%).
 pub const KERNEL_TOLERANCE_PCT: f64 = 0.5;
 
@@ -150,6 +159,9 @@ pub struct TrialRecord {
     /// as soon as it can, so a late schedule means a burst of that many
     /// µs of frames at the generator's top speed.
     pub gen_late_max_us: f64,
+    /// A failed throughput trial whose schedule slipped more than
+    /// [`SLIP_REPEAT_US`]: not counted, the trial was run again.
+    pub repeated: bool,
     pub kernel: KernelCheck,
     pub latency: Option<Latency>,
 }
@@ -183,6 +195,7 @@ impl TrialRecord {
             },
             drain_ms: 0.0,
             gen_late_max_us: 0.0,
+            repeated: false,
             kernel: KernelCheck::default(),
             latency: None,
         }
@@ -366,7 +379,22 @@ pub type Progress<'a> = &'a mut dyn FnMut(u32, &str);
 /// back-to-back procedures), then the further searches in further passes
 /// over the sizes: the repetitions of a size are spread over the run, so
 /// their spread also holds what drifts with time (the machine's load).
+/// (The bench spreads them further: it runs each pass over every DuT,
+/// through [`first_pass`] and [`further_pass`].)
 pub fn run(
+    cfg: &Rfc2544Config,
+    t: &mut dyn Trials,
+    progress: Progress,
+) -> Result<Vec<SizeResult>, String> {
+    let mut out = first_pass(cfg, t, progress)?;
+    for rep in 1..cfg.repetitions.max(1) {
+        further_pass(cfg, t, &mut out, rep, progress)?;
+    }
+    Ok(out)
+}
+
+/// Every procedure at every size, with the first throughput search.
+pub fn first_pass(
     cfg: &Rfc2544Config,
     t: &mut dyn Trials,
     progress: Progress,
@@ -378,17 +406,27 @@ pub fn run(
         }
         out.push(run_size(cfg, t, size, progress)?);
     }
-    for rep in 1..cfg.repetitions.max(1) {
-        for r in out.iter_mut() {
-            if t.stopped() {
-                return Ok(out);
-            }
-            let s = repetition(cfg, t, r, rep, progress)?;
-            r.searches.push(s);
-            r.summarise();
-        }
-    }
     Ok(out)
+}
+
+/// Throughput search number `rep` (from 0; 0 is the first pass's) at
+/// every size of a first pass.
+pub fn further_pass(
+    cfg: &Rfc2544Config,
+    t: &mut dyn Trials,
+    sizes: &mut [SizeResult],
+    rep: usize,
+    progress: Progress,
+) -> Result<(), String> {
+    for r in sizes.iter_mut() {
+        if t.stopped() {
+            break;
+        }
+        let s = repetition(cfg, t, r, rep, progress)?;
+        r.searches.push(s);
+        r.summarise();
+    }
+    Ok(())
 }
 
 /// A further throughput search at a size (`rep` counts from 0). A DuT the
@@ -581,7 +619,24 @@ fn search(
         // up from a pass must stay small).
         let margin = ((hi - lo) * 0.05).min(cfg.resolution * hi / 4.0);
         let c = next.clamp(lo + margin, hi - margin).max(1.0);
-        let rec = t.trial(&spec(size, Procedure::Throughput, Some(c), cfg))?;
+        let mut rec = t.trial(&spec(size, Procedure::Throughput, Some(c), cfg))?;
+        for _ in 0..SLIP_REPEATS {
+            if passes(&rec, cfg) || rec.gen_late_max_us <= SLIP_REPEAT_US || t.stopped() {
+                break;
+            }
+            progress(
+                size,
+                &format!(
+                    "search {}: {} -> the generator's schedule slipped {:.1} ms: repeated",
+                    rep + 1,
+                    mpps(c),
+                    rec.gen_late_max_us / 1e3
+                ),
+            );
+            rec.repeated = true;
+            r.push(rec);
+            rec = t.trial(&spec(size, Procedure::Throughput, Some(c), cfg))?;
+        }
         let ok = passes(&rec, cfg);
         let (fwd, loss) = (rec.forwarded_pps, rec.loss_ratio);
         s.trials.push(r.push(rec));
@@ -782,6 +837,60 @@ mod tests {
             rec.kernel.judge(frames, received);
             Ok(rec)
         }
+    }
+
+    /// The model, but the throughput trials numbered in `slip` (from 0)
+    /// have the generator's schedule slip 10 ms and lose 1000 frames.
+    struct Slipping {
+        m: Model,
+        slip: Vec<usize>,
+        n: usize,
+    }
+
+    impl Trials for Slipping {
+        fn trial(&mut self, s: &TrialSpec) -> Result<TrialRecord, String> {
+            let mut rec = self.m.trial(s)?;
+            if s.procedure == Procedure::Throughput {
+                if self.slip.contains(&self.n) {
+                    rec.gen_late_max_us = 10_000.0;
+                    rec.received = rec.received.saturating_sub(1000);
+                    rec.lost = rec.sent - rec.received;
+                    rec.loss_ratio = rec.lost as f64 / rec.sent as f64;
+                }
+                self.n += 1;
+            }
+            Ok(rec)
+        }
+    }
+
+    #[test]
+    fn a_trial_lost_to_a_slipped_schedule_is_repeated() {
+        let cfg = search_only(vec![64], 1);
+        let clean = run(&cfg, &mut Model::new(1e6, 0.0, 4e6), &mut |_, _| {}).unwrap();
+        // Slips at the 2nd throughput trial, and twice in a row at the 5th.
+        let mut t = Slipping {
+            m: Model::new(1e6, 0.0, 4e6),
+            slip: vec![1, 4, 5],
+            n: 0,
+        };
+        let r = run(&cfg, &mut t, &mut |_, _| {}).unwrap();
+        assert_eq!(r[0].throughput_pps, clean[0].throughput_pps);
+        let repeated: Vec<&TrialRecord> = r[0].trials.iter().filter(|x| x.repeated).collect();
+        assert_eq!(repeated.len(), 3);
+        assert!(repeated.iter().all(|x| x.lost >= 1000));
+        // Repeated trials are kept but are not part of the search.
+        for &i in &r[0].searches[0].trials {
+            assert!(!r[0].trials[i].repeated);
+        }
+        // Three slips in a row: after two repeats the third trial counts.
+        let mut t = Slipping {
+            m: Model::new(1e6, 0.0, 4e6),
+            slip: vec![0, 1, 2],
+            n: 0,
+        };
+        let r = run(&cfg, &mut t, &mut |_, _| {}).unwrap();
+        assert_eq!(r[0].trials.iter().filter(|x| x.repeated).count(), 2);
+        assert!(r[0].throughput_pps.unwrap() < clean[0].throughput_pps.unwrap());
     }
 
     #[test]
