@@ -65,6 +65,7 @@ impl Hasher for PassHasher {
 }
 
 type Map<K, V> = HashMap<K, V, BuildHasherDefault<PassHasher>>;
+type Bucket = smallvec::SmallVec<[(u64, RuleId); 1]>;
 
 #[derive(Debug, Clone)]
 struct Entry {
@@ -76,8 +77,10 @@ struct Entry {
 #[derive(Debug)]
 struct Subtable {
     mask: Key,
-    /// Masked key -> (rank, rule) with that match, highest rank first (never empty).
-    map: Map<Key, Vec<(u64, RuleId)>>,
+    /// Masked key -> (rank, rule) with that match, highest rank first
+    /// (never empty; inline for the usual single rule, so neither an
+    /// insert nor a copy of the table allocates per rule).
+    map: Map<Key, Bucket>,
     ranks: BTreeSet<u64>,
     max_rank: u64,
     hits: AtomicU64,
@@ -238,7 +241,7 @@ impl Classifier {
         let si = self.by_mask[&e.m.mask];
         let st = &mut self.subtables[si];
         if let Some(b) = st.map.get_mut(&e.m.value) {
-            b.retain(|&(_, x)| x != id);
+            b.retain(|e| e.1 != id);
             if b.is_empty() {
                 st.map.remove(&e.m.value);
             }

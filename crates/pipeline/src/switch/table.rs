@@ -77,7 +77,9 @@ pub struct FlowEntry {
 #[derive(Debug, Clone, Default)]
 pub struct FlowTable {
     cls: Classifier,
-    entries: Vec<Option<FlowEntry>>,
+    /// Shared between the published versions: a new version copies
+    /// pointers, not rules (a copy is O(rules) but small and allocation-free).
+    entries: Vec<Option<Arc<FlowEntry>>>,
     groups: HashMap<u32, Group>,
     meters: HashMap<u32, Meter>,
 }
@@ -102,7 +104,7 @@ impl FlowTable {
     /// The entry of a rule the classifier returned.
     #[inline(always)]
     pub fn entry(&self, id: RuleId) -> Option<&FlowEntry> {
-        self.entries.get(id as usize)?.as_ref()
+        self.entries.get(id as usize)?.as_deref()
     }
 
     #[inline]
@@ -134,16 +136,18 @@ impl FlowTable {
         }
         match (&mut self.entries[i], new) {
             (Some(e), false) => {
+                // The published version keeps its own copy of the entry.
+                let e = Arc::make_mut(e);
                 e.rule = rule;
                 e.needs_room = needs_room;
             }
             (slot, _) => {
-                *slot = Some(FlowEntry {
+                *slot = Some(Arc::new(FlowEntry {
                     rule,
                     stats: Arc::new(RuleStats::default()),
                     created_ns: now_ns,
                     needs_room,
-                })
+                }))
             }
         }
         Ok(id)
@@ -240,7 +244,7 @@ impl FlowTable {
 
     /// Rules, highest priority first (ties: insertion order).
     pub fn flows(&self) -> Vec<&FlowEntry> {
-        let mut v: Vec<&FlowEntry> = self.entries.iter().flatten().collect();
+        let mut v: Vec<&FlowEntry> = self.entries.iter().flatten().map(|e| &**e).collect();
         v.sort_by_key(|e| std::cmp::Reverse(e.rule.priority));
         v
     }
