@@ -84,12 +84,15 @@ pub struct KernelCheck {
 
 /// A throughput trial that lost frames while the generator's schedule
 /// slipped more than this (µs) is not a valid trial: the catch-up left as
-/// a burst at the generator's top speed (2 ms at 1 Mpps is 2000 frames,
-/// a whole 2048-frame AF_XDP ring). It is kept, marked `repeated`, and run
-/// again (at most [`SLIP_REPEATS`] times per rate).
-pub const SLIP_REPEAT_US: f64 = 2000.0;
+/// a burst at the generator's top speed (4 ms at 0.8 Mpps is 3200 frames,
+/// more than a 2048-frame AF_XDP ring holds). It is kept, marked
+/// `repeated`, and run once more ([`SLIP_REPEATS`]). Slips of 1-2 ms are
+/// the rule while a user-space DuT runs (the DuT's receive work runs in
+/// the generator's softirq on its core; measured: median 1.5-2.2 ms, 90th
+/// percentile 3.3-4.1 ms per DuT), so only the outliers are repeated.
+pub const SLIP_REPEAT_US: f64 = 4000.0;
 /// Most repeats of one throughput trial for a slipped schedule.
-pub const SLIP_REPEATS: usize = 2;
+pub const SLIP_REPEATS: usize = 1;
 
 /// Largest disagreement between our counts and the kernel's that passes (%).
 pub const KERNEL_TOLERANCE_PCT: f64 = 0.5;
@@ -867,29 +870,29 @@ mod tests {
     fn a_trial_lost_to_a_slipped_schedule_is_repeated() {
         let cfg = search_only(vec![64], 1);
         let clean = run(&cfg, &mut Model::new(1e6, 0.0, 4e6), &mut |_, _| {}).unwrap();
-        // Slips at the 2nd throughput trial, and twice in a row at the 5th.
+        // Slips at the 2nd and the 5th throughput trial.
         let mut t = Slipping {
             m: Model::new(1e6, 0.0, 4e6),
-            slip: vec![1, 4, 5],
+            slip: vec![1, 4],
             n: 0,
         };
         let r = run(&cfg, &mut t, &mut |_, _| {}).unwrap();
         assert_eq!(r[0].throughput_pps, clean[0].throughput_pps);
         let repeated: Vec<&TrialRecord> = r[0].trials.iter().filter(|x| x.repeated).collect();
-        assert_eq!(repeated.len(), 3);
+        assert_eq!(repeated.len(), 2);
         assert!(repeated.iter().all(|x| x.lost >= 1000));
         // Repeated trials are kept but are not part of the search.
         for &i in &r[0].searches[0].trials {
             assert!(!r[0].trials[i].repeated);
         }
-        // Three slips in a row: after two repeats the third trial counts.
+        // Two slips in a row: after one repeat the second trial counts.
         let mut t = Slipping {
             m: Model::new(1e6, 0.0, 4e6),
-            slip: vec![0, 1, 2],
+            slip: vec![0, 1],
             n: 0,
         };
         let r = run(&cfg, &mut t, &mut |_, _| {}).unwrap();
-        assert_eq!(r[0].trials.iter().filter(|x| x.repeated).count(), 2);
+        assert_eq!(r[0].trials.iter().filter(|x| x.repeated).count(), 1);
         assert!(r[0].throughput_pps.unwrap() < clean[0].throughput_pps.unwrap());
     }
 
