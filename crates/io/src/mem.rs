@@ -9,6 +9,13 @@
 //!   Ethernet/IPv4/UDP frames of SIZE bytes (a fixed set of pre-built frames
 //!   handed out in turn, no copy per packet, the job of DPDK's `net_null`);
 //!   its TX counts and discards.
+//!   `&flows=N` (1..=16777216) makes every packet one of N flows drawn at
+//!   random: the source then writes the drawn flow's IPv4 source address
+//!   (10.F2.F1.F0, the flow number's bytes) and UDP source port into the
+//!   frame it hands out, with a fresh IPv4 checksum and no UDP checksum
+//!   (zero, valid for IPv4). A handed-out frame is rewritten when it comes
+//!   round again, [`SOURCE_FRAMES`] packets later. Without `flows` the
+//!   pre-built frames are handed out unchanged (256 flows).
 //! - `mem:NAME?sink`: TX counts and discards, RX gives nothing (`at_end`).
 //!
 //! Source and sink use no atomics at all; a link uses one acquire load and
@@ -27,7 +34,7 @@ use crate::uri::Uri;
 
 /// Open a `mem:` port (see the module docs).
 pub fn open(uri: &Uri, opts: &OpenOptions) -> Result<Port, PortError> {
-    uri.check_known(&["source", "gen", "sink"])?;
+    uri.check_known(&["source", "gen", "sink", "flows"])?;
     let source = match (uri.get("source"), uri.get("gen")) {
         (Some(_), Some(_)) => return Err(uri.err("give either 'source' or 'gen', not both")),
         (Some(_), None) => Some(uri.get_or("source", 0usize)?),
@@ -40,6 +47,9 @@ pub fn open(uri: &Uri, opts: &OpenOptions) -> Result<Port, PortError> {
     }
     if let Some(size) = source {
         return open_source(uri, opts, size);
+    }
+    if uri.get("flows").is_some() {
+        return Err(uri.err("'flows' is a parameter of a source (source=SIZE)"));
     }
     if sink {
         return Ok(Port {
@@ -66,6 +76,8 @@ pub const MIN_SOURCE_SIZE: usize = 14 + 20 + 8;
 /// Number of distinct pre-built frames of a source (one batch never holds
 /// the same frame twice).
 pub const SOURCE_FRAMES: usize = MAX_BATCH;
+/// Largest `flows=N` of a source (distinct IPv4 source addresses 10.x.y.z).
+pub const MAX_SOURCE_FLOWS: u32 = 1 << 24;
 
 fn open_source(uri: &Uri, opts: &OpenOptions, size: usize) -> Result<Port, PortError> {
     let max = opts.frame_size as usize;
@@ -74,13 +86,24 @@ fn open_source(uri: &Uri, opts: &OpenOptions, size: usize) -> Result<Port, PortE
             "source frame size {size} out of range {MIN_SOURCE_SIZE}..={max} (the frame size)"
         )));
     }
-    let rx = SourceRx::new(size).map_err(|e| uri.err(format!("cannot map source frames: {e}")))?;
+    let flows: u32 = uri.get_or("flows", 0u32)?;
+    if uri.get("flows").is_some() && !(1..=MAX_SOURCE_FLOWS).contains(&flows) {
+        return Err(uri.err(format!("flows={flows} out of range 1..={MAX_SOURCE_FLOWS}")));
+    }
+    let mut rx =
+        SourceRx::new(size).map_err(|e| uri.err(format!("cannot map source frames: {e}")))?;
+    rx.flows = flows;
+    let what = if flows > 0 {
+        format!("{flows} flows drawn at random")
+    } else {
+        format!("{SOURCE_FRAMES} flows")
+    };
     Ok(Port {
         info: PortInfo {
             uri: uri.text.clone(),
             kind: "mem",
             detail: format!(
-                "source: {SOURCE_FRAMES} pre-built Ethernet/IPv4/UDP frames of {size} bytes, TX discards"
+                "source: {SOURCE_FRAMES} pre-built Ethernet/IPv4/UDP frames of {size} bytes ({what}), TX discards"
             ),
             clock: "none",
             ifindex: None,
@@ -177,6 +200,9 @@ struct SourceRx {
     stride: u64,
     next: usize,
     pkts: u64,
+    /// 0: hand out the pre-built frames; N: rewrite each to one of N flows.
+    flows: u32,
+    rng: u64,
 }
 
 impl SourceRx {
@@ -194,7 +220,32 @@ impl SourceRx {
             stride: stride as u64,
             next: 0,
             pkts: 0,
+            flows: 0,
+            rng: 0x9e37_79b9_7f4a_7c15,
         })
+    }
+
+    /// Make `f` (an Ethernet/IPv4/UDP frame of this source) one of the
+    /// `flows` flows, drawn at random. A few stores and a 20-byte checksum:
+    /// the work a NIC's DMA would have done, counted in the rx stage.
+    #[inline]
+    fn rewrite_flow(&mut self, f: &mut [u8]) {
+        // xorshift64*: cheap, and uniform enough for a cache benchmark.
+        let mut x = self.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        let r = (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) as u32;
+        // Lemire's multiply-shift range reduction: uniform in 0..flows.
+        let flow = ((r as u64 * self.flows as u64) >> 32) as u32;
+        f[26..30].copy_from_slice(&[10, (flow >> 16) as u8, (flow >> 8) as u8, flow as u8]);
+        f[24..26].copy_from_slice(&[0, 0]);
+        let c = ipv4_checksum(&f[14..34]);
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+        let sport = 1024u16.wrapping_add((flow & 0x3fff) as u16);
+        f[34..36].copy_from_slice(&sport.to_be_bytes());
+        f[40..42].copy_from_slice(&[0, 0]);
     }
 }
 
@@ -207,6 +258,13 @@ impl RxPort for SourceRx {
             let addr = idx as u64 * self.stride;
             // SAFETY: idx < SOURCE_FRAMES, so addr is inside the region.
             let data = unsafe { self.region.at(addr) };
+            if self.flows > 0 {
+                // SAFETY: the frame is ours again: the consumer released it
+                // before this recv (the RxPort contract), and it is `size`
+                // bytes inside the region.
+                let f = unsafe { std::slice::from_raw_parts_mut(data, self.size as usize) };
+                self.rewrite_flow(f);
+            }
             batch.push(Pkt {
                 data,
                 len: self.size,

@@ -231,6 +231,10 @@ fn third_open_is_an_error() {
         "mem:x?source=64&sink",
         "mem:x?foo=1",
         "mem:x?source=100000",
+        "mem:x?source=64&flows=0",
+        "mem:x?source=64&flows=16777217",
+        "mem:x?source=64&flows=many",
+        "mem:x?sink&flows=10",
     ] {
         let e = open(bad, &opts).err().unwrap().to_string();
         assert!(e.starts_with(&format!("port '{bad}'")), "{e}");
@@ -426,4 +430,41 @@ fn throughput_print() {
         "mem link across threads, 64 B, batch 64: {got} packets in {dt:.3} s = {:.1} Mpps",
         got as f64 / dt / 1e6
     );
+}
+
+/// `flows=N`: every frame is one of exactly N flows (distinct IPv4 source
+/// addresses), all N appear, and the IPv4 header checksum stays valid.
+#[test]
+fn source_flows_draws_from_n_flows_with_valid_headers() {
+    let opts = OpenOptions::default();
+    for n in [1u32, 7, 1000] {
+        let mut p = open(&format!("mem:x?source=64&flows={n}"), &opts).unwrap();
+        assert!(
+            p.info.detail.contains(&format!("{n} flows")),
+            "{}",
+            p.info.detail
+        );
+        let mut seen = std::collections::HashSet::new();
+        let mut b = Batch::new(64);
+        for _ in 0..(n as usize * 20 / 64 + 2) {
+            p.rx.recv(&mut b).unwrap();
+            for pkt in b.pkts() {
+                let f = pkt.bytes();
+                let hdr = &f[14..34];
+                let sum = hdr
+                    .chunks(2)
+                    .map(|w| u16::from_be_bytes([w[0], w[1]]) as u32)
+                    .sum::<u32>();
+                let folded = (sum & 0xffff) + (sum >> 16);
+                assert_eq!((folded & 0xffff) + (folded >> 16), 0xffff, "IPv4 checksum");
+                assert_eq!(&f[40..42], &[0, 0], "no UDP checksum");
+                let src = u32::from_be_bytes([f[26], f[27], f[28], f[29]]);
+                assert_eq!(src >> 24, 10);
+                assert!(src & 0xff_ffff < n, "flow {} of {n}", src & 0xff_ffff);
+                seen.insert(src);
+            }
+            p.rx.release(&mut b);
+        }
+        assert_eq!(seen.len(), n as usize, "distinct flows seen");
+    }
 }

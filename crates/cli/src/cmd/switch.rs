@@ -346,6 +346,7 @@ fn cache_json(sh: &Shared) -> Value {
         "emc_hit_rate": if hits + misses > 0 { hits as f64 / (hits + misses) as f64 } else { 0.0 },
         "emc_inserts": c.emc_inserts.load(Relaxed),
         "emc_skipped_inserts": c.emc_skipped_inserts.load(Relaxed),
+        "emc_bypassed": c.emc_bypassed.load(Relaxed),
         "classifier_lookups": lookups, "classifier_matched": c.cls_matched.load(Relaxed),
         "subtables_searched": searched,
         "subtables_per_lookup": if lookups > 0 { searched as f64 / lookups as f64 } else { 0.0 },
@@ -431,9 +432,9 @@ fn final_report(
         }
         let c = cache_json(sh);
         println!(
-            "  cache: emc hit rate {:.1} % ({} hits, {} misses), classifier {} lookups, {:.2} subtables per lookup, {} rules in {} subtables",
+            "  cache: emc hit rate {:.1} % ({} hits, {} misses, {} bypassed), classifier {} lookups, {:.2} subtables per lookup, {} rules in {} subtables",
             c["emc_hit_rate"].as_f64().unwrap_or(0.0) * 100.0,
-            c["emc_hits"], c["emc_misses"], c["classifier_lookups"],
+            c["emc_hits"], c["emc_misses"], c["emc_bypassed"], c["classifier_lookups"],
             c["subtables_per_lookup"].as_f64().unwrap_or(0.0), c["rules"], c["subtables"]
         );
         if a.profile {

@@ -127,15 +127,16 @@ fn layers(f: &FrameBuf, l: &mut Option<Layers>) -> Option<Layers> {
 
 /// Apply one `set_field` in place.
 pub fn set_field(f: &mut FrameBuf, l: &mut Option<Layers>, s: &SetField) {
+    // The MACs need no parse (a full parse costs more than the whole rest
+    // of a simple action list), and are safe to write in any frame that
+    // has them; they move no other header.
+    match s {
+        SetField::EthDst(m) if f.len >= 12 => return f.bytes_mut()[0..6].copy_from_slice(m),
+        SetField::EthSrc(m) if f.len >= 12 => return f.bytes_mut()[6..12].copy_from_slice(m),
+        SetField::EthDst(_) | SetField::EthSrc(_) => return,
+        _ => {}
+    }
     let Some(mut ly) = layers(f, l) else {
-        // Unparsed frame: only the MACs are safe to write.
-        if f.len >= 12 {
-            match s {
-                SetField::EthDst(m) => f.bytes_mut()[0..6].copy_from_slice(m),
-                SetField::EthSrc(m) => f.bytes_mut()[6..12].copy_from_slice(m),
-                _ => {}
-            }
-        }
         return;
     };
     let b = f.bytes_mut();

@@ -170,6 +170,8 @@ pub struct CacheCounters {
     pub emc_misses: AtomicU64,
     pub emc_inserts: AtomicU64,
     pub emc_skipped_inserts: AtomicU64,
+    /// Lookups that skipped the cache while its hit rate was low.
+    pub emc_bypassed: AtomicU64,
     /// Packets that went to the classifier.
     pub cls_lookups: AtomicU64,
     pub cls_matched: AtomicU64,
@@ -586,6 +588,7 @@ impl Datapath {
         cc.emc_misses.store(es.misses, Relaxed);
         cc.emc_inserts.store(es.inserts, Relaxed);
         cc.emc_skipped_inserts.store(es.skipped_inserts, Relaxed);
+        cc.emc_bypassed.store(es.bypassed, Relaxed);
         cc.cls_lookups.store(cs.packets, Relaxed);
         cc.cls_matched.store(cs.matched, Relaxed);
         cc.subtables_searched.store(cs.subtables_searched, Relaxed);

@@ -657,6 +657,8 @@ fn emc_does_not_thrash_under_many_flows() {
     let mut c = Classifier::new();
     c.insert(&Rule::parse("actions=drop").unwrap().m, 0);
     let mut e = Emc::new(256, 100);
+    // The insertion policy alone (the bypass would stop probing here).
+    e.set_auto_bypass(false);
     // A hot flow and a flood of one-off flows.
     let mut hot = Key::ZERO;
     hot.set(key::TP_DST, 1);
@@ -681,4 +683,80 @@ fn emc_does_not_thrash_under_many_flows() {
         "hot flow evicted too often: {:?}",
         e.stats
     );
+}
+
+/// Under a flood of one-off flows the cache bypasses itself (lookups still
+/// give the classifier's decisions), and comes back once the traffic is a
+/// few hot flows again.
+#[test]
+fn emc_bypasses_itself_at_a_low_hit_rate_and_comes_back() {
+    use super::emc::{SAMPLE_EVERY, WINDOW};
+    let mut c = Classifier::new();
+    let drop = c.insert(&Rule::parse("actions=drop").unwrap().m, 0).0;
+    let udp = c
+        .insert(&Rule::parse("udp,tp_dst=7,actions=output:1").unwrap().m, 5)
+        .0;
+    let mut e = Emc::new(256, 100);
+    let mut out = [None; 64];
+    let mut keys = [Key::ZERO; 64];
+    let mut round = 0u64;
+    let one_off = |keys: &mut [Key; 64], round: &mut u64| {
+        for (i, k) in keys.iter_mut().enumerate() {
+            *k = Key::ZERO;
+            k.set(key::DL_TYPE, 0x0800);
+            k.set(key::NW_PROTO, 17);
+            k.set(key::TP_DST, 7 * (i as u64 & 1));
+            k.set(key::NW_SRC, *round * 64 + i as u64);
+        }
+        *round += 1;
+    };
+    // One window of misses switches the bypass on.
+    for _ in 0..(WINDOW as usize / 64 + 1) {
+        one_off(&mut keys, &mut round);
+        e.lookup_batch(&c, &keys, &mut out);
+    }
+    assert!(e.bypassed(), "{:?}", e.stats);
+    // Bypassed lookups are still right, and only samples are probed.
+    let before = e.stats;
+    for _ in 0..(SAMPLE_EVERY as usize * 4) {
+        one_off(&mut keys, &mut round);
+        e.lookup_batch(&c, &keys, &mut out);
+        for (i, o) in out.iter().enumerate() {
+            assert_eq!(*o, Some(if i & 1 == 1 { udp } else { drop }));
+        }
+    }
+    let probed = (e.stats.hits + e.stats.misses) - (before.hits + before.misses);
+    assert_eq!(probed, 4 * 64, "one chunk in {SAMPLE_EVERY} probed");
+    assert_eq!(
+        e.stats.bypassed - before.bypassed,
+        (SAMPLE_EVERY as u64 - 1) * 4 * 64
+    );
+    // Four hot flows: the samples see hits, and the bypass ends.
+    let mut hot = [Key::ZERO; 64];
+    for (i, k) in hot.iter_mut().enumerate() {
+        k.set(key::DL_TYPE, 0x0800);
+        k.set(key::NW_SRC, i as u64 % 4);
+    }
+    let mut chunks = 0;
+    while e.bypassed() {
+        e.lookup_batch(&c, &hot, &mut out);
+        chunks += 1;
+        assert!(
+            chunks < 4 * SAMPLE_EVERY as usize * (WINDOW as usize / 64),
+            "bypass never ended"
+        );
+    }
+    let hits = e.stats.hits;
+    e.lookup_batch(&c, &hot, &mut out);
+    assert_eq!(e.stats.hits - hits, 64, "every hot lookup a hit again");
+    assert!(out.iter().all(|o| *o == Some(drop)));
+    // Turned off, the cache never bypasses.
+    let mut e = Emc::new(256, 100);
+    e.set_auto_bypass(false);
+    for _ in 0..(2 * WINDOW as usize / 64) {
+        one_off(&mut keys, &mut round);
+        e.lookup_batch(&c, &keys, &mut out);
+    }
+    assert!(!e.bypassed());
+    assert_eq!(e.stats.bypassed, 0);
 }

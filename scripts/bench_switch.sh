@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# The `linerate switch` benchmarks of docs/BENCHMARKS.md (issue 5), one run each, printed as
+# markdown on stdout (progress on stderr):
+#   sweep   mem-port Mpps and cycles/packet vs active flows (1 .. 1M), cache on and off,
+#           with a ~5k-rule set over 5 subtables (the shape of seed 000 Fig. 5);
+#   insert  time to insert 1k .. 1M rules through the control socket, and into Open vSwitch's
+#           userspace datapath with `ovs-ofctl add-flows` for the sizes it manages;
+#   first   time from `switch-ctl add-flow` until the first packet hits the new rule, under load.
+# usage: scripts/bench_switch.sh [sweep] [insert] [first]   (default: all three)
+# Run as root on an otherwise idle machine. Env: SW_SECONDS (3), SW_CPU (1), SW_OVS_MAX (100000).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh >/dev/null
+lr=$PWD/target/release/linerate
+out=$PWD/target/bench/switch
+mkdir -p "$out"
+secs=${SW_SECONDS:-3}
+cpu=${SW_CPU:-1}
+parts=("$@")
+[ ${#parts[@]} -gt 0 ] || parts=(sweep insert first)
+echo "Measured $(date -u +%Y-%m-%d) on $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'))," \
+    "kernel $(uname -r), release build, one run each; command: \`scripts/bench_switch.sh ${parts[*]}\`."
+echo
+
+# The sweep's rule set. The mem source's flow F is 10.F2.F1.F0:1024+(F&0x3fff) -> 10.1.0.1:9/udp.
+#  - 1000 exact 5-tuple rules for flows 0..999            (subtable 1, priority 400)
+#  - 4096 /24 source blocks to UDP port 53, drop          (subtable 2, never matches this traffic)
+#  - 16 /16 source prefixes: rewrite eth_dst, output:2    (subtable 3, covers flows < 1M)
+#  - nw_dst=10.1.0.0/16: dec_ttl, output:2                (subtable 4)
+#  - priority 0: drop                                     (subtable 5)
+sweep_rules() {
+    python3 - <<'EOF'
+for f in range(1000):
+    print(f"priority=400,udp,nw_src=10.{(f>>16)&255}.{(f>>8)&255}.{f&255},nw_dst=10.1.0.1,"
+          f"tp_src={1024+(f&0x3fff)},tp_dst=9,actions=output:2")
+for b in range(4096):
+    print(f"priority=300,udp,nw_src=10.{b>>8}.{b&255}.0/24,tp_dst=53,actions=drop")
+for x in range(16):
+    print(f"priority=200,ip,nw_src=10.{x}.0.0/16,actions=set_field:02:00:00:00:00:09->eth_dst,output:2")
+print("priority=100,ip,nw_dst=10.1.0.0/16,actions=dec_ttl,output:2")
+print("priority=0,actions=drop")
+EOF
+}
+
+sweep() {
+    sweep_rules >"$out/sweep.flows"
+    local n emc
+    for n in 1 100 10000 100000 1000000; do
+        for emc in on off; do
+            echo "== sweep: $n flows, cache $emc" >&2
+            local extra=()
+            [ $emc = on ] || extra=(--no-emc)
+            $lr switch --port "1=mem:a?source=64&flows=$n" --port '2=mem:b?sink' \
+                --flows "$out/sweep.flows" --cpu "$cpu" --duration "$secs" --profile --json --quiet \
+                "${extra[@]}" | tail -1 >"$out/sweep-$n-$emc.json"
+        done
+    done
+    echo "### Flow sweep on in-memory ports (seed 000 Fig. 5)"
+    echo
+    echo "\`linerate switch --port '1=mem:a?source=64&flows=N' --port '2=mem:b?sink' --flows sweep.flows --cpu $cpu --duration $secs --profile [--no-emc]\`;"
+    echo "sweep.flows: $(wc -l <"$out/sweep.flows") rules in 5 subtables (1000 exact 5-tuples, 4096 /24 sources to UDP 53, 16 /16 sources with a MAC rewrite, one /16 destination with dec_ttl, a drop-all; written by this script)."
+    echo "The source draws each packet's flow at random and writes its addresses (rx column: the work a NIC would do);"
+    echo "\"switch\" is every stage but rx, the cost of the switch itself."
+    echo
+    python3 - "$out" <<'EOF'
+import json, sys
+out = sys.argv[1]
+print("| flows | cache | Mpps | cache hit rate | subtables per classifier lookup | rx | extract | lookup | actions | tx+buffers | switch cycles/pkt | total cycles/pkt |")
+print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+for n in [1, 100, 10000, 100000, 1000000]:
+    for emc in ["on", "off"]:
+        j = json.load(open(f"{out}/sweep-{n}-{emc}.json"))
+        assert j["balanced"], "received != forwarded + drops"
+        c = j["profile"]["cycles_per_packet"]
+        mpps = j["received"] / j["elapsed_s"] / 1e6
+        hr = f'{100*j["cache"]["emc_hit_rate"]:.1f} %' if emc == "on" else "-"
+        sw = c["total"] - c["rx"]
+        print(f'| {n:,} | {emc} | {mpps:.1f} | {hr} | {j["cache"]["subtables_per_lookup"]:.2f} | {c["rx"]:.1f} | '
+              f'{c["extract"]:.1f} | {c["lookup"]:.1f} | {c["actions"]:.1f} | {c["tx"]+c["buffers"]:.1f} | **{sw:.1f}** | {c["total"]:.1f} |')
+EOF
+    echo
+}
+
+insert_rules() { # N -> rules on stdout (one subtable, as in the section text)
+    python3 -c "import sys
+n=int(sys.argv[1])
+for i in range(n): print(f'priority={100+i%7},udp,nw_dst=10.{(i>>16)&255}.{(i>>8)&255}.{i&255},tp_dst={1000+i%50},actions=output:2')" "$1"
+}
+
+insert() {
+    local sock=$out/insert.sock n pid
+    rm -f "$sock"
+    $lr switch --port '1=mem:a?source=64' --port '2=mem:b?sink' --ctl "$sock" --cpu "$cpu" --quiet --json \
+        >"$out/insert-switch.json" 2>"$out/insert-switch.err" &
+    pid=$!
+    trap 'kill -INT $pid 2>/dev/null || true' EXIT
+    for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
+    : >"$out/insert.tsv"
+    for n in 1000 10000 100000 1000000; do
+        insert_rules $n >"$out/rules-$n.flows"
+        echo "== insert: $n rules into linerate switch" >&2
+        $lr switch-ctl "$sock" del-flows >/dev/null
+        local t0 t1 rep
+        t0=$(date +%s.%N)
+        rep=$($lr switch-ctl "$sock" add-flows "$out/rules-$n.flows" --json)
+        t1=$(date +%s.%N)
+        echo -e "linerate\t$n\t$(echo "$rep" | python3 -c 'import json,sys; print(json.load(sys.stdin)["seconds"])')\t$(echo "$t1 - $t0" | bc)" >>"$out/insert.tsv"
+    done
+    kill -INT $pid; wait $pid || true
+    trap - EXIT
+    # Open vSwitch userspace datapath (a netdev bridge with no ports: the flow table is what is measured).
+    local ovs=$out/ovs
+    if command -v ovs-vswitchd >/dev/null; then
+        ovs_start "$ovs"
+        for n in 1000 10000 100000 1000000; do
+            [ $n -le "${SW_OVS_MAX:-100000}" ] || { echo -e "ovs\t$n\t-\tskipped (SW_OVS_MAX=${SW_OVS_MAX:-100000})" >>"$out/insert.tsv"; continue; }
+            echo "== insert: $n rules into Open vSwitch (ovs-ofctl add-flows)" >&2
+            ovs-ofctl del-flows lrbench
+            local t0 t1
+            t0=$(date +%s.%N)
+            ovs-ofctl add-flows lrbench "$out/rules-$n.flows"
+            t1=$(date +%s.%N)
+            echo -e "ovs\t$n\t-\t$(echo "$t1 - $t0" | bc)\t$(ovs-ofctl dump-aggregate lrbench | grep -o 'flow_count=[0-9]*')" >>"$out/insert.tsv"
+        done
+        ovs_stop "$ovs"
+    fi
+    echo "### Rule insertion (seed 000: Open vSwitch's insertion time grew exponentially)"
+    echo
+    echo "Rules \`priority=100..106,udp,nw_dst=10.A.B.C,tp_dst=1000..1049,actions=output:2\` (one subtable), each batch into an emptied table."
+    echo "linerate: \`linerate switch-ctl SOCK add-flows FILE\` into a switch forwarding at full speed on mem ports (reply field \`seconds\`: building and publishing the table, parsing excluded; wall: the whole command)."
+    echo "Open vSwitch $(ovs-vswitchd --version 2>/dev/null | head -1 | awk '{print $NF}'): \`ovs-ofctl add-flows BR FILE\` into a private ovs-vswitchd with a netdev (userspace) bridge, wall time of the command."
+    echo
+    python3 - "$out/insert.tsv" <<'EOF'
+import sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+print("| rules | linerate table build (s) | linerate wall (s) | linerate rules/s (wall) | Open vSwitch wall (s) | OvS rules/s | OvS/linerate time |")
+print("|---:|---:|---:|---:|---:|---:|---:|")
+lr = {int(r[1]): r for r in rows if r[0] == "linerate"}
+ov = {int(r[1]): r for r in rows if r[0] == "ovs"}
+for n in sorted(lr):
+    l = lr[n]; lw = float(l[3])
+    o = ov.get(n)
+    if o and o[3].replace(".", "", 1).isdigit():
+        ow = float(o[3]); os_ = f"{ow:.2f}"; orate = f"{n/ow:,.0f}"; ratio = f"{ow/lw:.1f}x"
+    else:
+        os_ = o[3] if o else "-"; orate = "-"; ratio = "-"
+    print(f"| {n:,} | {float(l[2]):.3f} | {lw:.2f} | {n/lw:,.0f} | {os_} | {orate} | {ratio} |")
+EOF
+    echo
+}
+
+# A private ovsdb-server + ovs-vswitchd in a namespace of our own (its bridge's internal port
+# lives there), bridge lrbench with datapath_type=netdev.
+ovs_ns=lrswb-$$
+ovs_start() { # DIR
+    local d=$1
+    ovs_stop "$d"
+    mkdir -p "$d"
+    export OVS_RUNDIR=$d OVS_DBDIR=$d OVS_LOGDIR=$d
+    trap 'ovs_stop '"$d" EXIT
+    ip netns add "$ovs_ns"
+    local x=(ip netns exec "$ovs_ns")
+    ovsdb-tool create "$d/conf.db" /usr/share/openvswitch/vswitch.ovsschema
+    "${x[@]}" ovsdb-server "$d/conf.db" --remote="punix:$d/db.sock" --pidfile="$d/ovsdb-server.pid" --detach --log-file="$d/ovsdb.log"
+    ovs-vsctl --db="unix:$d/db.sock" --no-wait init
+    "${x[@]}" ovs-vswitchd "unix:$d/db.sock" --pidfile="$d/ovs-vswitchd.pid" --detach --log-file="$d/vswitchd.log"
+    ovs-vsctl --db="unix:$d/db.sock" --timeout=20 add-br lrbench -- set bridge lrbench datapath_type=netdev
+}
+
+ovs_stop() {
+    local d=$1 p
+    for p in ovs-vswitchd ovsdb-server; do
+        if [ -f "$d/$p.pid" ]; then kill "$(cat "$d/$p.pid")" 2>/dev/null || true; fi
+    done
+    sleep 0.5
+    ip netns del "$ovs_ns" 2>/dev/null || true
+    rm -rf "$d"
+    trap - EXIT
+}
+
+for p in "${parts[@]}"; do
+    case $p in
+    sweep) sweep ;;
+    insert) insert ;;
+    first) first ;;
+    *) echo "unknown part '$p' (sweep, insert, first)" >&2; exit 2 ;;
+    esac
+done
