@@ -327,6 +327,31 @@ fn forward_drop_and_add_flow_under_traffic() {
     );
     assert!(flows.contains(&format!("n_packets={p3},")), "{flows}");
     assert!(flows.contains("n_packets=1000,"), "{flows}");
+    // dump-flows MATCH --json: only rules at least as specific, with the
+    // new rule's raw counters and the time it took to take effect.
+    let j: serde_json::Value =
+        serde_json::from_str(&s.ctl(&["dump-flows", "udp,nw_dst=10.0.3.3", "--json"])).unwrap();
+    let lines = j["flows"].as_array().unwrap();
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.as_str().unwrap().contains("nw_dst=10.0.3.3")),
+        "{j}"
+    );
+    let st = j["stats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["priority"] == 20)
+        .unwrap_or_else(|| panic!("{j}"));
+    assert_eq!(st["packets"].as_u64(), Some(p3), "{j}");
+    let (created, first) = (
+        st["created_ns"].as_u64().unwrap(),
+        st["first_hit_ns"].as_u64().unwrap(),
+    );
+    assert!(first > created, "{j}");
+    // 10 kpps: a matching packet comes every 100 us; well under a second.
+    assert!(first - created < 1_000_000_000, "{j}");
     let fin = sw.finish();
     assert_eq!(fin["balanced"], true, "{fin}");
     // No packet lost at the switch-over: every packet of the last run was

@@ -571,10 +571,30 @@ fn handle(line: &str, r: &mut impl BufRead, sh: &Shared) -> Result<Value, String
             Ok(json!({"deleted": n}))
         }
         "dump-flows" => {
+            let spec = if arg.is_empty() {
+                None
+            } else {
+                Some(MatchSpec::parse(arg).map_err(|e| e.to_string())?)
+            };
             let now = mono_ns();
-            let v: Vec<String> =
-                ctl.read(|t| t.flows().iter().map(|e| FlowTable::dump_line(e, now)).collect());
-            Ok(json!({"flows": v}))
+            let (lines, stats): (Vec<String>, Vec<Value>) = ctl.read(|t| {
+                t.flows_matching(spec.as_ref())
+                    .iter()
+                    .map(|e| {
+                        let st = &e.stats;
+                        let raw = json!({
+                            "priority": e.rule.priority,
+                            "packets": st.packets.load(Relaxed),
+                            "bytes": st.bytes.load(Relaxed),
+                            "created_ns": e.created_ns,
+                            "first_hit_ns": st.first_hit_ns.load(Relaxed),
+                            "last_hit_ns": st.last_hit_ns.load(Relaxed),
+                        });
+                        (FlowTable::dump_line(e, now), raw)
+                    })
+                    .unzip()
+            });
+            Ok(json!({"flows": lines, "stats": stats, "now_ns": now}))
         }
         "dump-ports" => Ok(json!({"ports": ports_json(sh)})),
         "dump-groups" => {
@@ -619,7 +639,8 @@ Commands:
   add-flow RULE        add or replace one rule (ovs-ofctl syntax)
   add-flows FILE       add the rules of FILE (one per line), all or nothing
   del-flows [MATCH]    delete the rules the match covers (all without MATCH)
-  dump-flows           rules with counters, ovs-ofctl style
+  dump-flows [MATCH]   rules with counters, ovs-ofctl style (with MATCH: those at least as
+                       specific); --json adds each rule's counters, creation and first/last hit times
   dump-ports           per-port packet and byte counters
   dump-groups          groups
   add-group SPEC       group_id=ID,type=all,bucket=output:P,...

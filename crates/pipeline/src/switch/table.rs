@@ -48,14 +48,20 @@ pub struct RuleStats {
     pub bytes: AtomicU64,
     /// [`mono_ns`] of the last batch that hit the rule (0 = never).
     pub last_hit_ns: AtomicU64,
+    /// [`mono_ns`] of the first batch that hit the rule (0 = never): with
+    /// [`FlowEntry::created_ns`], how long a new rule took to take effect.
+    pub first_hit_ns: AtomicU64,
 }
 
 impl RuleStats {
     /// Add one packet (single writer: load + store, no locked RMW).
     #[inline(always)]
     pub fn hit(&self, bytes: u64, now_ns: u64) {
-        self.packets
-            .store(self.packets.load(Relaxed).wrapping_add(1), Relaxed);
+        let n = self.packets.load(Relaxed);
+        if n == 0 {
+            self.first_hit_ns.store(now_ns, Relaxed);
+        }
+        self.packets.store(n.wrapping_add(1), Relaxed);
         self.bytes
             .store(self.bytes.load(Relaxed).wrapping_add(bytes), Relaxed);
         self.last_hit_ns.store(now_ns, Relaxed);
@@ -245,6 +251,22 @@ impl FlowTable {
     /// Rules, highest priority first (ties: insertion order).
     pub fn flows(&self) -> Vec<&FlowEntry> {
         let mut v: Vec<&FlowEntry> = self.entries.iter().flatten().map(|e| &**e).collect();
+        v.sort_by_key(|e| std::cmp::Reverse(e.rule.priority));
+        v
+    }
+
+    /// Rules whose match is `spec` or more specific (all without a spec),
+    /// highest priority first: what `ovs-ofctl dump-flows BR MATCH` shows.
+    pub fn flows_matching(&self, spec: Option<&MatchSpec>) -> Vec<&FlowEntry> {
+        let Some(s) = spec else {
+            return self.flows();
+        };
+        let mut v: Vec<&FlowEntry> = self
+            .cls
+            .find_loose(&s.m)
+            .into_iter()
+            .filter_map(|id| self.entry(id))
+            .collect();
         v.sort_by_key(|e| std::cmp::Reverse(e.rule.priority));
         v
     }
