@@ -566,3 +566,120 @@ fn errors_are_one_line() {
     assert!(e.contains("/nonexistent/ctl.sock"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// FLOWer's amplification self test (seed 004 Sect. 4-5): a group rule
+/// sends each generated packet out of N ports that are looped back into
+/// the switch (veth pairs with both ends on it, the "external cabling"),
+/// and rules send everything that comes back in to the sink: the sink
+/// counts N times the generated packets, at N times the rate.
+#[test]
+fn flower_amplifies_through_a_group_and_loops() {
+    if !root() {
+        return;
+    }
+    let _serial = serial();
+    const N: u32 = 4;
+    const SENT: u64 = 4000;
+    const PPS: f64 = 20_000.0;
+    let s = Star::up();
+    let sw_ns = s.ns("sw");
+    let loop_if = |i: u32, end: &str| format!("{}l{i}{end}", s.tag);
+    for i in 1..=N {
+        let (a, b) = (loop_if(i, "a"), loop_if(i, "b"));
+        sh(&[
+            "ip", "-n", &sw_ns, "link", "add", &a, "type", "veth", "peer", "name", &b,
+        ]);
+        sh(&["ip", "-n", &sw_ns, "link", "set", &a, "up"]);
+        sh(&["ip", "-n", &sw_ns, "link", "set", &b, "up"]);
+    }
+    // Ports: 1 = generator (h1), 2 = sink (h2), 10+i / 20+i = the two ends of loop i.
+    let buckets: String = (1..=N)
+        .map(|i| format!(",bucket=output:{}", 10 + i))
+        .collect();
+    let mut flows = String::from("priority=10,in_port=1,udp,nw_dst=10.0.2.2,actions=group:1\n");
+    for i in 1..=N {
+        flows.push_str(&format!(
+            "priority=10,in_port={},actions=output:2\n",
+            20 + i
+        ));
+    }
+    let f = s.file("flows.txt", &flows);
+    let g = s.file("groups.txt", &format!("group_id=1,type=all{buckets}\n"));
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", &sw_ns, EXE, "switch"]);
+    c.arg("--port").arg(format!("1=afpacket:{}", s.sw_if(1)));
+    c.arg("--port").arg(format!("2=afpacket:{}", s.sw_if(2)));
+    for i in 1..=N {
+        c.arg("--port")
+            .arg(format!("{}=afpacket:{}", 10 + i, loop_if(i, "a")));
+        c.arg("--port")
+            .arg(format!("{}=afpacket:{}", 20 + i, loop_if(i, "b")));
+    }
+    c.arg("--flows")
+        .arg(f)
+        .arg("--groups")
+        .arg(g)
+        .arg("--ctl")
+        .arg(s.sock());
+    c.args(["--poll", "wait", "--json", "--quiet"]);
+    let sw = Proc(
+        c.stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let t = Instant::now();
+    while !s.sock().exists() && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(s.sock().exists(), "switch did not come up");
+
+    let sink = s.count(2, 1.0);
+    s.gen(
+        "10.0.2.2",
+        &["--count", &SENT.to_string(), "--rate", "20kpps"],
+    );
+    let v = sink.wait_json();
+    let st = v["streams"]
+        .as_array()
+        .and_then(|a| a.iter().find(|x| x["stream"] == 0))
+        .unwrap_or_else(|| panic!("no stream at the sink: {v}"));
+    let got = st["packets"].as_u64().unwrap();
+    let pps = st["pps"].as_f64().unwrap();
+    eprintln!(
+        "FLOWer x{N}: generated {SENT} at {PPS} pps, sink counted {got} at {pps:.0} pps ({:.2}x)",
+        pps / PPS
+    );
+    // Every generated packet arrives once per loop: N copies, none lost.
+    assert_eq!(got, N as u64 * SENT, "{v}");
+    assert_eq!(st["unique"].as_u64(), Some(SENT), "{v}");
+    assert_eq!(st["lost"].as_u64(), Some(0), "{v}");
+    assert_eq!(
+        st["duplicates"].as_u64(),
+        Some((N as u64 - 1) * SENT),
+        "{v}"
+    );
+    // The amplified rate: N times the generator's.
+    assert!(
+        (pps / (N as f64 * PPS) - 1.0).abs() < 0.1,
+        "sink rate {pps:.0} pps, expected {} x {PPS}: {v}",
+        N
+    );
+    // The switch's own account: each loop carried every packet once.
+    let ports: Value = serde_json::from_str(s.ctl(&["dump-ports", "--json"]).trim()).unwrap();
+    for p in ports["ports"].as_array().unwrap() {
+        let no = p["port"].as_u64().unwrap();
+        if no > 20 {
+            assert_eq!(
+                p["rx_packets"].as_u64(),
+                Some(SENT),
+                "loop port {no}: {ports}"
+            );
+        }
+        if no == 2 {
+            assert_eq!(p["tx_packets"].as_u64(), Some(N as u64 * SENT), "{ports}");
+        }
+    }
+    let fin = sw.finish();
+    assert_eq!(fin["balanced"], true, "{fin}");
+}
