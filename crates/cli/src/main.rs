@@ -26,6 +26,7 @@ enum Command {
     Reap(cmd::reap::Args),
     Switch(cmd::switch::Args),
     SwitchCtl(cmd::switch::CtlArgs),
+    Trace(cmd::trace::Args),
 }
 
 fn main() {
@@ -41,6 +42,7 @@ fn main() {
         Command::Reap(a) => cmd::reap::run(a),
         Command::Switch(a) => cmd::switch::run(a),
         Command::SwitchCtl(a) => cmd::switch::run_ctl(a),
+        Command::Trace(a) => cmd::trace::run(a),
     };
     if let Err(e) = r {
         // One line, naming the problem; the chain is joined with ": ".

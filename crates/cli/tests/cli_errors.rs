@@ -155,3 +155,65 @@ fn pcap_replay_through_fwd_is_unchanged() {
     assert_eq!(ra, rb);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn trace_http_bad_options() {
+    one_line_error(
+        &["trace", "http", "/tmp/x.pcapng", "--servers", "0"],
+        "servers 0 out of range",
+    );
+    one_line_error(
+        &["trace", "http", "/tmp/x.pcapng", "--pareto-shape", "0.5"],
+        "pareto shape 0.5",
+    );
+    one_line_error(
+        &["trace", "http", "/nonexistent-dir/x.pcapng"],
+        "/nonexistent-dir/x.pcapng",
+    );
+}
+
+/// `linerate trace http` writes a file that tshark reads without an error,
+/// with the packets and connections its ground truth states, and that the
+/// capture layer's http analyser fully decodes from the pcap port.
+#[test]
+fn trace_http_file_reads_back() {
+    let dir = std::env::temp_dir().join(format!("lr-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("t.pcapng");
+    let exe = env!("CARGO_BIN_EXE_linerate");
+    let o = Command::new(exe)
+        .args(["trace", "http", f.to_str().unwrap(), "--connections", "200"])
+        .args(["--seed", "5", "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let truth: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let packets = truth["packets"].as_u64().unwrap();
+    assert_eq!(truth["connections"], 200);
+    if let Ok(t) = Command::new("tshark")
+        .args(["-r", f.to_str().unwrap(), "-q", "-z", "conv,tcp"])
+        .output()
+    {
+        let s = String::from_utf8_lossy(&t.stdout);
+        let e = String::from_utf8_lossy(&t.stderr).to_lowercase();
+        assert!(t.status.success(), "tshark: {s} {e}");
+        assert!(
+            !e.contains("error") && !e.contains("malformed"),
+            "tshark: {e}"
+        );
+        let convs = s.lines().filter(|l| l.contains("<->")).count();
+        assert_eq!(convs, 200, "{s}");
+    }
+    let o = Command::new(exe)
+        .args(["capture", &format!("pcap:{}", f.display())])
+        .args(["--analyser", "http", "--json", "--quiet"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let v: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    let t = &v["totals"];
+    assert_eq!(t["received"].as_u64(), Some(packets), "{v}");
+    assert_eq!(t["events"]["http_pair"].as_u64(), Some(200), "{v}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

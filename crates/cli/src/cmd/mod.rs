@@ -9,3 +9,4 @@ pub mod gen;
 pub mod reap;
 pub mod switch;
 pub mod testbed;
+pub mod trace;

@@ -23,6 +23,7 @@
 //! bytes ([`signature::write_blank`]), so sizes and headers are identical.
 
 pub mod field;
+pub mod http_trace;
 pub mod pacer;
 pub mod profile;
 
