@@ -163,7 +163,7 @@ pub(crate) fn all_duts() -> Vec<Box<dyn Dut>> {
             &["afxdp"],
             "Open vSwitch userspace datapath, afxdp ports",
         )),
-        Box::new(OvsRules::new(RuleSet::TenK)),
+        Box::new(OvsRules::ten_k()),
         Box::new(ScriptPeer::new(
             "ovs-system",
             "dut-ovs.sh",

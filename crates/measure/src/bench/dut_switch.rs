@@ -187,16 +187,16 @@ impl Dut for LinerateSwitch {
 
 /// Open vSwitch (dut-ovs.sh, afxdp ports) with the rules of [`switch_rules`]
 /// loaded by `ovs-ofctl add-flows` (the file is passed in `OVS_FLOWS_FILE`).
+/// With one rule per direction it is the `ovs-afxdp` [`ScriptPeer`] itself.
 pub struct OvsRules {
-    set: RuleSet,
     peer: ScriptPeer,
     rules: Option<RulesFile>,
 }
 
 impl OvsRules {
-    pub fn new(set: RuleSet) -> Self {
+    /// `ovs-afxdp-10k`: the [`RuleSet::TenK`] rules.
+    pub fn ten_k() -> Self {
         OvsRules {
-            set,
             peer: ScriptPeer::new(
                 "ovs-afxdp-10k",
                 "dut-ovs.sh",
@@ -210,19 +210,16 @@ impl OvsRules {
 
 impl Dut for OvsRules {
     fn name(&self) -> String {
-        match self.set {
-            RuleSet::OnePerDirection => "ovs-afxdp-1".into(),
-            RuleSet::TenK => self.peer.name.into(),
-        }
+        self.peer.name()
     }
     fn version(&self) -> String {
         self.peer.version()
     }
     fn describe(&self) -> String {
-        format!("{}, {}", self.peer.what, rules_note(self.set))
+        format!("{}, {}", self.peer.what, rules_note(RuleSet::TenK))
     }
     fn start(&mut self, bed: &mut Testbed, env: &DutEnv) -> Result<(), DutError> {
-        let rules = RulesFile::write(self.set, bed)?;
+        let rules = RulesFile::write(RuleSet::TenK, bed)?;
         self.peer.env = vec![("OVS_FLOWS_FILE".into(), rules.0.display().to_string())];
         self.rules = Some(rules);
         let r = self.peer.start(bed, env);
