@@ -9,6 +9,8 @@
 #          native (driver) mode with copy, since veth has no AF_XDP zero-copy).
 #   system: ports as plain netdev-linux ports (AF_PACKET-like, handled by the main thread);
 #          CPU is then applied with taskset to ovs-vswitchd as a whole.
+# OVS_FLOWS_FILE: a file of rules in ovs-ofctl syntax (ports 1 = d0, 2 = d1) loaded with
+#          'ovs-ofctl add-flows' instead of the two in_port flows.
 #
 # usage: dut-ovs.sh start DUT_NS [afxdp|system] [CPU]
 #        dut-ovs.sh stop DUT_NS
@@ -127,10 +129,17 @@ start() {
     ip -n "$ns" link set dev d0 up
     ip -n "$ns" link set dev d1 up
     ovs-ofctl del-flows "$BR"
-    ovs-ofctl add-flow "$BR" "in_port=1,actions=output:2"
-    ovs-ofctl add-flow "$BR" "in_port=2,actions=output:1"
+    if [[ -n ${OVS_FLOWS_FILE:-} ]]; then
+        [[ -r $OVS_FLOWS_FILE ]] || die "OVS_FLOWS_FILE '$OVS_FLOWS_FILE': not a readable file"
+        ovs-ofctl add-flows "$BR" "$OVS_FLOWS_FILE"
+    else
+        ovs-ofctl add-flow "$BR" "in_port=1,actions=output:2"
+        ovs-ofctl add-flow "$BR" "in_port=2,actions=output:1"
+    fi
+    local nflows
+    nflows=$(ovs-ofctl dump-aggregate "$BR" | sed -n 's/.*flow_count=\([0-9]*\).*/\1/p')
     trap - ERR
-    echo "dut-ovs: OvS netdev datapath bridge $BR(d0=1,d1=2) in $ns, ports $kind${mode:+ xdp-mode=$mode}, cpu $cpu, run dir $rd"
+    echo "dut-ovs: OvS netdev datapath bridge $BR(d0=1,d1=2) in $ns, ports $kind${mode:+ xdp-mode=$mode}, cpu $cpu, $nflows flows, run dir $rd"
 }
 
 case $cmd in

@@ -4,6 +4,7 @@ use anyhow::{bail, Result};
 use linerate_measure::bench::dut::{
     self, BareRedirect, Bridge, Dut, DutEnv, IpForward, LinerateFwd, ScriptPeer,
 };
+use linerate_measure::bench::dut_switch::{LinerateSwitch, OvsRules, RuleSet};
 use linerate_measure::bench::rfc2544::{Rfc2544Config, STANDARD_SIZES};
 use linerate_measure::bench::{
     self, to_report, BenchConfig, DutResult, Rfc2544Bench, Rfc2544Result,
@@ -29,6 +30,9 @@ Interrupting it (Ctrl-C, SIGTERM) stops at once and removes the test bed and the
 DuTs: linerate-afxdp, linerate-afpacket, linerate-afpacket-mmsg, linerate-xdp, linux-bridge,
 linux-ipfwd, xdp-redirect-bare, testpmd-af_xdp, testpmd-af_packet, ovs-afxdp, ovs-system (the
 peers are skipped with a reason when their package is missing; scripts/setup.sh installs them).
+Only with --dut: linerate-switch and linerate-switch-10k (linerate switch over afxdp:d0/d1 with
+1 rule per direction or 10 000 rules), ovs-afxdp-10k (Open vSwitch with the same 10 000 rules),
+ovs-system, linerate-afpacket-mmsg.
 
 Examples:
   linerate bench                                 # every available DuT, all sizes, report in linerate-report.html
@@ -139,6 +143,8 @@ pub(crate) fn all_duts() -> Vec<Box<dyn Dut>> {
         Box::new(LinerateFwd::new("afxdp")),
         Box::new(LinerateFwd::new("xdp")),
         Box::new(BareRedirect::new()),
+        Box::new(LinerateSwitch::new(RuleSet::OnePerDirection)),
+        Box::new(LinerateSwitch::new(RuleSet::TenK)),
         Box::new(ScriptPeer::new(
             "testpmd-af_xdp",
             "dut-testpmd.sh",
@@ -157,6 +163,7 @@ pub(crate) fn all_duts() -> Vec<Box<dyn Dut>> {
             &["afxdp"],
             "Open vSwitch userspace datapath, afxdp ports",
         )),
+        Box::new(OvsRules::ten_k()),
         Box::new(ScriptPeer::new(
             "ovs-system",
             "dut-ovs.sh",

@@ -153,16 +153,108 @@ impl Dut for BareRedirect {
     }
 }
 
+/// A `linerate` command run as the DuT: a child process in the DuT
+/// namespace, pinned to `env.cpu`, stopped with SIGINT (it then prints its
+/// final account as the last JSON line), killed if dropped while running.
+/// Shared by [`LinerateFwd`] and the switch DuTs.
+#[derive(Default)]
+pub struct LinerateChild {
+    child: Option<Child>,
+}
+
+impl LinerateChild {
+    /// Run `linerate ARGS --quiet --json --profile --cpu env.cpu` in the DuT
+    /// namespace and give it time to attach; fails early if it exits.
+    pub fn start(&mut self, bed: &Testbed, env: &DutEnv, args: &[String]) -> Result<(), DutError> {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", bed.ns_dut()])
+            .arg(&env.linerate)
+            .args(args)
+            .args([
+                "--quiet",
+                "--json",
+                "--profile",
+                "--cpu",
+                &env.cpu.to_string(),
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| DutError::Failed(format!("cannot run {}: {e}", env.linerate.display())))?;
+        crate::guard::register_pid(child.id());
+        // Give it time to attach; fail early if it exits.
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_millis(700) {
+            if let Ok(Some(st)) = child.try_wait() {
+                crate::guard::unregister_pid(child.id());
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    use std::io::Read;
+                    let _ = e.read_to_string(&mut err);
+                }
+                return Err(DutError::Failed(format!(
+                    "exited with {st}: {}",
+                    err.trim()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.child = Some(child);
+        Ok(())
+    }
+
+    /// SIGINT, wait, and the last JSON line of its output (`what` names it
+    /// in errors, e.g. "linerate fwd").
+    pub fn stop(&mut self, what: &str) -> Result<Option<serde_json::Value>, DutError> {
+        let Some(child) = self.child.take() else {
+            return Ok(None);
+        };
+        // SIGINT: linerate prints its final account and detaches.
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let pid = child.id();
+        let out = child
+            .wait_with_output()
+            .map_err(|e| DutError::Failed(e.to_string()))?;
+        crate::guard::unregister_pid(pid);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let last = stdout.lines().rev().find(|l| l.starts_with('{'));
+        if !out.status.success() {
+            return Err(DutError::Failed(format!(
+                "{what} ended with {}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(last.and_then(|l| serde_json::from_str(l).ok()))
+    }
+}
+
+impl Drop for LinerateChild {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+            crate::guard::unregister_pid(c.id());
+        }
+    }
+}
+
 /// `linerate fwd` in one of its modes, as a child process in the DuT namespace.
 pub struct LinerateFwd {
     /// "afxdp", "afpacket", "afpacket-mmsg" or "xdp".
     pub kind: &'static str,
-    child: Option<Child>,
+    child: LinerateChild,
 }
 
 impl LinerateFwd {
     pub fn new(kind: &'static str) -> Self {
-        LinerateFwd { kind, child: None }
+        LinerateFwd {
+            kind,
+            child: LinerateChild::default(),
+        }
     }
     fn args(&self) -> Vec<String> {
         let s = |x: &str| x.to_string();
@@ -186,76 +278,12 @@ impl Dut for LinerateFwd {
         format!("linerate fwd {}", self.args().join(" "))
     }
     fn start(&mut self, bed: &mut Testbed, env: &DutEnv) -> Result<(), DutError> {
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", bed.ns_dut()])
-            .arg(&env.linerate)
-            .arg("fwd")
-            .args(self.args())
-            .args([
-                "--quiet",
-                "--json",
-                "--profile",
-                "--cpu",
-                &env.cpu.to_string(),
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| DutError::Failed(format!("cannot run {}: {e}", env.linerate.display())))?;
-        crate::guard::register_pid(child.id());
-        // Give it time to attach; fail early if it exits.
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_millis(700) {
-            if let Ok(Some(st)) = child.try_wait() {
-                let mut err = String::new();
-                if let Some(mut e) = child.stderr.take() {
-                    use std::io::Read;
-                    let _ = e.read_to_string(&mut err);
-                }
-                return Err(DutError::Failed(format!(
-                    "exited with {st}: {}",
-                    err.trim()
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        self.child = Some(child);
-        Ok(())
+        let mut args = vec!["fwd".to_string()];
+        args.extend(self.args());
+        self.child.start(bed, env, &args)
     }
     fn stop(&mut self, _: &Testbed) -> Result<Option<serde_json::Value>, DutError> {
-        let Some(child) = self.child.take() else {
-            return Ok(None);
-        };
-        // SIGINT: the forwarder prints its final account and detaches.
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-        let pid = child.id();
-        let out = child
-            .wait_with_output()
-            .map_err(|e| DutError::Failed(e.to_string()))?;
-        crate::guard::unregister_pid(pid);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let last = stdout.lines().rev().find(|l| l.starts_with('{'));
-        if !out.status.success() {
-            return Err(DutError::Failed(format!(
-                "linerate fwd ended with {}: {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
-        Ok(last.and_then(|l| serde_json::from_str(l).ok()))
-    }
-}
-
-impl Drop for LinerateFwd {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-            crate::guard::unregister_pid(c.id());
-        }
+        self.child.stop("linerate fwd")
     }
 }
 
@@ -265,6 +293,8 @@ pub struct ScriptPeer {
     pub name: &'static str,
     pub script: &'static str,
     pub args: Vec<String>,
+    /// Extra environment of `start` (e.g. `OVS_FLOWS_FILE` for dut-ovs.sh).
+    pub env: Vec<(String, String)>,
     pub what: &'static str,
     started: Option<String>,
 }
@@ -280,6 +310,7 @@ impl ScriptPeer {
             name,
             script,
             args: args.iter().map(|s| s.to_string()).collect(),
+            env: Vec::new(),
             what,
             started: None,
         }
@@ -319,6 +350,7 @@ impl Dut for ScriptPeer {
                 .arg("start")
                 .arg(bed.ns_dut())
                 .args(&self.args)
+                .envs(self.env.iter().map(|(k, v)| (k, v)))
                 .env("DUT_CPU", env.cpu.to_string()),
         )
         .map_err(|e| DutError::Failed(format!("{}: {e}", p.display())))?;

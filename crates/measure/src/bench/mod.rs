@@ -9,6 +9,7 @@
 //! DuT is measured with the same generator and the same counter.
 
 pub mod dut;
+pub mod dut_switch;
 pub mod rfc2544;
 pub mod to_report;
 pub mod trial;
