@@ -31,7 +31,7 @@ Examples:
 Ports: afxdp:IFACE[?queue=N&mode=native|generic&zerocopy=0|1]
        afpacket:IFACE[?ring=v3|mmsg&fanout=hash|cpu|lb&qdisc_bypass=0|1]
        pcap:FILE[?mode=read|write&speed=top|original|X&rate=PPS&loop=N]
-       mem:NAME[?source=SIZE|sink]"
+       mem:NAME[?source=SIZE[&flows=N]|sink]"
 )]
 pub struct Args {
     /// First port (URI).
