@@ -139,6 +139,12 @@ impl Star {
         }
         c.arg("--flows").arg(f).arg("--groups").arg(g);
         c.arg("--meters").arg(m).arg("--ctl").arg(self.sock());
+        self.spawn_switch(c)
+    }
+
+    /// Run a `linerate switch` command line (ports, files, `--ctl`) in
+    /// poll-wait mode with JSON output; wait for its control socket.
+    fn spawn_switch(&self, mut c: Command) -> Proc {
         c.args(["--poll", "wait", "--json", "--quiet"]);
         let p = Proc(
             c.stdout(Stdio::piped())
@@ -621,18 +627,7 @@ fn flower_amplifies_through_a_group_and_loops() {
         .arg(g)
         .arg("--ctl")
         .arg(s.sock());
-    c.args(["--poll", "wait", "--json", "--quiet"]);
-    let sw = Proc(
-        c.stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let t = Instant::now();
-    while !s.sock().exists() && t.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(s.sock().exists(), "switch did not come up");
+    let sw = s.spawn_switch(c);
 
     let sink = s.count(2, 1.0);
     s.gen(

@@ -739,23 +739,6 @@ impl BenchRunner {
     }
 }
 
-/// SplitMix64: a small, well-mixed generator for the run order.
-struct SplitMix(u64);
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in 0..n (multiply-shift; the bias is below 2^-40 for the
-    /// sizes of a design).
-    fn below(&mut self, n: usize) -> usize {
-        ((self.next() as u128 * n as u128) >> 64) as usize
-    }
-}
-
 /// Every (cell, replication) of the design in a random order
 /// (Fisher-Yates with `seed`). Replication numbers increase with run order
 /// within a cell.
@@ -764,9 +747,10 @@ fn run_order(design: &Design, seed: u64) -> Vec<(usize, usize)> {
     let mut cells: Vec<usize> = (0..design.cells())
         .flat_map(|c| std::iter::repeat_n(c, r))
         .collect();
-    let mut rng = SplitMix(seed);
+    let mut rng = linerate_pipeline::generate::field::SplitMix64(seed);
     for i in (1..cells.len()).rev() {
-        let j = rng.below(i + 1);
+        // Uniform in 0..=i by multiply-shift (bias below 2^-40 for a design's size).
+        let j = ((rng.next_u64() as u128 * (i as u128 + 1)) >> 64) as usize;
         cells.swap(i, j);
     }
     let mut seen = vec![0usize; design.cells()];

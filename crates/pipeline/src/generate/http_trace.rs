@@ -28,6 +28,19 @@ use std::collections::{BinaryHeap, HashMap};
 use linerate_wire::build::{build_tcp, FrameParams, IpPair};
 use linerate_wire::tcp::{flags, TcpRepr};
 
+use super::field::SplitMix64 as Rng;
+
+/// Uniform in 0..n by multiply-shift (one draw; the bias is below 2^-40
+/// for the sizes here).
+fn below(r: &mut Rng, n: u64) -> u64 {
+    ((r.next_u64() as u128 * n as u128) >> 64) as u64
+}
+
+/// Uniform in (0, 1].
+fn unit(r: &mut Rng) -> f64 {
+    ((r.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64
+}
+
 /// TCP payload per full segment (1500-byte MTU, no options).
 pub const MSS: usize = 1448;
 
@@ -114,26 +127,6 @@ pub struct HttpTraceTruth {
     pub top10_byte_share: f64,
     /// Timestamp of the last packet (ns after the first).
     pub duration_ns: u64,
-}
-
-/// splitmix64: small, fast, and the same everywhere.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in (0, 1].
-    fn unit(&mut self) -> f64 {
-        ((self.next() >> 11) + 1) as f64 / (1u64 << 53) as f64
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        ((self.next() as u128 * n as u128) >> 64) as u64
-    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -341,9 +334,9 @@ pub fn write_trace<E>(
         if started < cfg.connections && due.is_none_or(|t| next_start <= t) {
             let id = started;
             started += 1;
-            let c = rng.below(cfg.clients as u64) as u32;
-            let s = rng.below(cfg.servers as u64) as u8;
-            let u = rng.unit();
+            let c = below(&mut rng, cfg.clients as u64) as u32;
+            let s = below(&mut rng, cfg.servers as u64) as u8;
+            let u = unit(&mut rng);
             let size = ((cfg.min_size as f64) / u.powf(1.0 / cfg.pareto_shape))
                 .min(cfg.max_size as f64) as u64;
             sizes.push(size);
@@ -361,8 +354,8 @@ pub fn write_trace<E>(
                 client: [10, 1, (c >> 8) as u8, c as u8],
                 server,
                 cport: 1024 + (id % 64_000) as u16,
-                cisn: rng.next() as u32,
-                sisn: rng.next() as u32,
+                cisn: rng.next_u64() as u32,
+                sisn: rng.next_u64() as u32,
                 total: head.len() as u64 + size,
                 request,
                 head,
@@ -373,7 +366,7 @@ pub fn write_trace<E>(
             open.insert(id, conn);
             heap.push(Reverse((next_start, id)));
             // Exponential gaps: a Poisson process of starts.
-            let gap = -(rng.unit().ln()) * cfg.mean_gap_ns as f64;
+            let gap = -(unit(&mut rng).ln()) * cfg.mean_gap_ns as f64;
             next_start += gap.max(1.0) as u64;
             continue;
         }
