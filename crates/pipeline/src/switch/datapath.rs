@@ -266,6 +266,24 @@ impl Stage {
     }
 }
 
+/// Copy a frame into a staging slot of the same length. Frames of 16 to
+/// 128 bytes are copied as 16-byte pieces (the last one overlapping),
+/// inline: a `memcpy` call cost ~9 cycles of a 64-byte frame's budget.
+#[inline(always)]
+fn copy_small(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    if !(16..=128).contains(&n) || dst.len() != n {
+        dst.copy_from_slice(src);
+        return;
+    }
+    let mut o = 0;
+    while o + 16 < n {
+        dst[o..o + 16].copy_from_slice(&src[o..o + 16]);
+        o += 16;
+    }
+    dst[n - 16..].copy_from_slice(&src[n - 16..]);
+}
+
 /// Per-batch bookkeeping of what happened to each received packet.
 struct Fate {
     /// Copies staged.
@@ -305,7 +323,7 @@ impl Ctx<'_> {
             return;
         }
         let off = n * STRIDE;
-        st.buf[off..off + frame.len()].copy_from_slice(frame);
+        copy_small(&mut st.buf[off..off + frame.len()], frame);
         // The descriptor points into `st.buf`, which outlives the send below.
         st.pkts.push(Pkt {
             data: st.buf[off..].as_mut_ptr(),
@@ -458,7 +476,7 @@ impl Datapath {
         let in_no = self.port_nos[pi];
         let mut bytes = 0u64;
         for (k, p) in self.keys.iter_mut().zip(self.batch.pkts()) {
-            *k = Key::extract(p.bytes(), in_no);
+            k.extract_into(p.bytes(), in_no);
             bytes += p.len as u64;
         }
         let t2 = if profile { rdtsc() } else { 0 };
@@ -783,6 +801,16 @@ mod tests {
         let (s, got) = run(table(&["actions=output:2"]), 100, 5);
         assert_eq!(got[1] as u64, s.forwarded);
         assert_eq!(s.drop_of(SwDrop::TxFull), 100 - s.forwarded);
+    }
+
+    #[test]
+    fn copy_small_copies_every_length() {
+        let src: Vec<u8> = (0..200u32).map(|i| (i * 7 + 3) as u8).collect();
+        for n in 0..200 {
+            let mut dst = vec![0u8; n];
+            copy_small(&mut dst, &src[..n]);
+            assert_eq!(dst, &src[..n], "length {n}");
+        }
     }
 
     #[test]

@@ -37,6 +37,11 @@ impl Reference {
         self.rules.len()
     }
 
+    /// Every rule: id, match (normalized), priority; highest rank first.
+    pub fn rules(&self) -> impl Iterator<Item = (RuleId, &Match, u16)> {
+        self.rules.iter().map(|e| (e.id, &e.m, e.priority))
+    }
+
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
     }

@@ -252,6 +252,49 @@ fn extract_tcp_icmp_v6() {
         .matches(&k));
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+
+    /// The fast key path gives the general path's key whenever it takes a
+    /// frame, and takes the usual ones: valid UDP and TCP frames with
+    /// random bytes overwritten (lengths, version, fragment bits, protocol,
+    /// TCP data offset, any header byte) and random truncation.
+    #[test]
+    fn extract_fast_agrees_with_general(
+        tcp in any::<bool>(),
+        payload in 0usize..64,
+        edits in prop::collection::vec((0usize..80, any::<u8>()), 0..3),
+        cut in 0usize..100,
+        port in any::<u32>(),
+    ) {
+        use linerate_wire::build::{build_tcp, build_udp, FrameParams, IpPair};
+        use linerate_wire::tcp::TcpRepr;
+        let mut buf = [0u8; 256];
+        let mut p = FrameParams::new(IpPair::V4 { src: [10, 1, 2, 3], dst: [192, 168, 7, 9] });
+        let body = [0x5au8; 64];
+        p.payload = &body[..payload];
+        p.tos = 0x2e;
+        let n = if tcp {
+            let t = TcpRepr { src_port: 40000, dst_port: 80, flags: 0x018, ..TcpRepr::default() };
+            build_tcp(&mut buf, &p, &t).unwrap()
+        } else {
+            build_udp(&mut buf, &p, 5353, 53).unwrap()
+        };
+        let fresh = Key::extract_fast(&buf[..n], port);
+        prop_assert!(fresh.is_some(), "a valid frame takes the fast path");
+        prop_assert_eq!(fresh.unwrap(), Key::extract_general(&buf[..n], port));
+        for &(o, v) in &edits {
+            if o < n {
+                buf[o] = v;
+            }
+        }
+        let len = n.min(cut.max(1));
+        if let Some(k) = Key::extract_fast(&buf[..len], port) {
+            prop_assert_eq!(k, Key::extract_general(&buf[..len], port));
+        }
+    }
+}
+
 // ---------- classifier ----------
 
 fn parse(s: &str) -> Rule {
@@ -576,6 +619,11 @@ impl Harness {
             }
         }
         assert_eq!(self.cls.len(), self.reference.len());
+        // Every rule reads back (its entry and subtable are tracked when
+        // entries and subtables move).
+        for (id, m, p) in self.reference.rules() {
+            assert_eq!(self.cls.get(id), Some((*m, p)), "rule {id}");
+        }
     }
 }
 
