@@ -117,6 +117,20 @@ fn parse_port(s: &str) -> Result<(u32, String)> {
     Ok((n, uri.to_string()))
 }
 
+/// Keep freed heap memory in the process for reuse instead of returning it
+/// to the kernel: every rule batch builds a new table version and frees an
+/// old one, and a million-rule version is ~200 MB; given back, each batch
+/// page-faults it in again (a third of the time of inserting 1M rules).
+/// The switch's memory then stays at its high-water mark, as a DPDK
+/// application's preallocated memory does.
+fn keep_freed_memory() {
+    // SAFETY: mallopt only sets allocator parameters; called once at start.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
+    }
+}
+
 /// Apply rules all or nothing (one published version): every rule is
 /// checked first, so the inserts cannot fail half-way (no copy to roll back).
 fn add_rules(ctl: &Control, rules: Vec<Rule>) -> Result<usize, String> {
@@ -125,6 +139,9 @@ fn add_rules(ctl: &Control, rules: Vec<Rule>) -> Result<usize, String> {
     ctl.edit(|t| {
         for r in &rules {
             t.check(r).map_err(|e| format!("rule '{r}': {e}"))?;
+        }
+        if rules.len() > 1 {
+            t.reserve_for(&rules);
         }
         for r in rules {
             t.add_flow(r, now)?;
@@ -194,6 +211,7 @@ pub fn run(a: Args) -> Result<()> {
         }
         ports.push(SwitchPort::new(*n, uri, p.rx, p.tx));
     }
+    keep_freed_memory();
     let mut dp = Datapath::new(ports, ctl.clone(), a.batch, !a.no_emc);
     let shared = Arc::new(Shared {
         ctl: ctl.clone(),
@@ -540,6 +558,7 @@ fn handle(line: &str, r: &mut impl BufRead, sh: &Shared) -> Result<Value, String
             let n: usize = arg
                 .parse()
                 .map_err(|_| format!("add-flows '{arg}': expected the number of rule lines"))?;
+            let t_parse = Instant::now();
             let mut rules = Vec::with_capacity(n.min(1 << 20));
             let mut l = String::new();
             let mut err = None;
@@ -558,8 +577,10 @@ fn handle(line: &str, r: &mut impl BufRead, sh: &Shared) -> Result<Value, String
                 return Err(e);
             }
             let t = Instant::now();
+            let parse_seconds = (t - t_parse).as_secs_f64();
             let k = add_rules(ctl, rules)?;
-            Ok(json!({"added": k, "seconds": t.elapsed().as_secs_f64()}))
+            Ok(json!({"added": k, "seconds": t.elapsed().as_secs_f64(),
+                      "receive_parse_seconds": parse_seconds}))
         }
         "del-flows" => {
             let spec = if arg.is_empty() {
@@ -669,12 +690,19 @@ pub fn run_ctl(a: CtlArgs) -> Result<()> {
     let mut req = a.command.clone();
     if a.command == "add-flows" {
         let f = a.arg.as_ref().context("add-flows needs a FILE")?;
-        let lines = read_lines(Path::new(f), "add-flows")?;
-        req = format!("add-flows {}\n", lines.len());
-        for (_, l) in &lines {
-            req.push_str(l);
-            req.push('\n');
+        // One pass over the file, no string per line (a million-rule file
+        // is sent in well under 0.1 s).
+        let text = std::fs::read_to_string(f).with_context(|| format!("add-flows file '{f}'"))?;
+        let mut body = String::with_capacity(text.len() + 1);
+        let mut n = 0usize;
+        for l in text.lines().map(str::trim) {
+            if !l.is_empty() && !l.starts_with('#') {
+                body.push_str(l);
+                body.push('\n');
+                n += 1;
+            }
         }
+        req = format!("add-flows {n}\n{body}");
     } else {
         if let Some(x) = &a.arg {
             if x.contains('\n') {

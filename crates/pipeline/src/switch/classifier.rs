@@ -264,6 +264,9 @@ pub struct Classifier {
     suffix_max: Vec<u64>,
     next_seq: u64,
     generation: u64,
+    /// A [`Self::reserve`] for a mask that has no subtable yet: applied
+    /// when the subtable is created.
+    pending_reserve: Option<(Key, usize)>,
 }
 
 impl Classifier {
@@ -334,7 +337,16 @@ impl Classifier {
         let si = match self.by_mask.get(&m.mask) {
             Some(&i) => i,
             None => {
-                self.subtables.push(Subtable::new(m.mask));
+                let mut st = Subtable::new(m.mask);
+                if let Some((mask, n)) = self.pending_reserve.take() {
+                    if mask == m.mask {
+                        let k = st.nsel as usize;
+                        st.buckets.reserve(n);
+                        st.vals.reserve(n * k);
+                        st.index.reserve(n, |_| 0);
+                    }
+                }
+                self.subtables.push(st);
                 let i = self.subtables.len() - 1;
                 self.by_mask.insert(m.mask, i);
                 // New subtables go last until the next rerank.
@@ -360,6 +372,25 @@ impl Classifier {
         self.generation += 1;
         self.rebuild_suffix();
         (id, true)
+    }
+
+    /// Make room for `n` more rules with mask `mask` (a batch insert calls
+    /// this per mask first: growing a million-entry table by doubling
+    /// re-hashes every entry about twice). Creates nothing.
+    pub fn reserve(&mut self, mask: &Key, n: usize) {
+        self.rules.reserve(n.saturating_sub(self.free.len()));
+        if let Some(&si) = self.by_mask.get(mask) {
+            let st = &mut self.subtables[si];
+            let k = st.nsel as usize;
+            st.buckets.reserve(n);
+            st.vals.reserve(n * k);
+            let (vals, sel) = (&st.vals, &st.sel[..k]);
+            st.index.reserve(n, |&x| {
+                Key::hash_packed(&vals[x as usize * k..(x as usize + 1) * k], sel)
+            });
+        } else {
+            self.pending_reserve = Some((*mask, n));
+        }
     }
 
     /// The rule with exactly this match and priority.

@@ -159,6 +159,22 @@ impl FlowTable {
         Ok(id)
     }
 
+    /// Make room for a batch of rules (per mask; see
+    /// [`Classifier::reserve`]). Only capacity: the rules are added by
+    /// [`Self::add_flow`].
+    pub fn reserve_for(&mut self, rules: &[Rule]) {
+        self.entries.reserve(rules.len());
+        let mut per_mask: HashMap<crate::switch::key::Key, usize> = HashMap::new();
+        for r in rules {
+            *per_mask
+                .entry(super::reference::normalize(&r.m).mask)
+                .or_insert(0) += 1;
+        }
+        for (mask, n) in per_mask {
+            self.cls.reserve(&mask, n);
+        }
+    }
+
     /// Would [`Self::add_flow`] accept this rule? (It fails for nothing else.)
     pub fn check(&self, rule: &Rule) -> Result<(), String> {
         if rule.table != 0 {
