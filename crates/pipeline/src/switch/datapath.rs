@@ -284,6 +284,11 @@ fn copy_small(dst: &mut [u8], src: &[u8]) {
     dst[n - 16..].copy_from_slice(&src[n - 16..]);
 }
 
+/// The keys of a batch, each on its own cache line (a [`Key`] is 64
+/// bytes but only 8-aligned, so that stored rules are not padded).
+#[repr(C, align(64))]
+struct BatchKeys([Key; MAX_BATCH]);
+
 /// Per-batch bookkeeping of what happened to each received packet.
 struct Fate {
     /// Copies staged.
@@ -390,7 +395,7 @@ pub struct Datapath {
     port_nos: Vec<u32>,
     stages: Vec<Stage>,
     batch: Batch,
-    keys: Vec<Key>,
+    keys: Box<BatchKeys>,
     out: Vec<Option<RuleId>>,
     emc: Emc,
     ctl: Arc<Control>,
@@ -418,7 +423,7 @@ impl Datapath {
             ports,
             stages,
             batch: Batch::new(batch),
-            keys: vec![Key::ZERO; MAX_BATCH],
+            keys: Box::new(BatchKeys([Key::ZERO; MAX_BATCH])),
             out: vec![None; MAX_BATCH],
             emc: Emc::new(DEFAULT_SLOTS, if emc { DEFAULT_INV_PROB } else { 0 }),
             ctl,
@@ -475,13 +480,13 @@ impl Datapath {
         }
         let in_no = self.port_nos[pi];
         let mut bytes = 0u64;
-        for (k, p) in self.keys.iter_mut().zip(self.batch.pkts()) {
+        for (k, p) in self.keys.0.iter_mut().zip(self.batch.pkts()) {
             k.extract_into(p.bytes(), in_no);
             bytes += p.len as u64;
         }
         let t2 = if profile { rdtsc() } else { 0 };
         self.emc
-            .lookup_batch(table.classifier(), &self.keys[..n], &mut self.out[..n]);
+            .lookup_batch(table.classifier(), &self.keys.0[..n], &mut self.out[..n]);
         let t3 = if profile { rdtsc() } else { 0 };
 
         let mut drops = [0u64; SwDrop::COUNT];

@@ -46,7 +46,9 @@ pub const SAMPLE_EVERY: u32 = 64;
 
 const NO_RULE: u32 = u32::MAX;
 
+/// One cache line per slot (a probe touches one line).
 #[derive(Clone, Copy)]
+#[repr(C, align(64))]
 struct Slot {
     key: Key,
     /// Generation + 1 (0 = never used).
