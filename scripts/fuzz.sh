@@ -13,7 +13,7 @@ if ! [[ "$SECONDS_TOTAL" =~ ^[0-9]+$ ]] || [ "$SECONDS_TOTAL" -lt 1 ]; then
     echo "fuzz.sh: SECONDS must be a positive integer, got '$SECONDS_TOTAL'" >&2
     exit 2
 fi
-TARGETS=(ethernet vlan arp ipv4 ipv6 udp tcp icmp frame flowkey pcap uri switch_rule http)
+TARGETS=(ethernet vlan arp ipv4 ipv6 udp tcp icmp frame flowkey pcap uri switch_rule switch_key http)
 PER=$(( SECONDS_TOTAL / ${#TARGETS[@]} ))
 [ "$PER" -ge 1 ] || PER=1
 ENGINE="${FUZZ_ENGINE:-auto}"
@@ -22,7 +22,7 @@ ENGINE="${FUZZ_ENGINE:-auto}"
 SAN="${FUZZ_SANITIZER:-none}"
 
 run_stable() {
-    echo "fuzz.sh: stable fuzzer over the wire targets, ${SECONDS_TOTAL} s (pcap, uri, switch_rule and http: cargo-fuzz only; their mutation tests run with cargo test)"
+    echo "fuzz.sh: stable fuzzer over the wire targets, ${SECONDS_TOTAL} s (pcap, uri, switch_rule, switch_key and http: cargo-fuzz only; their mutation tests run with cargo test)"
     cargo run --quiet --release -p linerate-wire --example fuzz_stable -- "$SECONDS_TOTAL"
 }
 
