@@ -96,13 +96,18 @@ struct Shared {
     counters: Arc<SwitchCounters>,
 }
 
+/// The rule lines of a flows/groups/meters file: numbered from 1, trimmed,
+/// without blank lines and `#` comments.
+fn rule_lines(s: &str) -> impl Iterator<Item = (usize, &str)> {
+    s.lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim()))
+        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
+}
+
 fn read_lines(p: &Path, what: &str) -> Result<Vec<(usize, String)>> {
     let s = std::fs::read_to_string(p).with_context(|| format!("{what} file '{}'", p.display()))?;
-    Ok(s.lines()
-        .enumerate()
-        .map(|(i, l)| (i + 1, l.trim().to_string()))
-        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
-        .collect())
+    Ok(rule_lines(&s).map(|(i, l)| (i, l.to_string())).collect())
 }
 
 fn parse_port(s: &str) -> Result<(u32, String)> {
@@ -695,12 +700,10 @@ pub fn run_ctl(a: CtlArgs) -> Result<()> {
         let text = std::fs::read_to_string(f).with_context(|| format!("add-flows file '{f}'"))?;
         let mut body = String::with_capacity(text.len() + 1);
         let mut n = 0usize;
-        for l in text.lines().map(str::trim) {
-            if !l.is_empty() && !l.starts_with('#') {
-                body.push_str(l);
-                body.push('\n');
-                n += 1;
-            }
+        for (_, l) in rule_lines(&text) {
+            body.push_str(l);
+            body.push('\n');
+            n += 1;
         }
         req = format!("add-flows {n}\n{body}");
     } else {

@@ -161,15 +161,17 @@ impl Subtable {
     fn find(&self, packed: &[u64], h: u64) -> Option<u32> {
         let n = self.nsel as usize;
         self.index
-            .find(h, |&ix| {
-                let v = &self.vals[ix as usize * n..(ix as usize + 1) * n];
-                let mut d = 0;
-                for j in 0..n {
-                    d |= v[j] ^ packed[j];
-                }
-                d == 0
-            })
+            .find(h, |&ix| same_words(&self.vals[ix as usize * n..], packed))
             .copied()
+    }
+
+    /// Room for `n` more entries (no re-hash by doubling while they go in).
+    fn reserve(&mut self, n: usize) {
+        let k = self.nsel as usize;
+        self.buckets.reserve(n);
+        self.vals.reserve(n * k);
+        let (vals, sel) = (&self.vals, &self.sel[..k]);
+        self.index.reserve(n, |&x| entry_hash(vals, sel, x));
     }
 
     /// Pack a masked value (the used words, in `sel` order).
@@ -205,9 +207,8 @@ impl Subtable {
         self.vals.extend_from_slice(&p[..n]);
         self.buckets.push(Bucket::new());
         let (vals, sel) = (&self.vals, &self.sel[..n]);
-        self.index.insert_unique(h, ix, |&x| {
-            Key::hash_packed(&vals[x as usize * n..(x as usize + 1) * n], sel)
-        });
+        self.index
+            .insert_unique(h, ix, |&x| entry_hash(vals, sel, x));
         ix
     }
 
@@ -215,7 +216,7 @@ impl Subtable {
     /// Returns the rules of the moved entry (their `ix` is now `ix`).
     fn remove_entry(&mut self, ix: u32) -> Option<&Bucket> {
         let n = self.nsel as usize;
-        let h = Key::hash_packed(self.vals_of(ix), self.sel());
+        let h = entry_hash(&self.vals, self.sel(), ix);
         if let Ok(e) = self.index.find_entry(h, |&x| x == ix) {
             e.remove();
         }
@@ -225,7 +226,7 @@ impl Subtable {
             self.vals.truncate(ix as usize * n);
             return None;
         }
-        let hl = Key::hash_packed(self.vals_of(last), self.sel());
+        let hl = entry_hash(&self.vals, self.sel(), last);
         if let Some(x) = self.index.find_mut(hl, |&x| x == last) {
             *x = ix;
         }
@@ -238,6 +239,24 @@ impl Subtable {
     fn len(&self) -> usize {
         self.buckets.len()
     }
+}
+
+/// The hash of entry `x` of a subtable's packed values (its index needs
+/// it back when it grows).
+fn entry_hash(vals: &[u64], sel: &[u8], x: u32) -> u64 {
+    let k = sel.len();
+    Key::hash_packed(&vals[x as usize * k..(x as usize + 1) * k], sel)
+}
+
+/// Are the first `b.len()` words of `a` equal to `b`? (Branch-free; with
+/// `b` of constant length, as in [`probe`], the loop unrolls.)
+#[inline(always)]
+fn same_words(a: &[u64], b: &[u64]) -> bool {
+    let mut d = 0;
+    for (x, y) in a[..b.len()].iter().zip(b) {
+        d |= x ^ y;
+    }
+    d == 0
 }
 
 /// Lookup counters a datapath can add up (no atomics: per core).
@@ -340,10 +359,7 @@ impl Classifier {
                 let mut st = Subtable::new(m.mask);
                 if let Some((mask, n)) = self.pending_reserve.take() {
                     if mask == m.mask {
-                        let k = st.nsel as usize;
-                        st.buckets.reserve(n);
-                        st.vals.reserve(n * k);
-                        st.index.reserve(n, |_| 0);
+                        st.reserve(n);
                     }
                 }
                 self.subtables.push(st);
@@ -380,14 +396,7 @@ impl Classifier {
     pub fn reserve(&mut self, mask: &Key, n: usize) {
         self.rules.reserve(n.saturating_sub(self.free.len()));
         if let Some(&si) = self.by_mask.get(mask) {
-            let st = &mut self.subtables[si];
-            let k = st.nsel as usize;
-            st.buckets.reserve(n);
-            st.vals.reserve(n * k);
-            let (vals, sel) = (&st.vals, &st.sel[..k]);
-            st.index.reserve(n, |&x| {
-                Key::hash_packed(&vals[x as usize * k..(x as usize + 1) * k], sel)
-            });
+            self.subtables[si].reserve(n);
         } else {
             self.pending_reserve = Some((*mask, n));
         }
@@ -684,14 +693,9 @@ fn probe<const N: usize>(
             h = wh[j].step(h, v[j]);
         }
         let h = hash_finish(h);
-        let found = st.index.find(h, |&ix| {
-            let e = &vals[ix as usize * N..ix as usize * N + N];
-            let mut d = 0;
-            for j in 0..N {
-                d |= e[j] ^ v[j];
-            }
-            d == 0
-        });
+        let found = st
+            .index
+            .find(h, |&ix| same_words(&vals[ix as usize * N..], &v));
         let Some(&ix) = found else {
             continue;
         };

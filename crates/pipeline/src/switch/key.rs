@@ -1,6 +1,7 @@
 //! The packet key: every matchable field of a frame packed into eight
-//! 64-bit words (64 bytes, a cache line where the datapath keeps them), plus masks of the same shape, so a rule
-//! matches a packet when `(key & mask) == value`.
+//! 64-bit words (64 bytes, a cache line where the datapath keeps them),
+//! plus masks of the same shape, so a rule matches a packet when
+//! `(key & mask) == value`.
 //!
 //! Layout (bit 63 is the most significant bit of a word):
 //!
