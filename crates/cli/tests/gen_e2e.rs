@@ -178,9 +178,14 @@ struct Expect {
 /// warning; with signatures, `linerate count` reads all `N` of them.
 fn check_decodes(file: &Path, e: &Expect, what: &str) -> Vec<Row> {
     let bad = tshark_matching(file, BAD_FILTER);
+    // On failure, the first bad frame in full (its expert info and bytes):
+    // the temporary file is gone by the time anyone reads the message.
+    let detail = bad.first().map_or(String::new(), |n| {
+        tshark(file, &["-Y", &format!("frame.number == {n}"), "-V", "-x"])
+    });
     assert!(
         bad.is_empty(),
-        "{what}: {} bad frames in tshark (first: {:?}); {}",
+        "{what}: {} bad frames in tshark (first: {:?}); {}\n{detail}",
         bad.len(),
         bad.first(),
         file.display()
