@@ -237,6 +237,7 @@ pub fn dec_ttl(f: &mut FrameBuf, l: &mut Option<Layers>) -> Result<(), Verdict> 
 
 /// Run `actions` on `f` (see the module doc). `Err` = the frame is dropped
 /// at that point (outputs before it have happened).
+#[inline(always)]
 pub fn execute(f: &mut FrameBuf, actions: &[Action], env: &mut impl Env) -> Result<(), Verdict> {
     let mut l: Option<Layers> = None;
     for a in actions {
