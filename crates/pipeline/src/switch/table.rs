@@ -355,6 +355,22 @@ impl Control {
         r
     }
 
+    /// Edit the table all or nothing: on `Ok` the result is published; on
+    /// `Err` the control copy is put back to the published version (what
+    /// it was before, up to subtable hit counts, which are only a ranking
+    /// hint) and nothing is published. For edits that fail part way, such
+    /// as a stream of rules with a bad line in it.
+    pub fn try_edit<R, E>(&self, f: impl FnOnce(&mut FlowTable) -> Result<R, E>) -> Result<R, E> {
+        let mut g = self.edit.lock().unwrap_or_else(|p| p.into_inner());
+        let r = f(&mut g);
+        if r.is_ok() {
+            self.published.store(Arc::new(g.clone()));
+        } else {
+            *g = FlowTable::clone(&self.published.load());
+        }
+        r
+    }
+
     /// Read the control copy (counters are shared, so they are current).
     pub fn read<R>(&self, f: impl FnOnce(&FlowTable) -> R) -> R {
         let g = self.edit.lock().unwrap_or_else(|p| p.into_inner());
