@@ -2,7 +2,9 @@
 //! steered by a symmetric flow hash to N workers; a forwarder in front of
 //! each worker drops early by rules (libpcap filters, priority classes),
 //! shunting and TED; each worker takes batches, runs the in-process
-//! analyser and/or writes pcapng files.
+//! analyser and/or writes pcapng files and/or sends the packets it kept
+//! out of a port (`--out`, e.g. a veth into a namespace where tcpdump,
+//! tshark or Suricata listens).
 //!
 //! Threads, `--steer dispatcher` (default, any port): one RX thread reads
 //! the port in batches and runs the software dispatcher (parse, hash,
@@ -19,7 +21,7 @@
 //! `shunt SRC:SPORT DST:DPORT PROTO` and `stats`.
 
 use anyhow::{bail, Context, Result};
-use linerate_io::{Batch, DropReason, OpenOptions, Port};
+use linerate_io::{Batch, DropReason, OpenOptions, Pkt, Port, TxPort};
 use linerate_pipeline::capture::analyser::{Costly, NullAnalyser};
 use linerate_pipeline::capture::{
     Analyser, AnalyserAction, CaptureWriter, Dispatcher, Filter, Forwarder, ForwarderConfig,
@@ -80,6 +82,8 @@ Examples:
   linerate capture afpacket:eth1 --analyser http --shunt-after-response --json
   # emulate a heavy analyser (2 us per packet) on a replayed trace, TED off
   linerate capture pcap:trace.pcapng --analyser http --cost-ns 2000 --ted off
+  # keep only web traffic, TED on, and hand it to an analyser listening on veth1's peer
+  linerate capture afpacket:eth1 --filter 'tcp port 80' --out afpacket:veth1
   # kernel fanout instead of the software dispatcher; keep only web traffic
   linerate capture afpacket:eth1 --steer fanout --workers 2 --filter 'tcp port 80'"
 )]
@@ -95,6 +99,11 @@ pub struct Args {
     /// Write pcapng files into this directory.
     #[arg(long)]
     pub write: Option<PathBuf>,
+    /// Send every packet a worker keeps out of this port (URI, e.g.
+    /// afpacket:veth1 into a namespace where an external analyser listens);
+    /// each worker opens its own.
+    #[arg(long, value_name = "URI")]
+    pub out: Option<String>,
     /// File name prefix.
     #[arg(long, default_value = "capture")]
     pub name: String,
@@ -159,6 +168,9 @@ type Counters = Mutex<Vec<(&'static str, u64)>>;
 struct WorkerShared {
     taken: AtomicU64,
     written: AtomicU64,
+    /// `--out`: packets the port took, and packets it refused (TX ring full).
+    out_sent: AtomicU64,
+    out_dropped: AtomicU64,
     acknowledged: AtomicU64,
     queue_used: AtomicU64,
     queue_capacity: AtomicU64,
@@ -202,6 +214,7 @@ impl Shared {
     fn snapshot(&self) -> Value {
         let mut tot = [0u64; DropReason::COUNT];
         let (mut rx, mut fw, mut ack, mut wr) = (0u64, 0u64, 0u64, 0u64);
+        let (mut os, mut od) = (0u64, 0u64);
         let mut events_tot: Vec<(&'static str, u64)> = Vec::new();
         let workers: Vec<Value> = self
             .fwd
@@ -226,6 +239,8 @@ impl Shared {
                 fw += r.stage.passed;
                 ack += ws.acknowledged.load(Relaxed);
                 wr += ws.written.load(Relaxed);
+                os += ws.out_sent.load(Relaxed);
+                od += ws.out_dropped.load(Relaxed);
                 let ev = ws.events.lock().map(|e| e.clone()).unwrap_or_default();
                 for (k, v) in &ev {
                     match events_tot.iter_mut().find(|(n, _)| n == k) {
@@ -247,6 +262,8 @@ impl Shared {
                     "taken": ws.taken.load(Relaxed),
                     "written": ws.written.load(Relaxed),
                     "acknowledged": ws.acknowledged.load(Relaxed),
+                    "out_sent": ws.out_sent.load(Relaxed),
+                    "out_dropped": ws.out_dropped.load(Relaxed),
                     "events": ev.iter().map(|(k, v)| ((*k).to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
                 })
             })
@@ -273,6 +290,8 @@ impl Shared {
                 "dropped": drops,
                 "written": wr,
                 "acknowledged": ack,
+                "out_sent": os,
+                "out_dropped": od,
                 "events": events_tot.iter().map(|(k, v)| ((*k).to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
             },
             "workers": workers,
@@ -295,6 +314,9 @@ fn text_line(v: &Value) -> String {
         t["dropped"]["malformed"],
         t["acknowledged"],
     );
+    if t["out_sent"].as_u64().unwrap_or(0) + t["out_dropped"].as_u64().unwrap_or(0) > 0 {
+        s += &format!(" | out {} out_drop {}", t["out_sent"], t["out_dropped"]);
+    }
     if let Some(ws) = v["workers"].as_array() {
         for w in ws {
             let th = match w["ted_threshold"].as_u64() {
@@ -445,10 +467,70 @@ fn monotonic_ns(t0: Instant) -> u64 {
     t0.elapsed().as_nanos() as u64
 }
 
-/// The consumer part of a worker: analyser and writer.
+/// `--out`: a worker's kept packets sent out of a port. Each packet is
+/// copied into a staging slot (the memory it came in is handed back to its
+/// ring before the send) and the slots go out as one batch: one send and
+/// one flush per batch, no allocation per packet.
+struct OutPort {
+    tx: Box<dyn TxPort>,
+    buf: Vec<u8>,
+    pkts: Vec<Pkt>,
+    slot: usize,
+    sent: u64,
+    dropped: u64,
+}
+
+impl OutPort {
+    fn new(tx: Box<dyn TxPort>, batch: usize, slot: usize) -> OutPort {
+        OutPort {
+            tx,
+            buf: vec![0; batch * slot],
+            pkts: Vec::with_capacity(batch),
+            slot,
+            sent: 0,
+            dropped: 0,
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, data: &[u8]) -> Result<(), String> {
+        if self.pkts.len() == self.pkts.capacity() {
+            self.send()?;
+        }
+        let len = data.len().min(self.slot);
+        let off = self.pkts.len() * self.slot;
+        let dst = &mut self.buf[off..off + len];
+        dst.copy_from_slice(&data[..len]);
+        // The descriptor points into `buf`, which is never resized and
+        // outlives the send.
+        self.pkts.push(Pkt {
+            data: dst.as_mut_ptr(),
+            len: len as u32,
+            handle: 0,
+            ts_ns: 0,
+        });
+        Ok(())
+    }
+
+    /// Send what is staged; what the TX ring refuses is counted as dropped.
+    fn send(&mut self) -> Result<(), String> {
+        if self.pkts.is_empty() {
+            return Ok(());
+        }
+        let n = self.tx.send(&self.pkts).map_err(|e| e.to_string())?;
+        self.tx.flush().map_err(|e| e.to_string())?;
+        self.sent += n as u64;
+        self.dropped += (self.pkts.len() - n) as u64;
+        self.pkts.clear();
+        Ok(())
+    }
+}
+
+/// The consumer part of a worker: analyser, writer and output port.
 struct Consumer {
     analyser: Option<Box<dyn Analyser>>,
     writer: Option<CaptureWriter>,
+    out: Option<OutPort>,
     shared: Arc<WorkerShared>,
     taken: u64,
     error: Option<String>,
@@ -461,6 +543,11 @@ impl Consumer {
         self.taken += 1;
         if let Some(w) = self.writer.as_mut() {
             if let Err(e) = w.write(data, orig_len, ts_ns) {
+                self.error.get_or_insert(e);
+            }
+        }
+        if let Some(o) = self.out.as_mut() {
+            if let Err(e) = o.push(data) {
                 self.error.get_or_insert(e);
             }
         }
@@ -478,6 +565,13 @@ impl Consumer {
             }
             self.shared.written.store(w.records(), Relaxed);
             self.shared.acknowledged.store(w.acknowledged(), Relaxed);
+        }
+        if let Some(o) = self.out.as_mut() {
+            if let Err(e) = o.send() {
+                self.error.get_or_insert(e);
+            }
+            self.shared.out_sent.store(o.sent, Relaxed);
+            self.shared.out_dropped.store(o.dropped, Relaxed);
         }
         self.shared.taken.store(self.taken, Relaxed);
         if publish_events {
@@ -637,9 +731,17 @@ pub fn run(a: Args) -> Result<()> {
     let wshared: Vec<Arc<WorkerShared>> = (0..n).map(|_| Arc::default()).collect();
     let mut consumers = Vec::with_capacity(n);
     for (w, ws) in wshared.iter().enumerate() {
+        let out = match &a.out {
+            Some(uri) => {
+                let p = linerate_io::open(uri, &opts).with_context(|| format!("--out {uri}"))?;
+                Some(OutPort::new(p.tx, a.batch, a.slot_size))
+            }
+            None => None,
+        };
         consumers.push(Consumer {
             analyser: analyser(),
             writer: rotate(w)?,
+            out,
             shared: ws.clone(),
             taken: 0,
             error: None,
