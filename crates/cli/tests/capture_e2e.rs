@@ -80,6 +80,23 @@ fn gen_args(bed: &Testbed, extra: &[&str]) -> Vec<String> {
     v
 }
 
+/// Run `linerate gen` (with `extra`) in the bed's generator namespace to
+/// the end, then stop the capture `cap` with SIGINT; its final JSON report.
+fn generate_then_stop(bed: &Testbed, cap: Proc, extra: &[&str]) -> Value {
+    let args = gen_args(bed, extra);
+    let out = Command::new("ip")
+        .args(["netns", "exec", bed.ns_gen(), EXE])
+        .args(&args)
+        .output()
+        .unwrap();
+    assert_ok(&out, "linerate gen");
+    std::thread::sleep(Duration::from_millis(500));
+    cap.signal(libc::SIGINT);
+    let out = cap.wait_output(Duration::from_secs(20), "capture");
+    assert_ok(&out, "linerate capture");
+    last_json(&String::from_utf8_lossy(&out.stdout))
+}
+
 #[test]
 fn two_workers_into_pcapng_match_forwarded_count() {
     two_workers_into_pcapng("dispatcher", 1);
@@ -112,27 +129,7 @@ fn two_workers_into_pcapng(steer: &str, sockets: usize) {
         ],
     );
     wait_packet_sockets(&mut cap, sockets, "linerate capture");
-    let args = gen_args(&bed, &["--rate", "20kpps", "--count", "10000"]);
-    let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
-    let out = Command::new("ip")
-        .args(["netns", "exec", bed.ns_gen(), EXE])
-        .args(&args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    std::thread::sleep(Duration::from_millis(500));
-    cap.signal(libc::SIGINT);
-    let out = cap.wait_output(Duration::from_secs(20), "capture");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v = last_json(&String::from_utf8_lossy(&out.stdout));
+    let v = generate_then_stop(&bed, cap, &["--rate", "20kpps", "--count", "10000"]);
     assert_eq!(v["steering"], steer);
     let t = &v["totals"];
     let fwd = t["forwarded"].as_u64().unwrap();
@@ -221,34 +218,15 @@ fn kept_packets_go_out_to_an_external_analyser() {
     // not receive, so they do not count as running).
     wait_packet_sockets(&mut cap, 1, "linerate capture");
     // 64 flows with source ports 1000..1063: 1 in 64 is dropped.
-    let args = gen_args(
+    let v = generate_then_stop(
         &bed,
+        cap,
         &["--rate", "20kpps", "--count", "6400", "--sport", "1000"],
     );
-    let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
-    let g = Command::new("ip")
-        .args(["netns", "exec", bed.ns_gen(), EXE])
-        .args(&args)
-        .output()
-        .unwrap();
-    assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
-    std::thread::sleep(Duration::from_millis(500));
-    cap.signal(libc::SIGINT);
-    let out = cap.wait_output(Duration::from_secs(20), "capture");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v = last_json(&String::from_utf8_lossy(&out.stdout));
     std::thread::sleep(Duration::from_millis(300));
     tcpdump.signal(libc::SIGINT);
     let td = tcpdump.wait_output(Duration::from_secs(20), "tcpdump");
-    assert!(
-        td.status.success(),
-        "{}",
-        String::from_utf8_lossy(&td.stderr)
-    );
+    assert_ok(&td, "tcpdump");
     let t = &v["totals"];
     assert_eq!(t["dropped"]["filter"].as_u64(), Some(100), "{v}");
     // Everything kept went out (other frames, e.g. IPv6 neighbour

@@ -110,6 +110,15 @@ pub fn linerate_ok(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// A finished process, which must have succeeded (else its stderr).
+pub fn assert_ok(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The last JSON object line of a command's stdout.
 pub fn last_json(stdout: &str) -> Value {
     let line = stdout
