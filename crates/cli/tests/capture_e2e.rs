@@ -8,7 +8,9 @@
 //!   with linerate_wire: the right numbers of requests, responses, pairs;
 //! - the control socket: `stats` and `shunt`;
 //! - `--out`: the kept packets go out of a veth into a namespace where
-//!   tcpdump listens, and tshark reads every one of them there.
+//!   tcpdump listens, and tshark reads every one of them there;
+//! - `--steer queues`: two AF_XDP sockets on a 2-queue veth share the
+//!   traffic and together receive every packet.
 //!
 //! Namespace tests use a [`Testbed`] (unique names, removed on drop, also
 //! when a test fails); child processes are killed on drop.
@@ -157,6 +159,111 @@ fn two_workers_into_pcapng(steer: &str, sockets: usize) {
             w["received"].as_u64().unwrap(),
             w["forwarded"].as_u64().unwrap() + drops
         );
+    }
+    bed.down().unwrap();
+}
+
+/// `--merge`: two fanout workers, one file at the end; tshark reads it
+/// without error, it holds every forwarded packet, and its timestamps never
+/// go back (the merge is in timestamp order across the workers' files).
+#[test]
+fn two_workers_merged_into_one_pcapng() {
+    let bed = Testbed::up(&TestbedConfig::default()).expect("test bed");
+    let dir = TempDir::new("merge");
+    let d = dir.0.display().to_string();
+    let mut cap = spawn_in(
+        bed.ns_dut(),
+        &[
+            "capture",
+            "afpacket:d0",
+            "--workers",
+            "2",
+            "--steer",
+            "fanout",
+            "--write",
+            &d,
+            "--merge",
+            "--json",
+            "--quiet",
+        ],
+    );
+    wait_packet_sockets(&mut cap, 2, "linerate capture");
+    let v = generate_then_stop(&bed, cap, &["--rate", "20kpps", "--count", "5000"]);
+    let files = files_of(&v);
+    assert_eq!(files, vec![dir.join("capture.pcapng")], "{v}");
+    let fwd = v["totals"]["forwarded"].as_u64().unwrap();
+    assert!(fwd >= 5000, "{v}");
+    assert_eq!(v["merged_records"].as_u64().unwrap(), fwd, "{v}");
+    for w in v["workers"].as_array().unwrap() {
+        assert!(w["forwarded"].as_u64().unwrap() > 500, "both workers: {v}");
+    }
+    assert_eq!(tshark_count(&files[0]), fwd);
+    let out = Command::new("tshark")
+        .arg("-r")
+        .arg(&files[0])
+        .args(["-T", "fields", "-e", "frame.time_epoch"])
+        .output()
+        .expect("tshark");
+    let ts: Vec<f64> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    assert_eq!(ts.len() as u64, fwd);
+    assert!(ts.windows(2).all(|w| w[0] <= w[1]), "timestamps in order");
+    let left: Vec<_> = std::fs::read_dir(&dir.0).unwrap().collect();
+    assert_eq!(left.len(), 1, "only the merged file is left");
+    bed.down().unwrap();
+}
+
+/// `--steer queues`: one AF_XDP socket per queue of a 2-queue veth. An
+/// AF_PACKET sender's frames take the TX queue of the CPU it runs on (the
+/// kernel records cpu % queues), and veth delivers TX queue N to RX queue
+/// N: 5000 frames sent from CPU 0 and 5000 from CPU 1 land on worker 0 and
+/// worker 1, exactly.
+#[test]
+fn two_workers_on_af_xdp_queues() {
+    let bed = Testbed::up(&TestbedConfig {
+        queues: 2,
+        ..TestbedConfig::default()
+    })
+    .expect("test bed");
+    let mut cap = spawn_in(
+        bed.ns_dut(),
+        &[
+            "capture",
+            "afxdp:d0",
+            "--workers",
+            "2",
+            "--steer",
+            "queues",
+            "--json",
+            "--quiet",
+        ],
+    );
+    // The program is attached once the first socket is bound; the second
+    // one is bound a few ms later, before the workers start.
+    wait_xdp(&mut cap, bed.ns_dut(), "d0", "linerate capture");
+    for cpu in ["0", "1"] {
+        let out = Command::new("ip")
+            .args(["netns", "exec", bed.ns_gen(), "taskset", "-c", cpu, EXE])
+            .args(gen_args(&bed, &["--rate", "20kpps", "--count", "5000"]))
+            .output()
+            .unwrap();
+        assert_ok(&out, "linerate gen");
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    cap.signal(libc::SIGINT);
+    let out = cap.wait_output(Duration::from_secs(20), "capture");
+    assert_ok(&out, "linerate capture");
+    let v = last_json(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(v["steering"], "queues", "{v}");
+    let t = &v["totals"];
+    assert_eq!(t["received"].as_u64().unwrap(), 10_000, "{v}");
+    assert_eq!(t["forwarded"].as_u64().unwrap(), 10_000, "{v}");
+    let ws = v["workers"].as_array().unwrap();
+    assert_eq!(ws.len(), 2);
+    for w in ws {
+        assert_eq!(w["received"].as_u64().unwrap(), 5000, "queue per CPU: {v}");
     }
     bed.down().unwrap();
 }
@@ -539,6 +646,8 @@ fn bad_arguments_are_one_line_errors() {
     assert_eq!(e.lines().count(), 1, "{e}");
     let e = run(&["capture", "pcap:/nonexistent.pcap", "--steer", "fanout"]);
     assert!(e.contains("needs an afpacket: port"), "{e}");
+    let e = run(&["capture", "afpacket:x", "--steer", "queues"]);
+    assert!(e.contains("needs an afxdp: port"), "{e}");
     let e = run(&["capture", "mem:x", "--shunt-after-response"]);
     assert!(e.contains("needs --analyser http"), "{e}");
 }

@@ -1,12 +1,15 @@
 //! `linerate count` on a capture with known reordering, duplicates and
-//! losses injected: the report gives exactly those numbers.
+//! losses injected: the report gives exactly those numbers; `count --xdp`
+//! counts exactly the frames a generator sent through a veth.
 
 use linerate_wire::build::{build_udp, FrameParams, IpPair};
 use linerate_wire::signature::{self, Signature, FLAG_TS};
 use std::process::Command;
 
 mod support;
-use support::write_pcap;
+use linerate_measure::testbed::{Testbed, TestbedConfig};
+use std::time::Duration;
+use support::*;
 
 fn frame(stream: u16, seq: u64) -> Vec<u8> {
     let mut payload = [0u8; 40];
@@ -106,4 +109,28 @@ fn reordering_duplicates_and_loss_from_a_capture_are_exact() {
     assert_eq!(b["duplicates"], 0);
     assert_eq!(v["totals"]["malformed"], 0);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `count --xdp`: the in-kernel counter on d0 counts exactly the 3000
+/// frames `linerate gen` sent from g0, and says so in its final JSON.
+#[test]
+fn xdp_counter_counts_what_was_sent() {
+    let bed = Testbed::up(&TestbedConfig::default()).expect("test bed");
+    let mut c = spawn_in(bed.ns_dut(), &["count", "d0", "--xdp", "--json", "--quiet"]);
+    wait_xdp(&mut c, bed.ns_dut(), "d0", "linerate count --xdp");
+    let out = Command::new("ip")
+        .args(["netns", "exec", bed.ns_gen(), EXE, "gen", "afpacket:g0"])
+        .args(["--rate", "20kpps", "--count", "3000", "--size", "100"])
+        .output()
+        .unwrap();
+    assert_ok(&out, "linerate gen");
+    std::thread::sleep(Duration::from_millis(300));
+    c.signal(libc::SIGINT);
+    let out = c.wait_output(Duration::from_secs(10), "count --xdp");
+    assert_ok(&out, "linerate count --xdp");
+    let v = last_json(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(v["mode"], "xdp", "{v}");
+    assert_eq!(v["packets"].as_u64().unwrap(), 3000, "{v}");
+    assert_eq!(v["bytes"].as_u64().unwrap(), 3000 * 100, "{v}");
+    bed.down().unwrap();
 }

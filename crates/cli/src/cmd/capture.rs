@@ -43,6 +43,10 @@ pub enum Steer {
     Dispatcher,
     /// AF_PACKET PACKET_FANOUT_HASH: one socket per worker (afpacket: ports).
     Fanout,
+    /// One AF_XDP socket per worker on queues 0..workers (afxdp: ports): the
+    /// NIC's RSS spreads the flows (symmetric only with a symmetric RSS key);
+    /// a veth picks the queue by the sending CPU.
+    Queues,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -69,13 +73,16 @@ received = forwarded + drops, per worker.
 
 Files: DIR/NAME-wW-NNNN.pcapng (W worker, NNNN file number), nanosecond timestamps. A record is
 'acknowledged' in the stats once the write(2) carrying it has returned; on SIGINT/SIGTERM every
-buffered record is written out and the files are closed whole.
+buffered record is written out and the files are closed whole. --merge: one file, DIR/NAME.pcapng,
+merged from the workers' files in timestamp order when the capture ends (also on SIGINT/SIGTERM).
 
 Control socket (--ctl, mode 0600), one command per line:
   shunt 10.0.0.1:40000 10.0.0.2:80 tcp     drop the rest of that connection (both directions)
   stats                                     one JSON line
 
 Examples:
+  # 2 workers into one pcapng file (merged in timestamp order at the end)
+  linerate capture afpacket:eth1 --workers 2 --write /data --merge
   # 2 workers, pcapng files rotated every 100 MB, stats once a second
   linerate capture afpacket:eth1 --workers 2 --write /data/cap --rotate-mb 100
   # HTTP events, shunting connections once the response headers are seen, TED on
@@ -85,7 +92,9 @@ Examples:
   # keep only web traffic, TED on, and hand it to an analyser listening on veth1's peer
   linerate capture afpacket:eth1 --filter 'tcp port 80' --out afpacket:veth1
   # kernel fanout instead of the software dispatcher; keep only web traffic
-  linerate capture afpacket:eth1 --steer fanout --workers 2 --filter 'tcp port 80'"
+  linerate capture afpacket:eth1 --steer fanout --workers 2 --filter 'tcp port 80'
+  # one AF_XDP socket per NIC queue (queues 0 and 1), RSS spreads the flows
+  linerate capture afxdp:eth1 --steer queues --workers 2"
 )]
 pub struct Args {
     /// Port to capture from (URI: afpacket:IFACE, afxdp:IFACE, pcap:FILE...).
@@ -104,6 +113,10 @@ pub struct Args {
     /// each worker opens its own.
     #[arg(long, value_name = "URI")]
     pub out: Option<String>,
+    /// At the end, merge the workers' files into one, DIR/NAME.pcapng, in
+    /// timestamp order (the workers write their own files while capturing).
+    #[arg(long, requires = "write", conflicts_with_all = ["rotate_mb", "rotate_s"])]
+    pub merge: bool,
     /// File name prefix.
     #[arg(long, default_value = "capture")]
     pub name: String,
@@ -140,6 +153,10 @@ pub struct Args {
     /// Bytes per ring slot (longer frames are truncated, original length kept).
     #[arg(long, default_value_t = 2048)]
     pub slot_size: usize,
+    /// Frames per port ring (afxdp: RX/TX/fill rings, power of two; afpacket ring=mmsg:
+    /// receive buffers; ring=v3 sizes its ring with blocks= in the URI).
+    #[arg(long)]
+    pub ring_size: Option<u32>,
     /// Packets per batch.
     #[arg(long, default_value_t = linerate_io::DEFAULT_BATCH)]
     pub batch: usize,
@@ -719,11 +736,14 @@ pub fn run(a: Args) -> Result<()> {
     let deadline = a
         .duration
         .map(|d| Instant::now() + Duration::from_secs_f64(d.max(0.0)));
-    let opts = OpenOptions {
+    let mut opts = OpenOptions {
         batch: a.batch,
         busy_poll: false,
         ..OpenOptions::default()
     };
+    if let Some(r) = a.ring_size {
+        opts.ring_size = r;
+    }
     let n = a.workers;
     // RX thread on CPU 0, workers on 1..; only when every thread has its own CPU.
     let pin = !a.no_pin && cpus() >= n + if a.steer == Steer::Dispatcher { 1 } else { 0 };
@@ -883,7 +903,9 @@ pub fn run(a: Args) -> Result<()> {
             }
             Ok(())
         }
-        Steer::Fanout => run_fanout(a, opts, fcfg, consumers, wshared, stop, deadline, pin, t0),
+        Steer::Fanout | Steer::Queues => {
+            run_fanout(a, opts, fcfg, consumers, wshared, stop, deadline, pin, t0)
+        }
     }
 }
 
@@ -896,12 +918,29 @@ fn finish_report(shared: &Shared, a: &Args) -> Result<()> {
         .map(|p| json!(p.display().to_string()))
         .collect();
     v["files"] = json!(files);
+    if let (true, Some(dir)) = (a.merge, &a.write) {
+        let inputs: Vec<std::path::PathBuf> = shared
+            .workers
+            .iter()
+            .flat_map(|w| w.files.lock().map(|f| f.clone()).unwrap_or_default())
+            .collect();
+        let out = dir.join(format!("{}.pcapng", a.name));
+        let n = linerate_pipeline::capture::merge_files(&inputs, &out)
+            .map_err(|e| anyhow::anyhow!("--merge: {e}"))?;
+        v["files"] = json!([out.display().to_string()]);
+        v["merged_records"] = json!(n);
+    }
     v["final"] = json!(true);
     if a.json {
         println!("{v}");
     } else {
         println!("{}", text_line(&v));
-        if !files.is_empty() {
+        if let Some(n) = v["merged_records"].as_u64() {
+            eprintln!(
+                "merged {n} records into {}",
+                v["files"][0].as_str().unwrap_or("")
+            );
+        } else if !files.is_empty() {
             eprintln!("wrote {} files", files.len());
         }
     }
@@ -915,13 +954,31 @@ fn finish_report(shared: &Shared, a: &Args) -> Result<()> {
 /// the batch size, an estimate of the backlog.
 const FULL_RUN: usize = 16;
 
-/// The port URI of one fanout worker: the user's URI plus the fanout group.
-fn fanout_uri(port: &str, group: u16) -> Result<String> {
-    if !port.starts_with("afpacket:") {
-        bail!("--steer fanout: needs an afpacket: port (got '{port}'); use --steer dispatcher");
-    }
+/// The port URI of worker `w` of `workers` with a steering that gives every
+/// worker its own port: the user's URI plus the fanout group (fanout; one
+/// worker needs no group, and the kernel then skips the per-packet flow
+/// hash) or the queue (queues).
+fn worker_uri(steer: Steer, port: &str, group: u16, w: usize, workers: usize) -> Result<String> {
     let sep = if port.contains('?') { '&' } else { '?' };
-    Ok(format!("{port}{sep}fanout=hash&fanout_group={group}"))
+    match steer {
+        Steer::Fanout if port.starts_with("afpacket:") && workers == 1 => Ok(port.to_string()),
+        Steer::Fanout if port.starts_with("afpacket:") => {
+            Ok(format!("{port}{sep}fanout=hash&fanout_group={group}"))
+        }
+        Steer::Fanout => {
+            bail!("--steer fanout: needs an afpacket: port (got '{port}'); use --steer dispatcher")
+        }
+        Steer::Queues if port.starts_with("afxdp:") => {
+            if port.contains("queue=") {
+                bail!("--steer queues: '{port}' names a queue; the workers take queues 0..N");
+            }
+            Ok(format!("{port}{sep}queue={w}"))
+        }
+        Steer::Queues => {
+            bail!("--steer queues: needs an afxdp: port (got '{port}'); use --steer dispatcher")
+        }
+        Steer::Dispatcher => Ok(port.to_string()),
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -938,16 +995,24 @@ fn run_fanout(
 ) -> Result<()> {
     let n = a.workers;
     let group = (std::process::id() & 0xffff) as u16;
-    let uri = fanout_uri(&a.port, group)?;
+    let uri = worker_uri(a.steer, &a.port, group, 0, n)?;
     let mut ports: Vec<Port> = Vec::with_capacity(n);
     let mut fwds = Vec::with_capacity(n);
-    for _ in 0..n {
-        ports.push(linerate_io::open(&uri, &opts)?);
+    for w in 0..n {
+        let u = worker_uri(a.steer, &a.port, group, w, n)?;
+        ports.push(linerate_io::open(&u, &opts).with_context(|| format!("worker {w}: {u}"))?);
         fwds.push(Forwarder::new(fcfg.clone()).map_err(anyhow::Error::msg)?);
     }
+    let (steering, how) = match a.steer {
+        Steer::Queues => (
+            "queues",
+            "one AF_XDP socket per queue, RSS spreads the flows",
+        ),
+        _ => ("fanout", "PACKET_FANOUT_HASH, symmetric"),
+    };
     let inboxes: Vec<Arc<Inbox>> = (0..n).map(|_| Arc::default()).collect();
     let shared = Arc::new(Shared {
-        steering: "fanout",
+        steering,
         port: uri.clone(),
         pinned: pin,
         fwd: fwds.iter().map(|f| f.shared()).collect(),
@@ -958,7 +1023,7 @@ fn run_fanout(
     });
     if !a.json {
         eprintln!(
-            "capture: {uri} ({}); {n} workers, steering fanout (PACKET_FANOUT_HASH, symmetric){}",
+            "capture: {uri} ({}); {n} workers, steering {steering} ({how}){}",
             ports[0].info.detail,
             if pin { ", pinned" } else { "" }
         );
@@ -1136,11 +1201,26 @@ mod tests {
     }
 
     #[test]
-    fn fanout_needs_afpacket() {
+    fn worker_ports_by_steering() {
         assert_eq!(
-            fanout_uri("afpacket:eth0?ring=v3", 7).unwrap(),
+            worker_uri(Steer::Fanout, "afpacket:eth0?ring=v3", 7, 1, 2).unwrap(),
             "afpacket:eth0?ring=v3&fanout=hash&fanout_group=7"
         );
-        assert!(fanout_uri("pcap:x", 1).is_err());
+        assert_eq!(
+            worker_uri(Steer::Fanout, "afpacket:eth0", 7, 0, 1).unwrap(),
+            "afpacket:eth0"
+        );
+        assert!(worker_uri(Steer::Fanout, "pcap:x", 1, 0, 2).is_err());
+        assert!(worker_uri(Steer::Fanout, "afxdp:eth0", 1, 0, 2).is_err());
+        assert_eq!(
+            worker_uri(Steer::Queues, "afxdp:eth0", 7, 0, 2).unwrap(),
+            "afxdp:eth0?queue=0"
+        );
+        assert_eq!(
+            worker_uri(Steer::Queues, "afxdp:eth0?mode=native", 7, 3, 2).unwrap(),
+            "afxdp:eth0?mode=native&queue=3"
+        );
+        assert!(worker_uri(Steer::Queues, "afxdp:eth0?queue=1", 7, 0, 2).is_err());
+        assert!(worker_uri(Steer::Queues, "afpacket:eth0", 7, 0, 2).is_err());
     }
 }

@@ -42,3 +42,17 @@ pub fn pin_to_cpu(cpu: usize) -> Result<()> {
     }
     Ok(())
 }
+
+/// `--xdp` (gen, count): the interface named by `port` (IF, afxdp:IF or
+/// afpacket:IF, options ignored); other schemes are an error.
+pub fn xdp_ifname(port: &str) -> Result<String> {
+    match port.split_once(':') {
+        Some(("afxdp" | "afpacket", rest)) => {
+            Ok(rest.split('?').next().unwrap_or(rest).to_string())
+        }
+        Some((s, _)) => {
+            anyhow::bail!("--xdp: port '{port}' is a {s} port; give an interface (IF or afxdp:IF)")
+        }
+        None => Ok(port.to_string()),
+    }
+}

@@ -23,7 +23,9 @@ Examples:
   # JSON lines and a final JSON report; latency histogram and CDF as CSV files
   linerate count afxdp:s0 --json --out results/
   # loss, reordering and duplicates in a capture
-  linerate count pcap:trace.pcapng"
+  linerate count pcap:trace.pcapng
+  # count in the kernel (XDP program, per-CPU counters; nothing reaches user space)
+  linerate count s0 --xdp --duration 10 --json"
 )]
 pub struct Args {
     /// Port to receive on (URI).
@@ -49,6 +51,11 @@ pub struct Args {
     /// No once-a-second lines.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Count in the kernel: an XDP program on the interface (IF or afxdp:IF)
+    /// counts and drops every frame; packets and bytes only (the analogue of
+    /// a capture kernel module, seed 003).
+    #[arg(long, conflicts_with_all = ["out", "batch"])]
+    pub xdp: bool,
 }
 
 /// When a receive loop ends (besides the stop flag and the end of a finite source).
@@ -132,6 +139,9 @@ pub fn run(a: Args) -> Result<()> {
         );
     }
     let stop = super::common::stop_flag()?;
+    if a.xdp {
+        return count_xdp(&a, &stop);
+    }
     let opts = OpenOptions {
         batch: a.batch,
         busy_poll: false,
@@ -197,6 +207,74 @@ pub fn run(a: Args) -> Result<()> {
         println!("{}", report.to_json());
     } else {
         print!("{}", report.to_text());
+    }
+    Ok(())
+}
+
+/// `--xdp`: the in-kernel counter ([`XdpCount`], native mode) on the
+/// interface until a stop condition; once-a-second lines from its per-CPU
+/// counters (one map read each, no per-packet work in user space).
+fn count_xdp(a: &Args, stop: &AtomicBool) -> Result<()> {
+    use linerate_io::xdp::AttachMode;
+    use linerate_io::xdpcount::XdpCount;
+    let ifname = super::common::xdp_ifname(&a.port)?;
+    let sink = XdpCount::attach(&ifname, AttachMode::Native, false)
+        .with_context(|| format!("--xdp on {ifname}"))?;
+    if !a.json {
+        eprintln!("count --xdp: counting in the kernel on {ifname} (XDP, native; frames dropped after counting)");
+    }
+    let t0 = Instant::now();
+    let deadline = a.duration.map(|d| t0 + Duration::from_secs_f64(d.max(0.0)));
+    let idle = a.idle.map(Duration::from_secs_f64);
+    let (mut last, mut last_t, mut last_change) = (sink.read(), t0, t0);
+    let (mut prev, mut tick) = (last.packets, t0);
+    let line = |now: Instant, s: &linerate_io::xdpcount::CountStats, pps: f64| {
+        if a.json {
+            serde_json::json!({
+                "t": (now - t0).as_secs_f64(), "mode": "xdp", "interface": ifname,
+                "packets": s.packets, "bytes": s.bytes, "pps": pps,
+            })
+            .to_string()
+        } else {
+            format!(
+                "{:>7.1}s {} packets {} bytes {:.3} Mpps",
+                (now - t0).as_secs_f64(),
+                s.packets,
+                s.bytes,
+                pps / 1e6
+            )
+        }
+    };
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        let now = Instant::now();
+        let s = sink.read();
+        if s.packets != prev {
+            (prev, last_change) = (s.packets, now);
+        }
+        if now - tick >= Duration::from_secs(1) {
+            if !a.quiet {
+                let pps = (s.packets - last.packets) as f64 / (now - last_t).as_secs_f64();
+                println!("{}", line(now, &s, pps));
+            }
+            (last, last_t, tick) = (s, now, now);
+        }
+        let idle_over = idle.is_some_and(|i| s.packets > 0 && now - last_change >= i);
+        if stop.load(Ordering::Relaxed)
+            || deadline.is_some_and(|d| now >= d)
+            || a.packets.is_some_and(|m| s.packets >= m)
+            || idle_over
+        {
+            break;
+        }
+    }
+    let end = Instant::now();
+    let s = sink.read();
+    let pps = s.packets as f64 / (end - t0).as_secs_f64();
+    if a.json {
+        println!("{}", line(end, &s, pps));
+    } else {
+        println!("total: {}", line(end, &s, pps));
     }
     Ok(())
 }

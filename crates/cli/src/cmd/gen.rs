@@ -742,14 +742,7 @@ fn xdp(a: &Args, profile: &Profile) -> Result<()> {
         .context("no template frame")?;
     let layers =
         linerate_wire::frame::parse_frame(&frame).map_err(|e| anyhow::anyhow!("template: {e}"))?;
-    let ifname = match a.port.split_once(':') {
-        Some(("afxdp" | "afpacket", rest)) => rest.split('?').next().unwrap_or(rest).to_string(),
-        Some((s, _)) => bail!(
-            "--xdp: port '{}' is a {s} port; give an interface (IF or afxdp:IF)",
-            a.port
-        ),
-        None => a.port.clone(),
-    };
+    let ifname = super::common::xdp_ifname(&a.port)?;
     let cfg = GenConfig {
         flows: a.flows.max(1),
         signature: spec.signature.enabled.then_some(SigConfig {

@@ -141,6 +141,18 @@ pub fn spawn_in(ns: &str, args: &[&str]) -> Proc {
     Proc(Some(c))
 }
 
+/// Fail the test with `p`'s stderr if it has exited.
+fn panic_if_exited(p: &mut Proc, what: &str) {
+    if let Some(st) = p.0.as_mut().unwrap().try_wait().unwrap() {
+        let c = p.0.take().unwrap();
+        let out = c.wait_with_output().unwrap();
+        panic!(
+            "{what} exited early ({st}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 /// Wait until process `p` runs linerate (exec done, so it is in its
 /// namespace) and has `n` packet sockets bound and running there
 /// (/proc/PID/net/packet lists the sockets of the process's namespace,
@@ -149,14 +161,7 @@ pub fn wait_packet_sockets(p: &mut Proc, n: usize, what: &str) {
     let pid = p.pid();
     let t = Instant::now();
     loop {
-        if let Some(st) = p.0.as_mut().unwrap().try_wait().unwrap() {
-            let c = p.0.take().unwrap();
-            let out = c.wait_with_output().unwrap();
-            panic!(
-                "{what} exited early ({st}): {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
+        panic_if_exited(p, what);
         let exe_ok = std::fs::read_link(format!("/proc/{pid}/exe"))
             .map(|e| e == Path::new(EXE).canonicalize().unwrap())
             .unwrap_or(false);
@@ -183,6 +188,29 @@ pub fn wait_packet_sockets(p: &mut Proc, n: usize, what: &str) {
             "{what}: no {n} running packet sockets after 20 s"
         );
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Wait until `ifname` in namespace `ns` has an XDP program attached (by
+/// process `p`, which must not exit meanwhile), then a moment more for its
+/// receive loop to start.
+pub fn wait_xdp(p: &mut Proc, ns: &str, ifname: &str, what: &str) {
+    let t = Instant::now();
+    loop {
+        panic_if_exited(p, what);
+        let out = Command::new("ip")
+            .args(["-n", ns, "link", "show", "dev", ifname])
+            .output()
+            .expect("ip link");
+        if String::from_utf8_lossy(&out.stdout).contains("prog/xdp") {
+            std::thread::sleep(Duration::from_millis(500));
+            return;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "{what}: no XDP program on {ifname} after 20 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -14,7 +14,8 @@
 //!   whole TX set, so `release` and completion reaping never find them full.
 //! - The XDP program `xsk_redirect` (crates/io/bpf/xsk_redirect.c) sends
 //!   the frames of queue N to the socket through `xsks_map[N]`; frames of
-//!   other queues go to the stack.
+//!   other queues go to the stack. Ports of one process on different queues
+//!   of an interface share one program (the interface holds only one).
 //! - Everything is released on drop (also on error paths and unwinding):
 //!   ring mappings, then the XDP program (detached), the socket and the UMEM.
 
@@ -29,7 +30,7 @@ use crate::xdp::{AttachMode, XdpProgram};
 use ring::{ConsRing, ProdRing, RingMap};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 /// `XDP_MAX_TX_SKB_BUDGET` (kernel 6.17+): descriptors one copy-mode
@@ -44,9 +45,101 @@ const BIND_BUSY_RETRY: Duration = Duration::from_millis(500);
 /// The socket, its XDP program and the UMEM, shared by both halves.
 /// Field order is drop order: detach XDP, close the socket, unmap the UMEM.
 struct Shared {
-    _xdp: XdpProgram,
+    _xdp: Arc<IfProgram>,
     fd: OwnedFd,
     umem: Region,
+}
+
+/// The XDP program of one interface, shared by every AF_XDP socket this
+/// process opens on it (one per queue): an interface holds one XDP program,
+/// so the socket of queue N joins the first socket's program through
+/// `xsks_map[N]`. Detached when the last of those ports is dropped. Used at
+/// open and drop only, never per packet.
+struct IfProgram {
+    prog: Mutex<XdpProgram>,
+    mode: AttachMode,
+    note: String,
+}
+
+/// (network namespace inode, ifindex) -> the program attached there.
+type ProgramKey = (u64, u32);
+static PROGRAMS: Mutex<Vec<(ProgramKey, Weak<IfProgram>)>> = Mutex::new(Vec::new());
+
+/// The program on `ifindex` with socket `sfd` in `xsks_map[queue]`: the
+/// one an earlier port of this process attached, or a new one.
+fn if_program(
+    uri: &Uri,
+    ifindex: u32,
+    mode: Option<AttachMode>,
+    queue: u32,
+    sfd: RawFd,
+) -> Result<Arc<IfProgram>, PortError> {
+    use std::os::unix::fs::MetadataExt;
+    let netns = std::fs::metadata("/proc/thread-self/ns/net")
+        .map(|m| m.ino())
+        .unwrap_or(0);
+    let key = (netns, ifindex);
+    let insert = |prog: &mut XdpProgram| -> Result<(), PortError> {
+        let m = prog
+            .ebpf_mut()
+            .map_mut("xsks_map")
+            .ok_or_else(|| uri.err("XDP object has no map 'xsks_map'"))?;
+        let mut xsks = aya::maps::XskMap::try_from(m)
+            .map_err(|e| uri.err(format!("'xsks_map' is not an XSKMAP: {e}")))?;
+        xsks.set(queue, sfd, 0).map_err(|e| {
+            uri.err(format!(
+                "inserting the socket into xsks_map[{queue}] failed: {e}"
+            ))
+        })
+    };
+    let mut reg = PROGRAMS.lock().unwrap_or_else(|e| e.into_inner());
+    reg.retain(|(_, w)| w.strong_count() > 0);
+    if let Some(shared) = reg
+        .iter()
+        .find(|(k, _)| *k == key)
+        .and_then(|(_, w)| w.upgrade())
+    {
+        if mode.is_some_and(|m| m != shared.mode) {
+            return Err(uri.err(format!(
+                "another socket of this process attached XDP in {} mode on this interface",
+                shared.mode.name()
+            )));
+        }
+        insert(&mut shared.prog.lock().unwrap_or_else(|e| e.into_inner()))?;
+        return Ok(shared);
+    }
+    let what = format!("port '{}'", uri.text);
+    let mut prog =
+        XdpProgram::load(&crate::bpf::XSK_REDIRECT.0, "xsk_redirect", &what).map_err(|e| {
+            if e.0.contains("EPERM") || e.0.contains("not permitted") || e.0.contains("ermission") {
+                uri.err(PERM_HINT)
+            } else {
+                e
+            }
+        })?;
+    insert(&mut prog)?;
+    let mut note = String::new();
+    let mode = match mode {
+        Some(m) => {
+            prog.attach(ifindex, m)?;
+            m
+        }
+        None => match prog.attach(ifindex, AttachMode::Native) {
+            Ok(()) => AttachMode::Native,
+            Err(e) => {
+                prog.attach(ifindex, AttachMode::Generic)?;
+                note = format!(" (native attach failed: {e})");
+                AttachMode::Generic
+            }
+        },
+    };
+    let shared = Arc::new(IfProgram {
+        prog: Mutex::new(prog),
+        mode,
+        note,
+    });
+    reg.push((key, Arc::downgrade(&shared)));
+    Ok(shared)
 }
 
 impl Shared {
@@ -774,52 +867,17 @@ pub fn open(uri: &Uri, opts: &OpenOptions) -> Result<Port, PortError> {
         ring / COPY_TX_BATCH + 1
     };
 
-    // The XDP program: socket into xsks_map[queue], then attach.
-    let what = format!("port '{}'", uri.text);
-    let mut prog =
-        XdpProgram::load(&crate::bpf::XSK_REDIRECT.0, "xsk_redirect", &what).map_err(|e| {
-            if e.0.contains("EPERM") || e.0.contains("not permitted") || e.0.contains("ermission") {
-                uri.err(PERM_HINT)
-            } else {
-                e
-            }
-        })?;
-    {
-        let m = prog
-            .ebpf_mut()
-            .map_mut("xsks_map")
-            .ok_or_else(|| uri.err("XDP object has no map 'xsks_map'"))?;
-        let mut xsks = aya::maps::XskMap::try_from(m)
-            .map_err(|e| uri.err(format!("'xsks_map' is not an XSKMAP: {e}")))?;
-        xsks.set(p.queue, sfd, 0).map_err(|e| {
-            uri.err(format!(
-                "inserting the socket into xsks_map[{}] failed: {e}",
-                p.queue
-            ))
-        })?;
-    }
-    let mut attach_note = String::new();
-    let attach = match p.mode {
-        Some(m) => {
-            prog.attach(ifindex, m)?;
-            m
-        }
-        None => match prog.attach(ifindex, AttachMode::Native) {
-            Ok(()) => AttachMode::Native,
-            Err(e) => {
-                prog.attach(ifindex, AttachMode::Generic)?;
-                attach_note = format!(" (native attach failed: {e})");
-                AttachMode::Generic
-            }
-        },
-    };
+    // The XDP program (shared by this process's sockets on the interface):
+    // socket into xsks_map[queue], attached if it is new.
+    let xdp = if_program(uri, ifindex, p.mode, p.queue, sfd)?;
+    let (attach, attach_note) = (xdp.mode, xdp.note.clone());
 
     let max_frame = match mtu(&p.ifname) {
         Some(m) => fsz.min(m + 14),
         None => fsz,
     };
     let shared = Arc::new(Shared {
-        _xdp: prog,
+        _xdp: xdp,
         fd,
         umem,
     });

@@ -29,6 +29,6 @@ pub use forwarder::{
     Forwarder, ForwarderConfig, ForwarderCounts, ForwarderReport, ForwarderShared, ShuntSender,
     Verdict,
 };
-pub use pcapng::{CaptureWriter, RotateConfig, WriterReport};
+pub use pcapng::{merge_files, CaptureWriter, RotateConfig, WriterReport};
 pub use steer::{worker_of, Dispatcher, Slot, SteerConfig, WorkerRx};
 pub use ted::{Ted, TedConfig, TedStats};

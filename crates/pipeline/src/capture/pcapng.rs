@@ -18,6 +18,9 @@
 //! the end of the process, though not a power cut: no fsync per write).
 //! A capture stopped by SIGINT/SIGTERM loses none of them, and every
 //! record still in the buffer is written out by `finish`.
+//!
+//! [`merge_files`] combines the workers' files into one in timestamp order
+//! once the capture has ended (`linerate capture --merge`).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -217,6 +220,98 @@ impl Drop for CaptureWriter {
     }
 }
 
+/// One EPB of a file this module wrote: (timestamp ns, original length, data).
+type Record = (u64, usize, Vec<u8>);
+
+/// Reads the EPBs of a pcapng file written by [`CaptureWriter`] (little
+/// endian, one IDB with nanosecond timestamps); other blocks are skipped.
+struct EpbReader {
+    path: PathBuf,
+    r: std::io::BufReader<std::fs::File>,
+}
+
+impl EpbReader {
+    fn open(path: &Path) -> Result<EpbReader, String> {
+        let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(EpbReader {
+            path: path.to_path_buf(),
+            r: std::io::BufReader::with_capacity(1 << 20, f),
+        })
+    }
+
+    fn next(&mut self) -> Result<Option<Record>, String> {
+        use std::io::Read;
+        let bad = |what: &str| format!("{}: {what}", self.path.display());
+        loop {
+            let mut h = [0u8; 8];
+            match self.r.read_exact(&mut h) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+                Err(e) => return Err(bad(&e.to_string())),
+            }
+            let t = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
+            let len = u32::from_le_bytes([h[4], h[5], h[6], h[7]]) as usize;
+            if len < 12 || !len.is_multiple_of(4) || len > (1 << 26) {
+                return Err(bad(&format!("bad block length {len}")));
+            }
+            let mut b = vec![0u8; len - 8];
+            self.r
+                .read_exact(&mut b)
+                .map_err(|e| bad(&format!("truncated block: {e}")))?;
+            if t != 6 {
+                continue; // SHB, IDB, ...
+            }
+            if b.len() < 24 {
+                return Err(bad("short EPB"));
+            }
+            let w = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+            let ts = (u64::from(w(4)) << 32) | u64::from(w(8));
+            let (cap, orig) = (w(12) as usize, w(16) as usize);
+            if 20 + cap > b.len() - 4 {
+                return Err(bad("EPB captured length beyond the block"));
+            }
+            return Ok(Some((ts, orig, b[20..20 + cap].to_vec())));
+        }
+    }
+}
+
+/// Merge the workers' files into one pcapng file `out` in timestamp order
+/// (records with equal timestamps keep the order of `inputs`), then remove
+/// the inputs. Returns the number of records written. Runs once at the end
+/// of a capture, after the workers stopped: the per-packet path writes
+/// per-worker files and shares nothing.
+pub fn merge_files(inputs: &[PathBuf], out: &Path) -> Result<u64, String> {
+    let mut readers = inputs
+        .iter()
+        .map(|p| EpbReader::open(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut heads: Vec<Option<Record>> = readers
+        .iter_mut()
+        .map(|r| r.next())
+        .collect::<Result<_, _>>()?;
+    let o = out.to_string_lossy().into_owned();
+    let mut w = PcapWriter::create(&o, WriteFormat::PcapNg)?;
+    let mut n = 0u64;
+    loop {
+        let pick = heads
+            .iter()
+            .enumerate()
+            .filter_map(|(i, h)| h.as_ref().map(|r| (r.0, i)))
+            .min();
+        let Some((_, i)) = pick else { break };
+        let (ts, orig, data) = heads[i].take().expect("picked a head");
+        w.write_record(&data, orig, ts)?;
+        n += 1;
+        heads[i] = readers[i].next()?;
+    }
+    w.write_out()?;
+    drop(w);
+    for p in inputs {
+        std::fs::remove_file(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    Ok(n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -300,6 +395,45 @@ mod tests {
         drop(w);
         assert_eq!(read_back(&files[0]).len(), 2);
         assert_eq!(read_back(&files[1]).len(), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn merge_interleaves_workers_by_timestamp_and_keeps_lengths() {
+        let dir = tmp("merge");
+        let mut files = vec![];
+        for wk in 0..3usize {
+            let mut w = CaptureWriter::new(RotateConfig::new(&dir, "m", wk)).unwrap();
+            // Worker wk has timestamps wk, wk+3, wk+6, ...; frame byte 0 = ts.
+            for k in 0..50u64 {
+                let ts = wk as u64 + 3 * k;
+                let f = vec![ts as u8; 60 + wk];
+                w.write(&f, f.len() + 100, 1_000 + ts).unwrap();
+            }
+            files.extend(w.finish().unwrap().files);
+        }
+        let out = dir.join("m.pcapng");
+        assert_eq!(merge_files(&files, &out).unwrap(), 150);
+        for f in &files {
+            assert!(!f.exists(), "input {} removed", f.display());
+        }
+        let recs = read_back(&out);
+        assert_eq!(recs.len(), 150);
+        for (i, (bytes, ts)) in recs.iter().enumerate() {
+            assert_eq!(*ts, 1_000 + i as u64);
+            assert_eq!(bytes[0], i as u8);
+            assert_eq!(bytes.len(), 60 + i % 3);
+        }
+        // The original length survives the merge.
+        let mut r = EpbReader::open(&out).unwrap();
+        let (_, orig, data) = r.next().unwrap().unwrap();
+        assert_eq!(orig, data.len() + 100);
+        // A truncated input is an error naming the file, not a panic.
+        let cut = dir.join("cut.pcapng");
+        let b = std::fs::read(&out).unwrap();
+        std::fs::write(&cut, &b[..b.len() - 10]).unwrap();
+        let e = merge_files(std::slice::from_ref(&cut), &dir.join("x.pcapng")).unwrap_err();
+        assert!(e.contains("cut.pcapng") && e.contains("truncated"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
