@@ -651,3 +651,36 @@ fn bad_arguments_are_one_line_errors() {
     let e = run(&["capture", "mem:x", "--shunt-after-response"]);
     assert!(e.contains("needs --analyser http"), "{e}");
 }
+
+/// A file read at top speed is read no faster than the workers take it:
+/// a slow worker (20 µs per packet) with a 64-slot ring still gets every
+/// packet, none is dropped for a full ring; the same file paced faster than
+/// the worker (`rate=`) is a live feed and does drop.
+#[test]
+fn a_file_at_top_speed_is_not_dropped() {
+    let dir = TempDir::new("offline");
+    let f = dir.join("t.pcapng");
+    let truth = last_json(&linerate_ok(&[
+        "trace",
+        "http",
+        f.to_str().unwrap(),
+        "--connections",
+        "4",
+        "--min-size",
+        "20000",
+        "--json",
+    ]));
+    let packets = truth["packets"].as_u64().unwrap();
+    let slow = ["--cost-ns", "20000", "--ring-slots", "64", "--ted", "off"];
+    let src = format!("pcap:{}", f.display());
+    let v = capture_json(&[&["capture", &src, "--json", "--quiet"], &slow]);
+    assert_eq!(v["totals"]["received"].as_u64().unwrap(), packets, "{v}");
+    assert_eq!(v["totals"]["forwarded"].as_u64().unwrap(), packets, "{v}");
+    assert_eq!(v["totals"]["dropped"]["ring_full"], 0, "{v}");
+    let paced = format!("{src}?rate=500000");
+    let v = capture_json(&[&["capture", &paced, "--json", "--quiet"], &slow]);
+    assert!(
+        v["totals"]["dropped"]["ring_full"].as_u64().unwrap() > 0,
+        "{v}"
+    );
+}

@@ -76,6 +76,9 @@ Files: DIR/NAME-wW-NNNN.pcapng (W worker, NNNN file number), nanosecond timestam
 buffered record is written out and the files are closed whole. --merge: one file, DIR/NAME.pcapng,
 merged from the workers' files in timestamp order when the capture ends (also on SIGINT/SIGTERM).
 
+A pcap/pcapng file read at top speed (no rate= or speed=) is read no faster than the workers take
+it: nothing is dropped for a full ring (like tcpdump -r). With rate= or speed= it is a live feed.
+
 Control socket (--ctl, mode 0600), one command per line:
   shunt 10.0.0.1:40000 10.0.0.2:80 tcp     drop the rest of that connection (both directions)
   stats                                     one JSON line
@@ -771,6 +774,7 @@ pub fn run(a: Args) -> Result<()> {
         Steer::Dispatcher => {
             let mut port = linerate_io::open(&a.port, &opts)?;
             let keep_ts = matches!(port.info.clock, "kernel-realtime" | "file");
+            let offline = file_at_top_speed(&a.port);
             let (mut d, rxs) = Dispatcher::new(SteerConfig {
                 workers: n,
                 ring_slots: a.ring_slots,
@@ -822,6 +826,24 @@ pub fn run(a: Args) -> Result<()> {
             let mut last_tick = Instant::now();
             let mut rx_err = None;
             loop {
+                if offline {
+                    // A file read at top speed cannot overflow: read the
+                    // next batch only when every worker's ring has room for
+                    // it. A full ring is waited out until a quarter of it is
+                    // free, in 1 ms sleeps: few wake-ups, the CPUs stay with
+                    // the workers, and the ring still holds far more than
+                    // 1 ms of their work. Per batch with room: one relaxed
+                    // load per worker.
+                    for w in 0..n {
+                        let g = d.gauge(w);
+                        if g.capacity() - g.used() < a.batch {
+                            let want = a.batch.max(g.capacity() / 4);
+                            while g.capacity() - g.used() < want && !stop.load(Relaxed) {
+                                std::thread::sleep(Duration::from_millis(1));
+                            }
+                        }
+                    }
+                }
                 match port.rx.recv(&mut b) {
                     Ok(k) if k > 0 => {
                         let now_ns = monotonic_ns(t0);
@@ -945,6 +967,18 @@ fn finish_report(shared: &Shared, a: &Args) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A pcap/pcapng file read at top speed (no `rate=` or `speed=` other than
+/// top): the dispatcher then waits for ring room instead of dropping, as
+/// tcpdump -r or Suricata's offline mode never drop.
+fn file_at_top_speed(port: &str) -> bool {
+    linerate_io::Uri::parse(port).is_ok_and(|u| {
+        u.scheme == "pcap"
+            && u.get("rate").is_none()
+            && u.get("speed").is_none_or(|s| s == "top")
+            && u.get("mode").is_none_or(|m| m == "read")
+    })
 }
 
 /// Fanout steering: the kernel ring's fill is not visible through the port,
@@ -1198,6 +1232,16 @@ mod tests {
             .contains("ADDR:PORT"));
         assert!(parse_shunt(&["10.0.0.1:1", "10.0.0.2:80", "sctpx"]).is_err());
         assert!(parse_shunt(&["x"]).unwrap_err().starts_with("usage"));
+    }
+
+    #[test]
+    fn only_files_at_top_speed_are_read_with_backpressure() {
+        assert!(file_at_top_speed("pcap:/t/x.pcapng"));
+        assert!(file_at_top_speed("pcap:/t/x.pcap?speed=top&loop=2"));
+        assert!(!file_at_top_speed("pcap:/t/x.pcap?rate=1000"));
+        assert!(!file_at_top_speed("pcap:/t/x.pcap?speed=original"));
+        assert!(!file_at_top_speed("afpacket:eth0"));
+        assert!(!file_at_top_speed("mem:a?source=60"));
     }
 
     #[test]
