@@ -49,9 +49,14 @@ pub fn environment(cfg: &Rfc2544Bench, results: &[Rfc2544Result]) -> Vec<(String
         (
             "procedures".into(),
             format!(
-                "trial {:.2} s, loss tolerance {} %, resolution {} %, {} search(es) per size, latency {}, frame loss at {:?} B, back-to-back at {:?} B x{}",
+                "trial {:.2} s, loss tolerance {} %{}, resolution {} %, {} search(es) per size, latency {}, frame loss at {:?} B, back-to-back at {:?} B x{}",
                 p.trial.as_secs_f64(),
                 p.loss_tolerance * 100.0,
+                if p.strict {
+                    " (strict: no trial repeated)"
+                } else {
+                    " (a trial losing under 1 % repeated once: exceed ratio 50 %)"
+                },
                 p.resolution * 100.0,
                 p.repetitions,
                 if p.latency { "on" } else { "off" },
