@@ -154,6 +154,14 @@ pub struct TestbedConfig {
     pub threaded_dut_only: bool,
     /// Give the veths IPv6 addresses (else IPv6 is disabled on them).
     pub ipv6: bool,
+    /// Receive packet steering (RPS) of d0 to this CPU: the kernel's work
+    /// on the frames d0 receives after its XDP hook (the bridge, routing,
+    /// packet sockets: the kernel DuTs' forwarding) runs on this CPU, not
+    /// on the CPU that runs d0's NAPI (the generator's, which sends to d0).
+    /// Work done by an XDP program on d0 (redirects into AF_XDP sockets or
+    /// devmaps) stays where NAPI runs, as it would in a NIC driver.
+    #[serde(default)]
+    pub rps_cpu: Option<usize>,
 }
 
 impl Default for TestbedConfig {
@@ -167,6 +175,7 @@ impl Default for TestbedConfig {
             napi_cpu: None,
             threaded_dut_only: false,
             ipv6: true,
+            rps_cpu: None,
         }
     }
 }
@@ -223,6 +232,9 @@ pub struct TestbedInfo {
     pub mtu: Option<u32>,
     pub threaded_napi: bool,
     pub napi_threads: Vec<NapiThread>,
+    /// RPS of d0 to this CPU ([`TestbedConfig::rps_cpu`]).
+    #[serde(default)]
+    pub rps_cpu: Option<usize>,
     pub dut_mode: DutMode,
     /// Pid of the process that made the bed.
     pub owner_pid: u32,
@@ -552,6 +564,7 @@ fn plan(name: &str, cfg: &TestbedConfig) -> TestbedInfo {
         mtu: cfg.mtu,
         threaded_napi: cfg.threaded_napi,
         napi_threads: Vec::new(),
+        rps_cpu: None,
         dut_mode: DutMode::None,
         owner_pid: std::process::id(),
         complete: false,
@@ -798,6 +811,37 @@ impl Testbed {
         if cfg.threaded_napi {
             self.threaded_napi(cfg.napi_cpu, cfg.threaded_dut_only)?;
         }
+        if let Some(cpu) = cfg.rps_cpu {
+            self.steer_rx(cpu)?;
+        }
+        Ok(())
+    }
+
+    /// RPS: every RX queue of d0 steers to `cpu` (a hex CPU mask in
+    /// `queues/rx-N/rps_cpus`; the stack then queues each received skb to
+    /// that CPU's backlog, `net.core.netdev_max_backlog` deep).
+    fn steer_rx(&mut self, cpu: usize) -> Result<()> {
+        if cpu >= 64 {
+            return err(format!("RPS CPU {cpu}: at most 63"));
+        }
+        let f = self.info.dut_in.clone();
+        let mask = format!("{:x}", 1u64 << cpu);
+        // /sys shows the namespace it was mounted in; `ip netns exec`
+        // mounts the target namespace's sysfs.
+        let script = format!(
+            "for q in /sys/class/net/{}/queues/rx-*; do echo {mask} > $q/rps_cpus || exit 1; done",
+            f.name
+        );
+        let out = exec_in(&f.ns, &["sh", "-c", &script])?;
+        if !out.status.success() {
+            return err(format!(
+                "RPS of {} in '{}' to CPU {cpu}: {}",
+                f.name,
+                f.ns,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        self.info.rps_cpu = Some(cpu);
         Ok(())
     }
 

@@ -443,3 +443,81 @@ fn in_netns_runs_inside_and_propagates_errors() {
     let o = bed.exec_in(bed.ns_sink(), &["ip", "-o", "link"]).unwrap();
     assert!(String::from_utf8_lossy(&o.stdout).contains("s0@"));
 }
+
+/// Packets each CPU's backlog has processed so far (first column of
+/// /proc/net/softnet_stat, one row per CPU).
+fn softnet_processed() -> Vec<u64> {
+    std::fs::read_to_string("/proc/net/softnet_stat")
+        .unwrap()
+        .lines()
+        .map(|l| u64::from_str_radix(l.split_whitespace().next().unwrap(), 16).unwrap())
+        .collect()
+}
+
+#[test]
+fn rps_moves_the_forwarding_work_to_the_chosen_cpu() {
+    if !root() {
+        return;
+    }
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("skipped: needs 2 CPUs");
+        return;
+    }
+    let mut bed = Testbed::up(&TestbedConfig {
+        rps_cpu: Some(1),
+        ipv6: false,
+        ..cfg("rps")
+    })
+    .unwrap();
+    assert_eq!(bed.info().rps_cpu, Some(1));
+    let out = bed
+        .exec_in(
+            bed.ns_dut(),
+            &["cat", "/sys/class/net/d0/queues/rx-0/rps_cpus"],
+        )
+        .unwrap();
+    let mask = String::from_utf8_lossy(&out.stdout).trim().replace(',', "");
+    assert_eq!(u64::from_str_radix(&mask, 16).unwrap(), 0b10, "{mask}");
+    bed.enable_ip_forwarding().unwrap();
+    let (g, s) = (bed.gen().clone(), bed.sink().clone());
+    const N: u64 = 20_000;
+    let d1_before = testbed::iface_stats(bed.ns_dut(), "d1").unwrap();
+    let before = softnet_processed();
+    // The sender on CPU 0: without RPS, d0's receive work (and so the
+    // forwarding) would run in its softirq there.
+    let ns = bed.ns_gen().to_string();
+    testbed::in_netns(&ns, move || {
+        // SAFETY: a zeroed cpu_set_t with CPU 0 set, for this thread.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(0, &mut set);
+            assert_eq!(
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+                0
+            );
+        }
+        let tx = UdpSocket::bind(SocketAddr::new(g.ipv4.into(), 0)).unwrap();
+        let to = SocketAddr::new(s.ipv4.into(), 9);
+        for i in 0..N {
+            tx.send_to(b"rps", to).unwrap();
+            if i % 200 == 199 {
+                // Paced: the backlog of CPU 1 holds 1000 frames.
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    })
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let after = softnet_processed();
+    let d1_after = testbed::iface_stats(bed.ns_dut(), "d1").unwrap();
+    let forwarded = d1_after.tx_packets - d1_before.tx_packets;
+    assert!(forwarded >= N * 95 / 100, "forwarded {forwarded} of {N}");
+    // Each forwarded frame passes CPU 1's backlog twice (d0's receive,
+    // steered there, and the sink's, run where d1 transmits).
+    let cpu1 = after[1] - before[1];
+    assert!(
+        cpu1 >= forwarded,
+        "CPU 1 processed {cpu1} packets for {forwarded} forwarded (CPU 0: {})",
+        after[0] - before[0]
+    );
+}

@@ -123,6 +123,11 @@ pub struct Args {
     /// CPU (default: softirq on the sending CPU, the generator's for d0).
     #[arg(long)]
     pub threaded_napi: bool,
+    /// Leave the kernel's receive work of d0 on the CPU running its NAPI (the generator's):
+    /// the kernel DuTs (bridge, IP forwarding) then forward on the generator's core and
+    /// their results are lower bounds. Default: RPS steers it to the DuT's CPU.
+    #[arg(long)]
+    pub no_rps: bool,
     /// Instead of RFC 2544: the forwarding rate at overload (one frame size, timed trials).
     #[arg(long)]
     pub overload: bool,
@@ -336,6 +341,7 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
         flows: 64,
         ts_every: 16,
         threaded_napi: a.threaded_napi,
+        rps: !a.no_rps,
         bed_name: a.name.clone(),
         env: dut_env(&exe, a.dut_cpu),
     };
@@ -615,6 +621,7 @@ fn run_overload(a: Args) -> Result<()> {
         dut_cpu: a.dut_cpu,
         flows: 64,
         threaded_napi: a.threaded_napi,
+        rps: !a.no_rps,
         bed_prefix: a.name.clone(),
         env: dut_env(&exe, a.dut_cpu),
     };
@@ -650,6 +657,7 @@ fn run_overload(a: Args) -> Result<()> {
             "gen_cpu": a.gen_cpu,
             "dut_cpu": a.dut_cpu,
             "threaded_napi": a.threaded_napi,
+            "rps": !a.no_rps,
             "kernel": kernel_release(),
             "results": results,
         });

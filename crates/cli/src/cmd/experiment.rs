@@ -45,9 +45,9 @@ File (see examples/experiment-*.toml):
   transform = \"none\"               # or \"log\" (log10: multiplicative model)
   seed = 1                         # randomises the run order
   [bench]                          # defaults for every run: duration, warmup, dut, frame_size,
-  duration = 1.0                   #   flows, threaded_napi, gen_cpu, dut_cpu
+  duration = 1.0                   #   flows, threaded_napi, rps, gen_cpu, dut_cpu
   [[factor]]
-  name = \"dut\"                     # factors: dut, frame_size (64..=1518), flows, threaded_napi (on/off)
+  name = \"dut\"                     # factors: dut, frame_size (64..=1518), flows, threaded_napi, rps (on/off)
   levels = [\"linux-bridge\", \"linux-ipfwd\"]
   [[factor]]
   name = \"frame_size\"
@@ -164,6 +164,7 @@ struct BenchSpec {
     frame_size: usize,
     flows: u32,
     threaded_napi: bool,
+    rps: bool,
     gen_cpu: usize,
     dut_cpu: usize,
 }
@@ -177,6 +178,7 @@ impl Default for BenchSpec {
             frame_size: 64,
             flows: 64,
             threaded_napi: false,
+            rps: true,
             gen_cpu: 0,
             dut_cpu: 1,
         }
@@ -187,7 +189,16 @@ impl Default for BenchSpec {
 const MAX_FLOWS: u32 = 65536 - 1024;
 
 /// The factors the bench runner understands.
-const BENCH_FACTORS: [&str; 4] = ["dut", "frame_size", "flows", "threaded_napi"];
+const BENCH_FACTORS: [&str; 5] = ["dut", "frame_size", "flows", "threaded_napi", "rps"];
+
+/// A level of an on/off factor.
+fn on_off(factor: &str, level: &str) -> Result<bool> {
+    match level {
+        "on" | "true" | "1" | "yes" => Ok(true),
+        "off" | "false" | "0" | "no" => Ok(false),
+        _ => bail!("{factor} '{level}': use on or off"),
+    }
+}
 
 /// The responses the bench runner measures.
 const BENCH_RESPONSES: [&str; 4] = [
@@ -223,13 +234,8 @@ impl BenchSpec {
                     _ => bail!("flows '{level}': must be a whole number in 1..={MAX_FLOWS}"),
                 };
             }
-            "threaded_napi" => {
-                self.threaded_napi = match level {
-                    "on" | "true" | "1" | "yes" => true,
-                    "off" | "false" | "0" | "no" => false,
-                    _ => bail!("threaded_napi '{level}': use on or off"),
-                };
-            }
+            "threaded_napi" => self.threaded_napi = on_off(factor, level)?,
+            "rps" => self.rps = on_off(factor, level)?,
             _ => bail!(
                 "unknown factor '{factor}': the bench varies {} (use [data] to analyse other factors)",
                 BENCH_FACTORS.join(", ")
@@ -651,6 +657,7 @@ impl Runner for BenchRunner {
             dut_cpu: s.dut_cpu,
             flows: s.flows,
             threaded_napi: s.threaded_napi,
+            rps: s.rps,
             bed_prefix: None,
             env: DutEnv {
                 cpu: s.dut_cpu,
@@ -702,6 +709,7 @@ impl BenchRunner {
             flows: s.flows,
             ts_every: 16,
             threaded_napi: s.threaded_napi,
+            rps: s.rps,
             bed_name: None,
             env: DutEnv {
                 cpu: s.dut_cpu,
@@ -1015,6 +1023,7 @@ pub fn run(a: Args) -> Result<()> {
                 "frame_size": x.bench.frame_size,
                 "flows": x.bench.flows,
                 "threaded_napi": x.bench.threaded_napi,
+                "rps": x.bench.rps,
                 "gen_cpu": x.bench.gen_cpu,
                 "dut_cpu": x.bench.dut_cpu,
             })),
@@ -1129,6 +1138,10 @@ mod tests {
         assert!(b.apply("frame_size", "63").is_err());
         assert!(b.apply("flows", "0").is_err());
         assert!(b.apply("threaded_napi", "on").is_ok());
+        assert!(b.rps);
+        assert!(b.apply("rps", "off").is_ok());
+        assert!(!b.rps);
+        assert!(b.apply("rps", "sometimes").is_err());
         assert!(b.threaded_napi);
         let e = b.apply("dut", "nope").unwrap_err().to_string();
         assert!(e.contains("unknown device under test"), "{e}");

@@ -78,6 +78,10 @@ struct UpArgs {
     /// No IPv6 addresses (IPv6 disabled on the veths).
     #[arg(long)]
     no_ipv6: bool,
+    /// Receive packet steering of d0 to this CPU: the stack's work on what d0 receives (after
+    /// its XDP hook) runs there, not on the CPU that sent to d0.
+    #[arg(long)]
+    rps_cpu: Option<usize>,
     /// Make the DuT namespace a kernel DuT.
     #[arg(long, value_enum, default_value = "none")]
     dut: Dut,
@@ -169,6 +173,7 @@ fn up(a: UpArgs) -> Result<()> {
         napi_cpu: a.napi_cpu,
         threaded_dut_only: false,
         ipv6: !a.no_ipv6,
+        rps_cpu: a.rps_cpu,
     };
     let mut bed = Testbed::up(&cfg)?;
     match a.dut {

@@ -40,6 +40,10 @@ pub struct BenchConfig {
     /// `gen_cpu`. Off: veth receive work runs as softirq on the CPU that
     /// sent the frame (the generator's for d0), as on a default system.
     pub threaded_napi: bool,
+    /// RPS of d0 to `dut_cpu` ([`TestbedConfig::rps_cpu`]): the kernel
+    /// DuTs' forwarding runs on the DuT's core. Off: it runs in the
+    /// generator's softirq on the generator's core.
+    pub rps: bool,
     pub env: DutEnv,
     /// Test bed names: this prefix + a counter (None: unique default names).
     pub bed_prefix: Option<String>,
@@ -137,6 +141,8 @@ pub struct Rfc2544Bench {
     /// Timestamp every n-th frame for the latency histogram.
     pub ts_every: u32,
     pub threaded_napi: bool,
+    /// RPS of d0 to `dut_cpu` (see [`BenchConfig::rps`]).
+    pub rps: bool,
     /// Bed name prefix (a counter is appended); None: "lr" + pid + counter.
     pub bed_name: Option<String>,
     pub env: DutEnv,
@@ -242,6 +248,9 @@ fn rfc2544_dut(
         threaded_dut_only: true,
         // No IPv6: no router/neighbour solicitations wander into the counts.
         ipv6: false,
+        // The kernel DuTs' forwarding on the DuT's core, as every other
+        // DuT's (RFC 2544: the tester is not the device under test).
+        rps_cpu: cfg.rps.then_some(cfg.dut_cpu),
         ..TestbedConfig::default()
     };
     let mut bed = Testbed::up(&bed_cfg).map_err(failed)?;
@@ -272,6 +281,7 @@ fn rfc2544_dut(
                 dut_cpu: cfg.dut_cpu,
                 flows: cfg.flows,
                 threaded_napi: true,
+                rps: cfg.rps,
                 bed_prefix: None,
                 env: cfg.env.clone(),
             };
@@ -338,6 +348,7 @@ fn trial(cfg: &BenchConfig, d: &mut dyn Dut, stop: &Arc<AtomicBool>) -> Result<T
         gro: Some(true),
         threaded_napi: cfg.threaded_napi,
         name: bed_name(cfg),
+        rps_cpu: cfg.rps.then_some(cfg.dut_cpu),
         ..TestbedConfig::default()
     };
     // Registered with the watchdog of the process (crate::guard) by `up`.

@@ -47,6 +47,14 @@ pub fn environment(cfg: &Rfc2544Bench, results: &[Rfc2544Result]) -> Vec<(String
             if cfg.threaded_napi { "on" } else { "off" }.into(),
         ),
         (
+            "receive steering".into(),
+            if cfg.rps {
+                format!("RPS of d0 to CPU {}: the kernel's work after d0's XDP hook (bridge, routing, packet sockets) runs on the DuT's core; d0's NAPI and XDP run on the generator's", cfg.dut_cpu)
+            } else {
+                "none: d0's receive work, the kernel DuTs' forwarding included, runs on the generator's core".into()
+            },
+        ),
+        (
             "procedures".into(),
             format!(
                 "trial {:.2} s, loss tolerance {} %{}, resolution {} %, {} search(es) per size, latency {}, frame loss at {:?} B, back-to-back at {:?} B x{}",
