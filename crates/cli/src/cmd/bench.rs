@@ -74,8 +74,9 @@ pub struct Args {
     /// one stall of the machine does not end a search far below the DuT's capacity.
     #[arg(long)]
     pub strict: bool,
-    /// The search stops when the passing and failing rates are within this many % of each other.
-    #[arg(long, default_value_t = 1.0)]
+    /// The search stops when the passing and failing rates are within this many % of each other
+    /// (2 %: finer than that is below what a re-run on this kind of machine reproduces).
+    #[arg(long, default_value_t = 2.0)]
     pub resolution: f64,
     /// Throughput searches per frame size [default: 2; --quick: 1]. The median is reported with
     /// min-max, and per DuT the re-run spread: the 95 % prediction interval of a re-run's result,
@@ -93,7 +94,7 @@ pub struct Args {
     #[arg(long, value_delimiter = ',', default_values_t = vec![64u32], value_parser = size_or_none)]
     pub b2b_sizes: Vec<u32>,
     /// Back-to-back searches per size (RFC 2544 asks for 50).
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 1)]
     pub b2b_trials: usize,
     /// A first look: 64- and 1518-byte frames, 0.3 s trials, 2 % resolution, one back-to-back search.
     #[arg(long)]
