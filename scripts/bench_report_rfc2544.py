@@ -59,8 +59,10 @@ out.append("")
 out.append(
     "Throughput is the highest offered rate (Mpps) that lost no frame (RFC 2544 26.1: exact "
     "frame counts, queues drained before counting); `>=` marks a DuT the generator could not "
-    "overload (its top speed passed: the kernel paths run in the generator's softirq on its "
-    "core, so there the number is where generator and DuT together fill one core). Latency is "
+    "overload (its top speed passed: the XDP DuTs do their work in d0's XDP hook, which runs "
+    "on the generator's core, so there the number is where generator and DuT together fill "
+    "one core). Every other DuT forwards on its own core, CPU 1: the user-space DuTs are "
+    "pinned there and RPS steers the kernel's work on what d0 receives there. Latency is "
     "one-way at that rate, p50 / p99 in us. Every trial's counts agreed with the kernel's "
     "interface counters within 0.5 % unless the last column says otherwise."
 )
@@ -155,25 +157,40 @@ if order:
         + " Mpps."
     )
     out.append("")
+above = []
+for run in runs:
+    n = k = 0
+    for z in sizes:
+        a, b = size_of(run, "linerate-afxdp", z), size_of(run, "linux-ipfwd", z)
+        if a and b and a.get("throughput_pps") and b.get("throughput_pps"):
+            n += 1
+            k += a["throughput_pps"] > b["throughput_pps"]
+    above.append(f"{k} of {n}")
 out.append(
-    "Reading it. The kernel paths (bridge, IP forwarding) and the XDP paths (linerate xdp, the "
-    "bare redirect) pass the generator's top speed: they run in its softirq on its core, so "
-    "their number is the rate generator and DuT reach together on one core, and their order "
-    "(bridge < IP forwarding < XDP) is that of their cost per frame. The user-space AF_XDP DuTs "
-    "(linerate afxdp, testpmd net_af_xdp, Open vSwitch afxdp ports) land together, between the "
-    "bridge and IP forwarding: on veth, AF_XDP is copy mode and every frame the DuT transmits "
-    "becomes an skb in its sendto, the same kernel path for all three. A profile of the DuT's "
-    "core at overload (`perf record -C 1 -g` during `linerate bench --overload --dut "
-    "linerate-afxdp`, 64 B, 2026-11-24) shows where the time goes: 92 % of the core is sendto's "
-    "kernel path, including 44 % for the sink's receive work (veth runs the peer's NAPI on the sending core, once "
-    "per frame, as __dev_direct_xmit re-enables softirqs after each one) and 17 % for veth copying "
-    "each skb into a page before the sink's XDP program may see it (skb_pp_cow_data: the head of "
-    "an AF_XDP skb is not a page fragment); linerate's own code is under 5 %. So no user-space "
-    "path passes IP forwarding on this bed; that needs a NIC with zero-copy AF_XDP, which veth "
-    "lacks. Their p99 latency of ~1-2 ms at the throughput is the 2048-frame ring filling at the "
-    "edge of capacity. AF_PACKET DuTs with deep TPACKET_V3 rings pass short trials while a "
-    "backlog builds (linerate afpacket: p50 latency of tens of ms at its throughput): longer "
-    "trials (`--trial 10`) give lower, more conservative numbers."
+    "Reading it. Each DuT forwards on its own core (CPU 1), the generator and d0's driver "
+    "work (NAPI, the XDP hook) run on CPU 0, and the sink's receive work runs where the DuT "
+    "transmits (veth runs the receiver's NAPI on the sending core). The kernel DuTs run on "
+    "CPU 1 through receive packet steering (RPS) of d0; before 2026-11-24 they ran in the "
+    "generator's softirq on CPU 0, where their results were lower bounds of generator and "
+    "DuT together (`linerate bench --no-rps` keeps that bed). At 64 bytes the order is that "
+    "of seeds 000 and 001: the bridge, then IP forwarding, then linerate's user-space AF_XDP "
+    "path, then its XDP path, which the generator cannot overload. At larger frames linerate "
+    "afxdp and IP forwarding are close (linerate afxdp above IP forwarding at "
+    + " / ".join(above)
+    + " sizes in the run / re-run): on veth, AF_XDP is copy mode, and every frame the DuT "
+    "transmits becomes an skb in its sendto, copied once more by veth into a page before the "
+    "sink's XDP program sees it (skb_pp_cow_data), so the user-space path pays two copies per "
+    "frame that in-kernel forwarding does not; with a NIC with zero-copy AF_XDP both go. A "
+    "profile of the DuT's core at overload (`perf record -C 1 -g`, 64 B) put 92 % of it in "
+    "sendto's kernel path (44 % the sink's receive work, 17 % that copy) and under 5 % in "
+    "linerate's own code. testpmd net_af_xdp and Open vSwitch's afxdp ports take the same "
+    "kernel path and land near linerate afxdp. The AF_PACKET DuTs (linerate afpacket, testpmd "
+    "net_af_packet) now pay the packet socket's receive copy on their own core too, and fall "
+    "below the bridge, as PF_PACKET stayed below in-kernel forwarding in seed 001. Their deep "
+    "TPACKET_V3 rings pass short trials while a backlog builds (p50 latency of tens of ms at "
+    "their throughput): longer trials (`--trial 10`) give lower, more conservative numbers. "
+    "The p99 latency of ~1 ms of the AF_XDP DuTs at their throughput is the 2048-frame ring "
+    "filling at the edge of capacity."
 )
 out.append("")
 out.append("The HTML report of this run (plots of throughput against frame size with the line rate, latency CDFs and histograms, frame loss) is `docs/bench-report.html`; the JSON with every trial is written by `--json`.")

@@ -860,7 +860,11 @@ impl XdpGen {
                 took[j] = t.elapsed().as_nanos() as f64;
             }
             let per_3a = (took[1] - took[0]).max(1.0);
-            rates[i] = 3.0 * A as f64 / per_3a;
+            // Bounded: a round in which the machine stalled during the
+            // first call (a VM paused) reads a near-zero difference, and a
+            // rate that high would size the calls of a paced run at
+            // minutes of program runs (seen: a trial stuck for over 3 min).
+            rates[i] = (3.0 * A as f64 / per_3a).min(MAX_RUNS_PER_NS);
             fixed[i] = (took[0] - per_3a / 3.0).max(0.0);
         }
         rates.sort_by(f64::total_cmp);
@@ -1020,6 +1024,9 @@ impl XdpGen {
 /// before it may still leave (catch-up after a preemption); none are sent
 /// after that.
 pub const END_GRACE: Duration = Duration::from_millis(20);
+/// Upper bound of the calibrated program runs per ns (the program's idle
+/// run takes tens of ns here; 0.5 per ns is far above any real machine).
+const MAX_RUNS_PER_NS: f64 = 0.5;
 /// [`Pacing::InProgram`]: the period of each of the two lanes' calls is
 /// twice this; the stop flag is checked between calls.
 pub const LANE_CALL: Duration = Duration::from_millis(200);

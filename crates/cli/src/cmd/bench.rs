@@ -63,7 +63,7 @@ pub struct Args {
     pub sizes: Vec<u32>,
     /// Seconds of traffic per trial (RFC 2544 suggests 60 for a formal result; short trials
     /// favour DuTs with deep buffers, which hide a backlog until the trial ends).
-    #[arg(long, default_value_t = 0.3)]
+    #[arg(long, default_value_t = 0.2)]
     pub trial: f64,
     /// Loss (in % of the frames sent) a throughput trial may have and still pass.
     #[arg(long, default_value_t = 0.0)]
@@ -96,7 +96,7 @@ pub struct Args {
     /// Back-to-back searches per size (RFC 2544 asks for 50).
     #[arg(long, default_value_t = 1)]
     pub b2b_trials: usize,
-    /// A first look: 64- and 1518-byte frames, 0.3 s trials, 2 % resolution, one back-to-back search.
+    /// A first look: 64- and 1518-byte frames, 0.2 s trials, 2 % resolution, one back-to-back search.
     #[arg(long)]
     pub quick: bool,
     /// Write the HTML report here.
@@ -312,7 +312,7 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
     let exe = std::env::current_exe()?;
     let procedures = Rfc2544Config {
         sizes: sizes.clone(),
-        trial: Duration::from_secs_f64(if a.quick { 0.3 } else { a.trial }),
+        trial: Duration::from_secs_f64(if a.quick { 0.2 } else { a.trial }),
         loss_tolerance,
         strict: a.strict,
         resolution: if a.quick {

@@ -913,15 +913,20 @@ mod tests {
         n: usize,
     }
 
+    /// `n` more of the trial's frames lost.
+    fn lose(rec: &mut TrialRecord, n: u64) {
+        rec.received = rec.received.saturating_sub(n);
+        rec.lost = rec.sent - rec.received;
+        rec.loss_ratio = rec.lost as f64 / rec.sent as f64;
+    }
+
     impl Trials for Slipping {
         fn trial(&mut self, s: &TrialSpec) -> Result<TrialRecord, String> {
             let mut rec = self.m.trial(s)?;
             if s.procedure == Procedure::Throughput {
                 if self.slip.contains(&self.n) {
                     rec.gen_late_max_us = 10_000.0;
-                    rec.received = rec.received.saturating_sub(1000);
-                    rec.lost = rec.sent - rec.received;
-                    rec.loss_ratio = rec.lost as f64 / rec.sent as f64;
+                    lose(&mut rec, 1000);
                 }
                 self.n += 1;
             }
@@ -975,9 +980,7 @@ mod tests {
             let mut rec = self.m.trial(s)?;
             if s.procedure == Procedure::Throughput {
                 if self.n.is_multiple_of(2) {
-                    rec.received = rec.received.saturating_sub(200);
-                    rec.lost = rec.sent - rec.received;
-                    rec.loss_ratio = rec.lost as f64 / rec.sent as f64;
+                    lose(&mut rec, 200);
                 }
                 self.n += 1;
             }
