@@ -51,7 +51,8 @@ out = []
 out.append("<!-- rfc2544 -->")
 out.append("## RFC 2544: throughput, latency, frame loss, back-to-back (`linerate bench`)")
 out.append("")
-out.append(f"Date {d['date']}, {d['seconds']:.0f} s for the whole run. Command: `{cmd}`.")
+rerun_s = f" (the re-run: {runs[1]['seconds']:.0f} s)" if len(runs) > 1 else ""
+out.append(f"Date {d['date']}, {d['seconds']:.0f} s for the whole run{rerun_s}. Command: `{cmd}`.")
 out.append("")
 for k, v in d["environment"]:
     out.append(f"- {k}: {v}")
@@ -126,6 +127,27 @@ if len(runs) > 1:
         out.append(f"| {r['name']} | {n_in} of {n} | {w} |")
     out.append("")
     out.append(f"In all: {tot_in} of {tot} re-run results within the stated spread.")
+    if tot and tot_in < 0.9 * tot:
+        # The DuT whose re-run moved most as a whole (median over its sizes).
+        shifts = []
+        for r in d["results"]:
+            rel = sorted(
+                size_of(runs[1], r["name"], s["frame_size"])["throughput_pps"] / s["throughput_pps"] - 1
+                for s in r["sizes"]
+                if s.get("throughput_pps") and (size_of(runs[1], r["name"], s["frame_size"]) or {}).get("throughput_pps")
+            )
+            if rel:
+                shifts.append((rel[len(rel) // 2], r["name"], r.get("throughput_spread") or 0.0))
+        m, name, sp = max(shifts, key=lambda x: abs(x[0]) / max(x[2], 1e-9))
+        out.append("")
+        out.append(
+            f"That is fewer than the 95 % the interval aims at. The spread is estimated within one "
+            f"run, from two searches per size some minutes apart; between runs, a DuT's whole curve "
+            f"can move on this VM (a guest on a shared host), which no within-run sample shows: "
+            f"{name}'s re-run moved by {m * 100:+.1f} % (median over its sizes) against a stated "
+            f"±{sp * 100:.1f} %. Read the spread as the noise within a run, and compare DuTs "
+            f"measured in the same run."
+        )
     out.append("")
     out.append(
         "Two searches per size are a small sample: the spread is an estimate, and it cannot "
