@@ -368,17 +368,22 @@ fn run(args: &[&str]) -> Result<Output> {
 
 /// Run a command, failing with its stderr.
 fn run_ok(args: &[&str]) -> Result<()> {
-    let out = run(args)?;
-    if !out.status.success() {
-        return err(format!(
-            "'{}' failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-                .trim()
-                .replace('\n', "; ")
-        ));
+    succeeded(&run(args)?, || format!("'{}' failed", args.join(" ")))
+}
+
+/// Ok if the command exited 0, otherwise an error: `what` and its stderr on
+/// one line.
+fn succeeded(out: &std::process::Output, what: impl FnOnce() -> String) -> Result<()> {
+    if out.status.success() {
+        return Ok(());
     }
-    Ok(())
+    err(format!(
+        "{}: {}",
+        what(),
+        String::from_utf8_lossy(&out.stderr)
+            .trim()
+            .replace('\n', "; ")
+    ))
 }
 
 /// Write sysctl-like files (`/proc/sys/...`) inside namespace `ns`.
@@ -784,14 +789,7 @@ impl Testbed {
                         if g { "on" } else { "off" },
                     ],
                 )?;
-                if !out.status.success() {
-                    return err(format!(
-                        "ethtool -K {} gro in '{}': {}",
-                        f.name,
-                        f.ns,
-                        String::from_utf8_lossy(&out.stderr).trim()
-                    ));
-                }
+                succeeded(&out, || format!("ethtool -K {} gro in '{}'", f.name, f.ns))?;
             }
         }
         // Routes (after link up, which adds the connected routes): gen and sink reach the far subnet through the DuT.
@@ -833,14 +831,9 @@ impl Testbed {
             f.name
         );
         let out = exec_in(&f.ns, &["sh", "-c", &script])?;
-        if !out.status.success() {
-            return err(format!(
-                "RPS of {} in '{}' to CPU {cpu}: {}",
-                f.name,
-                f.ns,
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
+        succeeded(&out, || {
+            format!("RPS of {} in '{}' to CPU {cpu}", f.name, f.ns)
+        })?;
         self.info.rps_cpu = Some(cpu);
         Ok(())
     }
@@ -894,14 +887,9 @@ impl Testbed {
             // /sys shows the namespace it was mounted in; `ip netns exec`
             // mounts the target namespace's sysfs.
             let out = exec_in(&f.ns, &["sh", "-c", &format!("echo 1 > {path}")])?;
-            if !out.status.success() {
-                return err(format!(
-                    "threaded NAPI on {} in '{}': {}",
-                    f.name,
-                    f.ns,
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ));
-            }
+            succeeded(&out, || {
+                format!("threaded NAPI on {} in '{}'", f.name, f.ns)
+            })?;
             for n in napi_of(&f.ns, &f.name)? {
                 let Some(pid) = n.pid else { continue };
                 if let Some(c) = cpu {
