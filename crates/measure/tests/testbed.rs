@@ -487,15 +487,7 @@ fn rps_moves_the_forwarding_work_to_the_chosen_cpu() {
     // forwarding) would run in its softirq there.
     let ns = bed.ns_gen().to_string();
     testbed::in_netns(&ns, move || {
-        // SAFETY: a zeroed cpu_set_t with CPU 0 set, for this thread.
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(0, &mut set);
-            assert_eq!(
-                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
-                0
-            );
-        }
+        testbed::pin_thread(0, 0).unwrap(); // 0: this thread
         let tx = UdpSocket::bind(SocketAddr::new(g.ipv4.into(), 0)).unwrap();
         let to = SocketAddr::new(s.ipv4.into(), 9);
         for i in 0..N {

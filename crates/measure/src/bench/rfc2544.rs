@@ -631,8 +631,8 @@ fn search(
     let mut next = first.unwrap_or(r.overload_forwarded_pps * (1.0 - cfg.resolution / 2.0));
     let mut down = 2.0 * cfg.resolution;
     let mut up = if first.is_some() { 2.0 } else { 4.0 } * cfg.resolution;
-    // Failed trials of this search before its first pass.
-    let mut fails = 0u32;
+    // Whether this search failed a trial before its first pass.
+    let mut failed = false;
     // Below this the DuT forwards (next to) nothing: stop.
     let floor = (hi * 1e-4).max(100.0);
     for _ in 0..cfg.max_search_trials.max(1) {
@@ -735,12 +735,12 @@ fn search(
                 // else halve (a DuT that loses a little at every rate would
                 // otherwise creep down by its loss ratio per trial).
                 let aim = fwd * (1.0 - cfg.resolution);
-                let n = if fails == 0 && loss >= SMALL_LOSS {
+                let n = if !failed && loss >= SMALL_LOSS {
                     aim
                 } else {
                     aim.min(hi * 0.5)
                 };
-                fails += 1;
+                failed = true;
                 n.max(hi * 0.1)
             } else {
                 (lo + hi) / 2.0
