@@ -7,7 +7,11 @@ usage: bench_report_rfc2544.py RESULTS.json [RESULTS2.json] "COMMAND" [BENCHMARK
 A second results file is a re-run: its throughput is shown next to the first.
 """
 import json
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import md_section  # noqa: E402
 
 args = sys.argv[1:]
 files = [a for a in args if a.endswith(".json")]
@@ -48,7 +52,6 @@ def size_of(run, dut, size):
 
 
 out = []
-out.append("<!-- rfc2544 -->")
 out.append("## RFC 2544: throughput, latency, frame loss, back-to-back (`linerate bench`)")
 out.append("")
 rerun_s = f" (the re-run: {runs[1]['seconds']:.0f} s)" if len(runs) > 1 else ""
@@ -216,17 +219,4 @@ out.append(
 )
 out.append("")
 out.append("The HTML report of this run (plots of throughput against frame size with the line rate, latency CDFs and histograms, frame loss) is `docs/bench-report.html`; the JSON with every trial is written by `--json`.")
-out.append("<!-- /rfc2544 -->")
-section = "\n".join(out) + "\n"
-
-try:
-    text = open(md_path).read()
-except FileNotFoundError:
-    text = ""
-a, b = text.find("<!-- rfc2544 -->"), text.find("<!-- /rfc2544 -->")
-if a >= 0 and b > a:
-    text = text[:a] + section + text[b + len("<!-- /rfc2544 -->") + 1:]
-else:
-    text = text.rstrip("\n") + "\n\n" + section
-open(md_path, "w").write(text)
-print(f"wrote the RFC 2544 section of {md_path}", file=sys.stderr)
+md_section.put(md_path, "rfc2544", "\n".join(out))
