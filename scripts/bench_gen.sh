@@ -55,7 +55,7 @@ cat >"$tmp/xdp_drop.c" <<'EOF'
 __attribute__((section("xdp"), used)) int xdp_drop(struct xdp_md *ctx) { return XDP_DROP; }
 char _license[] __attribute__((section("license"), used)) = "GPL";
 EOF
-clang -O2 -target bpf -c "$tmp/xdp_drop.c" -o "$tmp/xdp_drop.o"
+clang -O2 -target bpf -I/usr/include/x86_64-linux-gnu -c "$tmp/xdp_drop.c" -o "$tmp/xdp_drop.o"
 
 echo "== test beds" >&2
 $lr testbed up --name "$bed_a" --gro on --no-ipv6 --json >"$out/bed_a.json"
@@ -143,6 +143,13 @@ kill -INT "$fpid"
 wait "$fpid" || { echo "bench_gen: linerate fwd failed: $(tail -n1 "$tmp/fwd.err")" >&2; exit 1; }
 bg=("${bg[@]/$fpid}")
 tail -n1 "$tmp/fwd.out" >"$out/lat_fwd_dut.json"
+
+echo "== 4. pacing smoothness (crates/io/tests/kprog.rs: gen_pacing_smoothness_report)" >&2
+if ! cargo test -q --release -p linerate-io --test kprog -- --ignored --nocapture --exact \
+    gen_pacing_smoothness_report >/dev/null 2>"$out/smoothness.txt"; then
+    echo "bench_gen: the smoothness report failed: $(tail -n1 "$out/smoothness.txt")" >&2
+    : >"$out/smoothness.txt"
+fi
 
 cmd="scripts/bench_gen.sh (BENCH_GEN_SECONDS=$secs)"
 python3 scripts/bench_report_gen.py "$out" "$cmd"

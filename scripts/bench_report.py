@@ -45,11 +45,15 @@ p("Test bed: three network namespaces, gen <-veth-> dut <-veth-> sink (`linerate
   f"Generator: linerate's in-kernel XDP generator (BPF_PROG_RUN live frames) on CPU {bench['gen_cpu']}, "
   "64-byte UDP frames over 64 flows, the same for every DuT. Counted at the sink by an XDP counter on s0; "
   "the kernel's rx_packets of s0 is the independent check (column `check`). "
-  f"User-space DuTs are pinned to CPU {bench['dut_cpu']}. veth receive work (NAPI) runs as softirq on the CPU that "
-  "sends into the veth, so for kernel DuTs (bridge, IP forwarding, XDP) the forwarding work shares CPU "
-  f"{bench['gen_cpu']} with the generator, and the AF_XDP/AF_PACKET copy on receive is also done there. "
-  f"{bench['duration_s']:.0f} s per trial after {bench['warmup_s']:.0f} s warm-up, "
-  f"{len(next(iter(res.values()))['trials'])} trials; the median is shown with min-max.")
+  f"User-space DuTs are pinned to CPU {bench['dut_cpu']}. veth receive work (NAPI, d0's XDP hook) runs as "
+  f"softirq on the CPU that sends into the veth, CPU {bench['gen_cpu']}: the XDP DuTs and the AF_XDP copy on "
+  "receive share it with the generator. "
+  + (f"Receive packet steering (RPS) of d0 moves the kernel's work after the XDP hook (bridge, IP forwarding, "
+     f"the packet socket's receive) to CPU {bench['dut_cpu']}. " if bench.get("rps") else
+     f"Without RPS (`--no-rps`), the bridge's, IP forwarding's and the packet socket's receive work also runs "
+     f"there. ")
+  + f"{bench['duration_s']:.0f} s per trial after {bench['warmup_s']:.0f} s warm-up, "
+  + f"{len(next(iter(res.values()))['trials'])} trials; the median is shown with min-max.")
 p()
 p("| DuT | offered Mpps | forwarded Mpps | min-max | vs bridge | check (sink vs kernel counter) |")
 p("|---|---:|---:|---:|---:|---:|")
@@ -128,24 +132,40 @@ if null:
 else:
     p("| testpmd io-forward, net_null | unavailable | |")
 p()
+afxdp_tx_share, afxdp_own = "most", "a small part of the"
+for t in (res.get("linerate-afxdp") or {}).get("trials", [])[-1:]:
+    pr = (t.get("dut_account") or {}).get("profile")
+    if pr:
+        c = pr["cycles_per_packet"]
+        afxdp_tx_share = f"{c['tx'] / c['total'] * 100:.0f} %"
+        afxdp_own = f"about {c['rx'] + c['buffers'] + c['processing']:.0f}"
 p("## Reading these numbers")
 p()
 p("- **AF_XDP on veth is capped by the kernel's copy-mode transmit.** veth has no zero-copy AF_XDP, so every "
   "frame an AF_XDP socket sends becomes an skb (allocate, copy, `veth_xmit`, and the sink veth's receive, "
   "which runs as softirq on the sending core). The profile above shows it: of the cycles per packet of "
-  "`linerate-afxdp`, all but about a dozen are in TX, i.e. inside `sendto()`; linerate's own per-packet work "
-  "(RX ring, processing, buffer recycling) is about 13 cycles. testpmd (net_af_xdp) and Open vSwitch (afxdp "
+  f"`linerate-afxdp`, {afxdp_tx_share} are in TX, i.e. inside `sendto()`; linerate's own per-packet work "
+  f"(RX ring, processing, buffer recycling) is {afxdp_own} cycles. testpmd (net_af_xdp) and Open vSwitch (afxdp "
   "ports) pay the same kernel path and land at the same rate, so the issue's goal of 2x the best of them is "
   "out of reach on veth whatever the user-space side does; it is a property of the test bed, not of the "
   "forwarders. On a NIC with zero-copy AF_XDP the TX cost is a descriptor write.")
 p("- **The XDP mode** forwards in the kernel with a devmap redirect (the 'kernel module' approach of seed 003) "
-  "and runs, like the bridge and IP forwarding, in the veth's NAPI on the generator's core; it keeps per-CPU "
-  "counters per direction and still matches the bare redirect.")
+  "and runs in d0's NAPI on the generator's core; it keeps per-CPU counters per direction, and the table "
+  "above compares it with the bare redirect.")
 p("- **mem ports vs net_null:** linerate's mem source hands out descriptors of pre-built frames (no buffer "
   "allocation, no data touched), and the sink counts and discards; testpmd's net_null allocates and frees an "
   "mbuf per packet from a mempool. Both measure the forwarding loop without I/O, but the mem ports are cheaper "
   "by construction: the ratio says more about the loop's overhead (dynamic dispatch per batch, counters per "
   "batch) than about a like-for-like buffer cost.")
-p("- **Ordering:** bridge < IP forwarding < XDP, as in seeds 000 and 001. The user-space forwarders over "
-  "AF_PACKET sit below the bridge here because their receive copy and their transmit both go through the "
-  "kernel's skb paths on veth.")
+afp = med("linerate-afpacket")
+if bench.get("rps") and afp is not None and br and afp < 0.2 * br:
+    p(f"- **AF_PACKET at overload, with RPS: receive livelock.** The packet socket's receive work (its copy into "
+      f"the ring) runs in softirq on the DuT's own core, CPU {bench['dut_cpu']}; offered far more than it can take, "
+      f"that softirq keeps the core and the forwarder barely runs: linerate-afpacket forwards {afp:.3f} Mpps here, "
+      "against several times that as its loss-free rate in the RFC 2544 section (testpmd net_af_packet alike). "
+      "`--no-rps` leaves that work on the generator's core, where the forwarder keeps its own.")
+order = sorted((v, n) for n in ("linux-bridge", "linux-ipfwd", "linerate-afxdp", "linerate-xdp", "linerate-afpacket")
+               if (v := med(n)))
+p("- **Ordering at overload:** " + " < ".join(f"{n} {v:.3f}" for v, n in order) + " Mpps. Seeds 000 and 001 "
+  "found bridge < IP forwarding < the user-space and XDP paths. The RFC 2544 section below measures the "
+  "loss-free rates, which are what the seeds' order is about.")

@@ -8,6 +8,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import sys
 
 out, cmd = sys.argv[1], sys.argv[2]
@@ -182,6 +183,21 @@ if rows:
         "the pacer then sends back to back and the error is the port's limit, not the pacer's.")
 p()
 p("### Rate accuracy, `--xdp` (in-kernel live frames, paced inside the XDP program)")
+# The smoothness report (bench_gen.sh step 4): per-ms CV per pacing mode.
+cvs = {}
+try:
+    for line in open(os.path.join(out, "smoothness.txt")):
+        m = re.match(r"\s*(\w+)\s+(\d+) pps:.*per-ms CV ([0-9.]+)", line)
+        if m:
+            cvs.setdefault(m.group(1), []).append((int(m.group(2)), float(m.group(3))))
+except FileNotFoundError:
+    pass
+smooth = ""
+if cvs.get("InProgram") and cvs.get("Slices"):
+    ip, sl = cvs["InProgram"], cvs["Slices"]
+    smooth = (f", this run: {min(c for _, c in ip):.2f}-{max(c for _, c in ip):.2f} for "
+              f"{min(r for r, _ in ip):,}..{max(r for r, _ in ip):,} pps paced in the program vs "
+              f"{min(c for _, c in sl):.2f}-{max(c for _, c in sl):.2f} for one burst per call")
 p()
 p("`linerate gen g0 --xdp --size 60 --rate R --duration 5 --cpu 0`. The program keeps the schedule "
   "(frame n is due at start + n x gap): runs before a frame is due return XDP_DROP without sending, so "
@@ -189,9 +205,8 @@ p("`linerate gen g0 --xdp --size 60 --rate R --duration 5 --cpu 0`. The program 
   "per BPF_PROG_RUN call; two threads overlap their calls so the ~24 ms per-call RCU cost leaves no hole. "
   "One core spins for the whole run. The count is exact (floor(R x duration)); the rate is per second of the "
   "run's real duration, which includes the start and up to one call at the end. Smoothness (coefficient of "
-  "variation of the per-millisecond rate at the receiver, 0.5-0.8 for 10k..4M pps vs 0.6-4.9 for one burst "
-  "per call) is printed by `cargo test --release -p linerate-io --test kprog -- --ignored --nocapture "
-  "gen_pacing_smoothness_report`.")
+  f"variation of the per-millisecond rate at the receiver{smooth}) is printed by `cargo test --release -p "
+  "linerate-io --test kprog -- --ignored --nocapture gen_pacing_smoothness_report` (step 4 of this script).")
 p()
 p(f"| requested pps | sent | achieved (sender) pps | achieved (receiver) pps | error % | received / requested duration | BPF_PROG_RUN calls | error <= {MET:.0f} % |")
 p("|---:|---:|---:|---:|---:|---:|---:|---|")
@@ -215,8 +230,8 @@ for r in summary["max_rate"]:
     p(f"| {r['method']} | **{r['pps'] / 1e6:.3f}** | {ratio} |")
 p()
 tg = rates.get("max_trafgen")
-p("Single runs on a 2-vCPU VM: run-to-run spread of the XDP row has been 4.4 to 6.0 Mpps "
-  "(other work on the machine), so ratios near a goal can fall either side of it.")
+p("Single runs on a 2-vCPU VM: the XDP row moves from run to run with other work on the host, "
+  "so ratios near a goal can fall either side of it.")
 p()
 p("| target | measured | met |")
 p("|---|---|---|")
