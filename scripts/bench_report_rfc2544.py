@@ -100,7 +100,9 @@ if len(runs) > 1:
     out.append(
         "Each cell: first run / re-run (same command, right after). The re-run spread is what "
         "the first run states (its report and table): the 95 % prediction interval of a "
-        "re-run's result from the two searches per size, pooled over the sizes."
+        "re-run's result from the two searches per size, pooled over the DuT's sizes, and at "
+        "least the one pooled over every DuT's sizes where the DuT was the limit (one DuT's "
+        "seven pairs of searches now and then agree closely by chance)."
     )
     out.append("")
     out.append("Re-run against the stated spread (per DuT: sizes whose re-run lies within the first run's result ± its spread; the largest difference):")

@@ -544,7 +544,8 @@ fn print_rfc2544(o: &mut dyn Write, results: &[Rfc2544Result], cfg: &Rfc2544Benc
         writeln!(
             o,
             "\nRe-run spread: a re-run's throughput is expected within this of this run's \
-             (95 % prediction interval from the {} searches per size, pooled over the sizes)",
+             (95 % prediction interval from the {} searches per size, pooled over the DuT's \
+             sizes, at least the one pooled over every DuT's)",
             cfg.procedures.repetitions
         )?;
         for chunk in spreads.chunks(4) {

@@ -160,9 +160,12 @@ pub struct Rfc2544Result {
     pub check: Option<rfc2544::TrialRecord>,
     pub sizes: Vec<rfc2544::SizeResult>,
     /// With repetitions: the half width (fraction) of the 95 % prediction
-    /// interval of a re-run's throughput, pooled over the sizes
-    /// ([`rfc2544::repeat_spread`]).
+    /// interval of a re-run's throughput that the bench states: the larger
+    /// of the DuT's own estimate and the bed's ([`rfc2544::bed_spread`]).
     pub throughput_spread: Option<f64>,
+    /// The DuT's own estimate, pooled over its sizes
+    /// ([`rfc2544::repeat_spread`]).
+    pub throughput_spread_own: Option<f64>,
     /// The DuT's own account at the end (linerate fwd's JSON).
     pub dut_account: Option<serde_json::Value>,
     pub seconds: f64,
@@ -203,6 +206,7 @@ pub fn run_rfc2544(
                     check: None,
                     sizes: Vec::new(),
                     throughput_spread: None,
+                    throughput_spread_own: None,
                     dut_account: None,
                     seconds: 0.0,
                 });
@@ -219,10 +223,14 @@ pub fn run_rfc2544(
             if stop.load(Ordering::SeqCst) && r.status == "ok" {
                 r.status = "interrupted".into();
             }
-            r.throughput_spread = rfc2544::repeat_spread(&r.sizes);
+            r.throughput_spread_own = rfc2544::repeat_spread(&r.sizes);
             r.seconds += t0.elapsed().as_secs_f64();
             progress(&name, 0, &r.status);
         }
+    }
+    let bed = rfc2544::bed_spread(out.iter().map(|r| r.sizes.as_slice())).unwrap_or(0.0);
+    for r in &mut out {
+        r.throughput_spread = r.throughput_spread_own.map(|own| own.max(bed));
     }
     out
 }

@@ -20,7 +20,9 @@
 //!   frames) is run once more and the rate passes if the repeat passes:
 //!   MLRsearch's goal exceed ratio of 50 % (draft-ietf-bmwg-mlrsearch),
 //!   which keeps a rare stall of the machine (a few ms in which a ring
-//!   overflows) from ending a search far below the DuT's capacity;
+//!   overflows) from ending a search far below the DuT's capacity. A
+//!   further search repeats, whatever it lost, a fail well under the first
+//!   search's result ([`CONTRADICTION_SPAN`]);
 //! - **latency** (26.2): a trial at the throughput found, every n-th frame
 //!   timestamped in the generator and its one-way latency histogrammed at
 //!   the sink;
@@ -108,6 +110,14 @@ pub const SMALL_LOSS: f64 = 0.01;
 /// A small loss is repeated in a bisection only while the rate tried is
 /// more than this many resolutions above the highest pass.
 pub const SMALL_LOSS_SPAN: f64 = 4.0;
+
+/// A further search repeats a failed trial once, whatever it lost, when its
+/// rate is more than this many resolutions under the first search's
+/// result: a rate this far under one the DuT passed earlier in the run
+/// fails only while the machine is disturbed (measured: a further search
+/// of linux-ipfwd lost 0.26 %, 12 frames and 1.06 % at 2.04, 1.71 and
+/// 1.16 Mpps, after the first had passed 2.30; it ended at 1.14).
+pub const CONTRADICTION_SPAN: f64 = 2.0;
 
 /// Largest disagreement between our counts and the kernel's that passes (%).
 pub const KERNEL_TOLERANCE_PCT: f64 = 0.5;
@@ -490,6 +500,20 @@ fn repetition(
 /// is the mean, for more the interval is a little narrow.) None with
 /// fewer than two searches at any size.
 pub fn repeat_spread(sizes: &[SizeResult]) -> Option<f64> {
+    pooled_spread(sizes.iter())
+}
+
+/// [`repeat_spread`] pooled over the sizes of every DuT of a run where the
+/// DuT, not the generator, was the limit: the bed's estimate of how far a
+/// re-run moves. A DuT's own estimate has 7 degrees of freedom with the
+/// default sizes and comes out below the truth now and then (measured:
+/// linux-ipfwd stated ±5.8 % in one run, ±48.7 % in the next), so the
+/// bench states the larger of the two.
+pub fn bed_spread<'a>(duts: impl IntoIterator<Item = &'a [SizeResult]>) -> Option<f64> {
+    pooled_spread(duts.into_iter().flatten().filter(|s| !s.generator_limited))
+}
+
+fn pooled_spread<'a>(sizes: impl Iterator<Item = &'a SizeResult>) -> Option<f64> {
     use statrs::distribution::{ContinuousCDF, StudentsT};
     let (mut ss, mut dof, mut n_max) = (0.0f64, 0usize, 0usize);
     for r in sizes {
@@ -673,17 +697,25 @@ fn search(
         } else {
             c - lo > SMALL_LOSS_SPAN * cfg.resolution * c
         };
+        // A fail well under the first search's result contradicts it: it
+        // is repeated once whatever it lost.
+        let contradicts =
+            first.is_some_and(|f| c < f * (1.0 - CONTRADICTION_SPAN * cfg.resolution));
         if !cfg.strict
-            && costly
+            && ((costly && rec.loss_ratio < SMALL_LOSS) || contradicts)
             && !passes(&rec, cfg)
             && rec.sent > 0
-            && rec.loss_ratio < SMALL_LOSS
             && !t.stopped()
         {
+            let why = if contradicts {
+                "under the first search's result"
+            } else {
+                "a small loss"
+            };
             progress(
                 size,
                 &format!(
-                    "search {}: {} -> loss {:.4} %: a small loss, repeated once (exceed ratio 50 %)",
+                    "search {}: {} -> loss {:.4} %: {why}, repeated once (exceed ratio 50 %)",
                     rep + 1,
                     mpps(c),
                     rec.loss_ratio * 100.0
@@ -1208,6 +1240,56 @@ mod tests {
         );
     }
 
+    /// The model, but its next `lossy` throughput trials lose 2 % of their
+    /// frames and 100 more (the machine disturbed for a while).
+    struct Disturbed {
+        m: Model,
+        lossy: usize,
+    }
+
+    impl Trials for Disturbed {
+        fn trial(&mut self, s: &TrialSpec) -> Result<TrialRecord, String> {
+            let mut rec = self.m.trial(s)?;
+            if s.procedure == Procedure::Throughput && self.lossy > 0 {
+                self.lossy -= 1;
+                let n = rec.sent / 50 + 100;
+                lose(&mut rec, n);
+            }
+            Ok(rec)
+        }
+    }
+
+    #[test]
+    fn a_further_search_repeats_a_fail_well_under_the_first_result() {
+        let cfg = search_only(vec![64], 1);
+        let mut t = Disturbed {
+            m: Model::new(1e6, 0.0, 4e6),
+            lossy: 0,
+        };
+        let mut r = run(&cfg, &mut t, &mut |_, _| {}).unwrap();
+        let first = r[0].throughput_pps.unwrap();
+        assert!(first >= 0.98e6, "{first}");
+        // Disturbed at the first result, 2 % and 6 % under it: the third
+        // is more than CONTRADICTION_SPAN resolutions under, so it is run
+        // once more, passes, and the search ends within the resolution of
+        // the capacity (without the repeat: under the third trial's rate).
+        t.lossy = 3;
+        let n0 = r[0].trials.len();
+        let s = repetition(&cfg, &mut t, &mut r[0], 1, &mut |_, _| {}).unwrap();
+        assert!(s.throughput_pps >= 0.95e6, "{s:?}");
+        let repeated: Vec<&TrialRecord> = r[0].trials[n0..].iter().filter(|x| x.repeated).collect();
+        assert_eq!(repeated.len(), 1);
+        assert!(repeated[0].offered_pps < first * (1.0 - CONTRADICTION_SPAN * cfg.resolution));
+        // Strict: no repeat, the disturbance ends the search lower.
+        let strict = Rfc2544Config {
+            strict: true,
+            ..cfg
+        };
+        t.lossy = 3;
+        let s = repetition(&strict, &mut t, &mut r[0], 2, &mut |_, _| {}).unwrap();
+        assert!(s.throughput_pps < 0.94e6, "{s:?}");
+    }
+
     #[test]
     fn repetitions_of_a_generator_limited_dut_run_their_own_top_speed_trial() {
         let mut m = Model::new(10e6, 0.0, 2e6);
@@ -1242,6 +1324,15 @@ mod tests {
         assert!((got - want).abs() < 1e-9, "{got} vs {want}");
         // One search per size: no spread.
         assert_eq!(repeat_spread(&[size(&[1.0]), size(&[2.0])]), None);
+        // The bed's: the same over several DuTs' sizes, generator-limited
+        // sizes left out.
+        let mut limited = size(&[10.0, 20.0]);
+        limited.generator_limited = true;
+        let other = [size(&[100.0, 102.0]), limited];
+        let bed = bed_spread([&r[..1], &r[1..], &other[..]]).unwrap();
+        let s2 = (4.0 * (1.0f64 / 101.0).powi(2) + 2.0 * (2.0f64 / 198.0).powi(2)) / 3.0;
+        let want = 3.182446305284263 * s2.sqrt();
+        assert!((bed - want).abs() < 1e-9, "{bed} vs {want}");
     }
 
     #[test]
