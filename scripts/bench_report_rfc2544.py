@@ -151,7 +151,8 @@ if len(runs) > 1:
             f"can move on this VM (a guest on a shared host), which no within-run sample shows: "
             f"{name}'s re-run moved by {m * 100:+.1f} % (median over its sizes) against a stated "
             f"±{sp * 100:.1f} %. Read the spread as the noise within a run, and compare DuTs "
-            f"measured in the same run."
+            f"measured in the same run (the section after this one shows the machine's two "
+            f"speeds that cause it)."
         )
     out.append("")
     out.append(
