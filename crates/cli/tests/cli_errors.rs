@@ -217,3 +217,17 @@ fn trace_http_file_reads_back() {
     assert_eq!(t["events"]["http_pair"].as_u64(), Some(200), "{v}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn bench_bad_times_are_one_line_errors() {
+    // Each would have panicked converting to a Duration (negative, NaN).
+    one_line_error(
+        &["bench", "--overload", "--duration=-1"],
+        "--duration -1: must be over 0",
+    );
+    one_line_error(
+        &["bench", "--warmup", "nan"],
+        "--warmup NaN: must be 0 to 3600",
+    );
+    one_line_error(&["bench", "--overload", "--warmup=-2"], "--warmup -2");
+}

@@ -227,6 +227,15 @@ pub fn run(a: Args) -> Result<()> {
     if let Some(n) = &a.name {
         check_name(n)?;
     }
+    if !(a.warmup.is_finite() && (0.0..=3600.0).contains(&a.warmup)) {
+        bail!("--warmup {}: must be 0 to 3600 seconds", a.warmup);
+    }
+    if !(a.duration.is_finite() && a.duration > 0.0 && a.duration <= 3600.0) {
+        bail!(
+            "--duration {}: must be over 0 and at most 3600 seconds",
+            a.duration
+        );
+    }
     // The cleanup guarantee: a watchdog removes what this run made if it
     // dies without cleaning up itself (SIGKILL, crash).
     let guard = super::reap::guard()?;
