@@ -446,6 +446,14 @@ pub fn exec_in(ns: &str, cmd: &[&str]) -> Result<Output> {
     run(&a)
 }
 
+/// Run a shell script that writes /sys files of namespace `ns`: /sys shows
+/// the namespace it was mounted in, and `ip netns exec` mounts the target
+/// namespace's sysfs (a thread that only enters the namespace, as
+/// [`write_proc`] does, would write the host's).
+fn sysfs_script(ns: &str, script: &str, what: impl FnOnce() -> String) -> Result<()> {
+    succeeded(&exec_in(ns, &["sh", "-c", script])?, what)
+}
+
 fn hash(s: &str) -> u32 {
     // FNV-1a.
     let mut h: u32 = 0x811c_9dc5;
@@ -824,14 +832,11 @@ impl Testbed {
         }
         let f = self.info.dut_in.clone();
         let mask = format!("{:x}", 1u64 << cpu);
-        // /sys shows the namespace it was mounted in; `ip netns exec`
-        // mounts the target namespace's sysfs.
         let script = format!(
             "for q in /sys/class/net/{}/queues/rx-*; do echo {mask} > $q/rps_cpus || exit 1; done",
             f.name
         );
-        let out = exec_in(&f.ns, &["sh", "-c", &script])?;
-        succeeded(&out, || {
+        sysfs_script(&f.ns, &script, || {
             format!("RPS of {} in '{}' to CPU {cpu}", f.name, f.ns)
         })?;
         self.info.rps_cpu = Some(cpu);
@@ -884,10 +889,7 @@ impl Testbed {
                 continue;
             }
             let path = format!("/sys/class/net/{}/threaded", f.name);
-            // /sys shows the namespace it was mounted in; `ip netns exec`
-            // mounts the target namespace's sysfs.
-            let out = exec_in(&f.ns, &["sh", "-c", &format!("echo 1 > {path}")])?;
-            succeeded(&out, || {
+            sysfs_script(&f.ns, &format!("echo 1 > {path}"), || {
                 format!("threaded NAPI on {} in '{}'", f.name, f.ns)
             })?;
             for n in napi_of(&f.ns, &f.name)? {

@@ -937,28 +937,47 @@ mod tests {
         }
     }
 
-    /// The model, but the throughput trials numbered in `slip` (from 0)
-    /// have the generator's schedule slip 10 ms and lose 1000 frames.
-    struct Slipping {
+    /// The model, but the throughput trials numbered (from 0) where `hit`
+    /// holds lose `lost(sent)` more frames, with the generator's schedule
+    /// `late_us` late (a stall of the machine, a slip of the generator).
+    struct Perturbed {
         m: Model,
-        slip: Vec<usize>,
+        hit: Box<dyn Fn(usize) -> bool>,
+        lost: fn(u64) -> u64,
+        late_us: f64,
         n: usize,
     }
 
-    /// `n` more of the trial's frames lost.
-    fn lose(rec: &mut TrialRecord, n: u64) {
-        rec.received = rec.received.saturating_sub(n);
-        rec.lost = rec.sent - rec.received;
-        rec.loss_ratio = rec.lost as f64 / rec.sent as f64;
+    impl Perturbed {
+        fn new(hit: impl Fn(usize) -> bool + 'static, lost: fn(u64) -> u64) -> Perturbed {
+            Perturbed {
+                m: Model::new(1e6, 0.0, 4e6),
+                hit: Box::new(hit),
+                lost,
+                late_us: 0.0,
+                n: 0,
+            }
+        }
+
+        /// The generator's schedule slips 10 ms and 1000 frames are lost
+        /// at the throughput trials numbered in `at`.
+        fn slipping(at: Vec<usize>) -> Perturbed {
+            Perturbed {
+                late_us: 10_000.0,
+                ..Perturbed::new(move |k| at.contains(&k), |_| 1000)
+            }
+        }
     }
 
-    impl Trials for Slipping {
+    impl Trials for Perturbed {
         fn trial(&mut self, s: &TrialSpec) -> Result<TrialRecord, String> {
             let mut rec = self.m.trial(s)?;
             if s.procedure == Procedure::Throughput {
-                if self.slip.contains(&self.n) {
-                    rec.gen_late_max_us = 10_000.0;
-                    lose(&mut rec, 1000);
+                if (self.hit)(self.n) {
+                    rec.gen_late_max_us = rec.gen_late_max_us.max(self.late_us);
+                    rec.received = rec.received.saturating_sub((self.lost)(rec.sent));
+                    rec.lost = rec.sent - rec.received;
+                    rec.loss_ratio = rec.lost as f64 / rec.sent as f64;
                 }
                 self.n += 1;
             }
@@ -975,11 +994,7 @@ mod tests {
         };
         let clean = run(&cfg, &mut Model::new(1e6, 0.0, 4e6), &mut |_, _| {}).unwrap();
         // Slips at the 2nd and the 5th throughput trial.
-        let mut t = Slipping {
-            m: Model::new(1e6, 0.0, 4e6),
-            slip: vec![1, 4],
-            n: 0,
-        };
+        let mut t = Perturbed::slipping(vec![1, 4]);
         let r = run(&cfg, &mut t, &mut |_, _| {}).unwrap();
         assert_eq!(r[0].throughput_pps, clean[0].throughput_pps);
         let repeated: Vec<&TrialRecord> = r[0].trials.iter().filter(|x| x.repeated).collect();
@@ -990,34 +1005,16 @@ mod tests {
             assert!(!r[0].trials[i].repeated);
         }
         // Two slips in a row: after one repeat the second trial counts.
-        let mut t = Slipping {
-            m: Model::new(1e6, 0.0, 4e6),
-            slip: vec![0, 1],
-            n: 0,
-        };
+        let mut t = Perturbed::slipping(vec![0, 1]);
         let r = run(&cfg, &mut t, &mut |_, _| {}).unwrap();
         assert_eq!(r[0].trials.iter().filter(|x| x.repeated).count(), 1);
         assert!(r[0].throughput_pps.unwrap() < clean[0].throughput_pps.unwrap());
     }
 
-    /// The model, but every other throughput trial loses 200 frames (a
-    /// stall of the machine), at any rate.
-    struct Stalling {
-        m: Model,
-        n: usize,
-    }
-
-    impl Trials for Stalling {
-        fn trial(&mut self, s: &TrialSpec) -> Result<TrialRecord, String> {
-            let mut rec = self.m.trial(s)?;
-            if s.procedure == Procedure::Throughput {
-                if self.n.is_multiple_of(2) {
-                    lose(&mut rec, 200);
-                }
-                self.n += 1;
-            }
-            Ok(rec)
-        }
+    /// Every other throughput trial loses 200 frames (a stall of the
+    /// machine), at any rate.
+    fn stalling() -> Perturbed {
+        Perturbed::new(|k| k.is_multiple_of(2), |_| 200)
     }
 
     #[test]
@@ -1026,10 +1023,7 @@ mod tests {
         let clean = run(&cfg, &mut Model::new(1e6, 0.0, 4e6), &mut |_, _| {}).unwrap()[0]
             .throughput_pps
             .unwrap();
-        let mut t = Stalling {
-            m: Model::new(1e6, 0.0, 4e6),
-            n: 0,
-        };
+        let mut t = stalling();
         let r = run(&cfg, &mut t, &mut |_, _| {}).unwrap();
         // The stalled trials far from the result were repeated, and their
         // repeats counted; one near it may end the search a few
@@ -1054,10 +1048,7 @@ mod tests {
             strict: true,
             ..search_only(vec![64], 1)
         };
-        let mut t = Stalling {
-            m: Model::new(1e6, 0.0, 4e6),
-            n: 0,
-        };
+        let mut t = stalling();
         let r = run(&strict, &mut t, &mut |_, _| {}).unwrap();
         assert!(r[0].throughput_pps.unwrap() < clean * 0.9);
         assert_eq!(r[0].trials.iter().filter(|x| x.repeated).count(), 0);
@@ -1240,32 +1231,18 @@ mod tests {
         );
     }
 
-    /// The model, but its next `lossy` throughput trials lose 2 % of their
+    /// From the next throughput trial of `t` on, three lose 2 % of their
     /// frames and 100 more (the machine disturbed for a while).
-    struct Disturbed {
-        m: Model,
-        lossy: usize,
-    }
-
-    impl Trials for Disturbed {
-        fn trial(&mut self, s: &TrialSpec) -> Result<TrialRecord, String> {
-            let mut rec = self.m.trial(s)?;
-            if s.procedure == Procedure::Throughput && self.lossy > 0 {
-                self.lossy -= 1;
-                let n = rec.sent / 50 + 100;
-                lose(&mut rec, n);
-            }
-            Ok(rec)
-        }
+    fn disturb_next_three(t: &mut Perturbed) {
+        let k0 = t.n;
+        t.hit = Box::new(move |k| (k0..k0 + 3).contains(&k));
+        t.lost = |sent| sent / 50 + 100;
     }
 
     #[test]
     fn a_further_search_repeats_a_fail_well_under_the_first_result() {
         let cfg = search_only(vec![64], 1);
-        let mut t = Disturbed {
-            m: Model::new(1e6, 0.0, 4e6),
-            lossy: 0,
-        };
+        let mut t = Perturbed::new(|_| false, |_| 0);
         let mut r = run(&cfg, &mut t, &mut |_, _| {}).unwrap();
         let first = r[0].throughput_pps.unwrap();
         assert!(first >= 0.98e6, "{first}");
@@ -1273,7 +1250,7 @@ mod tests {
         // is more than CONTRADICTION_SPAN resolutions under, so it is run
         // once more, passes, and the search ends within the resolution of
         // the capacity (without the repeat: under the third trial's rate).
-        t.lossy = 3;
+        disturb_next_three(&mut t);
         let n0 = r[0].trials.len();
         let s = repetition(&cfg, &mut t, &mut r[0], 1, &mut |_, _| {}).unwrap();
         assert!(s.throughput_pps >= 0.95e6, "{s:?}");
@@ -1285,7 +1262,7 @@ mod tests {
             strict: true,
             ..cfg
         };
-        t.lossy = 3;
+        disturb_next_three(&mut t);
         let s = repetition(&strict, &mut t, &mut r[0], 2, &mut |_, _| {}).unwrap();
         assert!(s.throughput_pps < 0.94e6, "{s:?}");
     }
