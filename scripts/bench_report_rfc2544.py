@@ -97,12 +97,26 @@ for r in d["results"]:
     )
 if len(runs) > 1:
     out.append("")
+    h = d.get("history") or {}
+    if h.get("spread") is not None:
+        between = (
+            f" It is also at least the spread between runs, ±{h['spread'] * 100:.1f} %: this run's "
+            f"results against those of the {h['runs']} earlier run(s) with the same settings kept "
+            f"in the machine's history file (`--history`), pooled over every DuT and size."
+        )
+    elif h:
+        between = (
+            " The machine's history file held no earlier run with the same settings, so the "
+            "spread holds no between-run part: only what moved within this run."
+        )
+    else:
+        between = " The history file was not used (`--no-history`)."
     out.append(
         "Each cell: first run / re-run (same command, right after). The re-run spread is what "
         "the first run states (its report and table): the 95 % prediction interval of a "
         "re-run's result from the two searches per size, pooled over the DuT's sizes, and at "
         "least the one pooled over every DuT's sizes where the DuT was the limit (one DuT's "
-        "seven pairs of searches now and then agree closely by chance)."
+        "seven pairs of searches now and then agree closely by chance)." + between
     )
     out.append("")
     out.append("Re-run against the stated spread (per DuT: sizes whose re-run lies within the first run's result ± its spread; the largest difference):")
@@ -146,13 +160,17 @@ if len(runs) > 1:
         m, name, sp = max(shifts, key=lambda x: abs(x[0]) / max(x[2], 1e-9))
         out.append("")
         out.append(
-            f"That is fewer than the 95 % the interval aims at. The spread is estimated within one "
-            f"run, from two searches per size some minutes apart; between runs, a DuT's whole curve "
-            f"can move on this VM (a guest on a shared host), which no within-run sample shows: "
-            f"{name}'s re-run moved by {m * 100:+.1f} % (median over its sizes) against a stated "
-            f"±{sp * 100:.1f} %. Read the spread as the noise within a run, and compare DuTs "
-            f"measured in the same run (the section after this one shows the machine's two "
-            f"speeds that cause it)."
+            f"That is fewer than the 95 % the interval aims at. "
+            + (
+                "The first run had no earlier run in the history file, so its spread is "
+                "estimated within one run, from two searches per size some minutes apart; "
+                if h.get("spread") is None
+                else "Even with the spread between the earlier runs, "
+            )
+            + f"between runs, a DuT's whole curve can move on this VM (a guest on a shared "
+            f"host): {name}'s re-run moved by {m * 100:+.1f} % (median over its sizes) against "
+            f"a stated ±{sp * 100:.1f} %. Compare DuTs measured in the same run (the section "
+            f"after this one shows the machine's two speeds that cause it)."
         )
     out.append("")
     out.append(

@@ -374,7 +374,14 @@ fn scenario(prefix: &str, duts: &[&str], sig: Sig, at: Duration) -> String {
     let before = xdp_progs();
     let log = std::env::temp_dir().join(format!("{prefix}.log"));
     let mut cmd = Command::new(BIN);
-    cmd.args(["bench", "--quick", "--no-report", "--name", prefix]);
+    cmd.args([
+        "bench",
+        "--quick",
+        "--no-report",
+        "--no-history",
+        "--name",
+        prefix,
+    ]);
     for d in duts {
         cmd.args(["--dut", d]);
     }

@@ -1,7 +1,9 @@
 //! `linerate bench` end to end: a short RFC 2544 run on real test beds
 //! (Linux bridge, linerate fwd in XDP mode and in AF_PACKET mode), then the
 //! JSON checked for what every trial must hold and the HTML report
-//! rendered by headless Chromium with every DuT's color in the plots.
+//! rendered by headless Chromium with every DuT's color in the plots; then
+//! a second short run with the same settings states the spread between
+//! the two runs, kept in the history file.
 
 #[path = "../../measure/tests/support/chromium.rs"]
 mod chromium;
@@ -40,9 +42,11 @@ fn rfc2544_run_reports_every_trial_and_renders() {
     std::fs::create_dir_all(&dir).unwrap();
     let json = dir.join("bench.json");
     let html = dir.join("bench.html");
+    let history = dir.join("history.jsonl");
     let duts = ["linux-bridge", "linerate-xdp", "linerate-afpacket"];
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_linerate"));
-    cmd.args(["bench", "--quick", "--name", &prefix])
+    cmd.env("LINERATE_HISTORY", &history)
+        .args(["bench", "--quick", "--name", &prefix])
         .arg("--json")
         .arg(&json)
         .arg("--report")
@@ -133,6 +137,16 @@ fn rfc2544_run_reports_every_trial_and_renders() {
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(!page.contains("<script") && !page.contains("NaN"));
     assert!(page.contains("Every trial"));
+    // A first run here: no earlier run, no spread (one search per size);
+    // the run is kept, every DuT at both sizes.
+    assert_eq!(v["history"]["runs"], 0, "{}", v["history"]);
+    assert!(v["history"]["spread"].is_null());
+    assert!(results.iter().all(|r| r["throughput_spread"].is_null()));
+    let kept = std::fs::read_to_string(&history).unwrap();
+    assert_eq!(kept.lines().count(), 1);
+    let run: serde_json::Value = serde_json::from_str(kept.lines().next().unwrap()).unwrap();
+    assert_eq!(run["results"].as_array().unwrap().len(), 2 * duts.len());
+    rerun_states_the_spread_between_runs(&prefix, &dir, &history, &results[0]);
     let png = dir.join("bench.png");
     chromium::screenshot(&html, &png, &dir.join("profile"), 3000);
     let shot = chromium::Shot::load(&png);
@@ -146,4 +160,66 @@ fn rfc2544_run_reports_every_trial_and_renders() {
         assert!(n > 500, "{d} (color {c}) shows in only {n} pixels");
     }
     let _ = std::fs::remove_dir_all(dir.join("profile"));
+}
+
+/// A second run with the first's settings (those of --quick), the bridge
+/// at 64 B only: it finds the first run in the history file and states
+/// the spread between the two bridge results (one degree of freedom).
+fn rerun_states_the_spread_between_runs(
+    prefix: &str,
+    dir: &std::path::Path,
+    history: &std::path::Path,
+    bridge: &serde_json::Value,
+) {
+    let json = dir.join("rerun.json");
+    let _c = Cleanup(format!("{prefix}r"));
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .env("LINERATE_HISTORY", history)
+        .args(["bench", "--dut", "linux-bridge", "--sizes", "64"])
+        .args(["--repetitions", "1", "--trial", "0.2", "--resolution", "2"])
+        .args([
+            "--no-latency",
+            "--frame-loss-sizes",
+            "none",
+            "--b2b-sizes",
+            "none",
+        ])
+        .args(["--no-report", "--name", &format!("{prefix}r"), "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v["history"]["runs"], 1, "{}", v["history"]);
+    let s64 = |r: &serde_json::Value| {
+        let s = &r["sizes"][0];
+        assert_eq!(s["frame_size"], 64);
+        assert_eq!(s["generator_limited"], false);
+        s["throughput_pps"].as_f64().unwrap()
+    };
+    let (a, b) = (s64(bridge), s64(&v["results"][0]));
+    // Two results about their mean: s^2 = sum (x/m - 1)^2 with one degree
+    // of freedom; t(0.975, 1) = 12.706204736174698; times sqrt(2).
+    let m = (a + b) / 2.0;
+    let s = ((a / m - 1.0).powi(2) + (b / m - 1.0).powi(2)).sqrt();
+    let want = 12.706204736174698 * s * 2f64.sqrt();
+    for got in [
+        v["history"]["spread"].as_f64().unwrap(),
+        v["results"][0]["throughput_spread"].as_f64().unwrap(),
+        v["results"][0]["throughput_spread_history"]
+            .as_f64()
+            .unwrap(),
+    ] {
+        assert!((got - want).abs() < 1e-9, "{got} vs {want} ({a}, {b})");
+    }
+    assert!(
+        stdout.contains("between this run and 1 earlier run(s)"),
+        "{stdout}"
+    );
+    assert_eq!(std::fs::read_to_string(history).unwrap().lines().count(), 2);
 }

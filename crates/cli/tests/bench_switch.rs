@@ -108,7 +108,14 @@ fn bench_switches_with_10k_rules_forward() {
     let duts = ["linerate-switch-10k", "ovs-afxdp-10k"];
     let out = Command::new(support::EXE)
         .args([
-            "bench", "--dut", duts[0], "--dut", duts[1], "--name", &prefix,
+            "bench",
+            "--dut",
+            duts[0],
+            "--dut",
+            duts[1],
+            "--name",
+            &prefix,
+            "--no-history",
         ])
         .args(["--sizes", "64", "--trial", "0.2", "--resolution", "5"])
         .args([

@@ -231,3 +231,13 @@ fn bench_bad_times_are_one_line_errors() {
     );
     one_line_error(&["bench", "--overload", "--warmup=-2"], "--warmup -2");
 }
+
+#[test]
+fn bench_unreadable_history_is_a_one_line_error_before_any_bed() {
+    // A directory where the history file should be: the run ends before
+    // it builds a bed, not after minutes of measuring.
+    one_line_error(
+        &["bench", "--dut", "linux-bridge", "--history", "/"],
+        "history /: Is a directory",
+    );
+}

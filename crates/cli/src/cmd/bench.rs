@@ -7,7 +7,7 @@ use linerate_measure::bench::dut::{
 use linerate_measure::bench::dut_switch::{LinerateSwitch, OvsRules, RuleSet};
 use linerate_measure::bench::rfc2544::{Rfc2544Config, STANDARD_SIZES};
 use linerate_measure::bench::{
-    self, to_report, BenchConfig, DutResult, Rfc2544Bench, Rfc2544Result,
+    self, history, to_report, BenchConfig, DutResult, Rfc2544Bench, Rfc2544Result,
 };
 use std::io::Write;
 use std::path::PathBuf;
@@ -108,6 +108,14 @@ pub struct Args {
     /// Write every trial as JSON to this file ("-": standard output, the table then goes to stderr).
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Keep this run's throughput results in this file and widen the stated re-run spread by
+    /// the spread between the earlier runs kept there (same CPU, kernel and settings; the newest
+    /// 20) [default: $LINERATE_HISTORY, else ~/.local/state/linerate/bench-history.jsonl].
+    #[arg(long, value_name = "FILE")]
+    pub history: Option<PathBuf>,
+    /// Neither read nor write the history file: the spread stated is from this run alone.
+    #[arg(long, conflicts_with = "history")]
+    pub no_history: bool,
     /// Link speed of the line-rate curve in the report (Gbit/s).
     #[arg(long, default_value_t = 10.0)]
     pub line_rate: f64,
@@ -355,6 +363,30 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
         bed_name: a.name.clone(),
         env: dut_env(&exe, a.dut_cpu),
     };
+    // Earlier runs, read before the run: an unreadable file ends it now.
+    let history_file = if a.no_history {
+        None
+    } else {
+        a.history.clone().or_else(history::default_path)
+    };
+    let (machine, settings) = (history::machine(), history::settings(&cfg));
+    let earlier = match &history_file {
+        Some(p) => {
+            let l = history::load(p, &machine, &settings).map_err(anyhow::Error::msg)?;
+            eprintln!(
+                "history: {} earlier run(s) with these settings on this machine in {}{}",
+                l.runs.len(),
+                p.display(),
+                if l.bad_lines > 0 {
+                    format!(" ({} line(s) that are not a run skipped)", l.bad_lines)
+                } else {
+                    String::new()
+                }
+            );
+            l.runs
+        }
+        None => Vec::new(),
+    };
     let stop = super::common::stop_flag()?;
     let t0 = Instant::now();
     let n = duts.len();
@@ -392,12 +424,30 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
             t0.elapsed().as_secs_f64()
         );
     };
-    let results = bench::run_rfc2544(&cfg, &mut duts, &stop, &mut progress);
+    let mut results = bench::run_rfc2544(&cfg, &mut duts, &stop, &mut progress);
     drop(duts);
     let interrupted = stop.load(std::sync::atomic::Ordering::SeqCst);
     if interrupted {
         eprintln!("interrupted: test beds and DuTs removed");
     }
+    let date = date_now();
+    let history = history_file.map(|file| {
+        let this = history::run_of(&date, &machine, &settings, &results);
+        let spread = history::between_run_spread(&this, &earlier);
+        history::widen(&mut results, spread);
+        // Only a whole run is kept; a failed write costs the next run's
+        // between-run spread, not this run's results.
+        if !interrupted && !this.results.is_empty() {
+            if let Err(e) = history::append(&file, &this) {
+                eprintln!("{e}: this run is not kept");
+            }
+        }
+        history::Summary {
+            file,
+            runs: earlier.len(),
+            spread,
+        }
+    });
     let json_to_stdout = a.json.as_deref() == Some(std::path::Path::new("-"));
     {
         let mut out: Box<dyn Write> = if json_to_stdout {
@@ -405,14 +455,14 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
         } else {
             Box::new(std::io::stdout().lock())
         };
-        print_rfc2544(&mut out, &results, &cfg)?;
+        print_rfc2544(&mut out, &results, &cfg, history.as_ref())?;
     }
-    let date = date_now();
     if let Some(p) = &a.json {
         let v = serde_json::json!({
             "date": date,
             "environment": to_report::environment(&cfg, &results),
             "procedures": cfg.procedures,
+            "history": history,
             "seconds": t0.elapsed().as_secs_f64(),
             "interrupted": interrupted,
             "results": results,
@@ -432,6 +482,7 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
             &cfg,
             &results,
             a.line_rate,
+            history.as_ref(),
         );
         std::fs::write(&a.report, linerate_measure::report::render_html(&d))
             .map_err(|e| anyhow::anyhow!("--report {}: {e}", a.report.display()))?;
@@ -461,7 +512,12 @@ fn date_now() -> String {
     format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}Z")
 }
 
-fn print_rfc2544(o: &mut dyn Write, results: &[Rfc2544Result], cfg: &Rfc2544Bench) -> Result<()> {
+fn print_rfc2544(
+    o: &mut dyn Write,
+    results: &[Rfc2544Result],
+    cfg: &Rfc2544Bench,
+    history: Option<&history::Summary>,
+) -> Result<()> {
     writeln!(o)?;
     writeln!(
         o,
@@ -553,9 +609,30 @@ fn print_rfc2544(o: &mut dyn Write, results: &[Rfc2544Result], cfg: &Rfc2544Benc
         writeln!(
             o,
             "\nRe-run spread: a re-run's throughput is expected within this of this run's \
-             (95 % prediction interval from the {} searches per size, pooled over the DuT's \
-             sizes, at least the one pooled over every DuT's)",
-            cfg.procedures.repetitions
+             (95 % prediction interval{}{})",
+            if cfg.procedures.repetitions > 1 {
+                format!(
+                    " from the {} searches per size, pooled over the DuT's sizes, at least the \
+                     one pooled over every DuT's",
+                    cfg.procedures.repetitions
+                )
+            } else {
+                String::new()
+            },
+            match history.map(|h| (h.runs, h.spread)) {
+                Some((n, Some(b))) => format!(
+                    "{} between this run and {n} earlier run(s) here, pooled over every DuT: \
+                     ±{:.1} %",
+                    if cfg.procedures.repetitions > 1 {
+                        " and the one"
+                    } else {
+                        ""
+                    },
+                    b * 100.0
+                ),
+                Some(_) => "; no earlier run here yet to add the spread between runs".into(),
+                None => String::new(),
+            }
         )?;
         for chunk in spreads.chunks(4) {
             writeln!(o, "  {}", chunk.join("   "))?;

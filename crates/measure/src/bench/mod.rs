@@ -10,6 +10,7 @@
 
 pub mod dut;
 pub mod dut_switch;
+pub mod history;
 pub mod rfc2544;
 pub mod to_report;
 pub mod trial;
@@ -160,15 +161,38 @@ pub struct Rfc2544Result {
     pub check: Option<rfc2544::TrialRecord>,
     pub sizes: Vec<rfc2544::SizeResult>,
     /// With repetitions: the half width (fraction) of the 95 % prediction
-    /// interval of a re-run's throughput that the bench states: the larger
-    /// of the DuT's own estimate and the bed's ([`rfc2544::bed_spread`]).
+    /// interval of a re-run's throughput that the bench states: the largest
+    /// of the DuT's own estimate, the bed's ([`rfc2544::bed_spread`]) and
+    /// the one between runs ([`history::widen`]).
     pub throughput_spread: Option<f64>,
     /// The DuT's own estimate, pooled over its sizes
     /// ([`rfc2544::repeat_spread`]).
     pub throughput_spread_own: Option<f64>,
+    /// The spread between this run and the earlier runs on this machine
+    /// ([`history::between_run_spread`]); the stated spread is at least this.
+    pub throughput_spread_history: Option<f64>,
     /// The DuT's own account at the end (linerate fwd's JSON).
     pub dut_account: Option<serde_json::Value>,
     pub seconds: f64,
+}
+
+impl Rfc2544Result {
+    /// A DuT not yet run.
+    pub fn new(name: &str, description: String, version: String) -> Self {
+        Rfc2544Result {
+            name: name.into(),
+            description,
+            version,
+            status: "ok".into(),
+            check: None,
+            sizes: Vec::new(),
+            throughput_spread: None,
+            throughput_spread_own: None,
+            throughput_spread_history: None,
+            dut_account: None,
+            seconds: 0.0,
+        }
+    }
 }
 
 /// Progress: (DuT, frame size or 0, what is happening).
@@ -198,18 +222,7 @@ pub fn run_rfc2544(
             let t0 = Instant::now();
             let name = d.name();
             if pass == 0 {
-                out.push(Rfc2544Result {
-                    name: name.clone(),
-                    description: d.describe(),
-                    version: d.version(),
-                    status: "ok".into(),
-                    check: None,
-                    sizes: Vec::new(),
-                    throughput_spread: None,
-                    throughput_spread_own: None,
-                    dut_account: None,
-                    seconds: 0.0,
-                });
+                out.push(Rfc2544Result::new(&name, d.describe(), d.version()));
             }
             let r = &mut out[i];
             let bed_name = cfg.bed_name.as_ref().map(|p| format!("{p}{i}"));

@@ -318,7 +318,7 @@ pub struct Burst {
 }
 
 /// Everything measured at one frame size.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct SizeResult {
     pub frame_size: u32,
     /// The generator's top speed (offered at overload).

@@ -1,13 +1,14 @@
 //! From RFC 2544 results ([`Rfc2544Result`]) to the report's data
 //! ([`ReportData`]): plots, the environment and the tables of every trial.
 
+use super::history::Summary;
 use super::rfc2544::{Procedure, SizeResult};
 use super::{Rfc2544Bench, Rfc2544Result};
 use crate::report::{l1_gbps, LatencySeries, ReportData, Series, Table};
 
-/// The machine, for the report and the JSON.
-pub fn environment(cfg: &Rfc2544Bench, results: &[Rfc2544Result]) -> Vec<(String, String)> {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+/// The CPU's model name from /proc/cpuinfo ("unknown" without one).
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|t| {
             t.lines()
@@ -15,7 +16,12 @@ pub fn environment(cfg: &Rfc2544Bench, results: &[Rfc2544Result]) -> Vec<(String
                 .and_then(|l| l.split_once(':'))
                 .map(|(_, v)| v.trim().to_string())
         })
-        .unwrap_or_else(|| "unknown".into());
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// The machine, for the report and the JSON.
+pub fn environment(cfg: &Rfc2544Bench, results: &[Rfc2544Result]) -> Vec<(String, String)> {
+    let cpu = cpu_model();
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let p = &cfg.procedures;
     let mut env = vec![
@@ -98,6 +104,7 @@ pub fn report_data(
     cfg: &Rfc2544Bench,
     results: &[Rfc2544Result],
     line_rate_gbps: f64,
+    history: Option<&Summary>,
 ) -> ReportData {
     let mut d = ReportData {
         title: title.to_string(),
@@ -233,35 +240,58 @@ pub fn report_data(
         }
     }
     d.tables.push(summary);
+    let pct = |v: Option<f64>| v.map_or("-".into(), |o| format!("±{:.1}", o * 100.0));
     let spread_rows: Vec<Vec<String>> = results
         .iter()
         .filter_map(|r| {
             r.throughput_spread.map(|x| {
                 let n = r.sizes.iter().map(|s| s.searches.len()).max().unwrap_or(0);
-                let own = r
-                    .throughput_spread_own
-                    .map_or("-".into(), |o| format!("±{:.1}", o * 100.0));
                 vec![
                     r.name.clone(),
-                    format!("±{:.1}", x * 100.0),
-                    own,
+                    pct(Some(x)),
+                    pct(r.throughput_spread_own),
+                    pct(r.throughput_spread_history),
                     n.to_string(),
                 ]
             })
         })
         .collect();
     if !spread_rows.is_empty() {
+        let between = match history {
+            Some(h) if h.spread.is_some() => format!(
+                "from this run and the {} earlier run(s) of the bench with the same settings \
+                 on this machine (same CPU and kernel) kept in {}",
+                h.runs,
+                h.file.display()
+            ),
+            Some(h) => format!(
+                "none yet: no earlier run with the same settings (and DuTs and sizes) on this \
+                 machine in {} (this run is kept there for the next). Until then the spread \
+                 holds only what moved within this run; a shared or virtual machine can \
+                 change speed for minutes at a time",
+                h.file.display()
+            ),
+            None => "not used (--no-history)".into(),
+        };
         d.tables.push(Table {
-            title: "Re-run spread: a re-run's throughput is expected within this of this \
-                    run's (95 % prediction interval from the repeated searches, pooled \
-                    over the frame sizes; the repetitions of a size are spread over the run). \
-                    The spread stated is the larger of the DuT's own and the one pooled over \
-                    every DuT (sizes where the generator was the limit left out): one DuT's \
-                    few searches now and then come out close by chance"
-                .into(),
-            header: ["DuT", "spread (%)", "own (%)", "searches per size"]
-                .map(String::from)
-                .to_vec(),
+            title: format!(
+                "Re-run spread: a re-run's throughput is expected within this of this \
+                 run's (95 % prediction interval). The spread stated is the largest of three: \
+                 the DuT's own (its repeated searches, pooled over the frame sizes; the \
+                 repetitions of a size are spread over the run), the one pooled over every \
+                 DuT (sizes where the generator was the limit left out: one DuT's few \
+                 searches now and then come out close by chance), and the one between runs, \
+                 pooled over every DuT: {between}"
+            ),
+            header: [
+                "DuT",
+                "spread (%)",
+                "own (%)",
+                "between runs (%)",
+                "searches per size",
+            ]
+            .map(String::from)
+            .to_vec(),
             rows: spread_rows,
         });
     }

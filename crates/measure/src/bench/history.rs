@@ -1,0 +1,333 @@
+//! Earlier runs of the RFC 2544 bench on this machine, and the spread
+//! between runs that they show.
+//!
+//! A run's own repeated searches are minutes apart, but this kind of
+//! machine (a guest on a shared host) changes speed for minutes at a time:
+//! measured here, IP forwarding at 256 B stayed near 1.5 Mpps for several
+//! fresh beds in a row, then near 2.2, and every DuT moved with it. A run
+//! that meets one level all along cannot see the other, so the spread it
+//! states from its own searches is too narrow for a re-run at the other
+//! level. As FD.io CSIT's trending does, the bench keeps every finished
+//! run's results per machine (one JSON line each) and widens the stated
+//! spread by what those runs show between runs.
+
+use super::rfc2544::SizeResult;
+use super::{Rfc2544Bench, Rfc2544Result};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// At most this many earlier runs are used (the newest).
+pub const MAX_RUNS: usize = 20;
+
+/// One finished run, as kept in the history file.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Run {
+    pub date: String,
+    /// The CPU, its count and the kernel: runs on another machine (or the
+    /// same guest moved to another host CPU) are not compared.
+    pub machine: String,
+    /// What changes the result besides the machine: trial time, loss
+    /// tolerance, resolution, searches per size, cores, NAPI and RPS.
+    pub settings: String,
+    pub results: Vec<Point>,
+}
+
+/// One DuT's throughput at one size.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Point {
+    pub dut: String,
+    pub frame_size: u32,
+    pub throughput_pps: f64,
+    pub generator_limited: bool,
+}
+
+/// The earlier runs that match this one, and what the file held besides.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    /// Oldest first, at most [`MAX_RUNS`].
+    pub runs: Vec<Run>,
+    /// Lines that are not a run (a truncated write, an edit by hand).
+    pub bad_lines: usize,
+    /// Runs from another machine or with other settings.
+    pub other: usize,
+}
+
+/// What the bench states about the runs it compared with.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Summary {
+    pub file: PathBuf,
+    /// Earlier runs used (same machine and settings).
+    pub runs: usize,
+    /// The between-run spread (fraction), None without an earlier run.
+    pub spread: Option<f64>,
+}
+
+/// `$LINERATE_HISTORY`, else `$XDG_STATE_HOME/linerate/bench-history.jsonl`,
+/// else `~/.local/state/linerate/bench-history.jsonl`.
+pub fn default_path() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("LINERATE_HISTORY").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(p));
+    }
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|p| !p.is_empty())
+                .map(|h| PathBuf::from(h).join(".local/state"))
+        })?;
+    Some(state.join("linerate/bench-history.jsonl"))
+}
+
+/// This machine: CPU model, CPUs online, kernel release.
+pub fn machine() -> String {
+    format!(
+        "{}; {} CPUs; Linux {}",
+        super::to_report::cpu_model(),
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        super::dut::kernel_release()
+    )
+}
+
+/// The settings that change a result besides the machine.
+pub fn settings(cfg: &Rfc2544Bench) -> String {
+    let p = &cfg.procedures;
+    format!(
+        "trial {} s; loss tolerance {}; {}; resolution {}; {} searches; \
+         generator CPU {}, DuT CPU {}; {} flows; threaded NAPI {}; RPS {}",
+        p.trial.as_secs_f64(),
+        p.loss_tolerance,
+        if p.strict {
+            "strict"
+        } else {
+            "small-loss repeat"
+        },
+        p.resolution,
+        p.repetitions,
+        cfg.gen_cpu,
+        cfg.dut_cpu,
+        cfg.flows,
+        cfg.threaded_napi,
+        cfg.rps
+    )
+}
+
+/// This run, for the history file: every DuT that finished, at every size
+/// with a throughput.
+pub fn run_of(date: &str, machine: &str, settings: &str, results: &[Rfc2544Result]) -> Run {
+    let results = results
+        .iter()
+        .filter(|r| r.status == "ok")
+        .flat_map(|r| {
+            r.sizes.iter().filter_map(|s: &SizeResult| {
+                s.throughput_pps.map(|tp| Point {
+                    dut: r.name.clone(),
+                    frame_size: s.frame_size,
+                    throughput_pps: tp,
+                    generator_limited: s.generator_limited,
+                })
+            })
+        })
+        .collect();
+    Run {
+        date: date.into(),
+        machine: machine.into(),
+        settings: settings.into(),
+        results,
+    }
+}
+
+/// The earlier runs in `path` with this machine and these settings. A
+/// missing file is no runs; lines that do not parse are counted and
+/// skipped; an unreadable file is a one-line error.
+pub fn load(path: &Path, machine: &str, settings: &str) -> Result<Loaded, String> {
+    let text = match std::fs::read(path) {
+        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Loaded::default()),
+        Err(e) => return Err(format!("history {}: {e}", path.display())),
+    };
+    let mut out = Loaded::default();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        match serde_json::from_str::<Run>(line) {
+            Ok(r) if r.machine == machine && r.settings == settings => out.runs.push(r),
+            Ok(_) => out.other += 1,
+            Err(_) => out.bad_lines += 1,
+        }
+    }
+    let drop = out.runs.len().saturating_sub(MAX_RUNS);
+    out.runs.drain(..drop);
+    Ok(out)
+}
+
+/// Append `run` to `path` as one line (the directory is made if missing).
+pub fn append(path: &Path, run: &Run) -> Result<(), String> {
+    let err = |e: std::io::Error| format!("history {}: {e}", path.display());
+    if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(d).map_err(err)?;
+    }
+    let line = serde_json::to_string(run).map_err(|e| format!("history: {e}"))?;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(err)?;
+    // One write of the whole line: runs appended at once do not interleave.
+    f.write_all(format!("{line}\n").as_bytes()).map_err(err)
+}
+
+/// The half width (fraction) of the 95 % prediction interval of a re-run's
+/// throughput around this run's, from this run and the earlier ones: for
+/// every DuT and size where the DuT was the limit, the runs' results taken
+/// relative to their mean, the variance pooled (sum(n_i - 1) degrees of
+/// freedom); two runs' results differ with twice that variance, so the
+/// half width is t(0.975, dof) * s * sqrt(2). Pooled over every DuT, as the
+/// machine's speed moves them all together. None without an earlier run
+/// that shares a point with this one.
+pub fn between_run_spread(this: &Run, earlier: &[Run]) -> Option<f64> {
+    use statrs::distribution::{ContinuousCDF, StudentsT};
+    let (mut ss, mut dof) = (0.0f64, 0usize);
+    for p in this.results.iter().filter(|p| !p.generator_limited) {
+        let v: Vec<f64> = std::iter::once(p.throughput_pps)
+            .chain(earlier.iter().filter_map(|r| {
+                r.results
+                    .iter()
+                    .find(|q| q.dut == p.dut && q.frame_size == p.frame_size)
+                    .filter(|q| !q.generator_limited)
+                    .map(|q| q.throughput_pps)
+            }))
+            .filter(|&x| x.is_finite() && x > 0.0)
+            .collect();
+        if v.len() < 2 {
+            continue;
+        }
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        ss += v.iter().map(|x| (x / mean - 1.0).powi(2)).sum::<f64>();
+        dof += v.len() - 1;
+    }
+    if dof == 0 {
+        return None;
+    }
+    let t = StudentsT::new(0.0, 1.0, dof as f64)
+        .ok()?
+        .inverse_cdf(0.975);
+    Some(t * (ss / dof as f64).sqrt() * 2f64.sqrt())
+}
+
+/// Widen every DuT's stated spread to at least `between` and keep it
+/// apart as `throughput_spread_history`. A DuT with one search per size
+/// has no spread of its own: it is stated `between` alone.
+pub fn widen(results: &mut [Rfc2544Result], between: Option<f64>) {
+    for r in results.iter_mut().filter(|r| !r.sizes.is_empty()) {
+        r.throughput_spread_history = between;
+        r.throughput_spread = match (r.throughput_spread, between) {
+            (Some(s), Some(b)) => Some(s.max(b)),
+            (s, b) => s.or(b),
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(machine: &str, pts: &[(&str, u32, f64, bool)]) -> Run {
+        Run {
+            date: "2026-11-25T00:00:00Z".into(),
+            machine: machine.into(),
+            settings: "s".into(),
+            results: pts
+                .iter()
+                .map(|&(d, s, tp, g)| Point {
+                    dut: d.into(),
+                    frame_size: s,
+                    throughput_pps: tp,
+                    generator_limited: g,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn between_run_spread_is_the_pooled_prediction_interval() {
+        let this = run(
+            "m",
+            &[
+                ("a", 64, 1.0e6, false),
+                ("a", 128, 2.0e6, false),
+                ("b", 64, 9.0e6, true),
+                ("c", 64, 5.0e6, false),
+            ],
+        );
+        let earlier = [
+            run("m", &[("a", 64, 1.2e6, false), ("b", 64, 1.0e6, false)]),
+            run("m", &[("a", 64, 0.8e6, false), ("a", 128, 3.0e6, false)]),
+        ];
+        // a/64: 1.0, 1.2, 0.8 (mean 1.0): ss 0.04 + 0.04, dof 2.
+        // a/128: 2, 3 (mean 2.5): ss 0.04 + 0.04, dof 1.
+        // b/64: this run's is generator-limited; c/64: no earlier run.
+        // s^2 = 0.16 / 3; t(0.975, 3) = 3.182446305284263.
+        let want = 3.182446305284263 * (0.16f64 / 3.0).sqrt() * 2f64.sqrt();
+        let got = between_run_spread(&this, &earlier).unwrap();
+        assert!((got - want).abs() < 1e-9, "{got} vs {want}");
+        assert_eq!(between_run_spread(&this, &[]), None);
+        assert_eq!(between_run_spread(&this, &earlier[..0]), None);
+        // An earlier run that shares no point gives nothing.
+        let apart = [run("m", &[("z", 64, 1.0e6, false)])];
+        assert_eq!(between_run_spread(&this, &apart), None);
+    }
+
+    #[test]
+    fn the_file_keeps_runs_per_machine_and_settings_and_skips_bad_lines() {
+        let dir = std::env::temp_dir().join(format!("lr-history-{}", std::process::id()));
+        let path = dir.join("sub/h.jsonl");
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(load(&path, "m", "s").unwrap().runs.len(), 0);
+        let mine = run("m", &[("a", 64, 1.0e6, false)]);
+        let other = run("other", &[("a", 64, 2.0e6, false)]);
+        append(&path, &mine).unwrap();
+        append(&path, &other).unwrap();
+        // A line cut short (a run killed while writing) and a stray line.
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(b"{\"date\":\"2026\",\"mach\nnot json\n")
+            .unwrap();
+        for _ in 0..MAX_RUNS + 3 {
+            append(&path, &mine).unwrap();
+        }
+        let l = load(&path, "m", "s").unwrap();
+        assert_eq!(l.runs.len(), MAX_RUNS);
+        assert!(l.runs.iter().all(|r| *r == mine));
+        assert_eq!((l.bad_lines, l.other), (2, 1));
+        assert_eq!(load(&path, "m", "other settings").unwrap().runs.len(), 0);
+        // A directory where the file should be: a one-line error.
+        let e = load(&dir, "m", "s").unwrap_err();
+        assert!(e.starts_with("history ") && !e.contains('\n'), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn widen_keeps_the_larger_spread() {
+        // Two with a spread of their own, one with one search per size,
+        // one that never ran (skipped).
+        let mut r: Vec<Rfc2544Result> = [(Some(0.10), 1), (Some(0.30), 1), (None, 1), (None, 0)]
+            .into_iter()
+            .map(|(s, n)| {
+                let mut r = Rfc2544Result::new("d", String::new(), String::new());
+                r.throughput_spread = s;
+                r.sizes = vec![SizeResult::default(); n];
+                r
+            })
+            .collect();
+        widen(&mut r, Some(0.2));
+        let got: Vec<Option<f64>> = r.iter().map(|r| r.throughput_spread).collect();
+        assert_eq!(got, [Some(0.2), Some(0.3), Some(0.2), None]);
+        let hist: Vec<Option<f64>> = r.iter().map(|r| r.throughput_spread_history).collect();
+        assert_eq!(hist, [Some(0.2), Some(0.2), Some(0.2), None]);
+        let mut r2 = r.clone();
+        widen(&mut r2, None);
+        let got: Vec<Option<f64>> = r2.iter().map(|r| r.throughput_spread).collect();
+        assert_eq!(got, [Some(0.2), Some(0.3), Some(0.2), None]);
+    }
+}
