@@ -184,33 +184,24 @@ pub fn append(path: &Path, run: &Run) -> Result<(), String> {
 /// machine's speed moves them all together. None without an earlier run
 /// that shares a point with this one.
 pub fn between_run_spread(this: &Run, earlier: &[Run]) -> Option<f64> {
-    use statrs::distribution::{ContinuousCDF, StudentsT};
-    let (mut ss, mut dof) = (0.0f64, 0usize);
-    for p in this.results.iter().filter(|p| !p.generator_limited) {
-        let v: Vec<f64> = std::iter::once(p.throughput_pps)
-            .chain(earlier.iter().filter_map(|r| {
-                r.results
-                    .iter()
-                    .find(|q| q.dut == p.dut && q.frame_size == p.frame_size)
-                    .filter(|q| !q.generator_limited)
-                    .map(|q| q.throughput_pps)
-            }))
-            .filter(|&x| x.is_finite() && x > 0.0)
-            .collect();
-        if v.len() < 2 {
-            continue;
-        }
-        let mean = v.iter().sum::<f64>() / v.len() as f64;
-        ss += v.iter().map(|x| (x / mean - 1.0).powi(2)).sum::<f64>();
-        dof += v.len() - 1;
-    }
-    if dof == 0 {
-        return None;
-    }
-    let t = StudentsT::new(0.0, 1.0, dof as f64)
-        .ok()?
-        .inverse_cdf(0.975);
-    Some(t * (ss / dof as f64).sqrt() * 2f64.sqrt())
+    let groups = this
+        .results
+        .iter()
+        .filter(|p| !p.generator_limited)
+        .map(|p| {
+            std::iter::once(p.throughput_pps)
+                .chain(earlier.iter().filter_map(|r| {
+                    r.results
+                        .iter()
+                        .find(|q| q.dut == p.dut && q.frame_size == p.frame_size)
+                        .filter(|q| !q.generator_limited)
+                        .map(|q| q.throughput_pps)
+                }))
+                .filter(|&x| x.is_finite() && x > 0.0)
+                .collect()
+        });
+    let (s, t, _) = super::rfc2544::pooled_relative(groups)?;
+    Some(t * s * 2f64.sqrt())
 }
 
 /// Widen every DuT's stated spread to at least `between` and keep it

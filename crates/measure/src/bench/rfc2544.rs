@@ -514,18 +514,24 @@ pub fn bed_spread<'a>(duts: impl IntoIterator<Item = &'a [SizeResult]>) -> Optio
 }
 
 fn pooled_spread<'a>(sizes: impl Iterator<Item = &'a SizeResult>) -> Option<f64> {
-    use statrs::distribution::{ContinuousCDF, StudentsT};
-    let (mut ss, mut dof, mut n_max) = (0.0f64, 0usize, 0usize);
-    for r in sizes {
-        let v: Vec<f64> = r
-            .searches
+    let (s, t, n_max) = pooled_relative(sizes.map(|r| {
+        r.searches
             .iter()
             .map(|s| s.throughput_pps)
             .filter(|&x| x > 0.0)
-            .collect();
-        if v.len() < 2 {
-            continue;
-        }
+            .collect()
+    }))?;
+    Some(t * s * (2.0 / n_max as f64).sqrt())
+}
+
+/// Groups of repeated results, each taken relative to its mean, the
+/// variance pooled over the groups of two or more (sum(n_i - 1) degrees of
+/// freedom): (s, t(0.975, dof), the largest group). None without a group
+/// of two.
+pub(crate) fn pooled_relative(groups: impl Iterator<Item = Vec<f64>>) -> Option<(f64, f64, usize)> {
+    use statrs::distribution::{ContinuousCDF, StudentsT};
+    let (mut ss, mut dof, mut n_max) = (0.0f64, 0usize, 0usize);
+    for v in groups.filter(|v| v.len() >= 2) {
         let mean = v.iter().sum::<f64>() / v.len() as f64;
         ss += v.iter().map(|x| (x / mean - 1.0).powi(2)).sum::<f64>();
         dof += v.len() - 1;
@@ -534,11 +540,10 @@ fn pooled_spread<'a>(sizes: impl Iterator<Item = &'a SizeResult>) -> Option<f64>
     if dof == 0 {
         return None;
     }
-    let s = (ss / dof as f64).sqrt();
     let t = StudentsT::new(0.0, 1.0, dof as f64)
         .ok()?
         .inverse_cdf(0.975);
-    Some(t * s * (2.0 / n_max as f64).sqrt())
+    Some(((ss / dof as f64).sqrt(), t, n_max))
 }
 
 fn spec(size: u32, procedure: Procedure, rate: Option<f64>, cfg: &Rfc2544Config) -> TrialSpec {
