@@ -110,7 +110,8 @@ pub struct Args {
     pub json: Option<PathBuf>,
     /// Keep this run's throughput results in this file and widen the stated re-run spread by
     /// the spread between the earlier runs kept there (same CPU, kernel and settings; the newest
-    /// 20) [default: $LINERATE_HISTORY, else ~/.local/state/linerate/bench-history.jsonl].
+    /// 20) [default: $LINERATE_HISTORY, else $XDG_STATE_HOME or ~/.local/state, then
+    /// linerate/bench-history.jsonl].
     #[arg(long, value_name = "FILE")]
     pub history: Option<PathBuf>,
     /// Neither read nor write the history file: the spread stated is from this run alone.
