@@ -18,10 +18,8 @@
 use anyhow::{anyhow, bail, Context, Result};
 use linerate_measure::bench::dut::{self, DutEnv};
 use linerate_measure::bench::{self, BenchConfig};
-use linerate_measure::experiment::{
-    anova, Anova, AnovaOptions, Design, Factor, Observations, Transform,
-};
-use serde::Deserialize;
+use linerate_measure::experiment::spec::{self, BenchSpec, Experiment};
+use linerate_measure::experiment::{anova, Anova, AnovaOptions, Design, Observations, Transform};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -95,96 +93,6 @@ pub enum TransformArg {
 
 // ---------------------------------------------------------------- the file
 
-#[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields)]
-struct Spec {
-    #[serde(default)]
-    title: Option<String>,
-    /// Signed so that a negative value gets our own message.
-    replications: i64,
-    #[serde(default = "default_response")]
-    response: String,
-    #[serde(default)]
-    transform: Option<String>,
-    #[serde(default = "default_seed")]
-    seed: u64,
-    #[serde(default)]
-    bench: BenchSpec,
-    #[serde(default)]
-    factor: Vec<FactorSpec>,
-    #[serde(default)]
-    data: Option<DataSpec>,
-}
-
-fn default_response() -> String {
-    "forwarding_mpps".into()
-}
-fn default_seed() -> u64 {
-    1
-}
-
-#[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields)]
-struct FactorSpec {
-    name: String,
-    levels: Vec<toml::Value>,
-}
-
-/// A level as written in the file: `"64"` and `64` are the same level;
-/// `true`/`false` read as on/off.
-fn level_text(factor: &str, i: usize, v: &toml::Value) -> Result<String, String> {
-    match v {
-        toml::Value::String(s) => Ok(s.clone()),
-        toml::Value::Integer(n) => Ok(n.to_string()),
-        toml::Value::Float(f) => Ok(f.to_string()),
-        toml::Value::Boolean(b) => Ok(if *b { "on" } else { "off" }.into()),
-        other => Err(format!(
-            "factor '{factor}' level {}: a {} where a string, number or boolean was expected",
-            i + 1,
-            other.type_str()
-        )),
-    }
-}
-
-#[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields)]
-struct DataSpec {
-    file: PathBuf,
-}
-
-/// `[bench]`: the settings of every run that no factor varies.
-#[derive(Deserialize, Debug, Clone)]
-#[serde(deny_unknown_fields, default)]
-struct BenchSpec {
-    /// Seconds measured per run, after the warm-up.
-    duration: f64,
-    warmup: f64,
-    dut: String,
-    /// Bytes on the wire with FCS.
-    frame_size: usize,
-    flows: u32,
-    threaded_napi: bool,
-    rps: bool,
-    gen_cpu: usize,
-    dut_cpu: usize,
-}
-
-impl Default for BenchSpec {
-    fn default() -> Self {
-        BenchSpec {
-            duration: 1.0,
-            warmup: 0.5,
-            dut: "linux-bridge".into(),
-            frame_size: 64,
-            flows: 64,
-            threaded_napi: false,
-            rps: true,
-            gen_cpu: 0,
-            dut_cpu: 1,
-        }
-    }
-}
-
 /// Highest `flows`: the generator counts UDP source ports up from 1024.
 const MAX_FLOWS: u32 = 65536 - 1024;
 
@@ -208,7 +116,13 @@ const BENCH_RESPONSES: [&str; 4] = [
     "latency_p99_us",
 ];
 
-impl BenchSpec {
+/// The bench's checks of [`BenchSpec`] (they need the CLI's list of DuTs).
+trait BenchCheck {
+    fn apply(&mut self, factor: &str, level: &str) -> Result<()>;
+    fn validate(&self) -> Result<()>;
+}
+
+impl BenchCheck for BenchSpec {
     /// Sets one factor to one level, or says why it cannot.
     fn apply(&mut self, factor: &str, level: &str) -> Result<()> {
         match factor {
@@ -272,105 +186,19 @@ impl BenchSpec {
     }
 }
 
-/// The parsed experiment.
-struct Experiment {
-    title: Option<String>,
-    design: Design,
-    response: String,
-    transform: Transform,
-    seed: u64,
-    bench: BenchSpec,
-    /// Observations to analyse instead of running (already resolved).
-    data: Option<PathBuf>,
-}
-
-/// One-line message of a TOML error: "line L: message".
-fn toml_error(text: &str, e: &toml::de::Error) -> String {
-    let msg = e.message().split_whitespace().collect::<Vec<_>>().join(" ");
-    match e.span() {
-        Some(s) => {
-            let line = text[..s.start.min(text.len())].matches('\n').count() + 1;
-            format!("line {line}: {msg}")
-        }
-        None => msg,
-    }
-}
-
 /// Reads and checks the experiment file (not yet the bench factors: data
-/// mode accepts any factor names).
+/// mode accepts any factor names); `[data]` is resolved against the file's
+/// directory.
 fn load(path: &Path) -> Result<Experiment> {
     let name = path.display();
     let text = std::fs::read_to_string(path).map_err(|e| anyhow!("experiment '{name}': {e}"))?;
-    let spec: Spec = toml::from_str(&text)
-        .map_err(|e| anyhow!("experiment '{name}': {}", toml_error(&text, &e)))?;
-    let bad = |m: String| anyhow!("experiment '{name}': {m}");
-    if spec.replications < 1 {
-        return Err(bad(format!(
-            "replications = {}: must be at least 1",
-            spec.replications
-        )));
-    }
-    if spec.factor.is_empty() {
-        return Err(bad(
-            "no [[factor]]: name at least one factor and its levels".into(),
-        ));
-    }
-    let transform = match spec.transform.as_deref() {
-        None | Some("none") => Transform::None,
-        Some("log") | Some("log10") => Transform::Log10,
-        Some(t) => return Err(bad(format!("transform '{t}': use \"none\" or \"log\""))),
-    };
-    if spec.response.trim().is_empty() {
-        return Err(bad("response is empty".into()));
-    }
-    let mut factors = Vec::with_capacity(spec.factor.len());
-    for f in &spec.factor {
-        let levels = f
-            .levels
-            .iter()
-            .enumerate()
-            .map(|(i, v)| level_text(&f.name, i, v))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(bad)?;
-        factors.push(Factor {
-            name: f.name.clone(),
-            levels,
-        });
-    }
-    let replications = usize::try_from(spec.replications).map_err(|_| {
-        bad(format!(
-            "replications = {}: too many for this machine",
-            spec.replications
-        ))
-    })?;
-    let design = Design::new(factors, replications).map_err(|e| bad(strip(&e.to_string())))?;
-    for f in &design.factors {
-        if f.name == spec.response || f.name == "run" {
-            return Err(bad(format!(
-                "factor '{}' has the name of the {} column",
-                f.name,
-                if f.name == "run" {
-                    "run-order"
-                } else {
-                    "response"
-                }
-            )));
-        }
-    }
-    let data = spec.data.map(|d| {
+    let mut x = spec::parse(&text).map_err(|m| anyhow!("experiment '{name}': {m}"))?;
+    x.data = x.data.map(|d| {
         path.parent()
-            .map(|p| p.join(&d.file))
-            .unwrap_or_else(|| d.file.clone())
+            .map(|p| p.join(&d))
+            .unwrap_or_else(|| d.clone())
     });
-    Ok(Experiment {
-        title: spec.title,
-        design,
-        response: spec.response,
-        transform,
-        seed: spec.seed,
-        bench: spec.bench,
-        data,
-    })
+    Ok(x)
 }
 
 /// ExperimentError's Display starts with "experiment: ".
@@ -1072,6 +900,7 @@ pub fn run(a: Args) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use linerate_measure::experiment::Factor;
 
     #[test]
     fn run_order_is_a_seeded_permutation() {

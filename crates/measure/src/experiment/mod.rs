@@ -11,6 +11,7 @@
 mod analysis;
 mod design;
 mod report;
+pub mod spec;
 
 pub use analysis::{
     anova, Anova, AnovaOptions, Component, Effect, EffectGroup, ErrorTerm, Transform,
