@@ -325,7 +325,14 @@ impl Registry {
     pub fn apply(&mut self, line: &str) -> bool {
         let line = line.trim_end_matches(['\n', '\r']);
         let (verb, rest) = line.split_once(' ').unwrap_or((line, ""));
-        let num = |s: &str| s.trim().parse::<u32>().ok();
+        // A process id fits pid_t: reap() casts it for kill(2), where a
+        // larger number would name another process (or -1: every process).
+        let num = |s: &str| {
+            s.trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|&p| libc::pid_t::try_from(p).is_ok())
+        };
         let peer = |s: &str| {
             let (ns, script) = s.split_once(' ')?;
             (!ns.is_empty() && !script.is_empty()).then(|| (ns.to_string(), PathBuf::from(script)))
@@ -769,6 +776,23 @@ mod tests {
         let r3 = read_registry(&b"bed a\n\xff\xfe\nbed c"[..]);
         assert!(!r3.done);
         assert_eq!(r3.beds.len(), 2);
+    }
+
+    #[test]
+    fn pids_beyond_pid_t_are_refused() {
+        // Found by fuzzing: "group 4294967295" was kept, and reap() would
+        // have sent SIGKILL to -(-1) = process 1 (2147483648: an overflow).
+        let mut r = Registry::default();
+        for line in [
+            "group 4294967295",
+            "group 2147483648",
+            "pid 4294967295 1",
+            "pid 2147483648 1",
+        ] {
+            assert!(!r.apply(line), "{line}");
+        }
+        assert!(r.is_empty(), "{r:?}");
+        assert!(r.apply("group 2147483647") && r.apply("pid 2147483647 1"));
     }
 
     #[test]
