@@ -85,7 +85,10 @@ impl Filter {
         unsafe {
             let p = pcap_open_dead(DLT_EN10MB, SNAPLEN);
             if p.is_null() {
-                return Err(format!("filter '{expr}': pcap_open_dead failed"));
+                return Err(format!(
+                    "filter '{}': pcap_open_dead failed",
+                    expr.escape_debug()
+                ));
             }
             let mut prog = BpfProgram {
                 bf_len: 0,
@@ -96,7 +99,7 @@ impl Filter {
                 let msg = CStr::from_ptr(pcap_geterr(p)).to_string_lossy();
                 let msg = msg.lines().next().unwrap_or("").trim().to_string();
                 pcap_close(p);
-                return Err(format!("filter '{expr}': {msg}"));
+                return Err(format!("filter '{}': {msg}", expr.escape_debug()));
             }
             pcap_close(p);
             Ok(Filter {
@@ -160,6 +163,14 @@ mod tests {
         );
         assert!(Filter::compile("a\0b").unwrap_err().contains("NUL"));
         assert!(Filter::compile("host 999.1.1.1").is_err());
+        // Found by fuzzing: a newline in the expression made the message
+        // two lines.
+        let e = Filter::compile("vlan 10 and\nfoo 80\r\n").unwrap_err();
+        assert!(
+            e.starts_with("filter 'vlan 10 and\\nfoo 80\\r\\n': "),
+            "{e}"
+        );
+        assert!(!e.contains('\n') && !e.contains('\r'), "{e:?}");
     }
 
     #[test]
