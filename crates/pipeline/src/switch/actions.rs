@@ -25,7 +25,7 @@
 //! parse). `set_field:vid->vlan_vid` changes the VID of an existing outer
 //! tag and does nothing on an untagged frame (use `push_vlan` first).
 
-use super::rule::{Action, SetField};
+use super::rule::{q, Action, SetField};
 use linerate_wire::frame::{self, parse_frame, Endpoint, Layers, L3, L4};
 use linerate_wire::{checksum, vlan};
 
@@ -344,8 +344,10 @@ impl Meter {
     /// Admit a packet of `bytes` at time `now_ns` (monotonic)?
     pub fn admit(&mut self, now_ns: u64, bytes: usize) -> bool {
         if now_ns > self.last_ns {
-            let add = (now_ns - self.last_ns) as u128 * self.rate_per_s();
-            self.tokens = (self.tokens + add).min(self.cap());
+            // Saturating: rate (up to 2^64 kbit/s = 1.8e22 bit/s) x a
+            // long idle time (from a clock far from 0) can exceed u128.
+            let add = ((now_ns - self.last_ns) as u128).saturating_mul(self.rate_per_s());
+            self.tokens = self.tokens.saturating_add(add).min(self.cap());
             self.last_ns = now_ns;
         }
         let cost: u128 = match self.unit {
@@ -366,27 +368,32 @@ impl Meter {
     /// (fields may come in any order; `band=` prefixes the band fields).
     pub fn parse(s: &str) -> Result<Meter, String> {
         let (mut id, mut unit, mut rate, mut burst) = (None, None, None, 0u64);
-        for t in s.split([',', ' ']).filter(|t| !t.is_empty()) {
+        for t in s.split([',', ' ', '\t']).filter(|t| !t.is_empty()) {
             let t = t.strip_prefix("band=").unwrap_or(t);
             let (k, v) = t.split_once('=').unwrap_or((t, ""));
             let num = |v: &str| -> Result<u64, String> {
                 v.parse::<u64>()
-                    .map_err(|_| format!("meter token '{t}': '{v}' is not a number"))
+                    .map_err(|_| format!("meter token {}: {} is not a number", q(t), q(v)))
             };
             match k {
-                "meter" => id = Some(num(v)? as u32),
+                "meter" => {
+                    id = Some(u32::try_from(num(v)?).map_err(|_| {
+                        format!("meter token {}: the id must be at most {}", q(t), u32::MAX)
+                    })?)
+                }
                 "pktps" => unit = Some(MeterUnit::Pktps),
                 "kbps" => unit = Some(MeterUnit::Kbps),
                 "type" if v == "drop" => {}
                 "type" => {
                     return Err(format!(
-                        "meter token '{t}': only type=drop bands are supported"
+                        "meter token {}: only type=drop bands are supported",
+                        q(t)
                     ))
                 }
                 "rate" => rate = Some(num(v)?),
                 "burst_size" => burst = num(v)?,
                 "burst" | "stats" => {}
-                _ => return Err(format!("meter token '{t}': unknown")),
+                _ => return Err(format!("meter token {}: unknown", q(t))),
             }
         }
         let id = id.ok_or("meter: no 'meter=ID'")?;
@@ -411,27 +418,25 @@ impl Group {
     /// (`bucket=P` and `bucket=actions=output:P` too).
     pub fn parse(s: &str) -> Result<Group, String> {
         let (mut id, mut ports) = (None, Vec::new());
-        for t in s.split([',', ' ']).filter(|t| !t.is_empty()) {
+        for t in s.split([',', ' ', '\t']).filter(|t| !t.is_empty()) {
             let (k, v) = t.split_once('=').unwrap_or((t, ""));
             match k {
                 "group_id" => {
                     id = Some(
                         v.parse::<u32>()
-                            .map_err(|_| format!("group token '{t}': not a number"))?,
+                            .map_err(|_| format!("group token {}: not a number", q(t)))?,
                     )
                 }
                 "type" if v == "all" => {}
-                "type" => return Err(format!("group token '{t}': only type=all is supported")),
+                "type" => return Err(format!("group token {}: only type=all is supported", q(t))),
                 "bucket" | "output" => {
                     let v = v.strip_prefix("actions=").unwrap_or(v);
                     let p = v.strip_prefix("output:").unwrap_or(v);
-                    ports.push(
-                        p.parse::<u32>().map_err(|_| {
-                            format!("group token '{t}': bucket must be output:PORT")
-                        })?,
-                    );
+                    ports.push(p.parse::<u32>().map_err(|_| {
+                        format!("group token {}: bucket must be output:PORT", q(t))
+                    })?);
                 }
-                _ => return Err(format!("group token '{t}': unknown")),
+                _ => return Err(format!("group token {}: unknown", q(t))),
             }
         }
         Ok(Group {
@@ -638,6 +643,26 @@ mod tests {
     }
 
     #[test]
+    fn meter_at_the_largest_rate_and_clock() {
+        // Found by fuzzing: the refill rate x elapsed time overflowed u128
+        // (a panic with overflow checks, garbage tokens without).
+        let mut m =
+            Meter::parse(&format!("meter=1,kbps,band=type=drop,rate={}", u64::MAX)).unwrap();
+        assert!(m.admit(0, 1500));
+        assert!(m.admit(u64::MAX / 2, 1500));
+        assert!(m.admit(u64::MAX, 65535));
+        assert_eq!((m.passed, m.dropped), (3, 0));
+        // Also found by fuzzing: an id beyond u32 was cut to its low bits
+        // (meter=4294967297 was meter 1).
+        let e = Meter::parse("meter=4294967297,rate=5").unwrap_err();
+        assert!(e.contains("at most 4294967295"), "{e}");
+        assert_eq!(
+            Meter::parse("meter=4294967295,rate=5").unwrap().id,
+            u32::MAX
+        );
+    }
+
+    #[test]
     fn group_parse() {
         let g = Group::parse(
             "group_id=5,type=all,bucket=output:1,bucket=output:2,bucket=actions=output:3",
@@ -652,5 +677,30 @@ mod tests {
         );
         assert!(Group::parse("group_id=5,type=select,bucket=output:1").is_err());
         assert!(Group::parse("type=all").is_err());
+    }
+
+    #[test]
+    fn group_and_meter_errors_are_one_line() {
+        // Found by fuzzing: a token with a newline (tokens end at ',', ' '
+        // and now '\t' only) was quoted as it was.
+        let e = Group::parse("group_id=1\nbucket=output:2").unwrap_err();
+        assert_eq!(
+            e,
+            "group token 'group_id=1\\nbucket=output:2': not a number"
+        );
+        let e = Meter::parse("meter=1\0\n,rate=5").unwrap_err();
+        assert_eq!(
+            e,
+            "meter token 'meter=1\\u{0}\\n': '1\\u{0}\\n' is not a number"
+        );
+        assert!(!e.contains('\n'));
+        // Tabs separate tokens, as in flow rules.
+        assert_eq!(
+            Group::parse("group_id=3\ttype=all\tbucket=output:4").unwrap(),
+            Group {
+                id: 3,
+                ports: vec![4]
+            }
+        );
     }
 }
