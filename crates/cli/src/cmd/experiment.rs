@@ -18,7 +18,7 @@
 use anyhow::{anyhow, bail, Context, Result};
 use linerate_measure::bench::dut::{self, DutEnv};
 use linerate_measure::bench::{self, BenchConfig};
-use linerate_measure::experiment::spec::{self, BenchSpec, Experiment};
+use linerate_measure::experiment::spec::{self, BenchSpec, Experiment, Obs};
 use linerate_measure::experiment::{anova, Anova, AnovaOptions, Design, Observations, Transform};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -208,203 +208,20 @@ fn strip(s: &str) -> String {
 
 // ------------------------------------------------------------ observations
 
-/// One measured (or read) observation.
-#[derive(Clone, Debug)]
-struct Obs {
-    /// 1-based position in the run order (the CSV line order in data mode
-    /// unless the CSV has a `run` column).
-    run: usize,
-    /// Level index per factor.
-    levels: Vec<usize>,
-    /// 1-based replication within the cell.
-    replication: usize,
-    y: f64,
-}
-
-/// Splits one CSV line: commas, fields optionally in double quotes ("" is a
-/// quote inside quotes), spaces around fields trimmed.
-fn csv_fields(line: &str) -> Result<Vec<String>, String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut chars = line.chars().peekable();
-    let mut quoted = false;
-    let mut was_quoted = false;
-    while let Some(c) = chars.next() {
-        if quoted {
-            if c == '"' {
-                if chars.peek() == Some(&'"') {
-                    chars.next();
-                    cur.push('"');
-                } else {
-                    quoted = false;
-                }
-            } else {
-                cur.push(c);
-            }
-        } else if c == '"' && cur.trim().is_empty() && !was_quoted {
-            cur.clear();
-            quoted = true;
-            was_quoted = true;
-        } else if c == ',' {
-            out.push(if was_quoted {
-                std::mem::take(&mut cur)
-            } else {
-                cur.trim().to_string()
-            });
-            cur.clear();
-            was_quoted = false;
-        } else if was_quoted {
-            if !c.is_whitespace() {
-                return Err(format!("text after a closing quote: '{c}'"));
-            }
-        } else {
-            cur.push(c);
-        }
-    }
-    if quoted {
-        return Err("unterminated quote".into());
-    }
-    out.push(if was_quoted {
-        cur
-    } else {
-        cur.trim().to_string()
-    });
-    Ok(out)
-}
-
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) || s.trim() != s {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
 /// Reads the observations of `design` from a CSV file; every cell must have
 /// exactly `replications` values.
 fn read_csv(path: &Path, design: &Design, response: &str) -> Result<Vec<Obs>> {
     let name = path.display();
     let text = std::fs::read_to_string(path).map_err(|e| anyhow!("data '{name}': {e}"))?;
-    let mut lines = text
-        .lines()
-        .enumerate()
-        .map(|(i, l)| (i + 1, l.trim_end_matches('\r')))
-        .filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'));
-    let Some((hl, header)) = lines.next() else {
-        bail!("data '{name}': empty file: want a header row naming the factors and '{response}'");
-    };
-    let header = csv_fields(header).map_err(|e| anyhow!("data '{name}' line {hl}: {e}"))?;
-    for (i, h) in header.iter().enumerate() {
-        if header[..i].contains(h) {
-            bail!("data '{name}' line {hl}: column '{h}' appears twice");
-        }
-        let known = h == response || h == "run" || design.factors.iter().any(|f| &f.name == h);
-        if !known {
-            bail!(
-                "data '{name}' line {hl}: unknown column '{h}' (want the factors {}, the response '{response}' and optionally 'run')",
-                design.factors.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ")
-            );
-        }
-    }
-    let col = |c: &str| header.iter().position(|h| h == c);
-    let mut fcols = Vec::new();
-    for f in &design.factors {
-        fcols.push(col(&f.name).ok_or_else(|| {
-            anyhow!("data '{name}' line {hl}: no column for factor '{}'", f.name)
-        })?);
-    }
-    let ycol = col(response).ok_or_else(|| {
-        anyhow!("data '{name}' line {hl}: no column for the response '{response}'")
-    })?;
-    let runcol = col("run");
-
-    let mut obs = Observations::new(design.clone()).map_err(|e| anyhow!(strip(&e.to_string())))?;
-    let mut filled = vec![0usize; design.cells()];
-    let mut out = Vec::new();
-    for (ln, line) in lines {
-        let at = |m: String| anyhow!("data '{name}' line {ln}: {m}");
-        let fields = csv_fields(line).map_err(at)?;
-        if fields.len() != header.len() {
-            return Err(at(format!(
-                "{} fields; the header has {}",
-                fields.len(),
-                header.len()
-            )));
-        }
-        let mut levels = Vec::with_capacity(fcols.len());
-        for (f, &c) in design.factors.iter().zip(&fcols) {
-            let v = &fields[c];
-            match f.levels.iter().position(|l| l == v) {
-                Some(i) => levels.push(i),
-                None => {
-                    return Err(at(format!(
-                        "factor '{}' has no level '{v}' (levels: {})",
-                        f.name,
-                        f.levels.join(", ")
-                    )))
-                }
-            }
-        }
-        let ytext = &fields[ycol];
-        let y: f64 = ytext
-            .parse()
-            .ok()
-            .filter(|y: &f64| y.is_finite())
-            .ok_or_else(|| at(format!("{response} '{ytext}' is not a finite number")))?;
-        let run = match runcol {
-            Some(c) => fields[c]
-                .parse::<usize>()
-                .ok()
-                .filter(|&r| r >= 1)
-                .ok_or_else(|| at(format!("run '{}' is not a number >= 1", fields[c])))?,
-            None => out.len() + 1,
-        };
-        let cell = design
-            .cell(&levels)
-            .map_err(|e| at(strip(&e.to_string())))?;
-        if filled[cell] >= design.replications {
-            return Err(at(format!(
-                "extra observation: cell ({}) already has {} replication(s); the design has {}",
-                design.describe(&levels),
-                filled[cell],
-                design.replications
-            )));
-        }
-        obs.add(&levels, y).map_err(|e| at(strip(&e.to_string())))?;
-        filled[cell] += 1;
-        out.push(Obs {
-            run,
-            levels,
-            replication: filled[cell],
-            y,
-        });
-    }
-    if let Err(e) = obs.values() {
-        bail!("data '{name}': {}", strip(&e.to_string()));
-    }
-    out.sort_by_key(|o| o.run);
-    Ok(out)
+    spec::parse_data(&text, design, response).map_err(|e| match e.line {
+        Some(l) => anyhow!("data '{name}' line {l}: {}", e.msg),
+        None => anyhow!("data '{name}': {}", e.msg),
+    })
 }
 
 fn write_csv(path: &Path, design: &Design, response: &str, obs: &[Obs]) -> Result<()> {
-    let mut s = String::from("run");
-    for f in &design.factors {
-        s.push(',');
-        s.push_str(&csv_field(&f.name));
-    }
-    s.push(',');
-    s.push_str(&csv_field(response));
-    s.push('\n');
-    for o in obs {
-        s.push_str(&o.run.to_string());
-        for (f, &l) in design.factors.iter().zip(&o.levels) {
-            s.push(',');
-            s.push_str(&csv_field(&f.levels[l]));
-        }
-        // Shortest representation that reads back to the same f64.
-        s.push_str(&format!(",{}\n", o.y));
-    }
-    std::fs::write(path, s).map_err(|e| anyhow!("--csv '{}': {e}", path.display()))
+    std::fs::write(path, spec::data_csv(design, response, obs))
+        .map_err(|e| anyhow!("--csv '{}': {e}", path.display()))
 }
 
 // ------------------------------------------------------------------ runner
@@ -921,18 +738,6 @@ mod tests {
         assert_eq!(sorted, want);
         // Not the design order.
         assert_ne!(p, want);
-    }
-
-    #[test]
-    fn csv_fields_quotes_and_spaces() {
-        assert_eq!(csv_fields(" a , b,c ").unwrap(), ["a", "b", "c"]);
-        assert_eq!(csv_fields("\"x, y\",\"q\"\"\"").unwrap(), ["x, y", "q\""]);
-        assert_eq!(csv_fields("a,,b").unwrap(), ["a", "", "b"]);
-        assert!(csv_fields("\"open").is_err());
-        assert!(csv_fields("\"a\"b").is_err());
-        for s in ["plain", "with,comma", "quo\"te", " sp "] {
-            assert_eq!(csv_fields(&csv_field(s)).unwrap(), [s]);
-        }
     }
 
     /// A runner that returns a known function of the levels.

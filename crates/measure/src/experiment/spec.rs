@@ -1,12 +1,14 @@
-//! The experiment file (`linerate experiment FILE`, see
-//! `examples/experiment-*.toml`): TOML naming the factors and their levels,
-//! the replications, the response, the bench defaults or a `[data]` file.
+//! The files of `linerate experiment`: the experiment file (see
+//! `examples/experiment-*.toml`), TOML naming the factors and their levels,
+//! the replications, the response, the bench defaults or a `[data]` file;
+//! and the observations file (CSV, `--data`, `[data]`, `--csv`).
 //!
-//! [`parse`] reads and checks the text; what it cannot check without the
-//! bench (DuT names, the response the bench measures, the levels of the
-//! bench's factors) the runner checks before anything runs.
+//! [`parse`] reads and checks an experiment file; what it cannot check
+//! without the bench (DuT names, the response the bench measures, the
+//! levels of the bench's factors) the runner checks before anything runs.
+//! [`parse_data`] reads observations, [`data_csv`] writes them.
 
-use super::{Design, ExperimentError, Factor, Transform};
+use super::{Design, ExperimentError, Factor, Observations, Transform};
 use serde::Deserialize;
 use std::path::PathBuf;
 
@@ -114,6 +116,14 @@ pub struct Experiment {
     pub data: Option<PathBuf>,
 }
 
+/// An [`ExperimentError`]'s message without the "experiment: " its
+/// Display starts with.
+fn message(e: ExperimentError) -> String {
+    match e {
+        ExperimentError::Design(m) | ExperimentError::Observation(m) => m,
+    }
+}
+
 /// One-line message of a TOML error: "line L: message".
 fn toml_error(text: &str, e: &toml::de::Error) -> String {
     let msg = e.message().split_whitespace().collect::<Vec<_>>().join(" ");
@@ -167,9 +177,7 @@ pub fn parse(text: &str) -> Result<Experiment, String> {
             spec.replications
         )
     })?;
-    let design = Design::new(factors, replications).map_err(|e| match e {
-        ExperimentError::Design(m) | ExperimentError::Observation(m) => m,
-    })?;
+    let design = Design::new(factors, replications).map_err(message)?;
     for f in &design.factors {
         if f.name == spec.response || f.name == "run" {
             return Err(format!(
@@ -192,6 +200,226 @@ pub fn parse(text: &str) -> Result<Experiment, String> {
         bench: spec.bench,
         data: spec.data.map(|d| d.file),
     })
+}
+
+// ------------------------------------------------------------ observations
+
+/// One measured (or read) observation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Obs {
+    /// 1-based position in the run order (the CSV line order in data mode
+    /// unless the CSV has a `run` column).
+    pub run: usize,
+    /// Level index per factor.
+    pub levels: Vec<usize>,
+    /// 1-based replication within the cell.
+    pub replication: usize,
+    pub y: f64,
+}
+
+/// A problem in an observations file, on one line of it or not.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DataError {
+    /// 1-based line number.
+    pub line: Option<usize>,
+    /// One line.
+    pub msg: String,
+}
+
+/// Splits one CSV line: commas, fields optionally in double quotes ("" is a
+/// quote inside quotes), spaces around fields trimmed.
+pub fn csv_fields(line: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut chars = line.chars().peekable();
+    let mut quoted = false;
+    let mut was_quoted = false;
+    while let Some(c) = chars.next() {
+        if quoted {
+            if c == '"' {
+                if chars.peek() == Some(&'"') {
+                    chars.next();
+                    cur.push('"');
+                } else {
+                    quoted = false;
+                }
+            } else {
+                cur.push(c);
+            }
+        } else if c == '"' && cur.trim().is_empty() && !was_quoted {
+            cur.clear();
+            quoted = true;
+            was_quoted = true;
+        } else if c == ',' {
+            out.push(if was_quoted {
+                std::mem::take(&mut cur)
+            } else {
+                cur.trim().to_string()
+            });
+            cur.clear();
+            was_quoted = false;
+        } else if was_quoted {
+            if !c.is_whitespace() {
+                return Err(format!("text after a closing quote: '{c}'"));
+            }
+        } else {
+            cur.push(c);
+        }
+    }
+    if quoted {
+        return Err("unterminated quote".into());
+    }
+    out.push(if was_quoted {
+        cur
+    } else {
+        cur.trim().to_string()
+    });
+    Ok(out)
+}
+
+/// One CSV field, quoted when it must be.
+pub fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) || s.trim() != s {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// Reads the observations of `design` from the text of a CSV file: a
+/// header row naming every factor and the response (and optionally `run`),
+/// then one line per observation; every cell must have exactly
+/// `replications` values. Sorted by run.
+pub fn parse_data(text: &str, design: &Design, response: &str) -> Result<Vec<Obs>, DataError> {
+    let whole = |msg: String| DataError { line: None, msg };
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim_end_matches('\r')))
+        .filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'));
+    let Some((hl, header)) = lines.next() else {
+        return Err(whole(format!(
+            "empty file: want a header row naming the factors and '{response}'"
+        )));
+    };
+    let at_header = |msg: String| DataError {
+        line: Some(hl),
+        msg,
+    };
+    let header = csv_fields(header).map_err(at_header)?;
+    for (i, h) in header.iter().enumerate() {
+        if header[..i].contains(h) {
+            return Err(at_header(format!("column '{h}' appears twice")));
+        }
+        let known = h == response || h == "run" || design.factors.iter().any(|f| &f.name == h);
+        if !known {
+            return Err(at_header(format!(
+                "unknown column '{h}' (want the factors {}, the response '{response}' and optionally 'run')",
+                design.factors.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ")
+            )));
+        }
+    }
+    let col = |c: &str| header.iter().position(|h| h == c);
+    let mut fcols = Vec::new();
+    for f in &design.factors {
+        fcols.push(
+            col(&f.name).ok_or_else(|| at_header(format!("no column for factor '{}'", f.name)))?,
+        );
+    }
+    let ycol = col(response)
+        .ok_or_else(|| at_header(format!("no column for the response '{response}'")))?;
+    let runcol = col("run");
+
+    let mut obs = Observations::new(design.clone()).map_err(|e| whole(message(e)))?;
+    let mut filled = vec![0usize; design.cells()];
+    let mut out = Vec::new();
+    for (ln, line) in lines {
+        let at = |msg: String| DataError {
+            line: Some(ln),
+            msg,
+        };
+        let fields = csv_fields(line).map_err(at)?;
+        if fields.len() != header.len() {
+            return Err(at(format!(
+                "{} fields; the header has {}",
+                fields.len(),
+                header.len()
+            )));
+        }
+        let mut levels = Vec::with_capacity(fcols.len());
+        for (f, &c) in design.factors.iter().zip(&fcols) {
+            let v = &fields[c];
+            match f.levels.iter().position(|l| l == v) {
+                Some(i) => levels.push(i),
+                None => {
+                    return Err(at(format!(
+                        "factor '{}' has no level '{v}' (levels: {})",
+                        f.name,
+                        f.levels.join(", ")
+                    )))
+                }
+            }
+        }
+        let ytext = &fields[ycol];
+        let y: f64 = ytext
+            .parse()
+            .ok()
+            .filter(|y: &f64| y.is_finite())
+            .ok_or_else(|| at(format!("{response} '{ytext}' is not a finite number")))?;
+        let run = match runcol {
+            Some(c) => fields[c]
+                .parse::<usize>()
+                .ok()
+                .filter(|&r| r >= 1)
+                .ok_or_else(|| at(format!("run '{}' is not a number >= 1", fields[c])))?,
+            None => out.len() + 1,
+        };
+        let cell = design.cell(&levels).map_err(|e| at(message(e)))?;
+        if filled[cell] >= design.replications {
+            return Err(at(format!(
+                "extra observation: cell ({}) already has {} replication(s); the design has {}",
+                design.describe(&levels),
+                filled[cell],
+                design.replications
+            )));
+        }
+        obs.add(&levels, y).map_err(|e| at(message(e)))?;
+        filled[cell] += 1;
+        out.push(Obs {
+            run,
+            levels,
+            replication: filled[cell],
+            y,
+        });
+    }
+    if let Err(e) = obs.values() {
+        return Err(whole(message(e)));
+    }
+    out.sort_by_key(|o| o.run);
+    Ok(out)
+}
+
+/// The observations as a CSV file that [`parse_data`] reads back: a `run`
+/// column, the factors, the response.
+pub fn data_csv(design: &Design, response: &str, obs: &[Obs]) -> String {
+    let mut s = String::from("run");
+    for f in &design.factors {
+        s.push(',');
+        s.push_str(&csv_field(&f.name));
+    }
+    s.push(',');
+    s.push_str(&csv_field(response));
+    s.push('\n');
+    for o in obs {
+        s.push_str(&o.run.to_string());
+        for (f, &l) in design.factors.iter().zip(&o.levels) {
+            s.push(',');
+            s.push_str(&csv_field(&f.levels[l]));
+        }
+        // Shortest representation that reads back to the same f64.
+        s.push_str(&format!(",{}\n", o.y));
+    }
+    s
 }
 
 #[cfg(test)]
@@ -247,5 +475,34 @@ mod tests {
         assert_eq!(x.design.factors[0].levels, ["on", "off"]);
         assert_eq!(x.bench, BenchSpec::default());
         assert_eq!(x.response, "forwarding_mpps");
+    }
+
+    #[test]
+    fn csv_fields_quotes_and_spaces() {
+        assert_eq!(csv_fields(" a , b,c ").unwrap(), ["a", "b", "c"]);
+        assert_eq!(csv_fields("\"x, y\",\"q\"\"\"").unwrap(), ["x, y", "q\""]);
+        assert_eq!(csv_fields("a,,b").unwrap(), ["a", "", "b"]);
+        assert!(csv_fields("\"open").is_err());
+        assert!(csv_fields("\"a\"b").is_err());
+        for s in ["plain", "with,comma", "quo\"te", " sp "] {
+            assert_eq!(csv_fields(&csv_field(s)).unwrap(), [s]);
+        }
+    }
+
+    #[test]
+    fn data_reads_the_example_and_writes_back() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+        let x = parse(&std::fs::read_to_string(dir.join("experiment-data.toml")).unwrap()).unwrap();
+        let text = std::fs::read_to_string(dir.join("experiment-dut-size.csv")).unwrap();
+        let obs = parse_data(&text, &x.design, &x.response).unwrap();
+        assert_eq!(obs.len(), x.design.runs());
+        let again = data_csv(&x.design, &x.response, &obs);
+        assert_eq!(parse_data(&again, &x.design, &x.response).unwrap(), obs);
+        let e = parse_data("run,dut\n", &x.design, &x.response).unwrap_err();
+        assert_eq!(e.line, Some(1));
+        assert!(e.msg.starts_with("no column for factor"), "{e:?}");
+        let e = parse_data("# nothing\n", &x.design, &x.response).unwrap_err();
+        assert_eq!(e.line, None);
+        assert!(e.msg.starts_with("empty file"), "{e:?}");
     }
 }
