@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent set-up of a fresh Debian 12 machine for linerate (run as root):
-# the Debian packages linerate builds with and measures against, then a
-# release build. Safe to run again: installs only what is missing.
+# the Debian packages linerate builds with and measures against, cargo-fuzz
+# (needs the nightly toolchain), then a release build. Safe to run again:
+# installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,6 +35,17 @@ if ! command -v cargo >/dev/null 2>&1; then
   [ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
 fi
 command -v cargo >/dev/null 2>&1 || { echo "setup: cargo not found (install Rust >= 1.95 with rustup)" >&2; exit 1; }
+
+# Fuzzing (scripts/fuzz.sh): cargo-fuzz on the nightly toolchain.
+if ! cargo +nightly --version >/dev/null 2>&1; then
+  echo "setup: the nightly Rust toolchain is needed for cargo-fuzz: rustup toolchain install nightly" >&2
+  exit 1
+fi
+CARGO_FUZZ_VERSION=0.13.2
+if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
+  echo "setup: installing cargo-fuzz $CARGO_FUZZ_VERSION"
+  cargo +nightly install -q --locked cargo-fuzz --version "$CARGO_FUZZ_VERSION"
+fi
 
 cargo build --release --locked -q -p linerate
 echo "setup: ready: $(pwd)/target/release/linerate"

@@ -3,7 +3,9 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(s) = std::str::from_utf8(data) else { return };
+    let Ok(s) = std::str::from_utf8(data) else {
+        return;
+    };
     if let Ok(u) = linerate_io::Uri::parse(s) {
         let _ = u.get_or("queue", 0u32);
         let _ = u.get_bool("zerocopy", false);

@@ -2,6 +2,7 @@
 
 pub mod capture;
 pub mod count;
+pub mod fuzz;
 pub mod fwd;
 pub mod generate;
 pub mod switch;

@@ -1,7 +1,7 @@
 //! Each function takes arbitrary bytes, runs one parser and every getter on
 //! the result, and asserts invariants that must hold for any input. A panic
-//! here is a bug. cargo-fuzz targets (fuzz/) and the stable fuzzer
-//! (`cargo run --release -p linerate-wire --example fuzz_stable`) call them.
+//! here is a bug. The cargo-fuzz targets in `fuzz/` and the wire tests
+//! (through [`TARGETS`]) call them.
 
 use crate::arp::ArpPacket;
 use crate::ethernet::EthernetFrame;

@@ -225,9 +225,9 @@ type Record = (u64, usize, Vec<u8>);
 
 /// Reads the EPBs of a pcapng file written by [`CaptureWriter`] (little
 /// endian, one IDB with nanosecond timestamps); other blocks are skipped.
-struct EpbReader {
+struct EpbReader<R = std::io::BufReader<std::fs::File>> {
     path: PathBuf,
-    r: std::io::BufReader<std::fs::File>,
+    r: R,
 }
 
 impl EpbReader {
@@ -238,9 +238,10 @@ impl EpbReader {
             r: std::io::BufReader::with_capacity(1 << 20, f),
         })
     }
+}
 
+impl<R: std::io::Read> EpbReader<R> {
     fn next(&mut self) -> Result<Option<Record>, String> {
-        use std::io::Read;
         let bad = |what: &str| format!("{}: {what}", self.path.display());
         loop {
             let mut h = [0u8; 8];
@@ -271,6 +272,30 @@ impl EpbReader {
                 return Err(bad("EPB captured length beyond the block"));
             }
             return Ok(Some((ts, orig, b[20..20 + cap].to_vec())));
+        }
+    }
+}
+
+/// Fuzz body: arbitrary bytes as a worker's file read back by
+/// [`merge_files`]: no panic, one-line errors, every record within the
+/// input. Returns the number of records read.
+pub fn fuzz_read(data: &[u8]) -> usize {
+    let mut r = EpbReader {
+        path: PathBuf::from("fuzz.pcapng"),
+        r: data,
+    };
+    let mut n = 0;
+    loop {
+        match r.next() {
+            Ok(Some((_, _, d))) => {
+                assert!(d.len() + 32 <= data.len(), "record longer than the input");
+                n += 1;
+            }
+            Ok(None) => return n,
+            Err(e) => {
+                assert!(!e.contains('\n'), "multi-line error: {e:?}");
+                return n;
+            }
         }
     }
 }

@@ -1,0 +1,217 @@
+//! Fuzz bodies for the files and protocols this crate reads: the
+//! experiment file and its observations (CSV), the bench's history lines
+//! and the watchdog's registration lines. Each takes arbitrary bytes and asserts invariants
+//! that must hold for any input; a panic is a bug. The cargo-fuzz targets
+//! in `fuzz/` call them.
+
+use crate::bench::history::{self, Run};
+use crate::experiment::spec::{self, Obs};
+use crate::experiment::{self, AnovaOptions, Design, Factor, Observations};
+use crate::guard;
+
+/// Largest design (cells x replications) the experiment body analyses.
+const MAX_ANALYSED: usize = 512;
+
+/// Arbitrary text as an experiment file: no panic, one-line errors; a
+/// file that parses is a valid design whose cells map to levels and back,
+/// made-up observations written as CSV read back the same, and their
+/// ANOVA either works or says why in one line.
+pub fn fuzz_experiment(data: &[u8]) {
+    let Ok(s) = core::str::from_utf8(data) else {
+        return;
+    };
+    let x = match experiment::spec::parse(s) {
+        Ok(x) => x,
+        Err(e) => {
+            assert!(!e.contains('\n'), "multi-line error: {e:?}");
+            return;
+        }
+    };
+    let d = &x.design;
+    d.validate().expect("a parsed design is valid");
+    assert!(!x.response.trim().is_empty());
+    assert!(d.replications >= 1);
+    let cells = d.cells();
+    assert_eq!(d.runs(), cells * d.replications);
+    assert!(d.runs() <= experiment::MAX_OBSERVATIONS);
+    for c in (0..cells).take(64) {
+        let levels = d.levels_of(c);
+        assert_eq!(d.cell(&levels).expect("levels of a cell"), c);
+        let _ = d.describe(&levels);
+    }
+    if d.runs() > MAX_ANALYSED {
+        return;
+    }
+    // Observations: positive (the log transform needs them), varying with
+    // the cell, the replication and the input.
+    let mut h = data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let values: Vec<f64> = (0..d.runs())
+        .map(|_| {
+            h ^= h >> 33;
+            h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+            1.0 + (h >> 40) as f64 / 1024.0
+        })
+        .collect();
+    let r = d.replications;
+    let rows: Vec<Obs> = values
+        .iter()
+        .enumerate()
+        .map(|(i, &y)| Obs {
+            run: i + 1,
+            levels: d.levels_of(i / r),
+            replication: i % r + 1,
+            y,
+        })
+        .collect();
+    let csv = spec::data_csv(d, &x.response, &rows);
+    match spec::parse_data(&csv, d, &x.response) {
+        Ok(back) => assert_eq!(back, rows, "observations written as {csv:?}"),
+        Err(e) => panic!("observations written as {csv:?} do not read back: {e:?}"),
+    }
+    let obs = Observations::from_values(d.clone(), &values).expect("values fit the design");
+    let opts = AnovaOptions {
+        transform: x.transform,
+    };
+    match experiment::anova(&obs, &opts) {
+        Ok(a) => {
+            let _ = a.table();
+            let _ = a.effects_table();
+            serde_json::to_string(&a).expect("an ANOVA serialises");
+        }
+        Err(e) => assert!(!e.to_string().contains('\n'), "multi-line error: {e:?}"),
+    }
+}
+
+/// Arbitrary text as the observations file of a 2 x 2 design with 3
+/// replications (the design of `examples/experiment-data.toml`): no panic,
+/// one-line errors; observations that read are complete and write back
+/// to CSV that reads to the same observations.
+pub fn fuzz_data(data: &[u8]) {
+    let Ok(s) = core::str::from_utf8(data) else {
+        return;
+    };
+    let d = Design::new(
+        vec![
+            Factor::new("dut", &["linux-bridge", "linux-ipfwd"]),
+            Factor::new("frame_size", &["64", "1518"]),
+        ],
+        3,
+    )
+    .expect("a valid design");
+    let response = "forwarding_mpps";
+    let obs = match spec::parse_data(s, &d, response) {
+        Ok(o) => o,
+        Err(e) => {
+            assert!(!e.msg.contains('\n'), "multi-line error: {e:?}");
+            return;
+        }
+    };
+    assert_eq!(obs.len(), d.runs());
+    assert!(obs.windows(2).all(|w| w[0].run <= w[1].run));
+    let csv = spec::data_csv(&d, response, &obs);
+    let back = spec::parse_data(&csv, &d, response)
+        .unwrap_or_else(|e| panic!("observations written as {csv:?} do not read back: {e:?}"));
+    assert_eq!(back, obs, "observations written as {csv:?}");
+}
+
+/// `a` and `b` are the same run, floats equal to within rounding (the JSON
+/// reader may be one unit in the last place off).
+fn same_run(a: &Run, b: &Run) -> bool {
+    a.date == b.date
+        && a.machine == b.machine
+        && a.settings == b.settings
+        && a.results.len() == b.results.len()
+        && a.results.iter().zip(&b.results).all(|(p, q)| {
+            p.dut == q.dut
+                && p.frame_size == q.frame_size
+                && p.generator_limited == q.generator_limited
+                && (p.throughput_pps == q.throughput_pps
+                    || (p.throughput_pps - q.throughput_pps).abs()
+                        <= p.throughput_pps.abs() * 1e-15)
+        })
+}
+
+/// Arbitrary bytes as the bench's history file, read as
+/// [`history::load`] does (lossy UTF-8, one JSON [`Run`] per non-blank
+/// line): no panic; a run written back parses to the same run; the
+/// between-run spread of the first run against the others is None or a
+/// finite fraction >= 0, and widening results by it keeps them so.
+pub fn fuzz_history(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let mut runs = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let Ok(r) = serde_json::from_str::<Run>(line) else {
+            continue;
+        };
+        let again = serde_json::to_string(&r).expect("a run serialises");
+        assert!(!again.contains('\n'), "a history line with a newline");
+        let r2: Run = serde_json::from_str(&again)
+            .unwrap_or_else(|e| panic!("written run {again:?} does not parse: {e}"));
+        assert!(same_run(&r, &r2), "round trip of {again:?}");
+        runs.push(r);
+    }
+    let Some((this, earlier)) = runs.split_first() else {
+        return;
+    };
+    let earlier = &earlier[earlier.len().saturating_sub(history::MAX_RUNS)..];
+    let spread = history::between_run_spread(this, earlier);
+    if let Some(s) = spread {
+        assert!(s.is_finite() && s >= 0.0, "between-run spread {s}");
+    }
+}
+
+/// Arbitrary bytes as the watchdog's registration lines (what the parent
+/// writes to `linerate __reap`): no panic, and everything the watchdog
+/// would act on is safe to act on: every process and process group is a
+/// positive pid other than init's (a pid that does not fit `pid_t` turns
+/// into another process, or into -1 = every process, once cast for
+/// kill(2)), every bed has a valid name, every peer a namespace and a
+/// script.
+pub fn fuzz_guard(data: &[u8]) {
+    let reg = guard::read_registry(data);
+    let ok_pid = |p: u32| p > 1 && libc::pid_t::try_from(p).is_ok();
+    for &p in reg.pids.keys() {
+        assert!(ok_pid(p), "registered pid {p}");
+    }
+    for &g in &reg.groups {
+        assert!(ok_pid(g), "registered process group {g}");
+    }
+    for b in reg.beds.iter().chain(&reg.kept) {
+        assert!(
+            !b.is_empty()
+                && b.len() <= 24
+                && b.bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_'),
+            "registered bed {b:?}"
+        );
+    }
+    for (ns, script) in &reg.peers {
+        assert!(!ns.is_empty() && !script.as_os_str().is_empty());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_take_examples_and_garbage() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+        for f in ["experiment-data.toml", "experiment-dut-size.toml"] {
+            let t = std::fs::read(dir.join(f)).unwrap();
+            fuzz_experiment(&t);
+            for cut in [0, 1, t.len() / 2, t.len() - 1] {
+                fuzz_experiment(&t[..cut]);
+            }
+        }
+        fuzz_data(&std::fs::read(dir.join("experiment-dut-size.csv")).unwrap());
+        fuzz_data(b"run,dut\n1,x\n");
+        let line = r#"{"date":"d","machine":"m","settings":"s","results":[{"dut":"a","frame_size":64,"throughput_pps":1.5e6,"generator_limited":false}]}"#;
+        let two = format!("{line}\n{}\n", line.replace("1.5e6", "1.7e6"));
+        fuzz_history(two.as_bytes());
+        fuzz_history(b"\xff\n{}\n");
+        fuzz_guard(b"bed lr-1\npid 1234 99\ngroup 1234\npeer ns /x.sh\nunbed lr-1\ndone\n");
+    }
+}
