@@ -385,18 +385,31 @@ pub fn parse_data(text: &str, design: &Design, response: &str) -> Result<Vec<Obs
         }
         obs.add(&levels, y).map_err(|e| at(message(e)))?;
         filled[cell] += 1;
-        out.push(Obs {
-            run,
-            levels,
-            replication: filled[cell],
-            y,
-        });
+        out.push((
+            cell,
+            Obs {
+                run,
+                levels,
+                replication: 0,
+                y,
+            },
+        ));
     }
     if let Err(e) = obs.values() {
         return Err(whole(message(e)));
     }
-    out.sort_by_key(|o| o.run);
-    Ok(out)
+    // Replications are numbered in run order, not line order: the same
+    // observations read the same in any line order (and as written back).
+    out.sort_by_key(|(_, o)| o.run);
+    let mut seen = vec![0usize; design.cells()];
+    Ok(out
+        .into_iter()
+        .map(|(cell, mut o)| {
+            seen[cell] += 1;
+            o.replication = seen[cell];
+            o
+        })
+        .collect())
 }
 
 /// The observations as a CSV file that [`parse_data`] reads back: a `run`
@@ -498,6 +511,13 @@ mod tests {
         assert_eq!(obs.len(), x.design.runs());
         let again = data_csv(&x.design, &x.response, &obs);
         assert_eq!(parse_data(&again, &x.design, &x.response).unwrap(), obs);
+        // Found by fuzzing: replications were numbered in line order, so
+        // lines out of run order read back (after --csv, which writes them
+        // in run order) with other replication numbers.
+        let mut lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+        lines[1..].reverse();
+        let reversed = parse_data(&lines.join("\n"), &x.design, &x.response).unwrap();
+        assert_eq!(reversed, obs);
         let e = parse_data("run,dut\n", &x.design, &x.response).unwrap_err();
         assert_eq!(e.line, Some(1));
         assert!(e.msg.starts_with("no column for factor"), "{e:?}");
