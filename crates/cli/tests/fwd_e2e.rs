@@ -12,6 +12,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// An empty TX descriptor slot (no bytes).
+// SAFETY: a null pointer with length 0 describes no memory.
+const NO_PKT: Pkt = unsafe { Pkt::from_raw(std::ptr::null_mut(), 0, 0, 0) };
+
 const N: u64 = 100_000;
 
 /// Frame number `i`: deterministic size, VLAN tag, IP version and payload.
@@ -107,7 +111,7 @@ fn run_backend_with(scheme: &str, extra: &[&str]) {
                         fl.store(true, Ordering::SeqCst);
                         panic!(
                             "frame {i}: got {} bytes, want {n} (first differing bytes differ)",
-                            p.len
+                            p.len()
                         );
                     }
                     i += 1;
@@ -141,15 +145,11 @@ fn run_backend_with(scheme: &str, extra: &[&str]) {
                 continue;
             }
             let k = 32.min((N - i) as usize);
-            let mut pk = [Pkt::default(); 32];
+            let mut pk = [const { NO_PKT }; 32];
             for j in 0..k {
                 let n = frame(i + j as u64, &mut bufs[j]);
-                pk[j] = Pkt {
-                    data: bufs[j].as_mut_ptr(),
-                    len: n as u32,
-                    handle: 0,
-                    ts_ns: 0,
-                };
+                // SAFETY: one test buffer per descriptor; it outlives the descriptor and nothing else touches it meanwhile.
+                pk[j] = unsafe { Pkt::from_raw(bufs[j].as_mut_ptr(), n as u32, 0, 0) };
             }
             let mut off = 0;
             while off < k {

@@ -430,12 +430,8 @@ fn tshark_check_catches_corrupted_frames() {
     .unwrap();
     let pkts: Vec<Pkt> = frames
         .iter_mut()
-        .map(|f| Pkt {
-            data: f.as_mut_ptr(),
-            len: f.len() as u32,
-            handle: 0,
-            ts_ns: 0,
-        })
+        // SAFETY: one test buffer per descriptor; it outlives the descriptor and nothing else touches it meanwhile.
+        .map(|f| unsafe { Pkt::from_raw(f.as_mut_ptr(), f.len() as u32, 0, 0) })
         .collect();
     assert_eq!(port.tx.send(&pkts).unwrap(), pkts.len());
     port.tx.flush().unwrap();

@@ -101,12 +101,13 @@ fn main() {
             let mut tx = tx;
             std::thread::spawn(move || {
                 pin(0);
-                let pkts = [Pkt {
-                    data: frame.as_ptr() as *mut u8,
-                    len: frame.len() as u32,
-                    handle: 0,
-                    ts_ns: 0,
-                }; 64];
+                let mut frames: Vec<Vec<u8>> = (0..64).map(|_| frame.to_vec()).collect();
+                // SAFETY: one buffer per descriptor; `frames` outlives `pkts`
+                // and is only read (by send) while they live.
+                let pkts: Vec<Pkt> = frames
+                    .iter_mut()
+                    .map(|f| unsafe { Pkt::from_raw(f.as_mut_ptr(), f.len() as u32, 0, 0) })
+                    .collect();
                 let mut n = 0u64;
                 let c0 = thread_cpu();
                 while !stop.load(Ordering::Relaxed) {

@@ -65,12 +65,13 @@ fn tx_loop(uri: String, stop: Arc<AtomicBool>, count: Arc<Progress>) {
     let mut frame = [0u8; 64];
     frame[..12].copy_from_slice(&[2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1]);
     frame[12..14].copy_from_slice(&0x88b5u16.to_be_bytes());
-    let pkts = [Pkt {
-        data: frame.as_mut_ptr(),
-        len: 64,
-        handle: 0,
-        ts_ns: 0,
-    }; 64];
+    let mut frames = [frame; 64];
+    // SAFETY: one buffer per descriptor; `frames` outlives `pkts` and is only
+    // read (by send) while they live.
+    let pkts: Vec<Pkt> = frames
+        .iter_mut()
+        .map(|f| unsafe { Pkt::from_raw(f.as_mut_ptr(), 64, 0, 0) })
+        .collect();
     let mut sent = 0u64;
     let mut i = 0u64;
     while !stop.load(Ordering::Relaxed) {

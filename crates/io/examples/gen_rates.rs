@@ -113,12 +113,13 @@ fn afpacket_sender(
                 return;
             }
         };
-        let mut f = frame();
-        let pkts = [Pkt {
-            data: f.as_mut_ptr(),
-            len: f.len() as u32,
-            ..Default::default()
-        }; 64];
+        let mut frames: Vec<Vec<u8>> = (0..64).map(|_| frame()).collect();
+        // SAFETY: one frame per descriptor; `frames` outlives `pkts` and is
+        // only read (by send) while they live.
+        let pkts: Vec<Pkt> = frames
+            .iter_mut()
+            .map(|f| unsafe { Pkt::from_raw(f.as_mut_ptr(), f.len() as u32, 0, 0) })
+            .collect();
         while !stop.load(Ordering::Relaxed) {
             if let Err(e) = port.tx.send(&pkts) {
                 eprintln!("{uri}: {e}");

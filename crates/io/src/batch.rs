@@ -1,10 +1,32 @@
 //! Packets and batches: the unit every stage takes and gives.
 //!
 //! A [`Pkt`] is a descriptor (pointer, length, backend handle, timestamp)
-//! for a frame that belongs to the port that received it. It stays valid
-//! until the batch is handed back with [`crate::RxPort::release`]. A
-//! [`Batch`] is a fixed-capacity array of descriptors that lives on the
-//! stack or in a stage: filling, draining and clearing it never allocates.
+//! for a frame lent by the port that received it (or by the stage that
+//! staged it for transmit). A [`Batch`] is a fixed-capacity array of
+//! descriptors that lives on the stack or in a stage: filling, draining and
+//! clearing it never allocates.
+//!
+//! # The ownership contract, and what enforces it
+//! Frame memory is shared with the kernel and recycled by the port, so the
+//! borrow checker cannot see it. The types keep safe code from breaking the
+//! contract:
+//! - a `Pkt` is made only by the `unsafe` [`Pkt::from_raw`], whose caller
+//!   (a port's `recv`, or a stage staging frames in its own buffer) promises
+//!   that the bytes are valid and lent to this descriptor alone;
+//! - a `Pkt` is neither `Copy` nor `Clone` and has no public `Default`: safe
+//!   code cannot make a second descriptor of a frame, so it cannot make two
+//!   `&mut` to one frame through [`PktMut::bytes_mut`];
+//! - a [`Batch`] hands out `&Pkt` ([`Batch::pkts`]) and [`PktMut`]
+//!   ([`Batch::iter_mut`]), never `&mut Pkt`: a descriptor cannot be moved
+//!   out of its batch or swapped into another port's batch, so it is gone
+//!   when the batch is handed back with [`crate::RxPort::release`] (which
+//!   clears it) and cannot be used after its frame was recycled;
+//! - the batch holds a reference to the memory its frames live in
+//!   ([`Batch::hold`], called by the port's `recv`), so dropping the port
+//!   before the batch leaves the batch pointing at memory that is still
+//!   mapped.
+
+use std::sync::Arc;
 
 /// Largest batch any stage uses.
 pub const MAX_BATCH: usize = 256;
@@ -13,70 +35,157 @@ pub const DEFAULT_BATCH: usize = 64;
 /// Smallest batch size a user may ask for.
 pub const MIN_BATCH: usize = 1;
 
-/// One packet descriptor. `data` points at `len` bytes of frame memory
-/// owned by the receiving port (UMEM frame, ring slot, pool frame, file buffer).
-#[derive(Clone, Copy, Debug)]
+/// One packet descriptor: `len` bytes at `data`, lent by the port (or
+/// stage) that made it. See the module docs for the contract.
+#[derive(Debug)]
 pub struct Pkt {
-    pub data: *mut u8,
-    pub len: u32,
+    data: *mut u8,
+    len: u32,
     /// Backend-specific handle (UMEM address, frame index, block index...).
-    pub handle: u64,
+    handle: u64,
     /// Receive timestamp in nanoseconds (clock named by the port), 0 if none.
-    pub ts_ns: u64,
+    ts_ns: u64,
 }
 
-// SAFETY: a Pkt is only a descriptor; the frame memory it points to is owned
-// by the port that produced it and that port is moved together with it.
+// SAFETY: a Pkt is a descriptor of memory lent to it alone (the `from_raw`
+// contract); moving it to another thread moves that loan with it.
 unsafe impl Send for Pkt {}
 
-impl Default for Pkt {
-    fn default() -> Self {
+impl Pkt {
+    /// An empty descriptor (no bytes): what unused batch slots hold.
+    const EMPTY: Pkt = Pkt {
+        data: std::ptr::null_mut(),
+        len: 0,
+        handle: 0,
+        ts_ns: 0,
+    };
+
+    /// A descriptor of the `len` bytes at `data`.
+    ///
+    /// # Safety
+    /// Until the descriptor is dropped, or handed back with the batch that
+    /// holds it ([`crate::RxPort::release`]), the caller guarantees that
+    /// - `data..data+len` is valid for reads and writes (or `data` is null
+    ///   and `len` 0), and lies in memory that the batch the descriptor is
+    ///   pushed to keeps alive ([`Batch::hold`]) or that outlives that batch
+    ///   (a stage's own staging buffer, sent and cleared before the buffer
+    ///   goes);
+    /// - nothing else reads or writes those bytes: no other live `Pkt`
+    ///   describes them and neither the kernel nor the port touches them;
+    /// - `handle` is what the port's `release` expects back for this frame.
+    #[inline(always)]
+    pub const unsafe fn from_raw(data: *mut u8, len: u32, handle: u64, ts_ns: u64) -> Pkt {
         Pkt {
-            data: std::ptr::null_mut(),
-            len: 0,
-            handle: 0,
-            ts_ns: 0,
+            data,
+            len,
+            handle,
+            ts_ns,
         }
     }
-}
 
-impl Pkt {
+    /// Length in bytes.
+    #[inline(always)]
+    pub fn len(&self) -> u32 {
+        self.len
+    }
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// The backend's handle of the frame (given back to `release`).
+    #[inline(always)]
+    pub fn handle(&self) -> u64 {
+        self.handle
+    }
+    /// Timestamp in nanoseconds (receive time, or the TX time a stage set), 0 if none.
+    #[inline(always)]
+    pub fn ts_ns(&self) -> u64 {
+        self.ts_ns
+    }
+    /// Set the timestamp (metadata only; the bytes are untouched).
+    #[inline(always)]
+    pub fn set_ts_ns(&mut self, ts_ns: u64) {
+        self.ts_ns = ts_ns;
+    }
+    /// Address of the first byte (for backends that copy frames out).
+    #[inline(always)]
+    pub fn as_ptr(&self) -> *const u8 {
+        self.data
+    }
+
     /// The packet bytes.
     #[inline(always)]
     pub fn bytes(&self) -> &[u8] {
         if self.data.is_null() {
             return &[];
         }
-        // SAFETY: ports only hand out descriptors whose `data..data+len`
-        // lies inside frame memory that outlives the batch (see module docs).
+        // SAFETY: `from_raw`'s contract: the bytes are valid and lent to this
+        // descriptor alone while it lives; `&self` keeps `bytes_mut` out.
         unsafe { std::slice::from_raw_parts(self.data, self.len as usize) }
     }
 
-    /// The packet bytes, writable (in-place header rewrite).
     #[inline(always)]
-    pub fn bytes_mut(&mut self) -> &mut [u8] {
+    fn bytes_mut(&mut self) -> &mut [u8] {
         if self.data.is_null() {
             return &mut [];
         }
-        // SAFETY: as in `bytes`; the batch holds the only descriptor of this frame.
+        // SAFETY: as in `bytes`; `&mut self` is the only access to the one
+        // descriptor of these bytes (it is neither Copy nor Clone).
         unsafe { std::slice::from_raw_parts_mut(self.data, self.len as usize) }
     }
 }
+
+/// Write access to one descriptor of a batch: its bytes and its timestamp.
+/// Not a `&mut Pkt`, so the descriptor itself cannot be moved or swapped.
+pub struct PktMut<'a>(&'a mut Pkt);
+
+impl PktMut<'_> {
+    /// The packet bytes, writable (in-place header rewrite).
+    #[inline(always)]
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        self.0.bytes_mut()
+    }
+    #[inline(always)]
+    pub fn set_ts_ns(&mut self, ts_ns: u64) {
+        self.0.set_ts_ns(ts_ns);
+    }
+}
+
+impl std::ops::Deref for PktMut<'_> {
+    type Target = Pkt;
+    #[inline(always)]
+    fn deref(&self) -> &Pkt {
+        self.0
+    }
+}
+
+/// What keeps the memory of a batch's frames mapped (see [`Batch::hold`]).
+type Keep = Arc<dyn Send + Sync>;
 
 /// A batch of up to `capacity` packets (at most [`MAX_BATCH`]).
 pub struct Batch {
     pkts: [Pkt; MAX_BATCH],
     len: usize,
     cap: usize,
+    /// The memory the frames of this batch live in, and its address (to
+    /// skip the reference count when the same port fills the batch again).
+    keep: Option<Keep>,
+    keep_ptr: *const (),
 }
+
+// SAFETY: the descriptors are Send (above) and `keep` is Send + Sync;
+// `keep_ptr` is only compared, never dereferenced.
+unsafe impl Send for Batch {}
 
 impl Batch {
     /// A batch of the given capacity, clamped to `1..=MAX_BATCH`.
     pub fn new(capacity: usize) -> Self {
         Batch {
-            pkts: [Pkt::default(); MAX_BATCH],
+            pkts: [const { Pkt::EMPTY }; MAX_BATCH],
             len: 0,
             cap: capacity.clamp(MIN_BATCH, MAX_BATCH),
+            keep: None,
+            keep_ptr: std::ptr::null(),
         }
     }
     #[inline(always)]
@@ -100,7 +209,19 @@ impl Batch {
     pub fn is_full(&self) -> bool {
         self.len >= self.cap
     }
-    /// Append a descriptor; returns false (and drops nothing) when full.
+    /// Keep `owner` (the memory a port's frames live in) alive as long as
+    /// this batch may hold descriptors into it. A port's `recv` calls it
+    /// before pushing frames; one pointer compare when the same port fills
+    /// the batch again, a reference count when another one does.
+    #[inline(always)]
+    pub fn hold<T: Send + Sync + 'static>(&mut self, owner: &Arc<T>) {
+        let p = Arc::as_ptr(owner) as *const ();
+        if p != self.keep_ptr {
+            self.keep = Some(owner.clone());
+            self.keep_ptr = p;
+        }
+    }
+    /// Append a descriptor; returns false (and drops the descriptor) when full.
     #[inline(always)]
     pub fn push(&mut self, p: Pkt) -> bool {
         if self.len >= self.cap {
@@ -110,6 +231,7 @@ impl Batch {
         self.len += 1;
         true
     }
+    /// Forget every descriptor (their frames go back with `release`, which calls this).
     #[inline(always)]
     pub fn clear(&mut self) {
         self.len = 0;
@@ -121,13 +243,25 @@ impl Batch {
             self.len = n;
         }
     }
+    /// Exchange descriptors `i` and `j` of this batch (both stay in it).
+    #[inline(always)]
+    pub fn swap(&mut self, i: usize, j: usize) {
+        self.pkts[..self.len].swap(i, j);
+    }
     #[inline(always)]
     pub fn pkts(&self) -> &[Pkt] {
         &self.pkts[..self.len]
     }
+    /// Write access to every descriptor, in order.
     #[inline(always)]
-    pub fn pkts_mut(&mut self) -> &mut [Pkt] {
-        &mut self.pkts[..self.len]
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = PktMut<'_>> {
+        self.pkts[..self.len].iter_mut().map(PktMut)
+    }
+    /// Write access to the descriptors `from..`, in order.
+    #[inline(always)]
+    pub fn iter_mut_from(&mut self, from: usize) -> impl Iterator<Item = PktMut<'_>> {
+        let from = from.min(self.len);
+        self.pkts[from..self.len].iter_mut().map(PktMut)
     }
     /// Total bytes in the batch.
     #[inline]
@@ -146,14 +280,56 @@ impl Default for Batch {
 mod tests {
     use super::*;
 
+    fn frame(buf: &mut [u8], handle: u64) -> Pkt {
+        // SAFETY: each test frame is its own buffer, alive for the whole test.
+        unsafe { Pkt::from_raw(buf.as_mut_ptr(), buf.len() as u32, handle, 0) }
+    }
+
     #[test]
     fn push_respects_capacity() {
-        let mut b = Batch::new(2);
-        assert!(b.push(Pkt::default()));
-        assert!(b.push(Pkt::default()));
-        assert!(!b.push(Pkt::default()));
-        assert_eq!(b.len(), 2);
+        let mut bufs = [[0u8; 4]; 3];
+        let [a, b, c] = &mut bufs;
+        let mut batch = Batch::new(2);
+        assert!(batch.push(frame(a, 0)));
+        assert!(batch.push(frame(b, 1)));
+        assert!(!batch.push(frame(c, 2)));
+        assert_eq!(batch.len(), 2);
         assert_eq!(Batch::new(10_000).capacity(), MAX_BATCH);
         assert_eq!(Batch::new(0).capacity(), 1);
+    }
+
+    #[test]
+    fn writes_through_iter_mut_reach_the_frame() {
+        let mut bufs = [[0u8; 4]; 2];
+        let [a, b] = &mut bufs;
+        let mut batch = Batch::new(4);
+        batch.push(frame(a, 7));
+        batch.push(frame(b, 8));
+        for (i, mut p) in batch.iter_mut().enumerate() {
+            p.bytes_mut()[0] = 10 + i as u8;
+            p.set_ts_ns(99);
+        }
+        batch.swap(0, 1);
+        assert_eq!(batch.pkts()[0].handle(), 8);
+        assert_eq!(batch.pkts()[1].ts_ns(), 99);
+        assert_eq!(batch.iter_mut_from(1).count(), 1);
+        assert_eq!(batch.iter_mut_from(9).count(), 0);
+        batch.clear();
+        assert!(batch.pkts().is_empty());
+        assert_eq!((bufs[0][0], bufs[1][0]), (10, 11));
+    }
+
+    #[test]
+    fn a_held_owner_outlives_its_port() {
+        let owner = Arc::new(vec![1u8, 2, 3]);
+        let mut batch = Batch::new(4);
+        batch.hold(&owner);
+        batch.hold(&owner); // same owner again: no second reference
+        assert_eq!(Arc::strong_count(&owner), 2);
+        let other = Arc::new(0u32);
+        batch.hold(&other);
+        assert_eq!(Arc::strong_count(&owner), 1);
+        drop(batch);
+        assert_eq!(Arc::strong_count(&other), 1);
     }
 }

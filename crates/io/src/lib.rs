@@ -24,7 +24,7 @@ pub mod xdpcount;
 pub mod xdpfwd;
 pub mod xdpgen;
 
-pub use batch::{Batch, Pkt, DEFAULT_BATCH, MAX_BATCH};
+pub use batch::{Batch, Pkt, PktMut, DEFAULT_BATCH, MAX_BATCH};
 pub use counters::{DropReason, KernelStats, StageCounters, StageSnapshot};
 pub use port::{open, OpenOptions, Port, PortError, PortInfo, RxPort, TxPort};
 pub use uri::Uri;

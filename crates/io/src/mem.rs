@@ -195,7 +195,8 @@ pub fn ipv4_checksum(hdr: &[u8]) -> u16 {
 
 /// RX of a source: hands out the pre-built frames in turn.
 struct SourceRx {
-    region: Region,
+    /// The frames; also held by every batch this source fills.
+    region: Arc<Region>,
     size: u32,
     stride: u64,
     next: usize,
@@ -215,7 +216,7 @@ impl SourceRx {
             build_udp_frame(f, i as u16);
         }
         Ok(SourceRx {
-            region,
+            region: Arc::new(region),
             size: size as u32,
             stride: stride as u64,
             next: 0,
@@ -253,6 +254,7 @@ impl RxPort for SourceRx {
     #[inline]
     fn recv(&mut self, batch: &mut Batch) -> Result<usize, PortError> {
         let n = batch.room();
+        batch.hold(&self.region);
         let mut idx = self.next;
         for _ in 0..n {
             let addr = idx as u64 * self.stride;
@@ -265,12 +267,10 @@ impl RxPort for SourceRx {
                 let f = unsafe { std::slice::from_raw_parts_mut(data, self.size as usize) };
                 self.rewrite_flow(f);
             }
-            batch.push(Pkt {
-                data,
-                len: self.size,
-                handle: addr,
-                ts_ns: 0,
-            });
+            // SAFETY: the frame is `size` bytes inside the region, held by
+            // the batch; the source writes it again only in a later recv,
+            // after the consumer released it (the RxPort contract).
+            batch.push(unsafe { Pkt::from_raw(data, self.size, addr, 0) });
             idx = (idx + 1) % SOURCE_FRAMES;
         }
         self.next = idx;
@@ -311,7 +311,7 @@ impl TxPort for DiscardTx {
     #[inline]
     fn send(&mut self, pkts: &[Pkt]) -> Result<usize, PortError> {
         self.pkts += pkts.len() as u64;
-        self.bytes += pkts.iter().map(|p| p.len as u64).sum::<u64>();
+        self.bytes += pkts.iter().map(|p| p.len() as u64).sum::<u64>();
         Ok(pkts.len())
     }
     fn max_frame(&self) -> usize {
@@ -671,7 +671,7 @@ impl TxPort for LinkTx {
             let mut n = 0; // descriptors filled
             let mut taken = 0; // packets consumed from the front
             for p in &chunk[..room] {
-                if p.len > self.frame_size {
+                if p.len() > self.frame_size {
                     // Counted and consumed: it can never fit, retrying would not help.
                     self.too_big += 1;
                     taken += 1;
@@ -684,9 +684,9 @@ impl TxPort for LinkTx {
                 // SAFETY: addr is a frame of our own region, free (not in any ring
                 // nor held by the receiver); the packet fits in a frame.
                 unsafe {
-                    std::ptr::copy_nonoverlapping(p.data, region.at(addr), p.len as usize);
+                    std::ptr::copy_nonoverlapping(p.as_ptr(), region.at(addr), p.len() as usize);
                 }
-                self.descs[n] = desc(addr, p.len);
+                self.descs[n] = desc(addr, p.len());
                 n += 1;
                 taken += 1;
             }
@@ -734,17 +734,15 @@ struct LinkRx {
 
 impl RxPort for LinkRx {
     fn recv(&mut self, batch: &mut Batch) -> Result<usize, PortError> {
+        batch.hold(&self.link);
         let region = &self.link.dir[self.peer].region;
         let n = self.data.pop_with(batch.room(), |d| {
             let addr = d >> 32;
             let len = d as u32;
-            batch.push(Pkt {
-                // SAFETY: the sender only publishes addresses of its own frames.
-                data: unsafe { region.at(addr) },
-                len,
-                handle: addr,
-                ts_ns: 0,
-            });
+            // SAFETY: the sender only publishes addresses of its own frames,
+            // and takes a frame back only once `release` returned it through
+            // the return ring; the link (both regions) is held by the batch.
+            batch.push(unsafe { Pkt::from_raw(region.at(addr), len, addr, 0) });
         });
         self.received += n as u64;
         Ok(n)
@@ -753,7 +751,7 @@ impl RxPort for LinkRx {
         // The return ring holds every frame of the peer's pool, so it never fills.
         for chunk in batch.pkts().chunks(MAX_BATCH) {
             for (a, p) in self.addrs.iter_mut().zip(chunk) {
-                *a = p.handle;
+                *a = p.handle();
             }
             let n = self.ret.push_slice(&self.addrs[..chunk.len()]);
             debug_assert_eq!(n, chunk.len());

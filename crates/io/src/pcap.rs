@@ -30,6 +30,7 @@
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
+use std::sync::Arc;
 use std::time::Instant;
 
 use pcap_parser::Linktype;
@@ -882,7 +883,8 @@ impl Pacer {
 
 struct PcapRx {
     reader: Reader,
-    region: Region,
+    /// The frames; also held by every batch this port fills.
+    region: Arc<Region>,
     free: FreeStack,
     pacer: Pacer,
     /// A packet copied into a frame whose time has not come yet, with its due time.
@@ -910,7 +912,7 @@ impl PcapRx {
         let region = Region::new(frames, fs).map_err(|e| format!("cannot map frames: {e}"))?;
         Ok(PcapRx {
             reader,
-            region,
+            region: Arc::new(region),
             free: FreeStack::new(0, frames, fs),
             pacer: Pacer {
                 pace,
@@ -946,12 +948,10 @@ impl PcapRx {
                     unsafe {
                         std::ptr::copy_nonoverlapping(self.reader.buf.as_ptr().add(off), dst, len)
                     };
-                    return Ok(Some(Pkt {
-                        data: dst,
-                        len: len as u32,
-                        handle: addr,
-                        ts_ns: ts,
-                    }));
+                    // SAFETY: the frame was on the free stack (lent to no one)
+                    // and goes back to it only in `release`; the region is
+                    // held by the batch the packet is pushed to.
+                    return Ok(Some(unsafe { Pkt::from_raw(dst, len as u32, addr, ts) }));
                 }
                 None => {
                     self.reader.stats.passes += 1;
@@ -977,6 +977,7 @@ impl RxPort for PcapRx {
         if self.done && self.pending.is_none() {
             return Ok(0);
         }
+        batch.hold(&self.region);
         // One clock read per call, not per packet.
         let now = match self.pacer.pace {
             Pace::Top => u64::MAX,
@@ -994,7 +995,7 @@ impl RxPort for PcapRx {
                     }
                     match self.fetch() {
                         Ok(Some(p)) => {
-                            let d = self.pacer.due(p.ts_ns);
+                            let d = self.pacer.due(p.ts_ns());
                             (p, d)
                         }
                         Ok(None) => break,
@@ -1018,13 +1019,13 @@ impl RxPort for PcapRx {
     }
     fn release(&mut self, batch: &mut Batch) {
         for p in batch.pkts() {
-            self.free.push(p.handle);
+            self.free.push(p.handle());
         }
         batch.clear();
     }
     fn wait(&mut self, timeout_ms: i32) -> Result<(), PortError> {
         // Sleep until the pending packet is due (bounded by the timeout).
-        if let (Some((_, due)), Some(s)) = (self.pending, self.pacer.start) {
+        if let (Some((_, due)), Some(s)) = (&self.pending, self.pacer.start) {
             let now = s.elapsed().as_nanos() as u64;
             let ms = due.saturating_sub(now) / 1_000_000;
             let ms = ms.min(timeout_ms.max(0) as u64);
@@ -1203,8 +1204,8 @@ impl PcapWriter {
     pub fn write(&mut self, pkts: &[Pkt]) -> Result<(), String> {
         let mut now: Option<u64> = None;
         for p in pkts {
-            let ts = if p.ts_ns != 0 {
-                p.ts_ns
+            let ts = if p.ts_ns() != 0 {
+                p.ts_ns()
             } else {
                 // CLOCK_REALTIME read at most once per batch.
                 *now.get_or_insert_with(realtime_ns)

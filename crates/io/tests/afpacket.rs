@@ -99,12 +99,8 @@ fn send_all(
 ) {
     let pkts: Vec<Pkt> = frames
         .iter()
-        .map(|f| Pkt {
-            data: f.as_ptr() as *mut u8,
-            len: f.len() as u32,
-            handle: 0,
-            ts_ns: 0,
-        })
+        // SAFETY: one test buffer per descriptor; it outlives the descriptor and nothing else touches it meanwhile.
+        .map(|f| unsafe { Pkt::from_raw(f.as_ptr() as *mut u8, f.len() as u32, 0, 0) })
         .collect();
     let mut sent = 0;
     let mut last = Instant::now();
@@ -327,12 +323,8 @@ fn fanout_hash_splits_disjoint() {
     let frames: Vec<Vec<u8>> = (0..N as u32).map(|s| frame(s, FLOWS)).collect();
     let pkts: Vec<Pkt> = frames
         .iter()
-        .map(|f| Pkt {
-            data: f.as_ptr() as *mut u8,
-            len: f.len() as u32,
-            handle: 0,
-            ts_ns: 0,
-        })
+        // SAFETY: one test buffer per descriptor; it outlives the descriptor and nothing else touches it meanwhile.
+        .map(|f| unsafe { Pkt::from_raw(f.as_ptr() as *mut u8, f.len() as u32, 0, 0) })
         .collect();
     let mut seen: Vec<u8> = vec![0; N];
     let mut flow_owner: HashMap<u32, u8> = HashMap::new();

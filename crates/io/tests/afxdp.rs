@@ -10,6 +10,10 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// An empty TX descriptor slot (no bytes).
+// SAFETY: a null pointer with length 0 describes no memory.
+const NO_PKT: Pkt = unsafe { Pkt::from_raw(std::ptr::null_mut(), 0, 0, 0) };
+
 const ETHERTYPE: u16 = 0x88b5; // local experimental
 const N: u32 = 10_000;
 
@@ -342,7 +346,7 @@ fn tx_10k_to_raw_socket() {
             }
         });
         let mut bufs: Vec<Vec<u8>> = (0..32).map(|_| Vec::new()).collect();
-        let mut pkts = [Pkt::default(); 32];
+        let mut pkts = [const { NO_PKT }; 32];
         let mut next = 0u32;
         let deadline = Instant::now() + Duration::from_secs(30);
         while next < N {
@@ -356,12 +360,9 @@ fn tx_10k_to_raw_socket() {
             let k = (N - next).min(32) as usize;
             for j in 0..k {
                 frame(next + j as u32, &mut bufs[j]);
-                pkts[j] = Pkt {
-                    data: bufs[j].as_mut_ptr(),
-                    len: bufs[j].len() as u32,
-                    handle: 0,
-                    ts_ns: 0,
-                };
+                // SAFETY: one test buffer per descriptor; it outlives the descriptor and nothing else touches it meanwhile.
+                pkts[j] =
+                    unsafe { Pkt::from_raw(bufs[j].as_mut_ptr(), bufs[j].len() as u32, 0, 0) };
             }
             let sent = port.tx.send(&pkts[..k]).unwrap();
             next += sent as u32;
@@ -388,18 +389,9 @@ fn too_big_is_taken_and_counted() {
         let mut ok = Vec::new();
         frame(0, &mut ok);
         let pkts = [
-            Pkt {
-                data: big.as_mut_ptr(),
-                len: 1600,
-                handle: 0,
-                ts_ns: 0,
-            },
-            Pkt {
-                data: ok.as_mut_ptr(),
-                len: ok.len() as u32,
-                handle: 0,
-                ts_ns: 0,
-            },
+            // SAFETY: one test buffer per descriptor; it outlives the descriptor and nothing else touches it meanwhile.
+            unsafe { Pkt::from_raw(big.as_mut_ptr(), 1600, 0, 0) },
+            unsafe { Pkt::from_raw(ok.as_mut_ptr(), ok.len() as u32, 0, 0) },
         ];
         assert_eq!(port.tx.send(&pkts).unwrap(), 2);
         assert_eq!(port.tx.kernel_stats().get("tx_too_big"), Some(1));
@@ -584,7 +576,7 @@ fn afxdp_to_afxdp_10k() {
             rx.kernel_stats()
         });
         let mut bufs: Vec<Vec<u8>> = (0..64).map(|_| Vec::new()).collect();
-        let mut pkts = [Pkt::default(); 64];
+        let mut pkts = [const { NO_PKT }; 64];
         let mut next = 0u32;
         let deadline = Instant::now() + Duration::from_secs(30);
         while next < N {
@@ -598,12 +590,9 @@ fn afxdp_to_afxdp_10k() {
             let k = (N - next).min(64) as usize;
             for j in 0..k {
                 frame(next + j as u32, &mut bufs[j]);
-                pkts[j] = Pkt {
-                    data: bufs[j].as_mut_ptr(),
-                    len: bufs[j].len() as u32,
-                    handle: 0,
-                    ts_ns: 0,
-                };
+                // SAFETY: one test buffer per descriptor; it outlives the descriptor and nothing else touches it meanwhile.
+                pkts[j] =
+                    unsafe { Pkt::from_raw(bufs[j].as_mut_ptr(), bufs[j].len() as u32, 0, 0) };
             }
             next += tx.send(&pkts[..k]).unwrap() as u32;
         }

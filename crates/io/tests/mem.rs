@@ -5,6 +5,10 @@ use linerate_io::{open, Batch, OpenOptions, Pkt};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Instant;
 
+/// An empty TX descriptor slot (no bytes).
+// SAFETY: a null pointer with length 0 describes no memory.
+const NO_PKT: Pkt = unsafe { Pkt::from_raw(std::ptr::null_mut(), 0, 0, 0) };
+
 fn uniq(tag: &str) -> String {
     static N: AtomicU32 = AtomicU32::new(0);
     format!(
@@ -49,16 +53,12 @@ fn two_threads_order_and_bytes() {
         let mut not_taken = 0u64;
         while seq < N {
             let n = (N - seq).min(64) as usize;
-            let mut pkts = [Pkt::default(); 64];
+            let mut pkts = [const { NO_PKT }; 64];
             for i in 0..n {
                 let len = 60 + (rng.next() % (1514 - 60 + 1)) as usize;
                 fill(&mut bufs[i][..len], seq + i as u64);
-                pkts[i] = Pkt {
-                    data: bufs[i].as_mut_ptr(),
-                    len: len as u32,
-                    handle: 0,
-                    ts_ns: 0,
-                };
+                // SAFETY: one test buffer per descriptor; it outlives the descriptor and nothing else touches it meanwhile.
+                pkts[i] = unsafe { Pkt::from_raw(bufs[i].as_mut_ptr(), len as u32, 0, 0) };
             }
             let mut off = 0;
             while off < n {
@@ -87,7 +87,7 @@ fn two_threads_order_and_bytes() {
         }
         for p in batch.pkts() {
             let len = 60 + (rng.next() % (1514 - 60 + 1)) as usize;
-            assert_eq!(p.len as usize, len, "length of packet {expect}");
+            assert_eq!(p.len() as usize, len, "length of packet {expect}");
             fill(&mut check[..len], expect);
             assert!(p.bytes() == &check[..len], "bytes of packet {expect}");
             expect += 1;
@@ -109,19 +109,18 @@ fn both_directions() {
     let mut a = open(&format!("mem:{name}"), &opts).unwrap();
     let mut b = open(&format!("mem:{name}"), &opts).unwrap();
     let mut x = [1u8, 2, 3, 4];
-    let mut y = [9u8; 100];
-    let pa = Pkt {
-        data: x.as_mut_ptr(),
-        len: 4,
-        ..Pkt::default()
+    let mut y = [[9u8; 100]; 2];
+    let [y0, y1] = &mut y;
+    // SAFETY: one test buffer per descriptor; they outlive the descriptors and nothing else touches them meanwhile.
+    let (pa, pb0, pb1) = unsafe {
+        (
+            Pkt::from_raw(x.as_mut_ptr(), 4, 0, 0),
+            Pkt::from_raw(y0.as_mut_ptr(), 100, 0, 0),
+            Pkt::from_raw(y1.as_mut_ptr(), 100, 0, 0),
+        )
     };
-    let pb = Pkt {
-        data: y.as_mut_ptr(),
-        len: 100,
-        ..Pkt::default()
-    };
-    assert_eq!(a.tx.send(&[pa]).unwrap(), 1);
-    assert_eq!(b.tx.send(&[pb, pb]).unwrap(), 2);
+    assert_eq!(a.tx.send(std::slice::from_ref(&pa)).unwrap(), 1);
+    assert_eq!(b.tx.send(&[pb0, pb1]).unwrap(), 2);
     let mut batch = Batch::new(64);
     assert_eq!(b.rx.recv(&mut batch).unwrap(), 1);
     assert_eq!(batch.pkts()[0].bytes(), &[1, 2, 3, 4]);
@@ -131,15 +130,12 @@ fn both_directions() {
     a.rx.release(&mut batch);
     // Too big for a frame: consumed and counted.
     let mut big = vec![0u8; 5000];
-    let pbig = Pkt {
-        data: big.as_mut_ptr(),
-        len: 5000,
-        ..Pkt::default()
-    };
+    // SAFETY: one test buffer per descriptor; it outlives the descriptor and nothing else touches it meanwhile.
+    let pbig = unsafe { Pkt::from_raw(big.as_mut_ptr(), 5000, 0, 0) };
     assert_eq!(a.tx.send(&[pbig, pa]).unwrap(), 2);
     assert_eq!(a.tx.kernel_stats().get("tx_too_big_drops"), Some(1));
     assert_eq!(b.rx.recv(&mut batch).unwrap(), 1);
-    assert_eq!(batch.pkts()[0].len, 4);
+    assert_eq!(batch.pkts()[0].len(), 4);
 }
 
 #[test]
@@ -151,13 +147,12 @@ fn ring_full_when_peer_does_not_read() {
     };
     let mut a = open(&format!("mem:{name}"), &opts).unwrap();
     let mut b = open(&format!("mem:{name}"), &opts).unwrap();
-    let mut buf = [0xabu8; 64];
-    let p = Pkt {
-        data: buf.as_mut_ptr(),
-        len: 64,
-        ..Pkt::default()
-    };
-    let pkts = [p; 256];
+    let mut bufs = [[0xabu8; 64]; 256];
+    // SAFETY: one test buffer per descriptor; it outlives the descriptor and nothing else touches it meanwhile.
+    let pkts: Vec<Pkt> = bufs
+        .iter_mut()
+        .map(|b| unsafe { Pkt::from_raw(b.as_mut_ptr(), 64, 0, 0) })
+        .collect();
     let mut taken = 0;
     let mut short = false;
     for _ in 0..100 {
@@ -287,7 +282,10 @@ fn source_frames_are_valid_ipv4_udp() {
             assert_eq!(p.rx.recv(&mut batch).unwrap(), 256);
             let mut addrs = std::collections::HashSet::new();
             for pk in batch.pkts() {
-                assert!(addrs.insert(pk.data as usize), "a frame twice in one batch");
+                assert!(
+                    addrs.insert(pk.as_ptr() as usize),
+                    "a frame twice in one batch"
+                );
                 let f = pk.bytes();
                 assert_eq!(f.len(), size);
                 assert_eq!(&f[12..14], &[0x08, 0x00], "IPv4 ethertype");
@@ -312,12 +310,9 @@ fn source_frames_are_valid_ipv4_udp() {
         assert!(flows.len() >= 64, "frames spread over flows");
         assert!(!p.rx.at_end());
         // TX of a source discards and counts.
-        let pk = Pkt {
-            data: std::ptr::null_mut(),
-            len: 0,
-            ..Pkt::default()
-        };
-        assert_eq!(p.tx.send(&[pk; 5]).unwrap(), 5);
+        // SAFETY: one test buffer per descriptor; it outlives the descriptor and nothing else touches it meanwhile.
+        let pk = [const { NO_PKT }; 5];
+        assert_eq!(p.tx.send(&pk).unwrap(), 5);
     }
     let mut s = open("mem:k?sink", &opts).unwrap();
     let mut batch = Batch::new(64);
@@ -392,24 +387,21 @@ fn throughput_print() {
         let mut src = open("mem:x?source=64", &OpenOptions::default()).unwrap();
         let mut batch = Batch::new(64);
         let mut sent = 0u64;
+        // Packets of `batch` before `off` were taken; the rest wait for the next try.
+        let mut off = 0;
         while sent < total {
             if batch.is_empty() {
                 src.rx.recv(&mut batch).unwrap();
+                off = 0;
             }
-            let t = tx.send(batch.pkts()).unwrap();
+            let t = tx.send(&batch.pkts()[off..]).unwrap();
             sent += t as u64;
+            off += t;
             if t == 0 {
                 std::thread::yield_now();
             }
-            if t == batch.len() {
+            if off == batch.len() {
                 src.rx.release(&mut batch);
-            } else {
-                // Keep the rest for the next try.
-                let rest: Vec<Pkt> = batch.pkts()[t..].to_vec();
-                batch.clear();
-                for p in rest {
-                    batch.push(p);
-                }
             }
         }
     });

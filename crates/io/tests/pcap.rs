@@ -65,12 +65,8 @@ fn write_with_port(uri: &str, fr: &[Vec<u8>], ts: &[u64]) {
     let pkts: Vec<Pkt> = bufs
         .iter_mut()
         .zip(ts)
-        .map(|(b, &t)| Pkt {
-            data: b.as_mut_ptr(),
-            len: b.len() as u32,
-            handle: 0,
-            ts_ns: t,
-        })
+        // SAFETY: one test buffer per descriptor; it outlives the descriptor and nothing else touches it meanwhile.
+        .map(|(b, &t)| unsafe { Pkt::from_raw(b.as_mut_ptr(), b.len() as u32, 0, t) })
         .collect();
     for chunk in pkts.chunks(64) {
         assert_eq!(p.tx.send(chunk).unwrap(), chunk.len());
@@ -90,7 +86,7 @@ fn read_all(p: &mut Port) -> Vec<(Vec<u8>, u64)> {
     while !p.rx.at_end() {
         p.rx.recv(&mut b).unwrap();
         for k in b.pkts() {
-            out.push((k.bytes().to_vec(), k.ts_ns));
+            out.push((k.bytes().to_vec(), k.ts_ns()));
         }
         p.rx.release(&mut b);
         assert!(t0.elapsed() < Duration::from_secs(60), "read never ends");
@@ -546,11 +542,8 @@ fn modes_and_parameters() {
     // Exists: read mode; TX takes nothing.
     let mut p = open(&format!("pcap:{}", t.s()), &OpenOptions::default()).unwrap();
     let mut b = fr[0].clone();
-    let pk = Pkt {
-        data: b.as_mut_ptr(),
-        len: b.len() as u32,
-        ..Pkt::default()
-    };
+    // SAFETY: one test buffer per descriptor; it outlives the descriptor and nothing else touches it meanwhile.
+    let pk = unsafe { Pkt::from_raw(b.as_mut_ptr(), b.len() as u32, 0, 0) };
     assert_eq!(p.tx.send(&[pk]).unwrap(), 0);
     assert_eq!(read_all(&mut p).len(), 5);
     // mode=write truncates.
@@ -670,16 +663,13 @@ fn large_file_streams_in_chunks() {
         let mut bufs: Vec<Vec<u8>> = fr.clone();
         let mut pkts: Vec<Pkt> = bufs
             .iter_mut()
-            .map(|b| Pkt {
-                data: b.as_mut_ptr(),
-                len: b.len() as u32,
-                ..Pkt::default()
-            })
+            // SAFETY: one test buffer per descriptor; it outlives the descriptor and nothing else touches it meanwhile.
+            .map(|b| unsafe { Pkt::from_raw(b.as_mut_ptr(), b.len() as u32, 0, 0) })
             .collect();
         let mut sent = 0;
         while sent < n {
             for (j, p) in pkts.iter_mut().enumerate() {
-                p.ts_ns = (sent + j + 1) as u64;
+                p.set_ts_ns((sent + j + 1) as u64);
             }
             let k = (n - sent).min(256);
             p.tx.send(&pkts[..k]).unwrap();
@@ -730,7 +720,7 @@ fn frames_stay_valid_until_release() {
     for _ in 0..8 {
         let mut b = Batch::new(64);
         p.rx.recv(&mut b).unwrap();
-        for k in b.pkts_mut() {
+        for mut k in b.iter_mut() {
             k.bytes_mut()[0] ^= 0xff; // in-place edits stay in our frames
         }
         held.push(b);
@@ -826,11 +816,8 @@ fn throughput_print() {
         let mut bufs: Vec<Vec<u8>> = fr.iter().map(|f| f[..64].to_vec()).collect();
         let pkts: Vec<Pkt> = bufs
             .iter_mut()
-            .map(|b| Pkt {
-                data: b.as_mut_ptr(),
-                len: 64,
-                ..Pkt::default()
-            })
+            // SAFETY: one test buffer per descriptor; it outlives the descriptor and nothing else touches it meanwhile.
+            .map(|b| unsafe { Pkt::from_raw(b.as_mut_ptr(), 64, 0, 0) })
             .collect();
         let mut sent = 0;
         while sent < n {

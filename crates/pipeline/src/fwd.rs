@@ -151,9 +151,9 @@ impl Direction {
         let mut bytes = 0u64;
         let max = self.tx.max_frame() as u32;
         let mut too_big = 0u64;
-        for p in self.batch.pkts_mut() {
-            bytes += p.len as u64;
-            if p.len > max {
+        for mut p in self.batch.iter_mut() {
+            bytes += p.len() as u64;
+            if p.len() > max {
                 too_big += 1;
             }
             if let Some(rw) = &self.rewrite {
@@ -178,7 +178,10 @@ impl Direction {
         let sent_bytes: u64 = if sent == n && too_big == 0 {
             bytes
         } else {
-            self.batch.pkts()[..sent].iter().map(|p| p.len as u64).sum()
+            self.batch.pkts()[..sent]
+                .iter()
+                .map(|p| p.len() as u64)
+                .sum()
         };
         let c = &self.counters;
         c.add_received(n as u64, bytes);
@@ -208,11 +211,10 @@ impl Direction {
     /// stay past `sent` and are released with the batch.
     #[cold]
     fn send_fitting(&mut self, max: u32) -> Result<usize, linerate_io::PortError> {
-        let pk = self.batch.pkts_mut();
         let mut w = 0;
-        for r in 0..pk.len() {
-            if pk[r].len <= max {
-                pk.swap(w, r);
+        for r in 0..self.batch.len() {
+            if self.batch.pkts()[r].len() <= max {
+                self.batch.swap(w, r);
                 w += 1;
             }
         }
@@ -345,11 +347,9 @@ mod tests {
                 let k = self.next % self.frames.len();
                 let f = &mut self.frames[k];
                 f[20] = self.next as u8;
-                b.push(Pkt {
-                    data: f.as_mut_ptr(),
-                    len: f.len() as u32,
-                    handle: self.next as u64,
-                    ts_ns: 0,
+                // SAFETY: one test buffer per descriptor; it outlives the descriptor and nothing else touches it meanwhile.
+                b.push(unsafe {
+                    Pkt::from_raw(f.as_mut_ptr(), f.len() as u32, self.next as u64, 0)
                 });
                 self.next += 1;
                 n += 1;

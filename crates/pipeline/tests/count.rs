@@ -72,12 +72,8 @@ fn run(streams: u64) {
             sig[6..8].copy_from_slice(&FLAG_TS.to_be_bytes());
             sig[SEQ_OFFSET..SEQ_OFFSET + 8].copy_from_slice(&q.to_be_bytes());
             sig[TS_OFFSET..TS_OFFSET + 8].copy_from_slice(&(t_base + k * 100).to_be_bytes());
-            batch.push(Pkt {
-                data: f.as_mut_ptr(),
-                len: len as u32,
-                handle: 0,
-                ts_ns: 0,
-            });
+            // SAFETY: one test buffer per descriptor; it outlives the descriptor and nothing else touches it meanwhile.
+            batch.push(unsafe { Pkt::from_raw(f.as_mut_ptr(), len as u32, 0, 0) });
         }
         // TX every 100 ns; the batch is received 5 µs after its last TX.
         let now = t_base + (sent + bs as u64 - 1) * 100 + 5_000;

@@ -134,14 +134,19 @@ fn throughput_next_batch_and_stamp() {
         let mut p = Profile::single(s);
         p.count = Some(n_target);
         let mut g = Generator::new(&p).unwrap();
-        let mut b = linerate_io::Batch::new(64);
         let t0 = std::time::Instant::now();
         let mut n = 0u64;
         let mut sink = 0u64;
         while !g.done() || n == 0 {
-            let k = g.next_batch(n, &mut b);
-            g.stamp(b.pkts_mut(), n);
-            sink = sink.wrapping_add(b.pkts().iter().map(|p| p.bytes()[26] as u64).sum::<u64>());
+            let k = g.next_batch(n, 64);
+            g.stamp(0, n);
+            sink = sink.wrapping_add(
+                g.batch()
+                    .pkts()
+                    .iter()
+                    .map(|p| p.bytes()[26] as u64)
+                    .sum::<u64>(),
+            );
             n += k as u64;
         }
         let dt = t0.elapsed().as_secs_f64();

@@ -521,14 +521,11 @@ impl OutPort {
         let off = self.pkts.len() * self.slot;
         let dst = &mut self.buf[off..off + len];
         dst.copy_from_slice(&data[..len]);
-        // The descriptor points into `buf`, which is never resized and
-        // outlives the send.
-        self.pkts.push(Pkt {
-            data: dst.as_mut_ptr(),
-            len: len as u32,
-            handle: 0,
-            ts_ns: 0,
-        });
+        // SAFETY: the descriptor points at this packet's own slot of `buf`,
+        // which is never resized and outlives the send; `send` clears the
+        // descriptors before a slot is written again.
+        self.pkts
+            .push(unsafe { Pkt::from_raw(dst.as_mut_ptr(), len as u32, 0, 0) });
         Ok(())
     }
 
@@ -854,8 +851,8 @@ pub fn run(a: Args) -> Result<()> {
                         }
                         let mut rt = None;
                         for p in b.pkts() {
-                            let ts = if keep_ts && p.ts_ns != 0 {
-                                p.ts_ns
+                            let ts = if keep_ts && p.ts_ns() != 0 {
+                                p.ts_ns()
                             } else {
                                 *rt.get_or_insert_with(realtime_ns)
                             };
@@ -1099,13 +1096,13 @@ fn run_fanout(
                     inbox.take(|key| fwd.shunt(&key));
                     let mut rt = None;
                     for p in b.pkts() {
-                        let ts = if p.ts_ns != 0 {
-                            p.ts_ns
+                        let ts = if p.ts_ns() != 0 {
+                            p.ts_ns()
                         } else {
                             *rt.get_or_insert_with(realtime_ns)
                         };
                         if fwd.decide(p.bytes(), now_ns).is_forward() {
-                            if let Some(key) = c.on_packet(p.bytes(), p.len as usize, ts) {
+                            if let Some(key) = c.on_packet(p.bytes(), p.len() as usize, ts) {
                                 if shunts.len() < shunts.capacity() {
                                     shunts.push(key);
                                 }

@@ -5,7 +5,7 @@
 
 use crate::script::{self, GenControl, RxCounters, StreamCounters};
 use anyhow::{bail, Context, Result};
-use linerate_io::{Batch, OpenOptions, TxPort};
+use linerate_io::{OpenOptions, TxPort};
 use linerate_pipeline::count::{clock as rxclock, Clock, Receiver};
 use linerate_pipeline::generate::{
     Accounting, FieldSpec, Generator, L4Spec, PaceMode, Profile, RateSpec, SigSpec, SizeSpec,
@@ -357,7 +357,6 @@ fn gen_loop(
     batch: usize,
     file_port: bool,
 ) -> Result<GenEnd> {
-    let mut b = Batch::new(batch);
     let mono = rxclock::monotonic_ns;
     let t0 = Instant::now();
     let mut ring_full = 0u64;
@@ -388,7 +387,7 @@ fn gen_loop(
         if g.done_at(now) {
             break;
         }
-        let n = g.next_batch(now, &mut b);
+        let n = g.next_batch(now, batch);
         if n == 0 {
             tx.flush()?;
             // Wait for the next departure: sleep when it is far, spin when near.
@@ -405,18 +404,16 @@ fn gen_loop(
             while off < n {
                 // TX time as late as possible: right before the port takes the batch.
                 let ts = mono();
-                g.stamp(&mut b.pkts_mut()[off..n], ts);
+                g.stamp(off, ts);
                 if file_port {
                     // A capture file's record times are CLOCK_REALTIME (what
                     // `count pcap:` and tshark read), not the generator's
                     // CLOCK_MONOTONIC: ts_ns = 0 makes the writer stamp
                     // CLOCK_REALTIME, read once per batch.
-                    for p in &mut b.pkts_mut()[off..n] {
-                        p.ts_ns = 0;
-                    }
+                    g.clear_times(off);
                 }
-                let k = tx.send(&b.pkts()[off..n])?;
-                g.sent(&b.pkts()[off..off + k], ts);
+                let k = tx.send(&g.batch().pkts()[off..n])?;
+                g.sent(off, k, ts);
                 off += k;
                 if k == 0 {
                     ring_full += 1;
@@ -733,9 +730,9 @@ fn xdp(a: &Args, profile: &Profile) -> Result<()> {
     });
     one.count = Some(1);
     let mut g = Generator::new(&one)?;
-    let mut b = Batch::new(1);
-    g.next_batch(0, &mut b);
-    let frame = b
+    g.next_batch(0, 1);
+    let frame = g
+        .batch()
         .pkts()
         .first()
         .map(|p| p.bytes().to_vec())

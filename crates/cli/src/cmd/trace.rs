@@ -104,12 +104,8 @@ pub fn run(a: Args) -> Result<()> {
     let mut frame = [0u8; 2048];
     let truth = write_trace(&cfg, |ts, f| {
         frame[..f.len()].copy_from_slice(f);
-        let p = Pkt {
-            data: frame.as_mut_ptr(),
-            len: f.len() as u32,
-            handle: 0,
-            ts_ns: EPOCH_NS + ts,
-        };
+        // SAFETY: `frame` outlives `p`, which only the writer reads.
+        let p = unsafe { Pkt::from_raw(frame.as_mut_ptr(), f.len() as u32, 0, EPOCH_NS + ts) };
         // One record per call: this is a file writer, not a per-packet
         // fast path; the port buffers 4 MiB before each write.
         match port.tx.send(std::slice::from_ref(&p)) {

@@ -223,11 +223,14 @@ pub fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
     let pkts: Vec<linerate_io::Pkt> = frames
         .iter_mut()
         .enumerate()
-        .map(|(i, f)| linerate_io::Pkt {
-            data: f.as_mut_ptr(),
-            len: f.len() as u32,
-            handle: 0,
-            ts_ns: 1_700_000_000_000_000_000 + i as u64 * 1000,
+        // SAFETY: one test buffer per descriptor; it outlives the descriptor and nothing else touches it meanwhile.
+        .map(|(i, f)| unsafe {
+            linerate_io::Pkt::from_raw(
+                f.as_mut_ptr(),
+                f.len() as u32,
+                0,
+                1_700_000_000_000_000_000 + i as u64 * 1000,
+            )
         })
         .collect();
     for chunk in pkts.chunks(64) {

@@ -2,6 +2,7 @@
 //! receive buffers allocated once at open.
 
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
 
 use super::{
     bind, packet_socket, poll_in, setsockopt, setup_rx, setup_tx, tx_transient, Config, SockStats,
@@ -9,6 +10,7 @@ use super::{
 };
 use crate::batch::{Batch, Pkt, MAX_BATCH};
 use crate::counters::KernelStats;
+use crate::pool::Region;
 use crate::port::{PortError, RxPort, TxPort};
 use crate::uri::Uri;
 
@@ -55,7 +57,8 @@ impl Msgs {
 /// RX half: recvmmsg into pre-allocated buffers.
 pub(crate) struct RxMmsg {
     fd: OwnedFd,
-    bufs: Vec<u8>,
+    /// The receive buffers; also held by every batch this half fills.
+    bufs: Arc<Region>,
     buf_size: usize,
     nbufs: usize,
     /// Free buffer indices (LIFO; capacity reserved for all).
@@ -66,7 +69,8 @@ pub(crate) struct RxMmsg {
     stats: SockStats,
 }
 
-// SAFETY: the iovec pointers only point into `bufs`, owned by this half.
+// SAFETY: the iovec pointers only point into `bufs`, which this half
+// writes only through recvmmsg into free buffers.
 unsafe impl Send for RxMmsg {}
 
 impl RxMmsg {
@@ -108,7 +112,10 @@ impl RxMmsg {
         let free: Vec<u32> = (0..nbufs as u32).rev().collect();
         Ok(RxMmsg {
             fd,
-            bufs: vec![0u8; nbufs * buf_size],
+            bufs: Arc::new(
+                Region::new(nbufs as u32, buf_size as u32)
+                    .map_err(|e| uri.err(format!("cannot map receive buffers: {e}")))?,
+            ),
             buf_size,
             nbufs,
             free,
@@ -163,7 +170,7 @@ impl RxPort for RxMmsg {
             return Ok(0);
         }
         let top = self.free.len();
-        let base = self.bufs.as_mut_ptr();
+        let base = self.bufs.base();
         for i in 0..want {
             let idx = self.free[top - 1 - i] as usize;
             // SAFETY: idx < nbufs, so the buffer lies inside `bufs`. The
@@ -192,6 +199,7 @@ impl RxPort for RxMmsg {
             return Err(PortError::os("afpacket: recvmmsg", e));
         }
         let got = r as usize;
+        batch.hold(&self.bufs);
         for i in 0..got {
             let idx = self.free[top - 1 - i];
             let mut len = (self.msgs.hdrs[i].msg_len as usize).min(self.buf_size - VLAN_ROOM);
@@ -209,12 +217,10 @@ impl RxPort for RxMmsg {
                     len += VLAN_ROOM;
                 }
             }
-            batch.push(Pkt {
-                data,
-                len: len as u32,
-                handle: u64::from(idx),
-                ts_ns: 0,
-            });
+            // SAFETY: the buffer was free and the kernel has written it; it
+            // is lent to this descriptor until `release` puts `idx` back on
+            // the free list, and `bufs` is held by the batch.
+            batch.push(unsafe { Pkt::from_raw(data, len as u32, u64::from(idx), 0) });
         }
         self.free.truncate(top - got);
         Ok(got)
@@ -223,8 +229,8 @@ impl RxPort for RxMmsg {
     fn release(&mut self, batch: &mut Batch) {
         for p in batch.pkts() {
             // Capacity is reserved for every buffer: never reallocates.
-            if (p.handle as usize) < self.nbufs && self.free.len() < self.nbufs {
-                self.free.push(p.handle as u32);
+            if (p.handle() as usize) < self.nbufs && self.free.len() < self.nbufs {
+                self.free.push(p.handle() as u32);
             }
         }
         batch.clear();
@@ -288,7 +294,7 @@ impl TxMmsg {
     fn uncount_skipped(&self, back: &[Pkt]) {
         use std::sync::atomic::Ordering::Relaxed;
         for p in back {
-            let len = p.len as usize;
+            let len = p.len() as usize;
             let c = if len > self.max_frame {
                 &self.drops.too_big
             } else if len < MIN_FRAME {
@@ -312,13 +318,14 @@ impl TxPort for TxMmsg {
             let (mut big, mut short) = (0u64, 0u64);
             while scanned < pkts.len() && n < MAX_BATCH {
                 let p = &pkts[scanned];
-                let len = p.len as usize;
+                let len = p.len() as usize;
                 if len > self.max_frame {
                     big += 1;
                 } else if len < MIN_FRAME {
                     short += 1;
                 } else {
-                    self.msgs.set(n, p.data, len);
+                    // sendmmsg only reads the caller's bytes.
+                    self.msgs.set(n, p.as_ptr() as *mut u8, len);
                     map[n] = (scanned - done) as u16;
                     n += 1;
                 }

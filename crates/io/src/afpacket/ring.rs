@@ -2,6 +2,7 @@
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 use super::{
     bind, packet_socket, poll_in, setsockopt, setup_rx, setup_tx, tx_transient, Config, SockStats,
@@ -50,6 +51,11 @@ impl Mapping {
     }
 }
 
+// SAFETY: the mapping is plain shared memory; who may touch which part of
+// it is the ring protocol's business (status words), not the mapping's.
+unsafe impl Send for Mapping {}
+unsafe impl Sync for Mapping {}
+
 impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: ptr/len come from our own successful mmap.
@@ -91,7 +97,8 @@ const BLOCK_STATUS_OFF: usize = 8;
 /// RX half: a TPACKET_V3 block ring.
 pub(crate) struct RxV3 {
     fd: OwnedFd,
-    map: Mapping,
+    /// The ring; also held by every batch this half fills.
+    map: Arc<Mapping>,
     block_size: usize,
     nblocks: usize,
     /// Block being walked (or the next one to open).
@@ -139,7 +146,7 @@ impl RxV3 {
             &req,
         )?;
         let len = cfg.blocks as usize * cfg.block_size as usize;
-        let map = Mapping::new(uri, &fd, len, "RX")?;
+        let map = Arc::new(Mapping::new(uri, &fd, len, "RX")?);
         // Bind only now: the ring exists before the first packet arrives.
         bind(uri, &fd, cfg, libc::ETH_P_ALL as u16)?;
         setup_rx(uri, &fd, cfg)?;
@@ -213,6 +220,7 @@ impl RxPort for RxV3 {
     fn recv(&mut self, batch: &mut Batch) -> Result<usize, PortError> {
         let mut n = 0;
         let bs = self.block_size;
+        batch.hold(&self.map);
         while !batch.is_full() {
             if self.left == 0 {
                 if !self.next_ready() {
@@ -276,12 +284,11 @@ impl RxPort for RxV3 {
                     }
                     len += 4;
                 }
-                batch.push(Pkt {
-                    data,
-                    len,
-                    handle: cur as u64,
-                    ts_ns: u64::from(h.tp_sec) * 1_000_000_000 + u64::from(h.tp_nsec),
-                });
+                let ts = u64::from(h.tp_sec) * 1_000_000_000 + u64::from(h.tp_nsec);
+                // SAFETY: the frame lies inside block `cur` (checked above),
+                // which is ours until every packet of it was released
+                // (`outstanding`); the ring mapping is held by the batch.
+                batch.push(unsafe { Pkt::from_raw(data, len, cur as u64, ts) });
                 self.outstanding[cur] += 1;
                 n += 1;
             } else {
@@ -308,7 +315,7 @@ impl RxPort for RxV3 {
         let mut run_blk = usize::MAX;
         let mut run = 0u32;
         for p in batch.pkts() {
-            let b = p.handle as usize;
+            let b = p.handle() as usize;
             if b != run_blk {
                 if run_blk < self.nblocks {
                     self.outstanding[run_blk] = self.outstanding[run_blk].saturating_sub(run);
@@ -501,7 +508,7 @@ impl TxPort for TxRing {
         let mut queued = 0;
         let (mut big, mut short) = (0u64, 0u64);
         for p in pkts {
-            let len = p.len as usize;
+            let len = p.len() as usize;
             if len > self.max_frame {
                 big += 1;
                 taken += 1;

@@ -47,7 +47,8 @@ const BIND_BUSY_RETRY: Duration = Duration::from_millis(500);
 struct Shared {
     _xdp: Arc<IfProgram>,
     fd: OwnedFd,
-    umem: Region,
+    /// Also held by every batch this port fills ([`Batch::hold`]).
+    umem: Arc<Region>,
 }
 
 /// The XDP program of one interface, shared by every AF_XDP socket this
@@ -258,6 +259,7 @@ impl RxPort for AfXdpRx {
             }
             return Ok(0);
         }
+        batch.hold(&self.shared.umem);
         let mut got = 0;
         for i in 0..n {
             let (addr, len) = self.rx.desc(idx.wrapping_add(i));
@@ -266,13 +268,10 @@ impl RxPort for AfXdpRx {
                 self.bad_desc += 1;
                 continue;
             }
-            batch.push(Pkt {
-                // SAFETY: addr + len lies inside the RX set of the UMEM (checked above).
-                data: unsafe { self.base.add(addr as usize) },
-                len,
-                handle: addr,
-                ts_ns: 0,
-            });
+            // SAFETY: addr + len lies inside the RX set of the UMEM (checked
+            // above), which the batch holds; the kernel gave the frame to us
+            // through the RX ring and gets it back only through `release`.
+            batch.push(unsafe { Pkt::from_raw(self.base.add(addr as usize), len, addr, 0) });
             got += 1;
         }
         self.rx.release();
@@ -288,7 +287,7 @@ impl RxPort for AfXdpRx {
             let (idx, n) = self.fill.reserve(want);
             let mut used = 0u32;
             for p in batch.pkts().iter().take(n as usize) {
-                let frame = p.handle & self.frame_mask;
+                let frame = p.handle() & self.frame_mask;
                 if frame >= self.rx_end {
                     self.bad_release += 1;
                     continue;
@@ -419,7 +418,7 @@ impl TxPort for AfXdpTx {
                 break;
             }
             taken += 1;
-            if p.len > self.max_frame || p.data.is_null() {
+            if p.len() > self.max_frame || p.as_ptr().is_null() {
                 // Taken and counted here (tx_too_big): the caller checks
                 // max_frame() first, so this is only a safety net.
                 self.too_big += 1;
@@ -427,11 +426,15 @@ impl TxPort for AfXdpTx {
             }
             let addr = self.free.pop().expect("reserved no more than free frames");
             // SAFETY: the frame is one of our free TX frames (frame_size >=
-            // max_frame >= p.len bytes); p.data..+len is the caller's packet.
+            // max_frame >= p.len() bytes).
             unsafe {
-                std::ptr::copy_nonoverlapping(p.data, self.base.add(addr as usize), p.len as usize)
+                std::ptr::copy_nonoverlapping(
+                    p.as_ptr(),
+                    self.base.add(addr as usize),
+                    p.len() as usize,
+                )
             };
-            self.tx.set_desc(idx.wrapping_add(used), addr, p.len);
+            self.tx.set_desc(idx.wrapping_add(used), addr, p.len());
             used += 1;
         }
         self.tx.cancel(n - used);
@@ -879,7 +882,7 @@ pub fn open(uri: &Uri, opts: &OpenOptions) -> Result<Port, PortError> {
     let shared = Arc::new(Shared {
         _xdp: xdp,
         fd,
-        umem,
+        umem: Arc::new(umem),
     });
     let base = shared.umem.base();
     let frame_mask = !(fsz as u64 - 1);

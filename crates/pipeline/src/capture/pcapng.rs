@@ -356,7 +356,7 @@ mod tests {
         loop {
             let n = port.rx.recv(&mut b).unwrap();
             for p in b.pkts() {
-                out.push((p.bytes().to_vec(), p.ts_ns));
+                out.push((p.bytes().to_vec(), p.ts_ns()));
             }
             port.rx.release(&mut b);
             if n == 0 && port.rx.at_end() {

@@ -216,7 +216,7 @@ impl Dispatcher {
             l.fwd.poll_shunts();
         }
         for p in pkts {
-            self.dispatch_one(p.bytes(), p.ts_ns, now_ns);
+            self.dispatch_one(p.bytes(), p.ts_ns(), now_ns);
         }
         self.flush();
     }

@@ -208,7 +208,7 @@ impl Receiver {
     #[inline]
     pub fn on_batch(&mut self, pkts: &[Pkt], rx_now_ns: u64) {
         for p in pkts {
-            self.on_frame(p.bytes(), p.ts_ns, rx_now_ns);
+            self.on_frame(p.bytes(), p.ts_ns(), rx_now_ns);
         }
     }
 

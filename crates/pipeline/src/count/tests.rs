@@ -48,11 +48,14 @@ fn feed(r: &mut Receiver, frames: &mut [Vec<u8>], ts: &[u64], now: u64) {
     let pkts: Vec<Pkt> = frames
         .iter_mut()
         .enumerate()
-        .map(|(i, f)| Pkt {
-            data: f.as_mut_ptr(),
-            len: f.len() as u32,
-            handle: i as u64,
-            ts_ns: ts.get(i).copied().unwrap_or(0),
+        // SAFETY: one test buffer per descriptor; it outlives the descriptor and nothing else touches it meanwhile.
+        .map(|(i, f)| unsafe {
+            Pkt::from_raw(
+                f.as_mut_ptr(),
+                f.len() as u32,
+                i as u64,
+                ts.get(i).copied().unwrap_or(0),
+            )
         })
         .collect();
     r.on_batch(&pkts, now);

@@ -185,9 +185,13 @@ struct SlotMeta {
     udp: bool,
 }
 
-/// Owns templates, field engines, pacers and the frame buffers.
+/// Owns templates, field engines, pacers, the frame buffers and the batch
+/// of descriptors into them. The descriptors never leave this batch (callers
+/// see it through [`Generator::batch`]), so no descriptor outlives the next
+/// [`Generator::next_batch`], which rewrites the buffers.
 pub struct Generator {
     streams: Vec<Stream>,
+    out: Batch,
     bufs: Vec<u8>,
     slot_size: usize,
     meta: Vec<SlotMeta>,
@@ -338,6 +342,7 @@ impl Generator {
         let slot_size = max_len.next_multiple_of(64);
         Ok(Generator {
             streams,
+            out: Batch::new(linerate_io::batch::MAX_BATCH),
             bufs: vec![0u8; slot_size * linerate_io::batch::MAX_BATCH],
             slot_size,
             meta: vec![SlotMeta::default(); linerate_io::batch::MAX_BATCH],
@@ -355,15 +360,16 @@ impl Generator {
             .unwrap_or(0)
     }
 
-    /// Fill `out` (cleared first) with the packets whose departure time has
-    /// come at `now_ns`. The descriptors point into this generator's buffers
-    /// and are valid until the next call. Streams are served round robin,
+    /// Fill this generator's batch ([`Generator::batch`], cleared first) with
+    /// up to `max` packets whose departure time has come at `now_ns`.
+    /// Returns how many. Streams are served round robin,
     /// starting one further each call. No allocation, no syscall.
-    pub fn next_batch(&mut self, now_ns: u64, out: &mut Batch) -> usize {
+    pub fn next_batch(&mut self, now_ns: u64, max: usize) -> usize {
+        let out = &mut self.out;
         out.clear();
         self.last_now = now_ns;
         let n = self.streams.len();
-        let cap = out.capacity();
+        let cap = max.min(out.capacity());
         let mut slot = 0usize;
         for k in 0..n {
             let si = (self.rr + k) % n;
@@ -373,12 +379,11 @@ impl Generator {
                 let (len, meta) = s.build(buf, si as u16);
                 s.pacer.take(len as u32);
                 self.meta[slot] = meta;
-                out.push(Pkt {
-                    data: buf.as_mut_ptr(),
-                    len: len as u32,
-                    handle: slot as u64,
-                    ts_ns: 0,
-                });
+                // SAFETY: slot `slot` of `bufs` (never resized) is lent to
+                // this one descriptor until the next call, which clears the
+                // batch before writing a slot again; the batch is ours and
+                // hands out only borrows.
+                out.push(unsafe { Pkt::from_raw(buf.as_mut_ptr(), len as u32, slot as u64, 0) });
                 slot += 1;
             }
         }
@@ -386,15 +391,21 @@ impl Generator {
         slot
     }
 
-    /// Write `now_ns` as TX time into the sampled packets among `pkts`
-    /// (descriptors from the last `next_batch`), fixing the L4 checksum
-    /// incrementally; sets `Pkt::ts_ns`. Call right before `send`; calling
-    /// it again (a retry) overwrites the previous time correctly.
+    /// The packets of the last [`Generator::next_batch`].
+    #[inline(always)]
+    pub fn batch(&self) -> &Batch {
+        &self.out
+    }
+
+    /// Write `now_ns` as TX time into the sampled packets of the batch from
+    /// packet `from` on, fixing the L4 checksum incrementally; sets
+    /// `Pkt::ts_ns`. Call right before `send`; calling it again (a retry)
+    /// overwrites the previous time correctly.
     #[inline]
-    pub fn stamp(&mut self, pkts: &mut [Pkt], now_ns: u64) {
-        for p in pkts.iter_mut() {
-            p.ts_ns = now_ns;
-            let Some(m) = self.meta.get(p.handle as usize).copied() else {
+    pub fn stamp(&mut self, from: usize, now_ns: u64) {
+        for mut p in self.out.iter_mut_from(from) {
+            p.set_ts_ns(now_ns);
+            let Some(m) = self.meta.get(p.handle() as usize).copied() else {
                 continue;
             };
             if m.ts_off == 0 {
@@ -418,16 +429,26 @@ impl Generator {
         }
     }
 
-    /// Record that the port took `pkts` at `now_ns` (departure statistics).
+    /// Set the timestamp of the batch's packets from `from` on to 0 (a
+    /// capture file then stamps its own clock).
+    pub fn clear_times(&mut self, from: usize) {
+        for mut p in self.out.iter_mut_from(from) {
+            p.set_ts_ns(0);
+        }
+    }
+
+    /// Record that the port took the `k` packets of the batch from `from`
+    /// on at `now_ns` (departure statistics).
     #[inline]
-    pub fn sent(&mut self, pkts: &[Pkt], now_ns: u64) {
-        for p in pkts {
-            let Some(m) = self.meta.get(p.handle as usize) else {
+    pub fn sent(&mut self, from: usize, k: usize, now_ns: u64) {
+        let end = (from + k).min(self.out.len());
+        for p in &self.out.pkts()[from.min(end)..end] {
+            let Some(m) = self.meta.get(p.handle() as usize) else {
                 continue;
             };
             if let Some(s) = self.streams.get_mut(m.stream as usize) {
                 s.stats.sent_pkts += 1;
-                s.stats.sent_bytes += p.len as u64;
+                s.stats.sent_bytes += p.len() as u64;
                 s.stats.departures.record(now_ns);
             }
         }
@@ -829,22 +850,22 @@ pub fn run<T: TxPort + ?Sized>(
     stop: &AtomicBool,
     mut clock: impl FnMut() -> u64,
 ) -> Result<RunStats, PortError> {
-    let mut batch = Batch::new(linerate_io::batch::DEFAULT_BATCH);
+    let max = linerate_io::batch::DEFAULT_BATCH;
     let mut st = RunStats::default();
     let t0 = clock();
     let mut off = 0usize;
     loop {
         if stop.load(Ordering::Relaxed) {
-            st.unsent_at_stop = (batch.len() - off) as u64;
+            st.unsent_at_stop = (gen.batch().len() - off) as u64;
             break;
         }
-        if off >= batch.len() {
+        if off >= gen.batch().len() {
             let now = clock();
             if gen.done_at(now) {
                 break;
             }
             off = 0;
-            if gen.next_batch(now, &mut batch) == 0 {
+            if gen.next_batch(now, max) == 0 {
                 tx.flush()?;
                 match gen.next_departure_ns() {
                     Some(t) if t > now + 50_000 => {
@@ -859,14 +880,14 @@ pub fn run<T: TxPort + ?Sized>(
             st.batches += 1;
         }
         let now = clock();
-        gen.stamp(&mut batch.pkts_mut()[off..], now);
-        let k = tx.send(&batch.pkts()[off..])?;
-        let taken = &batch.pkts()[off..off + k];
+        gen.stamp(off, now);
+        let k = tx.send(&gen.batch().pkts()[off..])?;
+        let taken = &gen.batch().pkts()[off..off + k];
         st.sent_pkts += k as u64;
-        st.sent_bytes += taken.iter().map(|p| p.len as u64).sum::<u64>();
-        gen.sent(taken, now);
+        st.sent_bytes += taken.iter().map(|p| p.len() as u64).sum::<u64>();
+        gen.sent(off, k, now);
         off += k;
-        if off < batch.len() {
+        if off < gen.batch().len() {
             st.tx_ring_full += 1;
         }
         tx.flush()?;

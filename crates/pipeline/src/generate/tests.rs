@@ -206,13 +206,12 @@ fn every_packet_has_valid_checksums_all_protocols() {
                     let mut p = Profile::single(s);
                     p.count = Some(3000);
                     let mut g = Generator::new(&p).unwrap();
-                    let mut b = Batch::new(64);
                     let mut seq = 0u64;
                     let mut now = 1000;
                     while !g.done_at(now) {
-                        let n = g.next_batch(now, &mut b);
-                        g.stamp(b.pkts_mut(), now + 5);
-                        for pk in &b.pkts()[..n] {
+                        let n = g.next_batch(now, 64);
+                        g.stamp(0, now + 5);
+                        for pk in &g.batch().pkts()[..n] {
                             let fr = pk.bytes();
                             let l = verify(fr);
                             assert_eq!(l.vlans.as_slice().len(), vlans.len());
@@ -240,8 +239,8 @@ fn every_packet_has_valid_checksums_all_protocols() {
                     }
                     assert_eq!(seq, 3000, "v6 {v6} {l4:?} {vlans:?}");
                     // a re-stamp (retry after a full ring) keeps checksums valid
-                    g.stamp(b.pkts_mut(), 99);
-                    for pk in b.pkts() {
+                    g.stamp(0, 99);
+                    for pk in g.batch().pkts() {
                         verify(pk.bytes());
                     }
                 }
@@ -295,8 +294,8 @@ fn exact_field_values_in_frames() {
         ),
     ];
     let mut g = Generator::new(&Profile::single(s)).unwrap();
-    let mut b = Batch::new(6);
-    assert_eq!(g.next_batch(0, &mut b), 6);
+    assert_eq!(g.next_batch(0, 6), 6);
+    let b = g.batch();
     let want_src = [
         "10.0.0.254",
         "10.0.0.255",
@@ -340,14 +339,14 @@ fn imix_cycle_and_rates_per_stream() {
         count: None,
     };
     let mut g = Generator::new(&p).unwrap();
-    let mut b = Batch::new(256);
     let mut now = 0u64;
     let mut sizes = vec![];
     while !g.done_at(now) {
-        g.next_batch(now, &mut b);
-        g.stamp(b.pkts_mut(), now);
-        g.sent(b.pkts(), now);
-        sizes.extend(b.pkts().iter().filter(|p| p.len != 100).map(|p| p.len));
+        let n = g.next_batch(now, 256);
+        g.stamp(0, now);
+        g.sent(0, n, now);
+        let b = g.batch();
+        sizes.extend(b.pkts().iter().filter(|p| p.len() != 100).map(|p| p.len()));
         now += 500;
     }
     let st = g.stats();

@@ -341,12 +341,11 @@ impl Ctx<'_> {
         let off = n * STRIDE;
         copy_small(&mut st.buf[off..off + frame.len()], frame);
         // The descriptor points into `st.buf`, which outlives the send below.
-        st.pkts.push(Pkt {
-            data: st.buf[off..].as_mut_ptr(),
-            len: frame.len() as u32,
-            handle: 0,
-            ts_ns: 0,
-        });
+        // SAFETY: the bytes are this stage's own slot in `st.buf`, staged for
+        // one send: the descriptors are cleared after it, before the slot is
+        // reused, and `st.buf` is never resized.
+        st.pkts
+            .push(unsafe { Pkt::from_raw(st.buf[off..].as_mut_ptr(), frame.len() as u32, 0, 0) });
         st.src.push(self.pkt as u16);
         self.fate.staged[self.pkt] += 1;
     }
@@ -494,7 +493,7 @@ impl Datapath {
         let mut bytes = 0u64;
         for (k, p) in self.keys.0.iter_mut().zip(self.batch.pkts()) {
             k.extract_into(p.bytes(), in_no);
-            bytes += p.len as u64;
+            bytes += p.len() as u64;
         }
         let t2 = if profile { rdtsc() } else { 0 };
         self.emc
@@ -519,18 +518,18 @@ impl Datapath {
                 pkt: 0,
                 now_ns,
             };
-            for (j, p) in self.batch.pkts_mut().iter_mut().enumerate() {
+            for (j, mut p) in self.batch.iter_mut().enumerate() {
                 let Some(e) = self.out[j].and_then(|id| table.entry(id)) else {
                     fate_drop[j] = Some(SwDrop::NoMatch);
                     continue;
                 };
-                e.stats.hit(p.len as u64, now_ns);
+                e.stats.hit(p.len() as u64, now_ns);
                 if e.rule.actions.is_empty() {
                     fate_drop[j] = Some(SwDrop::ActionDrop);
                     continue;
                 }
                 ctx.pkt = j;
-                let len = p.len as usize;
+                let len = p.len() as usize;
                 let r = if e.needs_room {
                     // Rare: copy into a buffer with headroom for push_vlan.
                     let b = p.bytes();
@@ -576,7 +575,7 @@ impl Datapath {
             port.tx.flush()?;
             let mut sb = 0u64;
             for (k, p) in st.pkts[..sent].iter().enumerate() {
-                sb += p.len as u64;
+                sb += p.len() as u64;
                 self.fate.sent[st.src[k] as usize] += 1;
             }
             let unsent = st.pkts.len() - sent;
@@ -713,11 +712,9 @@ mod tests {
                 let i = b.len();
                 self.bufs[i].clear();
                 self.bufs[i].extend_from_slice(&self.frame);
-                b.push(Pkt {
-                    data: self.bufs[i].as_mut_ptr(),
-                    len: self.frame.len() as u32,
-                    handle: 0,
-                    ts_ns: 0,
+                // SAFETY: one test buffer per descriptor; it outlives the descriptor and nothing else touches it meanwhile.
+                b.push(unsafe {
+                    Pkt::from_raw(self.bufs[i].as_mut_ptr(), self.frame.len() as u32, 0, 0)
                 });
                 self.left -= 1;
                 n += 1;
