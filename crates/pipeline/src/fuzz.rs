@@ -98,7 +98,8 @@ pub fn fuzz_meter(data: &[u8]) {
 /// Arbitrary text as a generator profile (TOML): no panic, one-line
 /// errors; a profile that parses writes back to TOML that parses to the
 /// same profile; compiling it into a generator either fails in one line or
-/// gives frames of 60..=9000 bytes.
+/// gives frames of 60..=9000 bytes that parse as Ethernet frames, at any
+/// time, with every sent packet counted.
 pub fn fuzz_profile(data: &[u8]) {
     let Ok(s) = core::str::from_utf8(data) else {
         return;
@@ -125,7 +126,7 @@ pub fn fuzz_profile(data: &[u8]) {
     if p.streams.len() > 8 {
         return;
     }
-    let g = match Generator::new(&p) {
+    let mut g = match Generator::new(&p) {
         Ok(g) => g,
         Err(e) => {
             assert!(!e.0.contains('\n'), "multi-line error: {e:?}");
@@ -134,8 +135,28 @@ pub fn fuzz_profile(data: &[u8]) {
     };
     assert!((MIN_FRAME..=MAX_FRAME).contains(&g.max_frame_len()));
     assert_eq!(g.stream_names().len(), p.streams.len());
-    // Building frames waits for the generator's batch API (Pkt::from_raw).
-    let _ = (g.next_departure_ns(), g.done_at(0), g.stats());
+    let mut sent = 0u64;
+    for now in [0, 1, 1_000, 1_000_000, 1_000_000_000, 1 << 40, u64::MAX / 2] {
+        let n = g.next_batch(now, 32);
+        assert_eq!(n, g.batch().len());
+        for pkt in g.batch().pkts() {
+            let f = pkt.bytes();
+            assert!(
+                (MIN_FRAME..=MAX_FRAME).contains(&f.len()),
+                "frame of {} bytes",
+                f.len()
+            );
+            linerate_wire::parse_frame(f)
+                .unwrap_or_else(|e| panic!("generated frame does not parse: {e:?}"));
+        }
+        g.stamp(0, now);
+        g.sent(0, n, now);
+        sent += n as u64;
+        let _ = g.done_at(now);
+        let _ = g.next_departure_ns();
+    }
+    let counted: u64 = g.stats().iter().map(|s| s.sent_pkts).sum();
+    assert_eq!(counted, sent);
 }
 
 /// Arbitrary bytes as a capture filter and a frame: the text up to the
