@@ -2,6 +2,16 @@
 
 use clap::{Parser, Subcommand};
 
+/// `print!` without the panic: see [`cmd::common::out`].
+macro_rules! out {
+    ($($t:tt)*) => { $crate::cmd::common::out(format_args!($($t)*)) };
+}
+/// `println!` without the panic: see [`cmd::common::out`].
+macro_rules! outln {
+    () => { $crate::cmd::common::out(format_args!("\n")) };
+    ($($t:tt)*) => { $crate::cmd::common::out(format_args!("{}\n", format_args!($($t)*))) };
+}
+
 mod cmd;
 mod script;
 
@@ -44,6 +54,8 @@ fn main() {
         Command::SwitchCtl(a) => cmd::switch::run_ctl(a),
         Command::Trace(a) => cmd::trace::run(a),
     };
+    // A command's own error first; else a failed write to standard output.
+    let r = r.and_then(|()| cmd::common::stdout_result());
     if let Err(e) = r {
         // One line, naming the problem; the chain is joined with ": ".
         eprintln!("linerate: error: {}", format!("{e:#}").replace('\n', " "));

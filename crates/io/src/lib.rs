@@ -14,6 +14,8 @@ pub mod afxdp;
 pub mod batch;
 pub mod bpf;
 pub mod counters;
+pub mod file;
+pub mod link;
 pub mod mem;
 pub mod pcap;
 pub mod pool;

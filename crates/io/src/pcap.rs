@@ -1117,6 +1117,12 @@ pub enum WriteFormat {
 
 /// A capture file writer that buffers whole records and writes them out in
 /// large chunks, so that the file on disk always ends on a record boundary.
+///
+/// A failed write (a full disk, `/dev/full`) is cut back to the last
+/// record that reached the file whole: the file holds exactly the
+/// acknowledged records ([`PcapWriter::written_packets`]); the error is
+/// sticky (every later call returns it) and the records not written are
+/// lost.
 pub struct PcapWriter {
     file: File,
     buf: Vec<u8>,
@@ -1131,6 +1137,8 @@ pub struct PcapWriter {
     written: u64,
     /// Bytes of the file, buffered ones included.
     file_len: u64,
+    /// Bytes known to be in the file (written out by calls that succeeded).
+    on_disk: u64,
     error: Option<String>,
 }
 
@@ -1149,6 +1157,7 @@ impl PcapWriter {
             buffered: 0,
             written: 0,
             file_len: 0,
+            on_disk: 0,
             error: None,
         };
         match format {
@@ -1191,7 +1200,14 @@ impl PcapWriter {
             }
         }
         w.file_len = w.buf.len() as u64;
-        w.write_out()?;
+        if let Err(e) = w.write_out() {
+            // Not even the header fits: leave no file that claims to be a
+            // capture (a device such as /dev/full is not ours to remove).
+            if w.file.metadata().is_ok_and(|m| m.file_type().is_file()) {
+                let _ = std::fs::remove_file(path);
+            }
+            return Err(e);
+        }
         Ok(w)
     }
 
@@ -1266,19 +1282,85 @@ impl PcapWriter {
     }
 
     /// Write the buffered records to the file (one write of whole records).
+    /// On an error the part of them that reached the file is cut off again
+    /// and the error becomes sticky (see the type's docs).
     pub fn write_out(&mut self) -> Result<(), String> {
+        if let Some(e) = &self.error {
+            return Err(e.clone());
+        }
         if self.buf.is_empty() {
             return Ok(());
         }
-        if let Err(e) = self.file.write_all(&self.buf) {
+        let mut done = 0;
+        let r = loop {
+            if done == self.buf.len() {
+                break Ok(());
+            }
+            match self.file.write(&self.buf[done..]) {
+                Ok(0) => break Err(std::io::Error::from(std::io::ErrorKind::WriteZero)),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => break Err(e),
+            }
+        };
+        if let Err(e) = r {
             let msg = format!("{}: write error: {e}", self.path);
+            // The records that reached the file whole are kept (and
+            // acknowledged); the file is cut back to the end of the last of
+            // them. (Not possible, and not needed, on a device such as
+            // /dev/full.)
+            let (keep, records) = self.whole_records(done);
+            if self.file.metadata().is_ok_and(|m| m.file_type().is_file()) {
+                let end = self.on_disk + keep as u64;
+                let _ = self.file.set_len(end);
+                let _ = self.file.seek(SeekFrom::Start(end));
+                self.on_disk = end;
+                self.written += records;
+            }
+            self.buf.clear();
+            self.file_len = self.on_disk;
+            self.buffered = 0;
             self.error = Some(msg.clone());
             return Err(msg);
         }
+        self.on_disk += self.buf.len() as u64;
         self.buf.clear();
         self.written += self.buffered;
         self.buffered = 0;
         Ok(())
+    }
+
+    /// Of the first `limit` bytes of the buffer: the length of the whole
+    /// blocks among them and how many of those are packet records (the file
+    /// header, written first, is not a record).
+    fn whole_records(&self, limit: usize) -> (usize, u64) {
+        let b = &self.buf;
+        let rd = |at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+        let (mut off, mut recs) = (0usize, 0u64);
+        if self.format == WriteFormat::Pcap && self.on_disk == 0 {
+            if limit < 24 {
+                return (0, 0);
+            }
+            off = 24;
+        }
+        loop {
+            let (len, record) = match self.format {
+                WriteFormat::PcapNg if off + 8 <= b.len() => (rd(off + 4) as usize, rd(off) == EPB),
+                WriteFormat::Pcap if off + 16 <= b.len() => (16 + rd(off + 8) as usize, true),
+                _ => break,
+            };
+            if len == 0 || off + len > limit {
+                break;
+            }
+            off += len;
+            recs += u64::from(record);
+        }
+        (off, recs)
+    }
+
+    /// The sticky error of a failed write, if any.
+    pub fn error(&self) -> Option<&str> {
+        self.error.as_deref()
     }
 
     /// Write out everything and ask the kernel to put it on disk.

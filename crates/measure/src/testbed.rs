@@ -489,7 +489,10 @@ fn write_record(info: &TestbedInfo) -> Result<()> {
         .map_err(|e| TestbedError(format!("test bed '{}': {e}", info.name)))?;
     fs::write(&tmp, text + "\n")
         .and_then(|_| fs::rename(&tmp, &p))
-        .map_err(|e| TestbedError(format!("{}: {e}", p.display())))
+        .map_err(|e| {
+            let _ = fs::remove_file(&tmp);
+            TestbedError(format!("{}: {e}", p.display()))
+        })
 }
 
 /// Claim the name: create the record exclusively.

@@ -167,12 +167,18 @@ impl Direction {
         let t2 = if profile { rdtsc() } else { 0 };
 
         // TX: the port copies what it takes. Oversized frames are not offered.
-        let sent = if too_big == 0 {
-            self.tx.send(self.batch.pkts())?
+        // A port that fails (its interface went away) takes nothing: the
+        // batch is still counted (tx_error) and released, then the error
+        // ends the run.
+        let r = if too_big == 0 {
+            self.tx.send(self.batch.pkts())
         } else {
-            self.send_fitting(max)?
+            self.send_fitting(max)
         };
-        self.tx.flush()?;
+        let (sent, tx_err) = match r.and_then(|k| self.tx.flush().map(|()| k)) {
+            Ok(k) => (k, None),
+            Err(e) => (0, Some(e)),
+        };
         let t3 = if profile { rdtsc() } else { 0 };
 
         let sent_bytes: u64 = if sent == n && too_big == 0 {
@@ -191,7 +197,12 @@ impl Direction {
             c.add_drop(DropReason::TooBig, too_big);
         }
         if unsent > too_big {
-            c.add_drop(DropReason::RingFull, unsent - too_big);
+            let why = if tx_err.is_some() {
+                DropReason::TxError
+            } else {
+                DropReason::RingFull
+            };
+            c.add_drop(why, unsent - too_big);
         }
         self.rx.release(&mut self.batch);
         if profile {
@@ -203,7 +214,10 @@ impl Direction {
             StageCycles::bump(&cy.buffers, t4.wrapping_sub(t3));
             StageCycles::bump(&cy.batches, 1);
         }
-        Ok(n)
+        match tx_err {
+            Some(e) => Err(e),
+            None => Ok(n),
+        }
     }
 
     /// Rare path: some frames exceed the output's frame size. Move the ones

@@ -1,6 +1,7 @@
 //! Pipelines: stages joined by batches. Today the L2 forwarder ([`fwd`]).
 
 pub mod capture;
+pub mod control;
 pub mod count;
 pub mod fuzz;
 pub mod fwd;

@@ -469,10 +469,10 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
             "results": results,
         });
         if json_to_stdout {
-            println!("{v}");
+            outln!("{v}");
         } else {
-            std::fs::write(p, format!("{v:#}\n"))
-                .map_err(|e| anyhow::anyhow!("--json {}: {e}", p.display()))?;
+            linerate_io::file::write_whole(p, format!("{v:#}\n").as_bytes())
+                .map_err(|e| anyhow::anyhow!("--json {e}"))?;
             eprintln!("JSON with every trial: {}", p.display());
         }
     }
@@ -485,8 +485,11 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
             a.line_rate,
             history.as_ref(),
         );
-        std::fs::write(&a.report, linerate_measure::report::render_html(&d))
-            .map_err(|e| anyhow::anyhow!("--report {}: {e}", a.report.display()))?;
+        linerate_io::file::write_whole(
+            &a.report,
+            linerate_measure::report::render_html(&d).as_bytes(),
+        )
+        .map_err(|e| anyhow::anyhow!("--report {e}"))?;
         eprintln!("report: {}", a.report.display());
     }
     eprintln!("done in {:.0} s", t0.elapsed().as_secs_f64());
@@ -750,7 +753,7 @@ fn run_overload(a: Args) -> Result<()> {
             "kernel": kernel_release(),
             "results": results,
         });
-        println!("{v}");
+        outln!("{v}");
     } else {
         print_table(&results, a.frame_size)?;
     }

@@ -27,11 +27,9 @@ use linerate_pipeline::capture::{
     Analyser, AnalyserAction, CaptureWriter, Dispatcher, Filter, Forwarder, ForwarderConfig,
     ForwarderShared, HttpAnalyser, HttpConfig, RotateConfig, SteerConfig, TedConfig, WorkerRx,
 };
+use linerate_pipeline::control::{Conn, Handler, Limits, Listener, Server};
 use linerate_wire::FlowKey;
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -413,67 +411,23 @@ fn ctl_line(line: &str, shared: &Shared) -> String {
     }
 }
 
-/// Bind the control socket (mode 0600); a stale socket file is replaced.
-fn bind_ctl(path: &PathBuf) -> Result<UnixListener> {
-    if let Ok(m) = std::fs::symlink_metadata(path) {
-        if m.file_type().is_socket() {
-            let _ = std::fs::remove_file(path);
-        } else {
-            bail!(
-                "--ctl {}: exists and is not a socket; not replacing it",
-                path.display()
-            );
-        }
+/// The capture's answers on its control socket (`--ctl`).
+struct CaptureCtl(Arc<Shared>);
+
+impl Handler for CaptureCtl {
+    fn handle(&self, line: &str, _conn: &mut Conn) -> String {
+        ctl_line(line, &self.0)
     }
-    // umask 077 around bind: the socket is never reachable by others.
-    // SAFETY: umask only changes this process's file mode mask.
-    let old = unsafe { libc::umask(0o077) };
-    let l = UnixListener::bind(path);
-    unsafe { libc::umask(old) };
-    let l = l.with_context(|| format!("--ctl {}: cannot bind", path.display()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        .with_context(|| format!("--ctl {}: chmod", path.display()))?;
-    l.set_nonblocking(true)?;
-    Ok(l)
 }
 
-/// The control socket's thread, if `--ctl` was given, and the flag that
-/// ends it.
-type CtlThread = (Arc<AtomicBool>, Option<std::thread::JoinHandle<()>>);
-fn start_ctl(path: Option<&PathBuf>, shared: &Arc<Shared>) -> Result<CtlThread> {
-    let done = Arc::new(AtomicBool::new(false));
-    let t = match path {
-        Some(p) => {
-            let l = bind_ctl(p)?;
-            let (s, dn) = (shared.clone(), done.clone());
-            Some(std::thread::spawn(move || ctl_loop(l, s, dn)))
-        }
-        None => None,
-    };
-    Ok((done, t))
-}
-
-fn ctl_loop(l: UnixListener, shared: Arc<Shared>, done: Arc<AtomicBool>) {
-    while !done.load(Relaxed) {
-        match l.accept() {
-            Ok((s, _)) => {
-                let _ = s.set_nonblocking(false);
-                let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-                let mut w = match s.try_clone() {
-                    Ok(w) => w,
-                    Err(_) => continue,
-                };
-                for line in BufReader::new(s).lines() {
-                    let Ok(line) = line else { break };
-                    let r = ctl_line(&line, &shared);
-                    if !r.is_empty() && writeln!(w, "{r}").is_err() {
-                        break;
-                    }
-                }
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(50)),
-        }
-    }
+/// Serve `--ctl`, if given.
+fn start_ctl(path: Option<&PathBuf>, shared: &Arc<Shared>) -> Result<Option<Server>> {
+    let Some(p) = path else { return Ok(None) };
+    let l = Listener::bind(p).map_err(|e| anyhow::anyhow!("--ctl {e}"))?;
+    let h: Arc<dyn Handler> = Arc::new(CaptureCtl(shared.clone()));
+    Ok(Some(
+        Server::start(l, h, Limits::default()).map_err(anyhow::Error::msg)?,
+    ))
 }
 
 fn realtime_ns() -> u64 {
@@ -551,21 +505,35 @@ struct Consumer {
     shared: Arc<WorkerShared>,
     taken: u64,
     error: Option<String>,
+    /// The capture's stop flag: the first error of a writer or output port
+    /// (a full disk, an interface gone) stops the whole capture, which then
+    /// closes its files whole and exits with that error.
+    stop: Arc<AtomicBool>,
 }
 
 impl Consumer {
+    #[cold]
+    fn fail(&mut self, e: String) {
+        if self.error.is_none() {
+            self.error = Some(e);
+            self.stop.store(true, Relaxed);
+        }
+    }
+
     /// One packet; returns a shunt request if the analyser made one.
     #[inline]
     fn on_packet(&mut self, data: &[u8], orig_len: usize, ts_ns: u64) -> Option<FlowKey> {
         self.taken += 1;
-        if let Some(w) = self.writer.as_mut() {
-            if let Err(e) = w.write(data, orig_len, ts_ns) {
-                self.error.get_or_insert(e);
+        // After a failure (the capture is stopping) the writer and the
+        // output port are left alone: their error is sticky.
+        if self.error.is_none() {
+            if let Some(w) = self.writer.as_mut() {
+                if let Err(e) = w.write(data, orig_len, ts_ns) {
+                    self.fail(e);
+                }
             }
-        }
-        if let Some(o) = self.out.as_mut() {
-            if let Err(e) = o.push(data) {
-                self.error.get_or_insert(e);
+            if let Some(Err(e)) = self.out.as_mut().map(|o| o.push(data)) {
+                self.fail(e);
             }
         }
         match self.analyser.as_mut().map(|a| a.on_packet(data, ts_ns)) {
@@ -577,18 +545,20 @@ impl Consumer {
     /// Once per batch.
     fn after_batch(&mut self, now: Instant, publish_events: bool) {
         if let Some(w) = self.writer.as_mut() {
-            if let Err(e) = w.tick(now) {
-                self.error.get_or_insert(e);
-            }
+            let r = w.tick(now);
             self.shared.written.store(w.records(), Relaxed);
             self.shared.acknowledged.store(w.acknowledged(), Relaxed);
+            if let Err(e) = r {
+                self.fail(e);
+            }
         }
         if let Some(o) = self.out.as_mut() {
-            if let Err(e) = o.send() {
-                self.error.get_or_insert(e);
-            }
+            let r = o.send();
             self.shared.out_sent.store(o.sent, Relaxed);
             self.shared.out_dropped.store(o.dropped, Relaxed);
+            if let Err(e) = r {
+                self.fail(e);
+            }
         }
         self.shared.taken.store(self.taken, Relaxed);
         if publish_events {
@@ -601,11 +571,14 @@ impl Consumer {
     fn finish(mut self) -> Result<(), String> {
         self.after_batch(Instant::now(), true);
         if let Some(w) = self.writer.take() {
-            let r = w.finish()?;
+            let r = w.finish();
             self.shared.written.store(r.records, Relaxed);
             self.shared.acknowledged.store(r.acknowledged, Relaxed);
             if let Ok(mut f) = self.shared.files.lock() {
                 *f = r.files;
+            }
+            if let Some(e) = r.error {
+                self.fail(e);
             }
         }
         match self.error {
@@ -765,6 +738,7 @@ pub fn run(a: Args) -> Result<()> {
             shared: ws.clone(),
             taken: 0,
             error: None,
+            stop: stop.clone(),
         });
     }
     match a.steer {
@@ -800,7 +774,7 @@ pub fn run(a: Args) -> Result<()> {
                     if pin { ", pinned" } else { "" }
                 );
             }
-            let (ctl_done, ctl) = start_ctl(a.ctl.as_ref(), &shared)?;
+            let ctl = start_ctl(a.ctl.as_ref(), &shared)?;
             let mut handles = Vec::new();
             for (w, (rx, c)) in rxs.into_iter().zip(consumers).enumerate() {
                 let batch = a.batch;
@@ -897,9 +871,9 @@ pub fn run(a: Args) -> Result<()> {
                         if !a.quiet {
                             let v = shared.snapshot();
                             if a.json {
-                                println!("{v}");
+                                outln!("{v}");
                             } else {
-                                println!("{}", text_line(&v));
+                                outln!("{}", text_line(&v));
                             }
                         }
                     }
@@ -912,7 +886,7 @@ pub fn run(a: Args) -> Result<()> {
             // Workers drain their rings and end once the dispatcher is gone.
             drop(d);
             stop.store(true, Relaxed);
-            let errs = join_workers(handles, &ctl_done, ctl, &a);
+            let errs = join_workers(handles, ctl);
             finish_report(&shared, &a)?;
             if let Some(e) = rx_err {
                 return Err(e.into());
@@ -951,9 +925,9 @@ fn finish_report(shared: &Shared, a: &Args) -> Result<()> {
     }
     v["final"] = json!(true);
     if a.json {
-        println!("{v}");
+        outln!("{v}");
     } else {
-        println!("{}", text_line(&v));
+        outln!("{}", text_line(&v));
         if let Some(n) = v["merged_records"].as_u64() {
             eprintln!(
                 "merged {n} records into {}",
@@ -1059,7 +1033,7 @@ fn run_fanout(
             if pin { ", pinned" } else { "" }
         );
     }
-    let (ctl_done, ctl) = start_ctl(a.ctl.as_ref(), &shared)?;
+    let ctl = start_ctl(a.ctl.as_ref(), &shared)?;
     let done = Arc::new(AtomicBool::new(false));
     let kstats: Vec<Arc<Counters>> = (0..n).map(|_| Arc::default()).collect();
     let mut handles = Vec::new();
@@ -1079,8 +1053,17 @@ fn run_fanout(
             c.shared
                 .queue_capacity
                 .store((FULL_RUN * batch) as u64, Relaxed);
+            // A port that fails (its interface went away) ends this worker
+            // in order: its files are closed whole and its counts published.
+            let mut port_err = None;
             while !dn.load(Relaxed) {
-                let k = port.rx.recv(&mut b).map_err(|e| e.to_string())?;
+                let k = match port.rx.recv(&mut b) {
+                    Ok(k) => k,
+                    Err(e) => {
+                        port_err = Some(e.to_string());
+                        break;
+                    }
+                };
                 if k > 0 {
                     let now_ns = monotonic_ns(t0);
                     // TED's queue signal: the run of full batches (see the module docs).
@@ -1118,7 +1101,10 @@ fn run_fanout(
                 } else {
                     empty += 1;
                     if empty > 64 {
-                        port.rx.wait(10).map_err(|e| e.to_string())?;
+                        if let Err(e) = port.rx.wait(10) {
+                            port_err = Some(e.to_string());
+                            break;
+                        }
                     }
                 }
                 if k > 0 || empty.is_multiple_of(64) {
@@ -1137,7 +1123,11 @@ fn run_fanout(
             if let Ok(mut s) = ks.lock() {
                 *s = port.rx.kernel_stats().counters;
             }
-            c.finish()
+            let r = c.finish();
+            match port_err {
+                Some(e) => Err(e),
+                None => r,
+            }
         }));
     }
     let mut last_tick = Instant::now();
@@ -1156,15 +1146,15 @@ fn run_fanout(
             if !a.quiet {
                 let v = shared.snapshot();
                 if a.json {
-                    println!("{v}");
+                    outln!("{v}");
                 } else {
-                    println!("{}", text_line(&v));
+                    outln!("{}", text_line(&v));
                 }
             }
         }
     }
     done.store(true, Relaxed);
-    let errs = join_workers(handles, &ctl_done, ctl, &a);
+    let errs = join_workers(handles, ctl);
     sum_kernel(&shared, &kstats);
     finish_report(&shared, &a)?;
     if let Some(e) = errs.into_iter().next() {
@@ -1192,9 +1182,7 @@ fn sum_kernel(shared: &Shared, ks: &[Arc<Counters>]) {
 /// the control socket thread and remove its file.
 fn join_workers<E: From<&'static str>>(
     handles: Vec<std::thread::JoinHandle<Result<(), E>>>,
-    ctl_done: &AtomicBool,
-    ctl: Option<std::thread::JoinHandle<()>>,
-    a: &Args,
+    ctl: Option<Server>,
 ) -> Vec<E> {
     let mut errs = Vec::new();
     for h in handles {
@@ -1204,12 +1192,9 @@ fn join_workers<E: From<&'static str>>(
             Err(_) => errs.push("a worker panicked".into()),
         }
     }
-    ctl_done.store(true, Relaxed);
-    if let Some(h) = ctl {
-        let _ = h.join();
-    }
-    if let Some(p) = &a.ctl {
-        let _ = std::fs::remove_file(p);
+    // Stops accepting and removes the socket file; clients are not waited for.
+    if let Some(c) = ctl {
+        c.stop();
     }
     errs
 }

@@ -1,10 +1,43 @@
-//! Helpers shared by commands: signals, CPU pinning.
+//! Helpers shared by commands: signals, standard output, CPU pinning.
 
 use anyhow::{Context, Result};
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 static STOP: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+
+/// The first error writing to standard output (a full disk, a closed pipe).
+static STDOUT_ERR: OnceLock<String> = OnceLock::new();
+
+/// Write to standard output (the `out!` and `outln!` macros). A failed
+/// write does not panic as `println!` does: the error is kept, nothing more
+/// is written, a running command is asked to stop (as by SIGTERM, so that
+/// it closes its files whole) and `main` ends with the error, one line.
+pub fn out(args: std::fmt::Arguments<'_>) {
+    if STDOUT_ERR.get().is_some() {
+        return;
+    }
+    if let Err(e) = std::io::stdout().lock().write_fmt(args) {
+        let _ = STDOUT_ERR.set(format!("writing to standard output: {e}"));
+        if let Some(f) = STOP.get() {
+            f.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Flush standard output; the error of any write to it, if one failed.
+pub fn stdout_result() -> Result<()> {
+    if STDOUT_ERR.get().is_none() {
+        if let Err(e) = std::io::stdout().lock().flush() {
+            let _ = STDOUT_ERR.set(format!("writing to standard output: {e}"));
+        }
+    }
+    match STDOUT_ERR.get() {
+        Some(e) => Err(anyhow::anyhow!("{e}")),
+        None => Ok(()),
+    }
+}
 
 /// A flag set on SIGINT or SIGTERM (installed once per process). Commands
 /// poll it and end in order, so that Drop impls detach XDP programs,

@@ -168,7 +168,9 @@ pub fn run(a: Args) -> Result<()> {
         .map(|d| Instant::now() + Duration::from_secs_f64(d.max(0.0)));
     let (json, quiet) = (a.json, a.quiet);
     let t0 = Instant::now();
-    receive_loop(
+    // A port that fails (its interface went away) ends the loop; what was
+    // counted up to then is still reported and written, then the error.
+    let looped = receive_loop(
         &mut port,
         &mut rx,
         a.batch,
@@ -184,16 +186,16 @@ pub fn run(a: Args) -> Result<()> {
             }
             let s = rx.snapshot(clock::monotonic_ns());
             if json {
-                println!("{}", serde_json::to_string(&s).unwrap_or_default());
+                outln!("{}", serde_json::to_string(&s).unwrap_or_default());
             } else {
-                println!(
+                outln!(
                     "{:>7.1}s {}",
                     t0.elapsed().as_secs_f64(),
                     s.to_text().trim_end()
                 );
             }
         },
-    )?;
+    );
     let report = rx.final_report();
     if let Some(dir) = &a.out {
         let files = rx
@@ -204,11 +206,11 @@ pub fn run(a: Args) -> Result<()> {
         }
     }
     if a.json {
-        println!("{}", report.to_json());
+        outln!("{}", report.to_json());
     } else {
-        print!("{}", report.to_text());
+        out!("{}", report.to_text());
     }
-    Ok(())
+    looped
 }
 
 /// `--xdp`: the in-kernel counter ([`XdpCount`], native mode) on the
@@ -255,7 +257,7 @@ fn count_xdp(a: &Args, stop: &AtomicBool) -> Result<()> {
         if now - tick >= Duration::from_secs(1) {
             if !a.quiet {
                 let pps = (s.packets - last.packets) as f64 / (now - last_t).as_secs_f64();
-                println!("{}", line(now, &s, pps));
+                outln!("{}", line(now, &s, pps));
             }
             (last, last_t, tick) = (s, now, now);
         }
@@ -272,9 +274,9 @@ fn count_xdp(a: &Args, stop: &AtomicBool) -> Result<()> {
     let s = sink.read();
     let pps = s.packets as f64 / (end - t0).as_secs_f64();
     if a.json {
-        println!("{}", line(end, &s, pps));
+        outln!("{}", line(end, &s, pps));
     } else {
-        println!("total: {}", line(end, &s, pps));
+        outln!("total: {}", line(end, &s, pps));
     }
     Ok(())
 }

@@ -220,8 +220,8 @@ fn read_csv(path: &Path, design: &Design, response: &str) -> Result<Vec<Obs>> {
 }
 
 fn write_csv(path: &Path, design: &Design, response: &str, obs: &[Obs]) -> Result<()> {
-    std::fs::write(path, spec::data_csv(design, response, obs))
-        .map_err(|e| anyhow!("--csv '{}': {e}", path.display()))
+    linerate_io::file::write_whole(path, spec::data_csv(design, response, obs).as_bytes())
+        .map_err(|e| anyhow!("--csv {e}"))
 }
 
 // ------------------------------------------------------------------ runner
@@ -676,7 +676,7 @@ pub fn run(a: Args) -> Result<()> {
             "anova": anova.as_ref().map(serde_json::to_value).transpose()?,
             "note": note,
         });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         let mut o = std::io::stdout().lock();
         if let Some(t) = &x.title {

@@ -138,16 +138,20 @@ pub fn run(a: Args) -> Result<()> {
         |dirs: Vec<Direction>, cpu: Option<usize>, stop: Arc<AtomicBool>, done: Arc<AtomicBool>| {
             std::thread::Builder::new()
                 .name("linerate-fwd".into())
-                .spawn(move || -> Result<Vec<Direction>> {
-                    if let Some(c) = cpu {
-                        common::pin_to_cpu(c)?;
-                    }
+                .spawn(move || -> (Vec<Direction>, Result<()>) {
                     let mut dirs = dirs;
-                    let mut refs: Vec<&mut Direction> = dirs.iter_mut().collect();
-                    let r = fwd::run_loop(&mut refs, &stop, polling, profile);
+                    let r = match cpu.map(common::pin_to_cpu).transpose() {
+                        Ok(_) => {
+                            let mut refs: Vec<&mut Direction> = dirs.iter_mut().collect();
+                            fwd::run_loop(&mut refs, &stop, polling, profile)
+                                .map_err(anyhow::Error::from)
+                        }
+                        Err(e) => Err(e),
+                    };
+                    // One direction failing (a port gone) ends the other too.
+                    stop.store(true, Ordering::SeqCst);
                     done.store(true, Ordering::SeqCst);
-                    r?;
-                    Ok(dirs)
+                    (dirs, r)
                 })
                 .expect("spawn")
         };
@@ -196,12 +200,18 @@ pub fn run(a: Args) -> Result<()> {
         }
     }
     stop.store(true, Ordering::SeqCst);
+    // The final account is printed also when a port failed (its interface
+    // went away): counters up to that point, then the error.
     let mut dirs = Vec::new();
+    let mut err = None;
     for w in workers {
-        let r = w
+        let (d, r) = w
             .join()
             .map_err(|_| anyhow::anyhow!("forwarding thread panicked"))?;
-        dirs.extend(r?);
+        dirs.extend(d);
+        if let Err(e) = r {
+            err.get_or_insert(e);
+        }
     }
     let elapsed = t0.elapsed().as_secs_f64();
     let snaps = [counters[0].snapshot(), counters[1].snapshot()];
@@ -220,7 +230,11 @@ pub fn run(a: Args) -> Result<()> {
             ]
         })
         .collect();
-    final_report(&a, elapsed, &snaps, &cyc, &kstats, &info)
+    let report = final_report(&a, elapsed, &snaps, &cyc, &kstats, &info);
+    match err {
+        Some(e) => Err(e),
+        None => report,
+    }
 }
 
 fn rate_line(name: &str, d: &StageSnapshot, dt: f64) -> String {
@@ -247,7 +261,7 @@ fn print_interval(
             "b2a": {"rx_pps": d[1].received as f64 / dt, "fwd_pps": d[1].passed as f64 / dt,
                      "fwd_bps": d[1].passed_bytes as f64 * 8.0 / dt, "drops": d[1].dropped()},
         });
-        println!("{v}");
+        outln!("{v}");
         return;
     }
     let mut drops = String::new();
@@ -259,7 +273,7 @@ fn print_interval(
     if drops.is_empty() {
         drops = " none".into();
     }
-    println!(
+    outln!(
         "{t:>7.1}s  {} | {} | drops:{drops}",
         rate_line("A->B", &d[0], dt),
         rate_line("B->A", &d[1], dt)
@@ -306,16 +320,20 @@ fn final_report(
                 "empty_polls": total.empty_polls, "idle_cycles": total.idle,
             });
         }
-        println!("{v}");
+        outln!("{v}");
     } else {
-        println!("final account after {elapsed:.2} s:");
-        println!(
+        outln!("final account after {elapsed:.2} s:");
+        outln!(
             "  {:<6} {:>12} {:>12} {:>10}  {:<28} received = forwarded + drops",
-            "dir", "received", "forwarded", "dropped", "drops by reason"
+            "dir",
+            "received",
+            "forwarded",
+            "dropped",
+            "drops by reason"
         );
         for r in &reps {
             let by: Vec<String> = r.drops.iter().map(|(n, c)| format!("{n}={c}")).collect();
-            println!(
+            outln!(
                 "  {:<6} {:>12} {:>12} {:>10}  {:<28} {}",
                 r.direction,
                 r.received,
@@ -332,25 +350,33 @@ fn final_report(
         for (n, k) in kstats {
             if !k.counters.is_empty() {
                 let s: Vec<String> = k.counters.iter().map(|(c, v)| format!("{c}={v}")).collect();
-                println!("  kernel {n}: {}", s.join(" "));
+                outln!("  kernel {n}: {}", s.join(" "));
             }
         }
         if a.profile {
-            println!(
+            outln!(
                 "profile (TSC cycles per packet, {:.2} GHz, {} packets in {} batches):",
                 hz / 1e9,
                 pkts,
                 total.batches
             );
-            println!(
+            outln!(
                 "  {:>8} {:>8} {:>8} {:>11} {:>8}",
-                "RX", "TX", "Buffers", "Processing", "Total"
+                "RX",
+                "TX",
+                "Buffers",
+                "Processing",
+                "Total"
             );
-            println!(
+            outln!(
                 "  {:>8.1} {:>8.1} {:>8.1} {:>11.1} {:>8.1}",
-                pp[0], pp[1], pp[2], pp[3], pp[4]
+                pp[0],
+                pp[1],
+                pp[2],
+                pp[3],
+                pp[4]
             );
-            println!(
+            outln!(
                 "  (+ {} empty polls, {:.1} idle cycles per packet)",
                 total.empty_polls,
                 total.idle as f64 / pkts.max(1) as f64

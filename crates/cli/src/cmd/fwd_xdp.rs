@@ -79,12 +79,16 @@ pub fn run(
             ],
             "other_interface_frames": c.other,
         });
-        println!("{v}");
+        outln!("{v}");
     } else {
-        println!("final account after {elapsed:.2} s (from the XDP program's per-CPU counters):");
-        println!(
+        outln!("final account after {elapsed:.2} s (from the XDP program's per-CPU counters):");
+        outln!(
             "  {:<6} {:>12} {:>12} {:>10}  {:<28} received = forwarded + drops",
-            "dir", "received", "forwarded", "dropped", "drops by reason"
+            "dir",
+            "received",
+            "forwarded",
+            "dropped",
+            "drops by reason"
         );
         for (n, d) in [("A->B", &c.a_to_b), ("B->A", &c.b_to_a)] {
             let mut by = Vec::new();
@@ -94,7 +98,7 @@ pub fn run(
             if d.drop_malformed > 0 {
                 by.push(format!("malformed={}", d.drop_malformed));
             }
-            println!(
+            outln!(
                 "  {:<6} {:>12} {:>12} {:>10}  {:<28} {}",
                 n,
                 d.rx,
@@ -132,12 +136,12 @@ fn print_interval(json: bool, t: f64, dt: f64, now: &XdpFwdCounters, last: &XdpF
     let (ab, bab, dab) = rate(&now.a_to_b, &last.a_to_b);
     let (ba, bba, dba) = rate(&now.b_to_a, &last.b_to_a);
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({"t": t, "a2b": {"fwd_pps": ab, "rx_bps": bab, "drops": dab}, "b2a": {"fwd_pps": ba, "rx_bps": bba, "drops": dba}})
         );
     } else {
-        println!(
+        outln!(
             "{t:>7.1}s  A->B {:>8.3} Mpps {:>7.3} Gbit/s | B->A {:>8.3} Mpps {:>7.3} Gbit/s | drops: {}",
             ab / 1e6,
             bab / 1e9,

@@ -356,17 +356,50 @@ fn gen_loop(
     ctl: Arc<Ctl>,
     batch: usize,
     file_port: bool,
-) -> Result<GenEnd> {
-    let mono = rxclock::monotonic_ns;
+) -> (GenEnd, Result<()>) {
     let t0 = Instant::now();
     let mut ring_full = 0u64;
-    let mut last_pub = mono();
-    let publish = |g: &Generator, ctl: &Ctl| {
-        for (s, (p, by)) in g.stats().iter().zip(&ctl.sent) {
-            p.store(s.sent_pkts, Ordering::Relaxed);
-            by.store(s.sent_bytes, Ordering::Relaxed);
+    let mut r = gen_turns(&mut g, tx.as_mut(), &ctl, batch, file_port, &mut ring_full);
+    if r.is_ok() {
+        let t = Instant::now();
+        while tx.in_flight() > 0 && t.elapsed() < Duration::from_millis(500) {
+            if let Err(e) = tx.flush() {
+                r = Err(e.into());
+                break;
+            }
         }
+    }
+    publish(&g, &ctl);
+    // What was sent up to an error (a port gone) is reported too.
+    let end = GenEnd {
+        stats: g.stats(),
+        tx_ring_full: ring_full,
+        elapsed_s: t0.elapsed().as_secs_f64(),
+        kernel: tx.kernel_stats(),
     };
+    (end, r)
+}
+
+/// Per-stream packets and bytes the port took, for the reporter and scripts.
+fn publish(g: &Generator, ctl: &Ctl) {
+    for (s, (p, by)) in g.stats().iter().zip(&ctl.sent) {
+        p.store(s.sent_pkts, Ordering::Relaxed);
+        by.store(s.sent_bytes, Ordering::Relaxed);
+    }
+}
+
+/// The turns of [`gen_loop`] until the generator is done, stopped or its
+/// port fails.
+fn gen_turns(
+    g: &mut Generator,
+    tx: &mut dyn TxPort,
+    ctl: &Ctl,
+    batch: usize,
+    file_port: bool,
+    ring_full: &mut u64,
+) -> Result<()> {
+    let mono = rxclock::monotonic_ns;
+    let mut last_pub = mono();
     loop {
         if ctl.stop.load(Ordering::Relaxed) {
             break;
@@ -416,7 +449,7 @@ fn gen_loop(
                 g.sent(off, k, ts);
                 off += k;
                 if k == 0 {
-                    ring_full += 1;
+                    *ring_full += 1;
                     tx.flush()?;
                     if ctl.stop.load(Ordering::Relaxed) {
                         break;
@@ -426,21 +459,11 @@ fn gen_loop(
             tx.flush()?;
         }
         if now.saturating_sub(last_pub) > 10_000_000 {
-            publish(&g, &ctl);
+            publish(g, ctl);
             last_pub = now;
         }
     }
-    let t = Instant::now();
-    while tx.in_flight() > 0 && t.elapsed() < Duration::from_millis(500) {
-        tx.flush()?;
-    }
-    publish(&g, &ctl);
-    Ok(GenEnd {
-        stats: g.stats(),
-        tx_ring_full: ring_full,
-        elapsed_s: t0.elapsed().as_secs_f64(),
-        kernel: tx.kernel_stats(),
-    })
+    Ok(())
 }
 
 fn rx_counters(r: &Receiver, names: &[String]) -> Vec<RxCounters> {
@@ -554,13 +577,13 @@ pub fn run(a: Args) -> Result<()> {
     let tx = port.tx;
     let worker = std::thread::Builder::new()
         .name("linerate-gen".into())
-        .spawn(move || -> Result<GenEnd> {
+        .spawn(move || -> Result<(GenEnd, Result<()>)> {
             if let Some(c) = cpu {
                 super::common::pin_to_cpu(c)?;
             }
             let r = gen_loop(g, tx, ctl2.clone(), batch, file_port);
             ctl2.finished.store(true, Ordering::SeqCst);
-            r
+            Ok(r)
         })?;
 
     let script_thread = a.script.clone().map(|path| {
@@ -592,7 +615,7 @@ pub fn run(a: Args) -> Result<()> {
                     .map(|(n, o)| (n - o) as f64 / dt)
                     .collect();
                 if a.json {
-                    println!(
+                    outln!(
                         "{}",
                         serde_json::json!({"t": t0.elapsed().as_secs_f64(), "streams": names, "sent": now, "pps": rates})
                     );
@@ -603,7 +626,7 @@ pub fn run(a: Args) -> Result<()> {
                         .zip(&now)
                         .map(|((n, r), t)| format!("{n}: {:.3} Mpps ({t} sent)", r / 1e6))
                         .collect();
-                    println!(
+                    outln!(
                         "{:>7.1}s  {}",
                         t0.elapsed().as_secs_f64(),
                         parts.join(" | ")
@@ -614,7 +637,7 @@ pub fn run(a: Args) -> Result<()> {
             last_t = Instant::now();
         }
     }
-    let end = worker
+    let (end, gen_result) = worker
         .join()
         .map_err(|_| anyhow::anyhow!("generator thread panicked"))??;
     let script_result = script_thread.map(|h| {
@@ -629,11 +652,20 @@ pub fn run(a: Args) -> Result<()> {
             rx_done.store(true, Ordering::SeqCst);
             Some(
                 h.join()
-                    .map_err(|_| anyhow::anyhow!("receiver thread panicked"))??,
+                    .map_err(|_| anyhow::anyhow!("receiver thread panicked"))?,
             )
         }
     };
+    let (rx_report, rx_result) = match rx_report {
+        Some(Ok(r)) => (Some(r), Ok(())),
+        Some(Err(e)) => (None, Err(e)),
+        None => (None, Ok(())),
+    };
+    // The report also when a port failed (its interface went away): what
+    // was sent up to then, then the error.
     report(&a, &names, &end, rx_report.as_ref())?;
+    gen_result?;
+    rx_result?;
     if let Some(r) = script_result {
         r??;
     }
@@ -663,16 +695,21 @@ fn report(a: &Args, names: &[String], end: &GenEnd, rx: Option<&Receiver>) -> Re
         if let Some(r) = &rxr {
             v["rx"] = r.to_json();
         }
-        println!("{v}");
+        outln!("{v}");
         return Ok(());
     }
-    println!(
+    outln!(
         "sent in {:.2} s (departure times measured at send; jitter = std. dev. of the gaps):",
         end.elapsed_s
     );
-    println!(
+    outln!(
         "  {:<12} {:>12} {:>14} {:>12} {:>12} {:>12}",
-        "stream", "packets", "achieved pps", "mean gap", "jitter", "max gap"
+        "stream",
+        "packets",
+        "achieved pps",
+        "mean gap",
+        "jitter",
+        "max gap"
     );
     for (s, n) in end.stats.iter().zip(names) {
         let d = &s.departures;
@@ -680,7 +717,7 @@ fn report(a: &Args, names: &[String], end: &GenEnd, rx: Option<&Receiver>) -> Re
             x.map(|v| format!("{:.0} ns", v))
                 .unwrap_or_else(|| "-".into())
         };
-        println!(
+        outln!(
             "  {:<12} {:>12} {:>14} {:>12} {:>12} {:>12}",
             n,
             s.sent_pkts,
@@ -697,14 +734,14 @@ fn report(a: &Args, names: &[String], end: &GenEnd, rx: Option<&Receiver>) -> Re
         );
     }
     if end.tx_ring_full > 0 {
-        println!(
+        outln!(
             "  (the port's TX ring was full {} times; those packets were retried, not dropped)",
             end.tx_ring_full
         );
     }
     if let Some(r) = &rxr {
-        println!("received (same process):");
-        print!("{}", r.to_text());
+        outln!("received (same process):");
+        out!("{}", r.to_text());
     }
     Ok(())
 }
@@ -772,12 +809,12 @@ fn xdp(a: &Args, profile: &Profile) -> Result<()> {
         (None, None) => x.run_for(Duration::from_secs(u64::MAX / 4), &stop)?,
     };
     if a.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({"mode": "xdp", "stats": st, "pps": st.pps()})
         );
     } else {
-        println!(
+        outln!(
             "sent {} frames in {:.3} s: {:.3} Mpps ({} BPF_PROG_RUN calls)",
             st.sent,
             st.duration_ns as f64 / 1e9,
@@ -826,12 +863,12 @@ fn replay(a: &Args) -> Result<()> {
     let s = counters.snapshot();
     let el = t0.elapsed().as_secs_f64();
     if a.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({"mode": "replay", "file": file, "read": s.received, "sent": s.passed, "dropped": s.dropped(), "elapsed_s": el})
         );
     } else {
-        println!(
+        outln!(
             "replayed {} of {} packets from {} in {:.2} s ({:.3} Mpps); dropped: {}",
             s.passed,
             s.received,

@@ -4,6 +4,7 @@
 use anyhow::{bail, Context, Result};
 use linerate_io::OpenOptions;
 use linerate_measure::tsc;
+use linerate_pipeline::control::{Conn, Handler, Limits, Listener, Server};
 use linerate_pipeline::switch::actions::{Group, Meter};
 use linerate_pipeline::switch::datapath::{
     CacheCounters, Datapath, Polling, PortCounters, SwitchCounters, SwitchCycles, SwitchPort,
@@ -13,8 +14,7 @@ use linerate_pipeline::switch::table::{mono_ns, Control, FlowTable};
 use linerate_pipeline::switch::{MatchSpec, Rule};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering, Ordering::Relaxed};
 use std::sync::Arc;
@@ -164,40 +164,58 @@ fn add_rules(ctl: &Control, mut rules: Vec<Rule>) -> Result<usize, String> {
 /// built (and page-faulted in) first.
 const ADD_CHUNK: usize = 4096;
 
-/// `add-flows N`: read `N` rule lines from `r` and add them all or nothing
-/// as one new table version. Every line is read even after an error (the
-/// protocol continues after them). Returns (rules added, seconds spent
-/// receiving and parsing).
-fn add_flows_stream(ctl: &Control, r: &mut impl BufRead, n: usize) -> Result<(usize, f64), String> {
+/// Most rule lines one `add-flows` request may carry.
+const MAX_ADD_FLOWS: usize = 16 << 20;
+
+/// `add-flows N`: read `N` rule lines (from `next_line`) and parse them, in
+/// chunks, with no lock held: a slow client holds up nothing. Then add them
+/// all or nothing as one new table version, the only step that takes the
+/// table's edit lock. Every line is read even after an error (the protocol
+/// continues after them). Returns (rules added, seconds spent receiving
+/// and parsing).
+fn add_flows_stream(
+    ctl: &Control,
+    mut next_line: impl FnMut() -> Result<Option<String>, String>,
+    n: usize,
+) -> Result<(usize, f64), String> {
+    if n > MAX_ADD_FLOWS {
+        return Err(format!(
+            "add-flows {n}: at most {MAX_ADD_FLOWS} rules per request"
+        ));
+    }
+    let t = Instant::now();
+    let mut chunks: Vec<Vec<Rule>> = Vec::new();
+    let mut chunk = Vec::with_capacity(ADD_CHUNK.min(n));
+    let mut err = None;
+    for i in 0..n {
+        let Some(l) = next_line()? else {
+            return Err(format!("add-flows: got {i} of {n} rule lines"));
+        };
+        if err.is_some() {
+            continue;
+        }
+        match Rule::parse(l.trim()) {
+            Ok(x) => chunk.push(x),
+            Err(e) => err = Some(format!("line {}: {e}", i + 1)),
+        }
+        if chunk.len() == ADD_CHUNK {
+            chunks.push(std::mem::replace(
+                &mut chunk,
+                Vec::with_capacity(ADD_CHUNK.min(n - i)),
+            ));
+        }
+    }
+    if let Some(e) = err {
+        return Err(e);
+    }
+    chunks.push(chunk);
+    let parse = t.elapsed().as_secs_f64();
     let now = mono_ns();
-    let mut parse = Duration::ZERO;
     ctl.try_edit(|t| {
-        let mut chunk = Vec::with_capacity(ADD_CHUNK.min(n));
-        let mut l = String::new();
-        let mut err = None;
-        let mut tp = Instant::now();
-        for i in 0..n {
-            l.clear();
-            if r.read_line(&mut l).map_err(|e| e.to_string())? == 0 {
-                return Err(format!("add-flows: got {i} of {n} rule lines"));
-            }
-            if err.is_some() {
-                continue;
-            }
-            match Rule::parse(l.trim()) {
-                Ok(x) => chunk.push(x),
-                Err(e) => err = Some(format!("line {}: {e}", i + 1)),
-            }
-            if err.is_none() && (chunk.len() == ADD_CHUNK || i + 1 == n) {
-                parse += tp.elapsed();
-                err = add_batch(t, &mut chunk, now).err();
-                tp = Instant::now();
-            }
+        for mut c in chunks {
+            add_batch(t, &mut c, now)?;
         }
-        match err {
-            Some(e) => Err(e),
-            None => Ok((n, parse.as_secs_f64())),
-        }
+        Ok((n, parse))
     })
 }
 
@@ -278,18 +296,12 @@ pub fn run(a: Args) -> Result<()> {
 
     let server = match &a.ctl {
         Some(path) => {
-            let l = bind_ctl(path)?;
+            let l = Listener::bind(path).map_err(|e| anyhow::anyhow!("--ctl {e}"))?;
             if !a.json {
                 eprintln!("control socket: {}", path.display());
             }
-            let sh = shared.clone();
-            let st = stop.clone();
-            Some(
-                std::thread::Builder::new()
-                    .name("linerate-swctl".into())
-                    .spawn(move || serve(l, &sh, &st))
-                    .context("spawning the control thread")?,
-            )
+            let h: Arc<dyn Handler> = Arc::new(SwitchCtl(shared.clone()));
+            Some(Server::start(l, h, Limits::default()).map_err(anyhow::Error::msg)?)
         }
         None => None,
     };
@@ -330,7 +342,9 @@ pub fn run(a: Args) -> Result<()> {
             }
         }
         if last_t.elapsed() >= Duration::from_secs(1) {
-            ctl.tick(mono_ns());
+            // Never blocks on a control client: a tick that finds the table
+            // being edited waits for the next second.
+            let _ = ctl.try_tick(mono_ns());
             let now = shared.counters.snapshot();
             let now_c = cache_now(&shared.cache);
             let dt = last_t.elapsed().as_secs_f64();
@@ -354,14 +368,16 @@ pub fn run(a: Args) -> Result<()> {
     let r = worker
         .join()
         .map_err(|_| anyhow::anyhow!("datapath thread panicked"))?;
+    // Stops accepting and removes the socket file at once; clients are
+    // not waited for.
     if let Some(s) = server {
-        let _ = s.join();
+        s.stop();
     }
-    if let Some(p) = &a.ctl {
-        let _ = std::fs::remove_file(p);
-    }
+    // The final account also when a port failed (its interface went away):
+    // counters up to that point, then the error.
+    let report = final_report(&a, t0.elapsed().as_secs_f64(), &shared, &cycles.snapshot());
     r?;
-    final_report(&a, t0.elapsed().as_secs_f64(), &shared, &cycles.snapshot())
+    report
 }
 
 /// (EMC hits, classifier lookups = EMC misses, subtables searched).
@@ -382,16 +398,16 @@ fn print_interval(json: bool, t: f64, dt: f64, d: &SwitchSnapshot, dc: [u64; 3],
             .drops_nonzero()
             .map(|(n, c)| (n.to_string(), json!(c)))
             .collect();
-        println!(
+        outln!(
             "{}",
             json!({"t": t, "rx_pps": d.received as f64 / dt, "fwd_pps": d.forwarded as f64 / dt,
-                   "drops": drops, "rules": sh.ctl.read(|t| t.len()),
+                   "drops": drops, "rules": sh.ctl.current().len(),
                    "emc_hit_rate": hit, "subtables_per_lookup": per})
         );
         return;
     }
     let drops: Vec<String> = d.drops_nonzero().map(|(n, c)| format!("{n}={c}")).collect();
-    println!(
+    outln!(
         "{t:>7.1}s  rx {:>8.3} Mpps  fwd {:>8.3} Mpps | emc {:>5.1} %  {per:.2} subtables/lookup | drops: {}",
         d.received as f64 / dt / 1e6,
         d.forwarded as f64 / dt / 1e6,
@@ -409,7 +425,10 @@ fn cache_json(sh: &Shared) -> Value {
     let (hits, misses) = (c.emc_hits.load(Relaxed), c.emc_misses.load(Relaxed));
     let lookups = c.cls_lookups.load(Relaxed);
     let searched = c.subtables_searched.load(Relaxed);
-    let (rules, subtables) = sh.ctl.read(|t| (t.len(), t.classifier().subtables()));
+    let (rules, subtables) = {
+        let t = sh.ctl.current();
+        (t.len(), t.classifier().subtables())
+    };
     json!({
         "emc_hits": hits, "emc_misses": misses,
         "emc_hit_rate": if hits + misses > 0 { hits as f64 / (hits + misses) as f64 } else { 0.0 },
@@ -471,11 +490,11 @@ fn final_report(
             v["profile"] = json!({"clock": "tsc", "tsc_hz": tsc::tsc_hz(), "packets": s.received,
                 "batches": cy.batches, "cycles_per_packet": per, "empty_polls": cy.empty_polls});
         }
-        println!("{v}");
+        outln!("{v}");
     } else {
-        println!("final account after {elapsed:.2} s:");
+        outln!("final account after {elapsed:.2} s:");
         let by: Vec<String> = s.drops_nonzero().map(|(n, c)| format!("{n}={c}")).collect();
-        println!(
+        outln!(
             "  received {}  forwarded {}  dropped {} ({})  received = forwarded + drops {}",
             s.received,
             s.forwarded,
@@ -492,7 +511,7 @@ fn final_report(
             }
         );
         for (n, uri, c) in &sh.ports {
-            println!(
+            outln!(
                 "  port {n:<3} {uri:<24} rx {:>12}  tx {:>12}  tx_dropped {}",
                 c.rx_packets.load(Relaxed),
                 c.tx_packets.load(Relaxed),
@@ -500,26 +519,26 @@ fn final_report(
             );
         }
         let c = cache_json(sh);
-        println!(
+        outln!(
             "  cache: emc hit rate {:.1} % ({} hits, {} misses, {} bypassed), classifier {} lookups, {:.2} subtables per lookup, {} rules in {} subtables",
             c["emc_hit_rate"].as_f64().unwrap_or(0.0) * 100.0,
             c["emc_hits"], c["emc_misses"], c["emc_bypassed"], c["classifier_lookups"],
             c["subtables_per_lookup"].as_f64().unwrap_or(0.0), c["rules"], c["subtables"]
         );
         if a.profile {
-            println!(
+            outln!(
                 "profile (TSC cycles per packet, {:.2} GHz, {} packets in {} batches):",
                 tsc::tsc_hz() / 1e9,
                 s.received,
                 cy.batches
             );
             let h: Vec<String> = stages.iter().map(|(n, _)| format!("{n:>9}")).collect();
-            println!("  {} {:>9}", h.join(""), "total");
+            outln!("  {} {:>9}", h.join(""), "total");
             let v: Vec<String> = stages
                 .iter()
                 .map(|(_, c)| format!("{:>9.1}", *c as f64 / pk))
                 .collect();
-            println!("  {} {:>9.1}", v.join(""), total as f64 / pk);
+            outln!("  {} {:>9.1}", v.join(""), total as f64 / pk);
         }
     }
     if !s.balanced() {
@@ -530,72 +549,26 @@ fn final_report(
 
 // ---- control socket ----
 
-fn bind_ctl(path: &Path) -> Result<UnixListener> {
-    if let Ok(md) = std::fs::symlink_metadata(path) {
-        if !md.file_type().is_socket() {
-            bail!("--ctl '{}': exists and is not a socket", path.display());
-        }
-        if UnixStream::connect(path).is_ok() {
-            bail!(
-                "--ctl '{}': another switch is listening there",
-                path.display()
-            );
-        }
-        std::fs::remove_file(path)
-            .with_context(|| format!("--ctl '{}': removing the stale socket", path.display()))?;
-    }
-    // Create the socket file with mode 0600 from the start: umask 0177
-    // around bind (no other thread creates files at this point), then
-    // chmod to be sure.
-    // SAFETY: umask only changes the process file-creation mask.
-    let old = unsafe { libc::umask(0o177) };
-    let l = UnixListener::bind(path);
-    // SAFETY: as above.
-    unsafe { libc::umask(old) };
-    let l = l.with_context(|| format!("--ctl '{}'", path.display()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        .with_context(|| format!("--ctl '{}': chmod 0600", path.display()))?;
-    l.set_nonblocking(true)
-        .with_context(|| format!("--ctl '{}'", path.display()))?;
-    Ok(l)
-}
+/// The switch's answers on its control socket: one JSON object per request,
+/// with `"ok"`.
+struct SwitchCtl(Arc<Shared>);
 
-/// Serve clients one at a time until `stop`.
-fn serve(l: UnixListener, sh: &Shared, stop: &AtomicBool) {
-    while !stop.load(Ordering::SeqCst) {
-        match l.accept() {
-            Ok((s, _)) => {
-                let _ = s.set_nonblocking(false);
-                let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-                let _ = client(s, sh);
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(10)),
-        }
-    }
-}
-
-fn client(s: UnixStream, sh: &Shared) -> std::io::Result<()> {
-    let mut w = s.try_clone()?;
-    let mut r = BufReader::new(s);
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if r.read_line(&mut line)? == 0 {
-            return Ok(());
-        }
-        let reply = match handle(line.trim(), &mut r, sh) {
-            Ok(v) => {
-                let mut v = v;
+impl Handler for SwitchCtl {
+    fn handle(&self, line: &str, conn: &mut Conn) -> String {
+        match handle(line, conn, &self.0) {
+            Ok(mut v) => {
                 v["ok"] = json!(true);
-                v
+                v.to_string()
             }
-            Err(e) => json!({"ok": false, "error": e}),
-        };
-        writeln!(w, "{reply}")?;
+            Err(e) => self.error(&e),
+        }
+    }
+    fn error(&self, msg: &str) -> String {
+        json!({"ok": false, "error": msg}).to_string()
     }
 }
 
-fn handle(line: &str, r: &mut impl BufRead, sh: &Shared) -> Result<Value, String> {
+fn handle(line: &str, conn: &mut Conn, sh: &Shared) -> Result<Value, String> {
     let (cmd, arg) = line.split_once(' ').unwrap_or((line, ""));
     let arg = arg.trim();
     let ctl = &sh.ctl;
@@ -610,7 +583,7 @@ fn handle(line: &str, r: &mut impl BufRead, sh: &Shared) -> Result<Value, String
                 .parse()
                 .map_err(|_| format!("add-flows '{arg}': expected the number of rule lines"))?;
             let t = Instant::now();
-            let (k, parse_seconds) = add_flows_stream(ctl, r, n)?;
+            let (k, parse_seconds) = add_flows_stream(ctl, || conn.read_line(), n)?;
             Ok(json!({"added": k, "seconds": t.elapsed().as_secs_f64() - parse_seconds,
                       "receive_parse_seconds": parse_seconds}))
         }
@@ -630,7 +603,9 @@ fn handle(line: &str, r: &mut impl BufRead, sh: &Shared) -> Result<Value, String
                 Some(MatchSpec::parse(arg).map_err(|e| e.to_string())?)
             };
             let now = mono_ns();
-            let (lines, stats): (Vec<String>, Vec<Value>) = ctl.read(|t| {
+            // The published version: no lock (its counters are the live ones).
+            let (lines, stats): (Vec<String>, Vec<Value>) = {
+                let t = ctl.current();
                 t.flows_matching(spec.as_ref())
                     .iter()
                     .map(|e| {
@@ -646,12 +621,13 @@ fn handle(line: &str, r: &mut impl BufRead, sh: &Shared) -> Result<Value, String
                         (FlowTable::dump_line(e, now), raw)
                     })
                     .unzip()
-            });
+            };
             Ok(json!({"flows": lines, "stats": stats, "now_ns": now}))
         }
         "dump-ports" => Ok(json!({"ports": ports_json(sh)})),
         "dump-groups" => {
-            let v: Vec<String> = ctl.read(|t| {
+            let v: Vec<String> = {
+                let t = ctl.current();
                 let mut g: Vec<&Group> = t.groups().collect();
                 g.sort_by_key(|g| g.id);
                 g.iter()
@@ -661,7 +637,7 @@ fn handle(line: &str, r: &mut impl BufRead, sh: &Shared) -> Result<Value, String
                         format!("group_id={},type=all{}", g.id, b.concat())
                     })
                     .collect()
-            });
+            };
             Ok(json!({"groups": v}))
         }
         "add-group" => {
@@ -765,7 +741,7 @@ pub fn run_ctl(a: CtlArgs) -> Result<()> {
         bail!("{}: {}", a.command, v["error"].as_str().unwrap_or("failed"));
     }
     if a.json {
-        println!("{v}");
+        outln!("{v}");
         return Ok(());
     }
     match a.command.as_str() {
@@ -776,12 +752,12 @@ pub fn run_ctl(a: CtlArgs) -> Result<()> {
                 "groups"
             };
             for l in v[k].as_array().into_iter().flatten() {
-                println!(" {}", l.as_str().unwrap_or(""));
+                outln!(" {}", l.as_str().unwrap_or(""));
             }
         }
         "dump-ports" => {
             for p in v["ports"].as_array().into_iter().flatten() {
-                println!(
+                outln!(
                     "  port {}: rx pkts={}, bytes={} tx pkts={}, bytes={}, drop={}",
                     p["port"],
                     p["rx_packets"],
@@ -798,7 +774,7 @@ pub fn run_ctl(a: CtlArgs) -> Result<()> {
                 o.remove("ok");
             }
             if v.as_object().is_some_and(|o| !o.is_empty()) {
-                println!("{v}");
+                outln!("{v}");
             }
         }
     }
@@ -808,7 +784,19 @@ pub fn run_ctl(a: CtlArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Cursor;
+    use std::io::{BufRead, Cursor};
+
+    /// The lines of `r`, as the control socket hands them out.
+    fn lines(r: &mut Cursor<String>) -> impl FnMut() -> Result<Option<String>, String> + '_ {
+        move || {
+            let mut l = String::new();
+            match r.read_line(&mut l) {
+                Ok(0) => Ok(None),
+                Ok(_) => Ok(Some(l.trim_end_matches('\n').to_string())),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+    }
 
     fn rules(n: usize, bad_at: Option<(usize, &str)>) -> String {
         let mut s = String::new();
@@ -846,7 +834,7 @@ mod tests {
         let ctl = control();
         let n = ADD_CHUNK * 2 + 5;
         let mut r = Cursor::new(rules(n, None));
-        let (k, _) = add_flows_stream(&ctl, &mut r, n).unwrap();
+        let (k, _) = add_flows_stream(&ctl, lines(&mut r), n).unwrap();
         assert_eq!(k, n);
         assert_eq!(ctl.current().len(), n + 1);
         assert_eq!(rest(&mut r), "after\n");
@@ -865,7 +853,7 @@ mod tests {
             let ctl = control();
             let n = ADD_CHUNK * 2;
             let mut r = Cursor::new(rules(n, Some((at, bad))));
-            let e = add_flows_stream(&ctl, &mut r, n).unwrap_err();
+            let e = add_flows_stream(&ctl, lines(&mut r), n).unwrap_err();
             assert!(e.contains(want), "{e}");
             assert_eq!(rest(&mut r), "after\n", "{want}");
             assert_eq!(ctl.current().len(), 1, "{want}: published");
@@ -877,7 +865,7 @@ mod tests {
     fn add_flows_short_stream_is_an_error() {
         let ctl = control();
         let mut r = Cursor::new("priority=10,ip,actions=drop\n".to_string());
-        let e = add_flows_stream(&ctl, &mut r, 3).unwrap_err();
+        let e = add_flows_stream(&ctl, lines(&mut r), 3).unwrap_err();
         assert!(e.contains("got 1 of 3"), "{e}");
         assert_eq!(ctl.read(|t| t.len()), 1);
     }

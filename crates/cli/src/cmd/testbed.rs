@@ -209,7 +209,7 @@ fn up(a: UpArgs) -> Result<()> {
         g.disarm()?;
     }
     if !a.json {
-        println!("test bed {name} removed");
+        outln!("test bed {name} removed");
     }
     Ok(())
 }
@@ -285,10 +285,10 @@ fn down(a: DownArgs) -> Result<()> {
     if a.all {
         let names = testbed::down_all()?;
         if names.is_empty() {
-            println!("no test beds");
+            outln!("no test beds");
         }
         for n in names {
-            println!("test bed {n} removed");
+            outln!("test bed {n} removed");
         }
         return Ok(());
     }
@@ -307,7 +307,7 @@ fn down(a: DownArgs) -> Result<()> {
         }
     };
     testbed::down_by_name(&name)?;
-    println!("test bed {name} removed");
+    outln!("test bed {name} removed");
     Ok(())
 }
 

@@ -123,9 +123,9 @@ pub fn run(a: Args) -> Result<()> {
         let mut v = serde_json::to_value(&truth)?;
         v["file"] = serde_json::json!(name);
         v["seconds"] = serde_json::json!(secs);
-        println!("{v}");
+        outln!("{v}");
     } else {
-        println!(
+        outln!(
             "{name}: {} connections, {} packets, {:.1} MB in {secs:.1} s; ground truth {} requests, {} responses, {} pairs; bodies median {} B, largest {} B, largest 10 % carry {:.0} % of the bytes",
             truth.connections,
             truth.packets,

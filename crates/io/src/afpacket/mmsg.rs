@@ -5,11 +5,12 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 
 use super::{
-    bind, packet_socket, poll_in, setsockopt, setup_rx, setup_tx, tx_transient, Config, SockStats,
-    TxDrops, MIN_FRAME,
+    bind, packet_socket, poll_in, setsockopt, setup_rx, setup_tx, tx_transient, watch, Config,
+    SockStats, TxDrops, MIN_FRAME,
 };
 use crate::batch::{Batch, Pkt, MAX_BATCH};
 use crate::counters::KernelStats;
+use crate::link::LinkWatch;
 use crate::pool::Region;
 use crate::port::{PortError, RxPort, TxPort};
 use crate::uri::Uri;
@@ -67,6 +68,7 @@ pub(crate) struct RxMmsg {
     /// Control buffers (PACKET_AUXDATA: the VLAN tag the kernel took out).
     ctrl: Box<[[u64; CTRL_WORDS]; MAX_BATCH]>,
     stats: SockStats,
+    watch: LinkWatch,
 }
 
 // SAFETY: the iovec pointers only point into `bufs`, which this half
@@ -111,6 +113,7 @@ impl RxMmsg {
         let buf_size = cfg.frame_size as usize;
         let free: Vec<u32> = (0..nbufs as u32).rev().collect();
         Ok(RxMmsg {
+            watch: watch(uri, cfg, &fd)?,
             fd,
             bufs: Arc::new(
                 Region::new(nbufs as u32, buf_size as u32)
@@ -194,8 +197,11 @@ impl RxPort for RxMmsg {
         if r < 0 {
             let e = std::io::Error::last_os_error();
             if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EINTR)) {
+                self.watch.tick()?;
                 return Ok(0);
             }
+            // An interface gone or down says so in its own words.
+            self.watch.check()?;
             return Err(PortError::os("afpacket: recvmmsg", e));
         }
         let got = r as usize;
@@ -237,6 +243,7 @@ impl RxPort for RxMmsg {
     }
 
     fn wait(&mut self, timeout_ms: i32) -> Result<(), PortError> {
+        self.watch.tick()?;
         poll_in(&self.fd, timeout_ms)
     }
 
@@ -251,6 +258,7 @@ pub(crate) struct TxMmsg {
     msgs: Msgs,
     max_frame: usize,
     drops: TxDrops,
+    watch: LinkWatch,
 }
 
 // SAFETY: the iovec arrays are only used during `send`, pointing at its arguments.
@@ -281,6 +289,7 @@ impl TxMmsg {
         }
         bind(uri, &fd, cfg, 0)?;
         Ok(TxMmsg {
+            watch: watch(uri, cfg, &fd)?,
             fd,
             msgs: Msgs::new(),
             max_frame: cfg.mtu_frame,
@@ -309,6 +318,7 @@ impl TxMmsg {
 
 impl TxPort for TxMmsg {
     fn send(&mut self, pkts: &[Pkt]) -> Result<usize, PortError> {
+        self.watch.tick()?;
         let mut done = 0;
         while done < pkts.len() {
             // Gather up to MAX_BATCH sendable packets; skip (and count) unsendable ones.
@@ -354,6 +364,7 @@ impl TxPort for TxMmsg {
                     self.uncount_skipped(&pkts[stop..scanned]);
                     return Ok(stop);
                 }
+                self.watch.check()?;
                 return Err(PortError::os("afpacket: transmit (sendmmsg)", e));
             }
             let sent = r as usize;
@@ -365,6 +376,10 @@ impl TxPort for TxMmsg {
             done = scanned;
         }
         Ok(done)
+    }
+
+    fn flush(&mut self) -> Result<(), PortError> {
+        self.watch.tick()
     }
 
     fn max_frame(&self) -> usize {

@@ -22,6 +22,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::counters::KernelStats;
+use crate::link::LinkWatch;
 use crate::port::{OpenOptions, Port, PortError, PortInfo};
 use crate::uri::Uri;
 
@@ -394,6 +395,11 @@ pub(crate) fn setup_tx(uri: &Uri, fd: &OwnedFd, cfg: &Config) -> Result<(), Port
         )?;
     }
     Ok(())
+}
+
+/// The watch on the interface under one half of a port (socket `fd`).
+pub(crate) fn watch(uri: &Uri, cfg: &Config, fd: &OwnedFd) -> Result<LinkWatch, PortError> {
+    LinkWatch::new(&uri.text, &cfg.ifname, cfg.ifindex, fd.as_raw_fd())
 }
 
 /// poll() one descriptor for input.

@@ -5,11 +5,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use super::{
-    bind, packet_socket, poll_in, setsockopt, setup_rx, setup_tx, tx_transient, Config, SockStats,
-    TxDrops, MIN_FRAME,
+    bind, packet_socket, poll_in, setsockopt, setup_rx, setup_tx, tx_transient, watch, Config,
+    SockStats, TxDrops, MIN_FRAME,
 };
 use crate::batch::{Batch, Pkt};
 use crate::counters::KernelStats;
+use crate::link::LinkWatch;
 use crate::port::{PortError, RxPort, TxPort};
 use crate::uri::Uri;
 
@@ -115,6 +116,7 @@ pub(crate) struct RxV3 {
     stats: SockStats,
     /// Packets whose header the ring walk found inconsistent (skipped).
     bad: u64,
+    watch: LinkWatch,
 }
 
 // SAFETY: the mapping is owned by this half only; nothing else touches it in
@@ -152,6 +154,7 @@ impl RxV3 {
         setup_rx(uri, &fd, cfg)?;
         let n = cfg.blocks as usize;
         Ok(RxV3 {
+            watch: watch(uri, cfg, &fd)?,
             fd,
             map,
             block_size: cfg.block_size as usize,
@@ -307,6 +310,9 @@ impl RxPort for RxV3 {
                 self.next_off = off + next;
             }
         }
+        if n == 0 {
+            self.watch.tick()?;
+        }
         Ok(n)
     }
 
@@ -336,6 +342,7 @@ impl RxPort for RxV3 {
         if self.left > 0 || self.next_ready() {
             return Ok(());
         }
+        self.watch.tick()?;
         poll_in(&self.fd, timeout_ms)
     }
 
@@ -364,6 +371,7 @@ pub(crate) struct TxRing {
     need_kick: bool,
     max_frame: usize,
     drops: TxDrops,
+    watch: LinkWatch,
 }
 
 // SAFETY: as for RxV3: the mapping belongs to this half only.
@@ -410,6 +418,7 @@ impl TxRing {
         // Protocol 0: this socket only sends, the kernel queues nothing on it.
         bind(uri, &fd, cfg, 0)?;
         Ok(TxRing {
+            watch: watch(uri, cfg, &fd)?,
             fd,
             map,
             frame_size: frame,
@@ -494,6 +503,7 @@ impl TxRing {
                 return Ok(());
             }
             self.need_kick = true;
+            self.watch.check()?;
             return Err(PortError::os("afpacket: transmit (TX ring sendto)", e));
         }
         self.need_kick = false;
@@ -503,6 +513,7 @@ impl TxRing {
 
 impl TxPort for TxRing {
     fn send(&mut self, pkts: &[Pkt]) -> Result<usize, PortError> {
+        self.watch.tick()?;
         self.reclaim();
         let mut taken = 0;
         let mut queued = 0;
@@ -554,6 +565,7 @@ impl TxPort for TxRing {
     }
 
     fn flush(&mut self) -> Result<(), PortError> {
+        self.watch.tick()?;
         if self.need_kick {
             self.kick()?;
         }

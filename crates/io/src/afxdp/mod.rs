@@ -23,6 +23,7 @@ mod ring;
 
 use crate::batch::{Batch, Pkt};
 use crate::counters::KernelStats;
+use crate::link::LinkWatch;
 use crate::pool::{FreeStack, Region};
 use crate::port::{OpenOptions, Port, PortError, PortInfo, RxPort, TxPort};
 use crate::uri::Uri;
@@ -194,6 +195,7 @@ pub struct AfXdpRx {
     bad_desc: u64,
     /// Handles given to `release` that are not RX frames of this port.
     bad_release: u64,
+    watch: LinkWatch,
     shared: Arc<Shared>,
 }
 
@@ -217,6 +219,7 @@ pub struct AfXdpTx {
     kicks_per_ring: u32,
     too_big: u64,
     bad_completion: u64,
+    watch: LinkWatch,
     shared: Arc<Shared>,
 }
 
@@ -257,6 +260,9 @@ impl RxPort for AfXdpRx {
             if self.need_wakeup && self.fill.needs_wakeup() {
                 self.kick();
             }
+            // A socket whose interface is gone polls as "nothing to read"
+            // forever: the watch is what notices.
+            self.watch.tick()?;
             return Ok(0);
         }
         batch.hold(&self.shared.umem);
@@ -310,6 +316,7 @@ impl RxPort for AfXdpRx {
         if self.rx.has_entries() {
             return Ok(());
         }
+        self.watch.tick()?;
         let mut pfd = libc::pollfd {
             fd: self.shared.fd(),
             events: libc::POLLIN,
@@ -381,10 +388,12 @@ impl AfXdpTx {
                 }
                 libc::EBUSY | libc::ENOBUFS | libc::ENETDOWN | libc::EINTR => return Ok(()),
                 e => {
+                    // ENXIO: the socket was unbound (its interface is gone).
+                    self.watch.check()?;
                     return Err(PortError::new(format!(
                         "afxdp: transmit kick (sendto) failed: {}",
                         io::Error::from_raw_os_error(e)
-                    )))
+                    )));
                 }
             }
         }
@@ -403,6 +412,7 @@ impl AfXdpTx {
 
 impl TxPort for AfXdpTx {
     fn send(&mut self, pkts: &[Pkt]) -> Result<usize, PortError> {
+        self.watch.tick()?;
         if pkts.is_empty() {
             return Ok(0);
         }
@@ -446,6 +456,7 @@ impl TxPort for AfXdpTx {
     }
 
     fn flush(&mut self) -> Result<(), PortError> {
+        self.watch.tick()?;
         self.reap();
         if self.tx.pending() > 0 {
             self.kick_if_needed()?;
@@ -907,6 +918,7 @@ pub fn open(uri: &Uri, opts: &OpenOptions) -> Result<Port, PortError> {
         held: 0,
         bad_desc: 0,
         bad_release: 0,
+        watch: LinkWatch::new(&uri.text, &p.ifname, ifindex, shared.fd())?,
         shared: shared.clone(),
     };
     let txh = AfXdpTx {
@@ -923,6 +935,7 @@ pub fn open(uri: &Uri, opts: &OpenOptions) -> Result<Port, PortError> {
         kicks_per_ring,
         too_big: 0,
         bad_completion: 0,
+        watch: LinkWatch::new(&uri.text, &p.ifname, ifindex, shared.fd())?,
         shared,
     };
     Ok(Port {

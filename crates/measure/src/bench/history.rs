@@ -13,7 +13,6 @@
 
 use super::rfc2544::SizeResult;
 use super::{Rfc2544Bench, Rfc2544Result};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// At most this many earlier runs are used (the newest).
@@ -166,13 +165,9 @@ pub fn append(path: &Path, run: &Run) -> Result<(), String> {
         std::fs::create_dir_all(d).map_err(err)?;
     }
     let line = serde_json::to_string(run).map_err(|e| format!("history: {e}"))?;
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(err)?;
-    // One write of the whole line: runs appended at once do not interleave.
-    f.write_all(format!("{line}\n").as_bytes()).map_err(err)
+    // One write of the whole line (runs appended at once do not
+    // interleave); a failed write is cut back off.
+    linerate_io::file::append_line(path, &line).map_err(|e| format!("history {e}"))
 }
 
 /// The half width (fraction) of the 95 % prediction interval of a re-run's
@@ -220,6 +215,7 @@ pub fn widen(results: &mut [Rfc2544Result], between: Option<f64>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     fn run(machine: &str, pts: &[(&str, u32, f64, bool)]) -> Run {
         Run {

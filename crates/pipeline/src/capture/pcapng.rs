@@ -60,7 +60,11 @@ impl RotateConfig {
 pub struct WriterReport {
     pub files: Vec<PathBuf>,
     pub records: u64,
+    /// Records in the files (every file holds exactly these, whole).
     pub acknowledged: u64,
+    /// The write error that stopped the writer (a full disk), if any: the
+    /// files then end at the last acknowledged record.
+    pub error: Option<String>,
 }
 
 /// A rotating pcapng writer (see the module docs).
@@ -171,6 +175,14 @@ impl CaptureWriter {
         if let Some(e) = &self.error {
             return Err(e.clone());
         }
+        let r = self.tick_inner(now);
+        if let Err(e) = &r {
+            self.error = Some(e.clone());
+        }
+        r
+    }
+
+    fn tick_inner(&mut self, now: Instant) -> Result<(), String> {
         if self
             .cfg
             .max_age
@@ -202,15 +214,17 @@ impl CaptureWriter {
         &self.files
     }
 
-    /// Write everything out and close the file.
-    pub fn finish(mut self) -> Result<WriterReport, String> {
+    /// Write everything out and close the file. Also after a write error:
+    /// the report then says what the files hold and names the error.
+    pub fn finish(mut self) -> WriterReport {
         let records = self.records();
-        self.close_current()?;
-        Ok(WriterReport {
+        let r = self.close_current();
+        WriterReport {
             files: std::mem::take(&mut self.files),
             records,
             acknowledged: self.closed_records,
-        })
+            error: self.error.take().or(r.err()),
+        }
     }
 }
 
@@ -381,7 +395,8 @@ mod tests {
         // Closed files are written out; the current file's records wait in the buffer.
         assert!(w.acknowledged() < 100 && w.acknowledged() > 0);
         assert!(w.records() == 100);
-        let r = w.finish().unwrap();
+        let r = w.finish();
+        assert_eq!(r.error, None);
         assert_eq!(r.records, 100);
         assert_eq!(r.acknowledged, 100);
         assert!(r.files.len() > 1, "{:?}", r.files);
@@ -435,7 +450,7 @@ mod tests {
                 let f = vec![ts as u8; 60 + wk];
                 w.write(&f, f.len() + 100, 1_000 + ts).unwrap();
             }
-            files.extend(w.finish().unwrap().files);
+            files.extend(w.finish().files);
         }
         let out = dir.join("m.pcapng");
         assert_eq!(merge_files(&files, &out).unwrap(), 150);

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use linerate_io::file::write_whole;
 use serde::Serialize;
 
 use super::{Receiver, StreamStats, WINDOW};
@@ -313,12 +314,15 @@ impl Receiver {
         std::fs::create_dir_all(dir).map_err(|e| err(dir, e))?;
         let report = self.final_report();
         let mut out = Vec::new();
+        // Each file is written whole or not at all (a full disk leaves the
+        // old file, if any, and a one-line error).
+        let whole = |p: &Path, b: &[u8]| write_whole(p, b).map_err(io::Error::other);
         let txt = dir.join("report.txt");
-        std::fs::write(&txt, report.to_text()).map_err(|e| err(&txt, e))?;
+        whole(&txt, report.to_text().as_bytes())?;
         out.push(txt);
         let json = dir.join("report.json");
         let body = serde_json::to_string_pretty(&report).map_err(io::Error::other)?;
-        std::fs::write(&json, body + "\n").map_err(|e| err(&json, e))?;
+        whole(&json, (body + "\n").as_bytes())?;
         out.push(json);
         for s in &self.streams {
             for (kind, hist) in [("hist", true), ("cdf", false)] {
@@ -330,7 +334,7 @@ impl Receiver {
                     self.write_cdf_csv(s.id, &mut buf)?
                 };
                 if some {
-                    std::fs::write(&p, buf).map_err(|e| err(&p, e))?;
+                    whole(&p, &buf)?;
                     out.push(p);
                 }
             }

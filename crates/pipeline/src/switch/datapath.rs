@@ -54,10 +54,13 @@ pub enum SwDrop {
     TxFull,
     /// Every copy was larger than its output port's frame size.
     TooBig,
+    /// An output port failed (its interface went away): its copies are
+    /// counted here and the switch stops with the port's error.
+    TxError,
 }
 
 impl SwDrop {
-    pub const ALL: [SwDrop; 8] = [
+    pub const ALL: [SwDrop; 9] = [
         SwDrop::NoMatch,
         SwDrop::ActionDrop,
         SwDrop::NoOutput,
@@ -66,6 +69,7 @@ impl SwDrop {
         SwDrop::Malformed,
         SwDrop::TxFull,
         SwDrop::TooBig,
+        SwDrop::TxError,
     ];
     pub const COUNT: usize = Self::ALL.len();
 
@@ -79,6 +83,7 @@ impl SwDrop {
             SwDrop::Malformed => "malformed",
             SwDrop::TxFull => "tx_full",
             SwDrop::TooBig => "too_big",
+            SwDrop::TxError => "tx_error",
         }
     }
 }
@@ -561,7 +566,10 @@ impl Datapath {
         }
         let t4 = if profile { rdtsc() } else { 0 };
 
-        // TX: one send + flush per port that has copies.
+        // TX: one send + flush per port that has copies. A port that fails
+        // takes none of its copies (counted as tx_error); the batch is still
+        // accounted for and released, then the error ends the run.
+        let mut tx_err: Option<PortError> = None;
         for (i, st) in self.stages.iter_mut().enumerate() {
             let port = &mut self.ports[i];
             if st.pkts.is_empty() {
@@ -571,8 +579,14 @@ impl Datapath {
                 }
                 continue;
             }
-            let sent = port.tx.send(&st.pkts)?;
-            port.tx.flush()?;
+            let r = port.tx.send(&st.pkts);
+            let (sent, why) = match r.and_then(|k| port.tx.flush().map(|()| k)) {
+                Ok(k) => (k, SwDrop::TxFull),
+                Err(e) => {
+                    tx_err.get_or_insert(e);
+                    (0, SwDrop::TxError)
+                }
+            };
             let mut sb = 0u64;
             for (k, p) in st.pkts[..sent].iter().enumerate() {
                 sb += p.len() as u64;
@@ -580,7 +594,7 @@ impl Datapath {
             }
             let unsent = st.pkts.len() - sent;
             for &s in &st.src[sent..] {
-                self.fate.copy_fail[s as usize] = Some(SwDrop::TxFull);
+                self.fate.copy_fail[s as usize] = Some(why);
             }
             let c = &port.counters;
             bump(&c.tx_packets, sent as u64);
@@ -639,7 +653,10 @@ impl Datapath {
             bump(&cy.buffers, t6.wrapping_sub(t5));
             bump(&cy.batches, 1);
         }
-        Ok(n)
+        match tx_err {
+            Some(e) => Err(e),
+            None => Ok(n),
+        }
     }
 
     /// Run until `stop` is set or every RX port is at its end (finite

@@ -377,10 +377,25 @@ impl Control {
         f(&g)
     }
 
+    /// [`Control::tick`] unless an edit holds the lock right now (then it
+    /// waits for the next second; the caller never blocks on an editor).
+    pub fn try_tick(&self, now_ns: u64) -> Option<usize> {
+        let g = match self.edit.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        Some(self.tick_locked(g, now_ns))
+    }
+
     /// Once a second: expire timed-out rules and re-rank the subtables by
     /// the hits the datapath counted. Publishes only when something changed.
     pub fn tick(&self, now_ns: u64) -> usize {
-        let mut g = self.edit.lock().unwrap_or_else(|p| p.into_inner());
+        let g = self.edit.lock().unwrap_or_else(|p| p.into_inner());
+        self.tick_locked(g, now_ns)
+    }
+
+    fn tick_locked(&self, mut g: std::sync::MutexGuard<'_, FlowTable>, now_ns: u64) -> usize {
         let expired = g.expire(now_ns);
         let cur = self.published.load();
         let mut reordered = false;
