@@ -13,9 +13,18 @@
 //! - `log(...)`, `stop()`, `running()`
 //!
 //! Lua 5.4, built from source (mlua `vendored`): no system library needed.
+//!
+//! The script runs as root in a sandbox: Lua's `base`, `table`, `string`,
+//! `math`, `utf8` and `coroutine` libraries only, without `dofile` and
+//! `loadfile`; no `io`, `os`, `package`/`require` or `debug` unless the
+//! user asks for them with `--script-unsafe` (then everything but `debug`).
+//! Every argument is checked (`sleep(math.huge)` is an error, not a panic),
+//! and a hook every 10 000 instructions ends a script that runs on after the
+//! run was stopped (SIGINT/SIGTERM, `stop()`, the generator done): `while
+//! true do end` cannot keep the process alive.
 
 use anyhow::{anyhow, Result};
-use mlua::{Lua, Value};
+use mlua::{HookTriggers, Lua, LuaOptions, StdLib, Value, VmState};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -60,6 +69,30 @@ fn lua_err(e: String) -> mlua::Error {
     mlua::Error::RuntimeError(e)
 }
 
+/// How a script ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// It ran to its end.
+    Done,
+    /// The run was stopped while it was still running Lua code; it was ended
+    /// by the instruction hook.
+    Interrupted,
+}
+
+/// What the script may reach.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sandbox {
+    /// The default: no `io`, `os`, `require`, `dofile`, `loadfile`.
+    On,
+    /// `--script-unsafe`: Lua's standard libraries except `debug`.
+    Off,
+}
+
+/// Marker of the hook's error, to tell an interruption from a failure.
+const INTERRUPTED: &str = "linerate: the run was stopped";
+/// How long a script may go on running Lua code after the run was stopped.
+const GRACE: Duration = Duration::from_millis(500);
+
 /// Run `path` to completion (or until `stop`). Errors are one line:
 /// `script FILE: MESSAGE` with Lua's `[string]:LINE:` location kept.
 pub fn run(
@@ -67,11 +100,12 @@ pub fn run(
     ctl: Arc<dyn GenControl>,
     stop: Arc<AtomicBool>,
     quiet: bool,
-) -> Result<()> {
+    sandbox: Sandbox,
+) -> Result<Ended> {
     let src =
         std::fs::read_to_string(path).map_err(|e| anyhow!("script {}: {e}", path.display()))?;
     let name = path.display().to_string();
-    run_source(&src, &name, ctl, stop, quiet)
+    run_source(&src, &name, ctl, stop, quiet, sandbox)
 }
 
 /// As [`run`], from a string (tests, `-e`).
@@ -81,8 +115,16 @@ pub fn run_source(
     ctl: Arc<dyn GenControl>,
     stop: Arc<AtomicBool>,
     quiet: bool,
-) -> Result<()> {
-    let lua = Lua::new();
+    sandbox: Sandbox,
+) -> Result<Ended> {
+    let lua = match sandbox {
+        Sandbox::On => Lua::new_with(
+            StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::UTF8 | StdLib::COROUTINE,
+            LuaOptions::default(),
+        ),
+        Sandbox::Off => Lua::new_with(StdLib::ALL_SAFE, LuaOptions::default()),
+    }
+    .map_err(|e| anyhow!("script {name}: {e}"))?;
     let one_line = |e: mlua::Error| {
         anyhow!(
             "script {name}: {}",
@@ -91,6 +133,37 @@ pub fn run_source(
     };
     let g = lua.globals();
     let t0 = Instant::now();
+    if sandbox == Sandbox::On {
+        // Base-library functions that read files.
+        for f in ["dofile", "loadfile"] {
+            g.set(f, Value::Nil).map_err(one_line)?;
+        }
+    }
+    {
+        // Ends the script once the run has been over for GRACE (time for a
+        // script to log its last lines after `stop()`); checked every
+        // 10 000 VM instructions (a few microseconds), so a busy loop ends
+        // about GRACE after SIGTERM.
+        let (st, c) = (stop.clone(), ctl.clone());
+        let over_since = std::sync::atomic::AtomicU64::new(u64::MAX);
+        lua.set_hook(
+            HookTriggers::new().every_nth_instruction(10_000),
+            move |_, _| {
+                if !(st.load(Ordering::Relaxed) || c.finished()) {
+                    return Ok(VmState::Continue);
+                }
+                let now = t0.elapsed().as_nanos() as u64;
+                let since = over_since.load(Ordering::Relaxed);
+                if since == u64::MAX {
+                    over_since.store(now, Ordering::Relaxed);
+                } else if now - since >= GRACE.as_nanos() as u64 {
+                    return Err(mlua::Error::RuntimeError(INTERRUPTED.into()));
+                }
+                Ok(VmState::Continue)
+            },
+        )
+        .map_err(one_line)?;
+    }
     {
         let c = ctl.clone();
         g.set(
@@ -172,7 +245,13 @@ pub fn run_source(
         g.set(
             "sleep",
             lua.create_function(move |_, secs: f64| {
-                let end = Instant::now() + Duration::from_secs_f64(secs.max(0.0));
+                // At most a day per call (Duration panics on huge values).
+                if !(secs.is_finite() && (0.0..=86_400.0).contains(&secs)) {
+                    return Err(lua_err(format!(
+                        "sleep({secs}): seconds must be a number from 0 to 86400"
+                    )));
+                }
+                let end = Instant::now() + Duration::from_secs_f64(secs);
                 while Instant::now() < end {
                     if st.load(Ordering::SeqCst) || c.finished() {
                         return Ok(false);
@@ -230,7 +309,11 @@ pub fn run_source(
         )
         .map_err(one_line)?;
     }
-    lua.load(src).set_name(name).exec().map_err(one_line)
+    match lua.load(src).set_name(name).exec() {
+        Ok(()) => Ok(Ended::Done),
+        Err(e) if e.to_string().contains(INTERRUPTED) => Ok(Ended::Interrupted),
+        Err(e) => Err(one_line(e)),
+    }
 }
 
 #[cfg(test)]
@@ -299,6 +382,7 @@ mod tests {
             f.clone(),
             Arc::new(AtomicBool::new(false)),
             true,
+            Sandbox::On,
         )
         .unwrap();
         let r = f.rates.lock().unwrap().clone();
@@ -319,6 +403,7 @@ mod tests {
             f.clone(),
             Arc::new(AtomicBool::new(false)),
             true,
+            Sandbox::On,
         )
         .unwrap_err()
         .to_string();
@@ -331,6 +416,7 @@ mod tests {
             f.clone(),
             Arc::new(AtomicBool::new(false)),
             true,
+            Sandbox::On,
         )
         .unwrap_err()
         .to_string();
@@ -341,6 +427,7 @@ mod tests {
             f,
             Arc::new(AtomicBool::new(false)),
             true,
+            Sandbox::On,
         )
         .unwrap_err()
         .to_string();
@@ -352,7 +439,86 @@ mod tests {
         let f = Arc::new(Fake::default());
         let stop = Arc::new(AtomicBool::new(true));
         let t = Instant::now();
-        run_source("assert(sleep(5) == false)", "s.lua", f, stop, true).unwrap();
+        let r = run_source(
+            "assert(sleep(5) == false)",
+            "s.lua",
+            f,
+            stop,
+            true,
+            Sandbox::On,
+        );
+        assert_eq!(r.unwrap(), Ended::Done);
         assert!(t.elapsed() < Duration::from_secs(2));
+    }
+
+    fn run_on(src: &str, sandbox: Sandbox) -> Result<Ended> {
+        let f = Arc::new(Fake::default());
+        run_source(
+            src,
+            "t.lua",
+            f,
+            Arc::new(AtomicBool::new(false)),
+            true,
+            sandbox,
+        )
+    }
+
+    #[test]
+    fn sleep_checks_its_argument() {
+        for bad in ["math.huge", "-1", "0/0", "1e9"] {
+            let e = run_on(&format!("sleep({bad})"), Sandbox::On)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("seconds must be a number from 0 to 86400"),
+                "{bad}: {e}"
+            );
+            assert!(!e.contains('\n'), "{e}");
+        }
+        let e = run_on("sleep('soon')", Sandbox::On)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("script t.lua: ") && !e.contains('\n'), "{e}");
+        assert_eq!(run_on("sleep(0)", Sandbox::On).unwrap(), Ended::Done);
+    }
+
+    #[test]
+    fn the_sandbox_has_no_io_os_require_or_dofile() {
+        for name in [
+            "io", "os", "require", "package", "dofile", "loadfile", "debug",
+        ] {
+            let src = format!("assert({name} == nil, '{name} is there')");
+            assert_eq!(run_on(&src, Sandbox::On).unwrap(), Ended::Done, "{name}");
+        }
+        assert_eq!(
+            run_on(
+                "assert(string.rep('a', 3) == 'aaa' and math.floor(1.5) == 1)",
+                Sandbox::On
+            )
+            .unwrap(),
+            Ended::Done
+        );
+        // --script-unsafe: the standard libraries, still without debug.
+        let src = "assert(io ~= nil and os.time() > 0 and require ~= nil and debug == nil)";
+        assert_eq!(run_on(src, Sandbox::Off).unwrap(), Ended::Done);
+    }
+
+    #[test]
+    fn a_busy_loop_ends_soon_after_the_stop() {
+        let f = Arc::new(Fake::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let st = stop.clone();
+        let h = std::thread::spawn(move || {
+            run_source("while true do end", "spin.lua", f, st, true, Sandbox::On)
+        });
+        // The loop runs until the stop (it would run forever without it).
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!h.is_finished(), "the loop ended on its own");
+        let t = Instant::now();
+        stop.store(true, Ordering::SeqCst);
+        let r = h.join().unwrap();
+        assert_eq!(r.unwrap(), Ended::Interrupted);
+        let dt = t.elapsed();
+        assert!(dt >= GRACE && dt < Duration::from_secs(2), "{dt:?}");
     }
 }

@@ -101,7 +101,15 @@ impl LinkWatch {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
-        let why = match self.state() {
+        let mut state = self.state();
+        if state == LinkState::Down {
+            // `ip link del` sets the interface down first: look again a
+            // moment later to name what really happened (once, on the way
+            // to an error, never on the packet path).
+            std::thread::sleep(Duration::from_millis(50));
+            state = self.state();
+        }
+        let why = match state {
             LinkState::Gone => Some(format!(
                 "interface '{}' is gone (deleted while in use)",
                 self.ifname
@@ -176,7 +184,10 @@ impl LinkWatch {
                 &mut len,
             )
         };
-        (r == 0 && v != 0).then(|| std::io::Error::from_raw_os_error(v))
+        // Only the errors that say the device is gone: anything else (read
+        // and so cleared here) is not this watch's business.
+        (r == 0 && matches!(v, libc::ENETDOWN | libc::ENODEV | libc::ENXIO))
+            .then(|| std::io::Error::from_raw_os_error(v))
     }
 }
 

@@ -1431,6 +1431,11 @@ impl TxPort for PcapTx {
         }
         Ok(())
     }
+    fn finish(&mut self) -> Result<(), PortError> {
+        self.w
+            .write_out()
+            .map_err(|e| PortError::new(format!("port '{}': {e}", self.uri)))
+    }
     fn max_frame(&self) -> usize {
         SNAPLEN as usize
     }
@@ -1438,6 +1443,9 @@ impl TxPort for PcapTx {
         KernelStats {
             counters: vec![
                 ("written_packets", self.w.packets),
+                // Records in the file (written out); after a write error
+                // (a full disk) exactly what the file holds.
+                ("acknowledged_packets", self.w.written_packets()),
                 ("written_bytes", self.w.bytes),
                 ("snapped", self.w.snapped),
             ],

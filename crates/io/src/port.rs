@@ -63,6 +63,11 @@ pub trait TxPort: Send {
     fn flush(&mut self) -> Result<(), PortError> {
         Ok(())
     }
+    /// At the end of a run: write out whatever the port still buffers (a
+    /// capture file's last records), so that its counters are final.
+    fn finish(&mut self) -> Result<(), PortError> {
+        Ok(())
+    }
     /// Packets queued but not yet known to be handed to the wire.
     fn in_flight(&self) -> usize {
         0

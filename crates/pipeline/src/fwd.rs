@@ -249,7 +249,7 @@ impl Direction {
         loop {
             self.tx.flush()?;
             if self.tx.in_flight() == 0 || t.elapsed() > deadline {
-                return Ok(());
+                return self.tx.finish();
             }
             std::thread::sleep(Duration::from_micros(200));
         }

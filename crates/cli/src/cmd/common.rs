@@ -60,6 +60,31 @@ pub fn stop_flag() -> Result<Arc<AtomicBool>> {
     Ok(STOP.get().cloned().unwrap_or(f))
 }
 
+/// Watches on the interfaces an in-kernel (XDP) job runs on, which has no
+/// port to notice them going away: call [`check_links`] from its loop.
+pub fn watch_links(names: &[&str]) -> Result<Vec<linerate_io::link::LinkWatch>> {
+    names
+        .iter()
+        .map(|n| {
+            let c = std::ffi::CString::new(*n).context("interface name contains NUL")?;
+            // SAFETY: c is a valid NUL-terminated string.
+            let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+            if idx == 0 {
+                anyhow::bail!("no interface named '{n}' in this network namespace");
+            }
+            Ok(linerate_io::link::LinkWatch::new(n, n, idx, -1)?)
+        })
+        .collect()
+}
+
+/// An error once one of `w`'s interfaces is gone or down (checks every 200 ms).
+pub fn check_links(w: &mut [linerate_io::link::LinkWatch]) -> Result<()> {
+    for l in w {
+        l.tick()?;
+    }
+    Ok(())
+}
+
 /// Pin the calling thread to one CPU.
 pub fn pin_to_cpu(cpu: usize) -> Result<()> {
     // SAFETY: cpu_set_t is plain data; sched_setaffinity(0) targets this thread.

@@ -230,6 +230,8 @@ fn count_xdp(a: &Args, stop: &AtomicBool) -> Result<()> {
     let idle = a.idle.map(Duration::from_secs_f64);
     let (mut last, mut last_t, mut last_change) = (sink.read(), t0, t0);
     let (mut prev, mut tick) = (last.packets, t0);
+    let mut links = super::common::watch_links(&[&ifname])?;
+    let mut link_err;
     let line = |now: Instant, s: &linerate_io::xdpcount::CountStats, pps: f64| {
         if a.json {
             serde_json::json!({
@@ -249,6 +251,11 @@ fn count_xdp(a: &Args, stop: &AtomicBool) -> Result<()> {
     };
     loop {
         std::thread::sleep(Duration::from_millis(20));
+        // An interface gone or down ends the count: the total, then the error.
+        link_err = super::common::check_links(&mut links);
+        if link_err.is_err() {
+            break;
+        }
         let now = Instant::now();
         let s = sink.read();
         if s.packets != prev {
@@ -278,5 +285,5 @@ fn count_xdp(a: &Args, stop: &AtomicBool) -> Result<()> {
     } else {
         outln!("total: {}", line(end, &s, pps));
     }
-    Ok(())
+    link_err
 }

@@ -2,6 +2,7 @@
 //! the "kernel module" approach. The counters come from the program's
 //! per-CPU maps, read once a second.
 
+use super::common;
 use super::fwd::Args;
 use anyhow::{bail, Result};
 use linerate_io::xdp::AttachMode;
@@ -55,8 +56,15 @@ pub fn run(
     let deadline = a.duration.map(|d| t0 + Duration::from_secs_f64(d.max(0.0)));
     let mut last = fwd.try_counters()?;
     let mut last_t = Instant::now();
+    let mut links = common::watch_links(&[&ia, &ib])?;
+    let mut link_err = Ok(());
     while !stop.load(Ordering::SeqCst) && deadline.is_none_or(|d| Instant::now() < d) {
         std::thread::sleep(Duration::from_millis(50));
+        // An interface gone or down ends the run: the account, then the error.
+        link_err = common::check_links(&mut links);
+        if link_err.is_err() {
+            break;
+        }
         if last_t.elapsed() >= Duration::from_secs(1) {
             let now = fwd.try_counters()?;
             let dt = last_t.elapsed().as_secs_f64();
@@ -122,7 +130,7 @@ pub fn run(
             "note: --profile measures the user-space loop; in xdp mode all work is in the kernel"
         );
     }
-    Ok(())
+    link_err
 }
 
 fn print_interval(json: bool, t: f64, dt: f64, now: &XdpFwdCounters, last: &XdpFwdCounters) {

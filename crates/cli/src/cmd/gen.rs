@@ -102,9 +102,14 @@ pub struct Args {
     /// Replay this many times (0 = forever).
     #[arg(long = "loop")]
     pub loops: Option<u32>,
-    /// Run a Lua scenario against the running generator.
+    /// Run a Lua scenario against the running generator (sandboxed: no io,
+    /// os, require, dofile or loadfile).
     #[arg(long)]
     pub script: Option<PathBuf>,
+    /// Give the script Lua's io, os and package libraries (it runs as the
+    /// user running linerate, usually root).
+    #[arg(long, requires = "script")]
+    pub script_unsafe: bool,
     /// Receive on this port in the same process (loopback through a device under test) and report.
     #[arg(long)]
     pub rx: Option<String>,
@@ -369,6 +374,9 @@ fn gen_loop(
             }
         }
     }
+    if r.is_ok() {
+        r = tx.finish().map_err(anyhow::Error::from);
+    }
     publish(&g, &ctl);
     // What was sent up to an error (a port gone) is reported too.
     let end = GenEnd {
@@ -588,10 +596,21 @@ pub fn run(a: Args) -> Result<()> {
 
     let script_thread = a.script.clone().map(|path| {
         let (c, s, quiet) = (ctl.clone(), stop.clone(), a.json);
+        let sandbox = if a.script_unsafe {
+            script::Sandbox::Off
+        } else {
+            script::Sandbox::On
+        };
         std::thread::spawn(move || -> Result<()> {
-            let r = script::run(&path, c.clone(), s, quiet);
+            let r = script::run(&path, c.clone(), s, quiet, sandbox);
             c.stop(); // the scenario decides when the run ends
-            r
+            if let Ok(script::Ended::Interrupted) = r {
+                eprintln!(
+                    "script {}: ended: the run was stopped while it was still running",
+                    path.display()
+                );
+            }
+            r.map(|_| ())
         })
     });
 
