@@ -103,28 +103,95 @@ pub fn switch_rules(set: RuleSet, gen: Ipv4Addr, sink: Ipv4Addr) -> String {
     s
 }
 
-/// A rules file, removed on drop.
-struct RulesFile(PathBuf);
+/// A rules file, removed with its directory on drop.
+///
+/// The bench runs as root, so the file must not be written at a name in the
+/// shared temporary directory that another user could predict and pre-empt
+/// (a symlink planted there would make root overwrite its target). It lives
+/// in a directory of its own, made with mode 0700 under a name with 64
+/// random bits (mkdir fails on anything already at that path, symlinks
+/// included, so nothing made by anyone else is ever followed), and is
+/// created new (O_EXCL) with mode 0600 inside it. Only root reads it: the
+/// switch (`--flows`) and `ovs-ofctl add-flows` in the peer script.
+struct RulesFile {
+    dir: PathBuf,
+    path: PathBuf,
+}
 
 impl RulesFile {
-    /// Write the rules for `bed` to a file named after its DuT namespace.
+    /// Write the rules for `bed` into a fresh private directory named
+    /// after its DuT namespace.
     fn write(set: RuleSet, bed: &Testbed) -> Result<RulesFile, DutError> {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
         let i = bed.info();
-        let p = std::env::temp_dir().join(format!(
-            "linerate-{}-{}.flows",
-            bed.ns_dut(),
-            std::process::id()
-        ));
-        std::fs::write(&p, switch_rules(set, i.gen.ipv4, i.sink.ipv4))
-            .map_err(|e| DutError::Failed(format!("rules file '{}': {e}", p.display())))?;
-        Ok(RulesFile(p))
+        let dir = private_dir(&format!("linerate-{}-", bed.ns_dut()))?;
+        // From here on, Drop removes the directory (also on an error below).
+        let rf = RulesFile {
+            path: dir.join("rules.flows"),
+            dir,
+        };
+        let err = |e: std::io::Error| {
+            DutError::Failed(format!("rules file '{}': {e}", rf.path.display()))
+        };
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&rf.path)
+            .map_err(err)?;
+        f.write_all(switch_rules(set, i.gen.ipv4, i.sink.ipv4).as_bytes())
+            .and_then(|()| f.flush())
+            .map_err(err)?;
+        Ok(rf)
     }
 }
 
 impl Drop for RulesFile {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        let _ = std::fs::remove_file(&self.path);
+        let _ = std::fs::remove_dir(&self.dir);
     }
+}
+
+/// A new directory `$TMPDIR/PREFIX<16 random hex digits>` with mode 0700,
+/// made by this call (never one that was there before).
+fn private_dir(prefix: &str) -> Result<PathBuf, DutError> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    let base = std::env::temp_dir();
+    let mut last = None;
+    for _ in 0..16 {
+        let p = base.join(format!("{prefix}{:016x}", random_u64()?));
+        match std::fs::DirBuilder::new().mode(0o700).create(&p) {
+            Ok(()) => return Ok(p),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(p),
+            Err(e) => {
+                return Err(DutError::Failed(format!(
+                    "rules directory '{}': {e}",
+                    p.display()
+                )))
+            }
+        }
+    }
+    Err(DutError::Failed(format!(
+        "rules directory: 16 random names in {} already taken (last '{}')",
+        base.display(),
+        last.map(|p| p.display().to_string()).unwrap_or_default()
+    )))
+}
+
+/// 64 bits from the kernel's random source (getrandom(2)).
+fn random_u64() -> Result<u64, DutError> {
+    let mut b = [0u8; 8];
+    // SAFETY: getrandom writes at most b.len() bytes into b.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n != b.len() as isize {
+        return Err(DutError::Failed(format!(
+            "rules directory: getrandom: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    Ok(u64::from_ne_bytes(b))
 }
 
 fn rules_note(set: RuleSet) -> &'static str {
@@ -172,7 +239,7 @@ impl Dut for LinerateSwitch {
         let args: Vec<String> = ["switch", "--port", "1=afxdp:d0", "--port", "2=afxdp:d1"]
             .iter()
             .map(|s| s.to_string())
-            .chain(["--flows".to_string(), rules.0.display().to_string()])
+            .chain(["--flows".to_string(), rules.path.display().to_string()])
             .collect();
         self.child.start(bed, env, &args)?;
         self.rules = Some(rules);
@@ -220,7 +287,7 @@ impl Dut for OvsRules {
     }
     fn start(&mut self, bed: &mut Testbed, env: &DutEnv) -> Result<(), DutError> {
         let rules = RulesFile::write(RuleSet::TenK, bed)?;
-        self.peer.env = vec![("OVS_FLOWS_FILE".into(), rules.0.display().to_string())];
+        self.peer.env = vec![("OVS_FLOWS_FILE".into(), rules.path.display().to_string())];
         self.rules = Some(rules);
         let r = self.peer.start(bed, env);
         if r.is_err() {
@@ -257,5 +324,26 @@ mod tests {
             switch_rules(RuleSet::OnePerDirection, g, s).lines().count(),
             2
         );
+    }
+
+    /// The rules' directory is new, private (0700) and unpredictable.
+    #[test]
+    fn private_dirs_are_new_0700_and_distinct() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let prefix = format!("linerate-unit-{}-", std::process::id());
+        let (a, b) = (private_dir(&prefix).unwrap(), private_dir(&prefix).unwrap());
+        assert_ne!(a, b);
+        for d in [&a, &b] {
+            let m = std::fs::symlink_metadata(d).unwrap();
+            assert!(m.is_dir(), "{}", d.display());
+            assert_eq!(m.permissions().mode() & 0o777, 0o700, "{}", d.display());
+            // SAFETY: geteuid has no preconditions.
+            assert_eq!(m.uid(), unsafe { libc::geteuid() });
+            let name = d.file_name().unwrap().to_str().unwrap();
+            let tail = name.strip_prefix(&prefix).unwrap();
+            assert!(tail.len() == 16 && tail.chars().all(|c| c.is_ascii_hexdigit()));
+        }
+        let _ = std::fs::remove_dir(&a);
+        let _ = std::fs::remove_dir(&b);
     }
 }
