@@ -24,7 +24,7 @@ import sys
 try:
     import numpy as np
     from scipy import stats
-except ImportError as e:  # the Rust test skips on this exit code
+except ImportError as e:  # the Rust tests require numpy and scipy and fail here
     print(f"anova_check: {e}", file=sys.stderr)
     sys.exit(3)
 

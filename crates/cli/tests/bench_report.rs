@@ -8,7 +8,7 @@
 #[path = "../../measure/tests/support/chromium.rs"]
 mod chromium;
 mod support;
-use support::root;
+use support::require_root;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -31,10 +31,7 @@ impl Drop for Cleanup {
 
 #[test]
 fn rfc2544_run_reports_every_trial_and_renders() {
-    assert!(
-        root(),
-        "this test builds network namespaces: run it as root"
-    );
+    require_root();
     let prefix = format!("lrbr{}", std::process::id() % 100_000);
     let _c = Cleanup(prefix.clone());
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("bench-report-{prefix}"));

@@ -13,7 +13,11 @@
 //!   traffic and together receive every packet.
 //!
 //! Namespace tests use a [`Testbed`] (unique names, removed on drop, also
-//! when a test fails); child processes are killed on drop.
+//! when a test fails); child processes are killed on drop. They need root
+//! and tshark/tcpdump (scripts/setup.sh installs them) and fail without.
+//! Every capture has a control socket (`--ctl`): it answers once every
+//! port is open, and its `stats` say when the capture has taken in every
+//! packet sent, so no test waits a fixed time.
 
 use linerate_measure::testbed::{Testbed, TestbedConfig};
 use linerate_wire::build::{build_tcp, FrameParams, IpPair};
@@ -23,7 +27,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 mod support;
 use support::*;
@@ -31,6 +35,7 @@ use support::*;
 /// Packets in a capture file according to tshark, which must read it
 /// without any error.
 fn tshark_count(f: &Path) -> u64 {
+    require_tool("tshark");
     let out = Command::new("tshark")
         .args(["-r"])
         .arg(f)
@@ -82,9 +87,21 @@ fn gen_args(bed: &Testbed, extra: &[&str]) -> Vec<String> {
     v
 }
 
-/// Run `linerate gen` (with `extra`) in the bed's generator namespace to
-/// the end, then stop the capture `cap` with SIGINT; its final JSON report.
-fn generate_then_stop(bed: &Testbed, cap: Proc, extra: &[&str]) -> Value {
+/// `linerate capture ARGS --ctl SOCK` in the bed's DuT namespace, once it
+/// answers on its control socket (every port open).
+fn start_capture(bed: &Testbed, ctl: &Path, args: &[&str]) -> Proc {
+    let mut a = args.to_vec();
+    a.extend(["--ctl", ctl.to_str().unwrap()]);
+    let mut cap = spawn_in(bed.ns_dut(), &a);
+    wait_ctl(&mut cap, ctl, "linerate capture");
+    cap
+}
+
+/// Run `linerate gen` (with `extra`, sending `n` packets) in the bed's
+/// generator namespace to the end, wait until the capture `cap` (control
+/// socket `ctl`) has received all `n`, then stop it with SIGINT; its final
+/// JSON report.
+fn generate_then_stop(bed: &Testbed, mut cap: Proc, ctl: &Path, n: u64, extra: &[&str]) -> Value {
     let args = gen_args(bed, extra);
     let out = Command::new("ip")
         .args(["netns", "exec", bed.ns_gen(), EXE])
@@ -92,7 +109,7 @@ fn generate_then_stop(bed: &Testbed, cap: Proc, extra: &[&str]) -> Value {
         .output()
         .unwrap();
     assert_ok(&out, "linerate gen");
-    std::thread::sleep(Duration::from_millis(500));
+    wait_capture_received(&mut cap, ctl, n, "linerate capture");
     cap.signal(libc::SIGINT);
     let out = cap.wait_output(Duration::from_secs(20), "capture");
     assert_ok(&out, "linerate capture");
@@ -110,11 +127,14 @@ fn two_workers_by_kernel_fanout_into_pcapng() {
 }
 
 fn two_workers_into_pcapng(steer: &str, sockets: usize) {
+    require_root();
     let bed = Testbed::up(&TestbedConfig::default()).expect("test bed");
     let dir = TempDir::new("veth");
     let d = dir.0.display().to_string();
-    let mut cap = spawn_in(
-        bed.ns_dut(),
+    let ctl = dir.join("ctl.sock");
+    let mut cap = start_capture(
+        &bed,
+        &ctl,
         &[
             "capture",
             "afpacket:d0",
@@ -131,7 +151,13 @@ fn two_workers_into_pcapng(steer: &str, sockets: usize) {
         ],
     );
     wait_packet_sockets(&mut cap, sockets, "linerate capture");
-    let v = generate_then_stop(&bed, cap, &["--rate", "20kpps", "--count", "10000"]);
+    let v = generate_then_stop(
+        &bed,
+        cap,
+        &ctl,
+        10_000,
+        &["--rate", "20kpps", "--count", "10000"],
+    );
     assert_eq!(v["steering"], steer);
     let t = &v["totals"];
     let fwd = t["forwarded"].as_u64().unwrap();
@@ -168,11 +194,17 @@ fn two_workers_into_pcapng(steer: &str, sockets: usize) {
 /// go back (the merge is in timestamp order across the workers' files).
 #[test]
 fn two_workers_merged_into_one_pcapng() {
+    require_root();
     let bed = Testbed::up(&TestbedConfig::default()).expect("test bed");
     let dir = TempDir::new("merge");
+    // The control socket lives outside the capture directory, which must
+    // hold only the merged file at the end.
+    let ctl_dir = TempDir::new("merge-ctl");
+    let ctl = ctl_dir.join("ctl.sock");
     let d = dir.0.display().to_string();
-    let mut cap = spawn_in(
-        bed.ns_dut(),
+    let mut cap = start_capture(
+        &bed,
+        &ctl,
         &[
             "capture",
             "afpacket:d0",
@@ -188,7 +220,13 @@ fn two_workers_merged_into_one_pcapng() {
         ],
     );
     wait_packet_sockets(&mut cap, 2, "linerate capture");
-    let v = generate_then_stop(&bed, cap, &["--rate", "20kpps", "--count", "5000"]);
+    let v = generate_then_stop(
+        &bed,
+        cap,
+        &ctl,
+        5000,
+        &["--rate", "20kpps", "--count", "5000"],
+    );
     let files = files_of(&v);
     assert_eq!(files, vec![dir.join("capture.pcapng")], "{v}");
     let fwd = v["totals"]["forwarded"].as_u64().unwrap();
@@ -198,7 +236,7 @@ fn two_workers_merged_into_one_pcapng() {
         assert!(w["forwarded"].as_u64().unwrap() > 500, "both workers: {v}");
     }
     assert_eq!(tshark_count(&files[0]), fwd);
-    let out = Command::new("tshark")
+    let out = Command::new(require_tool("tshark"))
         .arg("-r")
         .arg(&files[0])
         .args(["-T", "fields", "-e", "frame.time_epoch"])
@@ -222,13 +260,20 @@ fn two_workers_merged_into_one_pcapng() {
 /// worker 1, exactly.
 #[test]
 fn two_workers_on_af_xdp_queues() {
+    require_root();
+    require_tool("taskset");
     let bed = Testbed::up(&TestbedConfig {
         queues: 2,
         ..TestbedConfig::default()
     })
     .expect("test bed");
-    let mut cap = spawn_in(
-        bed.ns_dut(),
+    let dir = TempDir::new("queues");
+    let ctl = dir.join("ctl.sock");
+    // Both AF_XDP sockets are bound (and in the XDP program's map) before
+    // the control socket answers.
+    let mut cap = start_capture(
+        &bed,
+        &ctl,
         &[
             "capture",
             "afxdp:d0",
@@ -240,8 +285,6 @@ fn two_workers_on_af_xdp_queues() {
             "--quiet",
         ],
     );
-    // The program is attached once the first socket is bound; the second
-    // one is bound a few ms later, before the workers start.
     wait_xdp(&mut cap, bed.ns_dut(), "d0", "linerate capture");
     for cpu in ["0", "1"] {
         let out = Command::new("ip")
@@ -251,7 +294,7 @@ fn two_workers_on_af_xdp_queues() {
             .unwrap();
         assert_ok(&out, "linerate gen");
     }
-    std::thread::sleep(Duration::from_millis(500));
+    wait_capture_received(&mut cap, &ctl, 10_000, "linerate capture");
     cap.signal(libc::SIGINT);
     let out = cap.wait_output(Duration::from_secs(20), "capture");
     assert_ok(&out, "linerate capture");
@@ -273,41 +316,34 @@ fn two_workers_on_af_xdp_queues() {
 /// packets the capture kept, and none of the dropped ones.
 #[test]
 fn kept_packets_go_out_to_an_external_analyser() {
+    require_root();
+    let tcpdump_bin = require_tool("tcpdump");
     let bed = Testbed::up(&TestbedConfig::default()).expect("test bed");
     let dir = TempDir::new("out");
     let file = dir.0.join("sink.pcap");
+    let ctl = dir.join("ctl.sock");
     let gen_ip = bed.gen().ipv4.to_string();
     let sink_if = bed.sink().name.clone();
     let filter = format!("udp and src host {gen_ip}");
-    let tcpdump = Proc(Some(
+    // -Z root: tcpdump keeps root, so it can write into our private directory.
+    let mut tcpdump = Proc(Some(
         Command::new("ip")
-            .args(["netns", "exec", bed.ns_sink(), "tcpdump", "-i", &sink_if])
-            .args(["-Q", "in", "-U", "-n", "-w"])
+            .args(["netns", "exec", bed.ns_sink(), "tcpdump", "-Z", "root"])
+            .args(["-i", &sink_if, "-Q", "in", "-U", "-n", "-w"])
             .arg(&file)
             .arg(&filter)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("tcpdump (scripts/setup.sh installs it)"),
+            .expect("spawn ip netns exec tcpdump"),
     ));
     // tcpdump is listening once its packet socket is bound in the namespace.
-    let t = Instant::now();
-    while !std::fs::read_to_string(format!("/proc/{}/net/packet", tcpdump.pid()))
-        .unwrap_or_default()
-        .lines()
-        .skip(1)
-        .any(|l| l.split_whitespace().nth(5) == Some("1"))
-    {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "tcpdump did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_packet_sockets_of(&mut tcpdump, &tcpdump_bin, 1, "tcpdump");
     let out_if = format!("afpacket:{}", bed.dut_out().name);
     let in_if = format!("afpacket:{}", bed.dut_in().name);
-    let mut cap = spawn_in(
-        bed.ns_dut(),
+    let mut cap = start_capture(
+        &bed,
+        &ctl,
         &[
             "capture",
             &in_if,
@@ -328,9 +364,22 @@ fn kept_packets_go_out_to_an_external_analyser() {
     let v = generate_then_stop(
         &bed,
         cap,
+        &ctl,
+        6400,
         &["--rate", "20kpps", "--count", "6400", "--sport", "1000"],
     );
-    std::thread::sleep(Duration::from_millis(300));
+    // Every packet the capture kept has left d1 by the time it exits;
+    // tcpdump (-U: a record written per packet) has them all once its
+    // file holds as many records as the capture sent out of the matching
+    // ones (6300: 1 in 64 dropped by the filter).
+    wait_until(
+        Duration::from_secs(20),
+        "tcpdump in the sink namespace to write 6300 records",
+        || {
+            tcpdump.assert_running("tcpdump");
+            pcap_records(&file) >= 6300
+        },
+    );
     tcpdump.signal(libc::SIGINT);
     let td = tcpdump.wait_output(Duration::from_secs(20), "tcpdump");
     assert_ok(&td, "tcpdump");
@@ -348,7 +397,7 @@ fn kept_packets_go_out_to_an_external_analyser() {
     }
     let got = tshark_count(&file);
     assert_eq!(got, 6300, "tcpdump in the sink namespace: {v}");
-    let dropped_port = Command::new("tshark")
+    let dropped_port = Command::new(require_tool("tshark"))
         .arg("-r")
         .arg(&file)
         .args(["-Y", "udp.srcport == 1000"])
@@ -365,6 +414,7 @@ fn kept_packets_go_out_to_an_external_analyser() {
 
 #[test]
 fn sigterm_loses_no_acknowledged_record() {
+    require_root();
     let bed = Testbed::up(&TestbedConfig::default()).expect("test bed");
     let dir = TempDir::new("term");
     let d = dir.0.display().to_string();
@@ -385,7 +435,7 @@ fn sigterm_loses_no_acknowledged_record() {
             ctl.to_str().unwrap(),
         ],
     );
-    wait_packet_sockets(&mut cap, 1, "linerate capture");
+    wait_ctl(&mut cap, &ctl, "linerate capture");
     let args = gen_args(&bed, &["--rate", "20kpps", "--duration", "30"]);
     let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
     let gen = Proc(Some(
@@ -398,19 +448,17 @@ fn sigterm_loses_no_acknowledged_record() {
             .unwrap(),
     ));
     // Read the once-a-second lines until acknowledged records show up.
-    let stdout = cap.0.as_mut().unwrap().stdout.take().unwrap();
-    let mut lines = BufReader::new(stdout).lines();
-    let mut acked = 0u64;
-    let t = Instant::now();
-    while acked < 20_000 {
-        assert!(
-            t.elapsed() < Duration::from_secs(25),
-            "no progress: {acked}"
-        );
-        let l = lines.next().unwrap().unwrap();
-        let v: Value = serde_json::from_str(&l).unwrap();
-        acked = v["totals"]["acknowledged"].as_u64().unwrap();
-    }
+    let lines = cap.stdout_lines();
+    let acked = wait_line(
+        &lines,
+        Duration::from_secs(25),
+        "20 000 acknowledged records in a once-a-second line",
+        |l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            let acked = v["totals"]["acknowledged"].as_u64().unwrap();
+            (acked >= 20_000).then_some(acked)
+        },
+    );
     // The control socket answers with the same stats; mode 0600.
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(&ctl).unwrap().permissions().mode() & 0o777;
@@ -432,7 +480,7 @@ fn sigterm_loses_no_acknowledged_record() {
         .starts_with("error: unknown command"));
     // SIGTERM in the middle of the traffic.
     cap.signal(libc::SIGTERM);
-    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let rest = drain_lines(&lines, Duration::from_secs(20), "capture after SIGTERM");
     let out = cap.wait_output(Duration::from_secs(20), "capture");
     assert!(
         out.status.success(),

@@ -3,6 +3,9 @@
 
 use std::process::Command;
 
+mod support;
+use support::{require_tool, TempDir};
+
 fn run(args: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
         .args(args)
@@ -72,8 +75,8 @@ fn unknown_parameter_and_bad_values() {
 
 #[test]
 fn garbage_pcap_file() {
-    let dir = std::env::temp_dir().join(format!("lr-garbage-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = TempDir::new("garbage");
+    let dir = tmp.0.clone();
     let f = dir.join("garbage.pcap");
     std::fs::write(
         &f,
@@ -86,15 +89,14 @@ fn garbage_pcap_file() {
     std::fs::write(&empty, b"").unwrap();
     let uri = format!("pcap:{}", empty.display());
     one_line_error(&["fwd", &uri, "mem:b?sink"], "empty.pcap");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn pcap_replay_through_fwd_is_unchanged() {
     // Write a capture with the pcap port (through fwd from the mem source),
     // then replay it through fwd into a second file: identical records.
-    let dir = std::env::temp_dir().join(format!("lr-replay-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = TempDir::new("replay");
+    let dir = tmp.0.clone();
     let a = dir.join("a.pcapng");
     let b = dir.join("b.pcapng");
     let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
@@ -153,7 +155,6 @@ fn pcap_replay_through_fwd_is_unchanged() {
     let (ra, rb) = (read(&a), read(&b));
     assert_eq!(ra.len() as u64, n);
     assert_eq!(ra, rb);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -177,8 +178,8 @@ fn trace_http_bad_options() {
 /// capture layer's http analyser fully decodes from the pcap port.
 #[test]
 fn trace_http_file_reads_back() {
-    let dir = std::env::temp_dir().join(format!("lr-trace-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = TempDir::new("trace");
+    let dir = tmp.0.clone();
     let f = dir.join("t.pcapng");
     let exe = env!("CARGO_BIN_EXE_linerate");
     let o = Command::new(exe)
@@ -190,20 +191,19 @@ fn trace_http_file_reads_back() {
     let truth: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let packets = truth["packets"].as_u64().unwrap();
     assert_eq!(truth["connections"], 200);
-    if let Ok(t) = Command::new("tshark")
+    let t = Command::new(require_tool("tshark"))
         .args(["-r", f.to_str().unwrap(), "-q", "-z", "conv,tcp"])
         .output()
-    {
-        let s = String::from_utf8_lossy(&t.stdout);
-        let e = String::from_utf8_lossy(&t.stderr).to_lowercase();
-        assert!(t.status.success(), "tshark: {s} {e}");
-        assert!(
-            !e.contains("error") && !e.contains("malformed"),
-            "tshark: {e}"
-        );
-        let convs = s.lines().filter(|l| l.contains("<->")).count();
-        assert_eq!(convs, 200, "{s}");
-    }
+        .expect("run tshark");
+    let s = String::from_utf8_lossy(&t.stdout);
+    let e = String::from_utf8_lossy(&t.stderr).to_lowercase();
+    assert!(t.status.success(), "tshark: {s} {e}");
+    assert!(
+        !e.contains("error") && !e.contains("malformed"),
+        "tshark: {e}"
+    );
+    let convs = s.lines().filter(|l| l.contains("<->")).count();
+    assert_eq!(convs, 200, "{s}");
     let o = Command::new(exe)
         .args(["capture", &format!("pcap:{}", f.display())])
         .args(["--analyser", "http", "--json", "--quiet"])
@@ -215,7 +215,6 @@ fn trace_http_file_reads_back() {
     let t = &v["totals"];
     assert_eq!(t["received"].as_u64(), Some(packets), "{v}");
     assert_eq!(t["events"]["http_pair"].as_u64(), Some(200), "{v}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -38,8 +38,8 @@ fn frame(stream: u16, seq: u64) -> Vec<u8> {
 
 #[test]
 fn reordering_duplicates_and_loss_from_a_capture_are_exact() {
-    let dir = std::env::temp_dir().join(format!("lr-count-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = TempDir::new("count");
+    let dir = tmp.0.clone();
     // Stream 1: 0..1000 with 10 pairs swapped (10 reordered), 7 duplicates,
     // and seqs 500..505 missing (5 lost). Stream 2: 0..300 clean, interleaved.
     let mut s1: Vec<u64> = (0..1000).filter(|s| !(500..505).contains(s)).collect();
@@ -108,15 +108,17 @@ fn reordering_duplicates_and_loss_from_a_capture_are_exact() {
     assert_eq!(b["reordered"], 0);
     assert_eq!(b["duplicates"], 0);
     assert_eq!(v["totals"]["malformed"], 0);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// `count --xdp`: the in-kernel counter on d0 counts exactly the 3000
 /// frames `linerate gen` sent from g0, and says so in its final JSON.
 #[test]
 fn xdp_counter_counts_what_was_sent() {
+    require_root();
     let bed = Testbed::up(&TestbedConfig::default()).expect("test bed");
-    let mut c = spawn_in(bed.ns_dut(), &["count", "d0", "--xdp", "--json", "--quiet"]);
+    // Not --quiet: the once-a-second lines say when all 3000 are counted.
+    let mut c = spawn_in(bed.ns_dut(), &["count", "d0", "--xdp", "--json"]);
+    let lines = c.stdout_lines();
     wait_xdp(&mut c, bed.ns_dut(), "d0", "linerate count --xdp");
     let out = Command::new("ip")
         .args(["netns", "exec", bed.ns_gen(), EXE, "gen", "afpacket:g0"])
@@ -124,11 +126,20 @@ fn xdp_counter_counts_what_was_sent() {
         .output()
         .unwrap();
     assert_ok(&out, "linerate gen");
-    std::thread::sleep(Duration::from_millis(300));
+    wait_line(
+        &lines,
+        Duration::from_secs(20),
+        "a once-a-second line of count --xdp with 3000 packets",
+        |l| {
+            let v: serde_json::Value = serde_json::from_str(l).ok()?;
+            (v["packets"].as_u64()? >= 3000).then_some(())
+        },
+    );
     c.signal(libc::SIGINT);
+    let rest = drain_lines(&lines, Duration::from_secs(10), "count --xdp after SIGINT");
     let out = c.wait_output(Duration::from_secs(10), "count --xdp");
     assert_ok(&out, "linerate count --xdp");
-    let v = last_json(&String::from_utf8_lossy(&out.stdout));
+    let v = last_json(&rest.join("\n"));
     assert_eq!(v["mode"], "xdp", "{v}");
     assert_eq!(v["packets"].as_u64().unwrap(), 3000, "{v}");
     assert_eq!(v["bytes"].as_u64().unwrap(), 3000 * 100, "{v}");

@@ -1,7 +1,7 @@
 //! `linerate experiment` with the built binary: the analysis of CSV data
 //! checked against an independent numpy/scipy computation
 //! (tests/anova_check.py), one-line errors for bad files, and one real run
-//! on namespace test beds (needs root; else it prints a note and passes).
+//! on namespace test beds (needs root; fails without it).
 
 use linerate_measure::testbed;
 use serde_json::{json, Value};
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 const BIN: &str = env!("CARGO_BIN_EXE_linerate");
 
 mod support;
-use support::TempDir;
+use support::{require_python, require_root, TempDir};
 
 static N: AtomicU32 = AtomicU32::new(0);
 
@@ -45,26 +45,10 @@ fn lr_json(args: &[&str]) -> Value {
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: bad JSON ({e}): {out}"))
 }
 
-/// A python3 with numpy and scipy ($LINERATE_PYTHON, python3, /usr/bin/python3).
-fn python() -> Option<String> {
-    let mut candidates: Vec<String> = std::env::var("LINERATE_PYTHON").into_iter().collect();
-    candidates.push("python3".into());
-    candidates.push("/usr/bin/python3".into());
-    candidates.into_iter().find(|p| {
-        Command::new(p)
-            .args(["-c", "import numpy, scipy"])
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false)
-    })
-}
-
 /// The independent reference: tests/anova_check.py (least squares with
 /// effect coding, numpy + scipy) on cell-major values.
 fn reference(dir: &TempDir, factors: &Value, r: usize, values: &[f64], transform: &str) -> Value {
-    let py = python().expect(
-        "no python3 with numpy and scipy (Debian: apt-get install python3-numpy python3-scipy)",
-    );
+    let py = require_python(&["numpy", "scipy"]);
     let input = dir.write(
         &format!("ref-{}.json", N.fetch_add(1, Ordering::Relaxed)),
         &json!({"factors": factors, "replications": r, "values": values, "transform": transform})
@@ -431,9 +415,7 @@ impl Drop for Guard {
 
 #[test]
 fn real_run_on_namespaces() {
-    if !root() {
-        return;
-    }
+    require_root();
     let dir = TempDir::new("run");
     let toml = dir.write(
         "exp.toml",
@@ -550,9 +532,7 @@ fn examples_are_valid() {
 #[test]
 fn interrupt_prints_partial_observations() {
     use std::io::{BufRead, BufReader, Read};
-    if !root() {
-        return;
-    }
+    require_root();
     let dir = TempDir::new("int");
     let toml = dir.write(
         "exp.toml",
@@ -605,12 +585,4 @@ fn interrupt_prints_partial_observations() {
         testbed::list().iter().all(|i| i.owner_pid != pid),
         "a test bed was left"
     );
-}
-
-fn root() -> bool {
-    let r = support::root();
-    if !r {
-        eprintln!("skipped: needs root");
-    }
-    r
 }

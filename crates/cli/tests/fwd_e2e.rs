@@ -7,10 +7,12 @@
 use linerate_io::{Batch, OpenOptions, Pkt};
 use linerate_measure::testbed::{Testbed, TestbedConfig};
 use linerate_wire::build::{build_udp, FrameParams, IpPair};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+mod support;
+use support::*;
 
 /// An empty TX descriptor slot (no bytes).
 // SAFETY: a null pointer with length 0 describes no memory.
@@ -56,38 +58,28 @@ fn frame(i: u64, buf: &mut [u8; 1514]) -> usize {
     len.max(n)
 }
 
-struct Child(std::process::Child);
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn run_backend(scheme: &str) {
     run_backend_with(scheme, &[]);
 }
 
 fn run_backend_with(scheme: &str, extra: &[&str]) {
+    require_root();
     let bed = Testbed::up(&TestbedConfig::default()).expect("test bed");
-    let exe = env!("CARGO_BIN_EXE_linerate");
-    let child = Command::new("ip")
-        .args(["netns", "exec", bed.ns_dut(), exe, "fwd"])
-        .arg(format!("{scheme}:d0"))
-        .arg(format!("{scheme}:d1"))
-        .args(["--json", "--quiet"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn linerate fwd");
-    let mut child = Child(child);
-    // Let the forwarder attach (AF_XDP loads and attaches a program).
-    std::thread::sleep(Duration::from_millis(1500));
-    assert!(
-        child.0.try_wait().unwrap().is_none(),
-        "linerate fwd exited early"
-    );
+    let (a, b) = (format!("{scheme}:d0"), format!("{scheme}:d1"));
+    let mut args = vec!["fwd", a.as_str(), b.as_str(), "--json", "--quiet"];
+    args.extend_from_slice(extra);
+    let mut child = spawn_in(bed.ns_dut(), &args);
+    // The forwarder is ready once both ports are open: AF_XDP attaches its
+    // program after the socket is bound and in the program's map; an
+    // AF_PACKET socket is running once bound. The ports' rings keep every
+    // frame from then on.
+    if scheme == "afxdp" {
+        for port in ["d0", "d1"] {
+            wait_xdp(&mut child, bed.ns_dut(), port, "linerate fwd");
+        }
+    } else {
+        wait_packet_sockets(&mut child, 2, "linerate fwd");
+    }
 
     let received = Arc::new(AtomicU64::new(0));
     let failed = Arc::new(AtomicBool::new(false));
@@ -124,10 +116,17 @@ fn run_backend_with(scheme: &str, extra: &[&str]) {
         .unwrap()
     });
     // The sink must be listening before the first frame leaves.
-    let t = Instant::now();
-    while !ready.load(Ordering::SeqCst) && t.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until(
+        Duration::from_secs(10),
+        "the sink's port on s0 open",
+        || {
+            assert!(
+                !sink.is_finished(),
+                "the sink thread ended before it was ready"
+            );
+            ready.load(Ordering::SeqCst)
+        },
+    );
     let ns_gen = bed.ns_gen().to_string();
     let rc = received.clone();
     let fl = failed.clone();
@@ -177,28 +176,19 @@ fn run_backend_with(scheme: &str, extra: &[&str]) {
     assert!(!failed.load(Ordering::SeqCst));
     assert_eq!(got, N, "{scheme}: frames at the sink");
 
-    // Final account from the forwarder (SIGINT), against interface counters.
-    std::thread::sleep(Duration::from_millis(200));
-    let d0 = bed.iface_stats(bed.ns_dut(), "d0").unwrap();
-    let d1 = bed.iface_stats(bed.ns_dut(), "d1").unwrap();
-    let s0 = bed.iface_stats(bed.ns_sink(), "s0").unwrap();
-    // SAFETY: signalling our own child (ip netns exec execs linerate in place).
-    unsafe { libc::kill(child.0.id() as i32, libc::SIGINT) };
-    let out = std::mem::replace(&mut child.0, Command::new("true").spawn().unwrap())
-        .wait_with_output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "fwd: {}",
-        String::from_utf8_lossy(&out.stderr)
+    // Final account from the forwarder (SIGINT), against interface
+    // counters (read once they have counted the N frames the sink got).
+    let (d0, d1, s0) = wait_for(
+        Duration::from_secs(10),
+        "the interface counters of d0, d1 and s0 to count the frames the sink got",
+        || {
+            let d0 = bed.iface_stats(bed.ns_dut(), "d0").unwrap();
+            let d1 = bed.iface_stats(bed.ns_dut(), "d1").unwrap();
+            let s0 = bed.iface_stats(bed.ns_sink(), "s0").unwrap();
+            (d0.rx_packets >= N && d1.tx_packets >= N && s0.rx_packets >= N).then_some((d0, d1, s0))
+        },
     );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let last = stdout
-        .lines()
-        .rev()
-        .find(|l| l.starts_with('{'))
-        .expect("final JSON");
-    let v: serde_json::Value = serde_json::from_str(last).unwrap();
+    let v = child.finish_json(Duration::from_secs(20), "linerate fwd");
     let ab = &v["directions"][0];
     assert_eq!(ab["direction"], "A->B");
     assert_eq!(ab["received"], N, "{scheme}: {ab}");

@@ -76,13 +76,13 @@ const BAD_FILTER: &str = "_ws.malformed or ip.checksum.status == 0 or udp.checks
      or (_ws.expert.severity >= 0x600000 and not _ws.expert.group == 0x02000000)";
 
 fn tshark(file: &Path, extra: &[&str]) -> String {
-    let out = Command::new("tshark")
+    let out = Command::new(require_tool("tshark"))
         .arg("-r")
         .arg(file)
         .args(TSHARK_PREFS)
         .args(extra)
         .output()
-        .expect("tshark is not installed (scripts/setup.sh installs it)");
+        .expect("run tshark");
     assert!(
         out.status.success(),
         "tshark -r {}: {}",
@@ -763,6 +763,8 @@ l4 = {{ icmp = {{ id = 77 }} }}
 
 #[test]
 fn exact_loss_through_a_router_with_an_nft_drop_rule() {
+    require_root();
+    require_tool("nft");
     let mut bed = Testbed::up(&TestbedConfig::default()).expect("test bed");
     bed.enable_ip_forwarding().unwrap();
     let dut = bed.ns_dut().to_string();
@@ -880,6 +882,7 @@ values = [10, 9]
 
 #[test]
 fn latency_through_linerate_fwd_names_the_clock() {
+    require_root();
     let bed = Testbed::up(&TestbedConfig::default()).expect("test bed");
     let (g, d0, s) = (bed.gen().clone(), bed.dut_in().clone(), bed.sink().clone());
     // The forwarder receives with recvmmsg: a TPACKET_V3 block ring hands

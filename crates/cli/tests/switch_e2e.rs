@@ -16,15 +16,20 @@
 //!
 //! Namespaces carry unique names (process id and a counter) and are
 //! removed on drop, also when a test fails; children are killed on drop.
+//! The namespace tests need root, tcpdump and tshark and fail without them;
+//! they wait for readiness (receivers' sockets bound, the switch's control
+//! socket answering, its counters moving), never for a fixed time.
 
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-const EXE: &str = env!("CARGO_BIN_EXE_linerate");
+mod support;
+use support::*;
+
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
 /// The namespace tests run one at a time: on a 2-core machine a switch, a
@@ -34,15 +39,6 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let r = unsafe { libc::geteuid() } == 0;
-    if !r {
-        eprintln!("skipped: needs root");
-    }
-    r
 }
 
 fn sh(args: &[&str]) {
@@ -57,22 +53,29 @@ fn sh(args: &[&str]) {
 /// Namespaces `{tag}sw`, `{tag}h1..3`; veth `{tag}pN` (in sw) <-> `{tag}hN` (in hN).
 struct Star {
     tag: String,
-    dir: PathBuf,
+    dir: TempDir,
+    /// The namespaces made so far (removed on drop).
+    made: Vec<String>,
 }
 
 impl Star {
     fn up() -> Star {
+        require_root();
         let tag = format!(
             "lsw{}{}",
             std::process::id() % 100_000,
             SEQ.fetch_add(1, Ordering::SeqCst)
         );
-        let dir = std::env::temp_dir().join(format!("{tag}-dir"));
-        let _ = std::fs::create_dir_all(&dir);
-        let s = Star { tag, dir };
+        let dir = TempDir::new(&tag);
+        let mut s = Star {
+            tag,
+            dir,
+            made: Vec::new(),
+        };
         for n in ["sw", "h1", "h2", "h3"] {
             let ns = s.ns(n);
             sh(&["ip", "netns", "add", &ns]);
+            s.made.push(ns.clone());
             sh(&["ip", "-n", &ns, "link", "set", "lo", "up"]);
             // No IPv6 neighbour discovery or router solicitations in the counts.
             sh(&[
@@ -120,6 +123,9 @@ impl Star {
     fn sock(&self) -> PathBuf {
         self.dir.join("ctl.sock")
     }
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
     fn file(&self, name: &str, body: &str) -> PathBuf {
         let p = self.dir.join(name);
         std::fs::write(&p, body).unwrap();
@@ -143,20 +149,17 @@ impl Star {
     }
 
     /// Run a `linerate switch` command line (ports, files, `--ctl`) in
-    /// poll-wait mode with JSON output; wait for its control socket.
+    /// poll-wait mode with JSON output; wait until its control socket
+    /// answers (it is started after every port is open).
     fn spawn_switch(&self, mut c: Command) -> Proc {
         c.args(["--poll", "wait", "--json", "--quiet"]);
-        let p = Proc(
+        let mut p = Proc(Some(
             c.stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
                 .unwrap(),
-        );
-        let t = Instant::now();
-        while !self.sock().exists() && t.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert!(self.sock().exists(), "switch did not come up");
+        ));
+        wait_ctl(&mut p, &self.sock(), "linerate switch");
         p
     }
 
@@ -175,22 +178,38 @@ impl Star {
         String::from_utf8_lossy(&o.stdout).into_owned()
     }
 
-    /// `linerate count` on host `i`, stopping after `idle` quiet seconds.
+    /// `linerate count` on host `i`, stopping after `idle` quiet seconds,
+    /// once its packet socket is bound.
     fn count(&self, i: u32, idle: f64) -> Proc {
-        let p = Proc(
-            Command::new("ip")
-                .args(["netns", "exec", &self.ns(&format!("h{i}")), EXE, "count"])
-                .arg(format!("afpacket:{}", self.host_if(i)))
-                .args(["--json", "--quiet", "--idle", &idle.to_string()])
-                .args(["--duration", "30"])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap(),
+        let port = format!("afpacket:{}", self.host_if(i));
+        let idle = idle.to_string();
+        let mut p = spawn_in(
+            &self.ns(&format!("h{i}")),
+            &[
+                "count",
+                &port,
+                "--json",
+                "--quiet",
+                "--idle",
+                &idle,
+                "--duration",
+                "30",
+            ],
         );
-        // Let the receiver open its ring.
-        std::thread::sleep(Duration::from_millis(400));
+        wait_packet_sockets(&mut p, 1, "linerate count");
         p
+    }
+    /// Port `no`'s counter `what` (rx_packets, tx_packets) from dump-ports.
+    fn port_counter(&self, no: u64, what: &str) -> u64 {
+        let v: Value = serde_json::from_str(self.ctl(&["dump-ports", "--json"]).trim()).unwrap();
+        v["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["port"] == no)
+            .unwrap_or_else(|| panic!("no port {no}: {v}"))[what]
+            .as_u64()
+            .unwrap()
     }
 
     /// `linerate gen` from h1 (blocks until done).
@@ -212,45 +231,29 @@ impl Star {
 
 impl Drop for Star {
     fn drop(&mut self) {
-        for n in ["sw", "h1", "h2", "h3"] {
-            let _ = Command::new("ip")
-                .args(["netns", "del", &self.ns(n)])
-                .output();
+        for n in &self.made {
+            let _ = Command::new("ip").args(["netns", "del", n]).output();
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
-/// A child process killed on drop.
-struct Proc(Child);
+/// How long a receiver or the switch may take to end.
+const END: Duration = Duration::from_secs(40);
 
-impl Proc {
+/// Extensions of the shared [`Proc`] for these tests.
+trait ProcExt {
     /// SIGINT, wait, last JSON line of stdout.
-    fn finish(self) -> Value {
-        // SAFETY: signalling our own child (ip netns exec execs in place).
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGINT) };
-        self.wait_json()
-    }
-    /// Wait for exit, last JSON line of stdout.
-    fn wait_json(mut self) -> Value {
-        let c = std::mem::replace(&mut self.0, Command::new("true").spawn().unwrap());
-        let out = c.wait_with_output().unwrap();
-        let s = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "exit {:?}: {s} {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let last = s.lines().rev().find(|l| l.starts_with('{')).expect("JSON");
-        serde_json::from_str(last).unwrap()
-    }
+    fn finish(self) -> Value;
+    /// Wait for the exit (a success), last JSON line of stdout.
+    fn json(self) -> Value;
 }
 
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+impl ProcExt for Proc {
+    fn finish(self) -> Value {
+        self.finish_json(END, "linerate")
+    }
+    fn json(self) -> Value {
+        self.wait_json(END, "linerate")
     }
 }
 
@@ -271,9 +274,6 @@ fn stream0(v: &Value) -> (u64, u64, f64) {
 
 #[test]
 fn forward_drop_and_add_flow_under_traffic() {
-    if !root() {
-        return;
-    }
     let _serial = serial();
     let s = Star::up();
     let sw = s.switch(
@@ -288,25 +288,41 @@ fn forward_drop_and_add_flow_under_traffic() {
     // Forward: all 1000 arrive at h2, none at h3.
     let (c2, c3) = (s.count(2, 1.0), s.count(3, 1.0));
     s.gen("10.0.2.2", &["--count", "1000", "--rate", "10kpps"]);
-    let (p2, d2, _) = stream0(&c2.wait_json());
-    let (p3, _, _) = stream0(&c3.wait_json());
+    let (p2, d2, _) = stream0(&c2.json());
+    let (p3, _, _) = stream0(&c3.json());
     assert_eq!((p2, d2, p3), (1000, 0, 0));
 
-    // Drop: nothing arrives anywhere.
+    // Drop: nothing arrives anywhere. No packet: count would stop only at
+    // its --duration; stop it once the switch has taken in all 1000 (port
+    // 1 has received 2000 in all), so none of them can still be on the way.
     let (c2, c3) = (s.count(2, 1.0), s.count(3, 1.0));
     s.gen("10.0.3.3", &["--count", "1000", "--rate", "10kpps"]);
-    // No packet: count stops at its --duration; kill it early instead.
-    std::thread::sleep(Duration::from_millis(500));
+    wait_until(
+        Duration::from_secs(20),
+        "the switch to receive the second 1000 packets on port 1",
+        || s.port_counter(1, "rx_packets") >= 2000,
+    );
     let (p2, _, _) = stream0(&c2.finish());
     let (p3, _, _) = stream0(&c3.finish());
     assert_eq!((p2, p3), (0, 0));
 
     // add-flow while traffic to 10.0.3.3 flows (10 kpps for 3 s): once
-    // the higher-priority rule is in, every packet reaches h3.
+    // the higher-priority rule is in, every packet reaches h3. The rule is
+    // added once the old one has dropped 2000 packets of this run (0.2 s).
     let c3 = s.count(3, 1.0);
     let t = std::thread::scope(|sc| {
         let g = sc.spawn(|| s.gen("10.0.3.3", &["--rate", "10kpps", "--duration", "3"]));
-        std::thread::sleep(Duration::from_millis(1000));
+        wait_until(
+            Duration::from_secs(20),
+            "traffic to 10.0.3.3 at the switch (2000 packets on port 1)",
+            || {
+                assert!(
+                    !g.is_finished(),
+                    "gen ended before its traffic reached the switch"
+                );
+                s.port_counter(1, "rx_packets") >= 4000
+            },
+        );
         let t = Instant::now();
         s.ctl(&[
             "add-flow",
@@ -316,7 +332,7 @@ fn forward_drop_and_add_flow_under_traffic() {
         g.join().unwrap();
         t
     });
-    let v3 = c3.wait_json();
+    let v3 = c3.json();
     let (p3, d3, _) = stream0(&v3);
     let st = &v3["streams"][0];
     let sent = st["max_seq"].as_u64().unwrap() + 1;
@@ -368,9 +384,6 @@ fn forward_drop_and_add_flow_under_traffic() {
 
 #[test]
 fn rewrite_headers_with_good_checksums() {
-    if !root() {
-        return;
-    }
     let _serial = serial();
     let s = Star::up();
     let _sw = s.switch(
@@ -379,25 +392,27 @@ fn rewrite_headers_with_good_checksums() {
         "",
         "",
     );
-    let pcap = s.dir.join("rw.pcap");
-    let mut cap = Proc(
+    let tcpdump = require_tool("tcpdump");
+    let tshark = require_tool("tshark");
+    let pcap = s.path("rw.pcap");
+    // -Z root: tcpdump keeps root, so it can write into our private directory.
+    let mut cap = Proc(Some(
         Command::new("ip")
-            .args(["netns", "exec", &s.ns("h2"), "tcpdump", "-i", &s.host_if(2)])
-            .args(["-U", "-c", "50", "-w"])
+            .args(["netns", "exec", &s.ns("h2"), "tcpdump", "-Z", "root"])
+            .args(["-i", &s.host_if(2), "-U", "-c", "50", "-w"])
             .arg(&pcap)
             .arg("udp")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap(),
-    );
-    std::thread::sleep(Duration::from_millis(1000));
+    ));
+    wait_packet_sockets_of(&mut cap, &tcpdump, 1, "tcpdump");
     s.gen("10.0.2.2", &["--count", "50", "--rate", "1kpps"]);
-    let t = Instant::now();
-    while cap.0.try_wait().unwrap().is_none() && t.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let o = Command::new("tshark")
+    // tcpdump -c 50 exits once it has written 50 packets.
+    let out = cap.wait_output(Duration::from_secs(20), "tcpdump -c 50");
+    assert_ok(&out, "tcpdump");
+    let o = Command::new(tshark)
         .arg("-r")
         .arg(&pcap)
         .args([
@@ -437,9 +452,6 @@ fn rewrite_headers_with_good_checksums() {
 
 #[test]
 fn group_replicates_and_meter_limits_rate() {
-    if !root() {
-        return;
-    }
     let _serial = serial();
     let s = Star::up();
     let sw = s.switch(
@@ -455,8 +467,8 @@ fn group_replicates_and_meter_limits_rate() {
     // Replication: each of 2000 packets once at h2 and once at h3.
     let (c2, c3) = (s.count(2, 1.0), s.count(3, 1.0));
     s.gen("10.0.2.2", &["--count", "2000", "--rate", "10kpps"]);
-    let (p2, d2, _) = stream0(&c2.wait_json());
-    let (p3, d3, _) = stream0(&c3.wait_json());
+    let (p2, d2, _) = stream0(&c2.json());
+    let (p3, d3, _) = stream0(&c3.json());
     assert_eq!((p2, d2, p3, d3), (2000, 0, 2000, 0));
 
     // Meter: 50 kpps offered for 3 s, 20 kpps let through. The bucket
@@ -464,7 +476,7 @@ fn group_replicates_and_meter_limits_rate() {
     // its initial fill adds 500 / 60 000 = 0.8 % at most.
     let c2 = s.count(2, 1.0);
     s.gen("10.0.9.9", &["--rate", "50kpps", "--duration", "3"]);
-    let v = c2.wait_json();
+    let v = c2.json();
     let (p2, _, pps) = stream0(&v);
     eprintln!("metered rate {pps:.0} pps ({p2} packets)");
     assert!(
@@ -487,9 +499,6 @@ fn group_replicates_and_meter_limits_rate() {
 
 #[test]
 fn rule_churn_under_traffic_loses_nothing() {
-    if !root() {
-        return;
-    }
     let _serial = serial();
     let s = Star::up();
     let sw = s.switch(
@@ -533,7 +542,7 @@ fn rule_churn_under_traffic_loses_nothing() {
         g.join().unwrap();
         rounds
     });
-    let v = c2.wait_json();
+    let v = c2.json();
     let (p2, d2, _) = stream0(&v);
     let sent = v["streams"][0]["max_seq"].as_u64().unwrap() + 1;
     eprintln!("{rounds} rounds of +10 000 / -10 000 rules; {p2} of {sent} packets arrived");
@@ -546,8 +555,7 @@ fn rule_churn_under_traffic_loses_nothing() {
 
 #[test]
 fn errors_are_one_line() {
-    let dir = std::env::temp_dir().join(format!("lsw-err-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new("lsw-err");
     let flows = dir.join("bad.txt");
     std::fs::write(
         &flows,
@@ -570,7 +578,6 @@ fn errors_are_one_line() {
     assert!(e.contains("bad.txt:3") && e.contains("nw_dst"), "{e}");
     let e = run(&["switch-ctl", "/nonexistent/ctl.sock", "dump-flows"]);
     assert!(e.contains("/nonexistent/ctl.sock"), "{e}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// FLOWer's amplification self test (seed 004 Sect. 4-5): a group rule
@@ -580,9 +587,6 @@ fn errors_are_one_line() {
 /// counts N times the generated packets, at N times the rate.
 #[test]
 fn flower_amplifies_through_a_group_and_loops() {
-    if !root() {
-        return;
-    }
     let _serial = serial();
     const N: u32 = 4;
     const SENT: u64 = 4000;
@@ -634,7 +638,7 @@ fn flower_amplifies_through_a_group_and_loops() {
         "10.0.2.2",
         &["--count", &SENT.to_string(), "--rate", "20kpps"],
     );
-    let v = sink.wait_json();
+    let v = sink.json();
     let st = v["streams"]
         .as_array()
         .and_then(|a| a.iter().find(|x| x["stream"] == 0))

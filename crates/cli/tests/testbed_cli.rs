@@ -1,6 +1,6 @@
-//! `linerate testbed` end to end, with the built binary. Needs root (else
-//! the tests print a note and pass). Every bed has a unique name and a
-//! guard removes it if a test fails.
+//! `linerate testbed` end to end, with the built binary. Needs root (the
+//! tests fail without it). Every bed has a unique name and a guard removes
+//! it if a test fails.
 
 use linerate_measure::testbed::{self, TestbedInfo};
 use std::io::{BufRead, BufReader};
@@ -10,14 +10,8 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_linerate");
 
-fn root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let r = unsafe { libc::geteuid() } == 0;
-    if !r {
-        eprintln!("skipped: needs root");
-    }
-    r
-}
+mod support;
+use support::{require_root, wait_for};
 
 static N: AtomicU32 = AtomicU32::new(0);
 
@@ -109,23 +103,19 @@ fn hold_then_signal(sig: i32) {
 
 #[test]
 fn hold_is_removed_on_sigterm() {
-    if root() {
-        hold_then_signal(libc::SIGTERM);
-    }
+    require_root();
+    hold_then_signal(libc::SIGTERM);
 }
 
 #[test]
 fn hold_is_removed_on_sigint() {
-    if root() {
-        hold_then_signal(libc::SIGINT);
-    }
+    require_root();
+    hold_then_signal(libc::SIGINT);
 }
 
 #[test]
 fn up_status_exec_down() {
-    if !root() {
-        return;
-    }
+    require_root();
     let name = uname("u");
     let _g = Guard {
         name: name.clone(),
@@ -178,9 +168,7 @@ fn up_status_exec_down() {
 
 #[test]
 fn bed_of_a_killed_process_is_removed_by_down() {
-    if !root() {
-        return;
-    }
+    require_root();
     let name = uname("k");
     let mut g = Guard {
         name: name.clone(),
@@ -199,7 +187,12 @@ fn bed_of_a_killed_process_is_removed_by_down() {
     let c = g.child.as_mut().unwrap();
     // `--hold` starts a watchdog that would remove the bed (see
     // bench_kill.rs); kill it first, as `kill -9` of every linerate would.
-    let wd = watchdog_of(c.id()).expect("testbed up --hold runs a watchdog");
+    let pid = c.id();
+    let wd = wait_for(
+        Duration::from_secs(10),
+        "the watchdog (linerate __reap) that testbed up --hold starts",
+        || watchdog_of(pid),
+    );
     // SAFETY: the watchdog child of our child.
     unsafe { libc::kill(wd as i32, libc::SIGKILL) };
     c.kill().unwrap(); // SIGKILL: no cleanup possible in the process

@@ -3,7 +3,7 @@
 //! counters, hash fanout, and the one-line errors. Needs root.
 mod common;
 
-use common::{is_root, NetnsGuard};
+use common::{require_root, NetnsGuard};
 use linerate_io::{open, Batch, OpenOptions, Pkt, Port};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -196,10 +196,7 @@ fn transfer_frames(
     window: usize,
     make: fn(u32) -> Vec<u8>,
 ) {
-    if !is_root() {
-        eprintln!("skipped: needs root");
-        return;
-    }
+    require_root();
     let ns = NetnsGuard::new("ap");
     ns.veth("va", "vb");
     let opts = OpenOptions {
@@ -295,10 +292,7 @@ fn v3_small_ring_wraps_with_held_batches() {
 /// whose union is every frame, each flow on one socket only.
 #[test]
 fn fanout_hash_splits_disjoint() {
-    if !is_root() {
-        eprintln!("skipped: needs root");
-        return;
-    }
+    require_root();
     const FLOWS: u32 = 64;
     let ns = NetnsGuard::new("af");
     ns.veth("va", "vb");
@@ -403,10 +397,7 @@ fn one_line_errors() {
 /// Opening, describing and closing both ring kinds on loopback of a private namespace.
 #[test]
 fn info_and_reopen() {
-    if !is_root() {
-        eprintln!("skipped: needs root");
-        return;
-    }
+    require_root();
     let ns = NetnsGuard::new("ai");
     ns.veth("va", "vb");
     for _ in 0..3 {
@@ -435,10 +426,7 @@ fn info_and_reopen() {
 /// dropped on a thread of its own (capset affects only the calling thread).
 #[test]
 fn eperm_says_cap_net_raw() {
-    if !is_root() {
-        eprintln!("skipped: needs root");
-        return;
-    }
+    require_root();
     let e = std::thread::spawn(|| {
         #[repr(C)]
         struct Hdr {

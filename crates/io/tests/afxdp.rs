@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 // SAFETY: a null pointer with length 0 describes no memory.
 const NO_PKT: Pkt = unsafe { Pkt::from_raw(std::ptr::null_mut(), 0, 0, 0) };
 
+mod common;
+use common::{require_root, require_tool, wait_until};
+
 const ETHERTYPE: u16 = 0x88b5; // local experimental
 const N: u32 = 10_000;
 
@@ -25,6 +28,7 @@ impl Drop for Ns {
 }
 
 fn run(args: &[&str]) -> String {
+    require_tool(args[0]);
     let o = Command::new(args[0])
         .args(&args[1..])
         .output()
@@ -39,6 +43,7 @@ fn run(args: &[&str]) -> String {
 
 /// A fresh namespace with veth x0 <-> x1 up (IPv6 off: no stray frames).
 fn veth_ns() -> Ns {
+    require_root();
     static COUNT: AtomicUsize = AtomicUsize::new(0);
     let ns = Ns(format!(
         "lrxdp{}_{}",
@@ -221,21 +226,13 @@ fn open(uri: &str) -> Port {
     linerate_io::open(uri, &opts()).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// An XDP program is (still) attached. The kernel releases a bpf_link on
-/// the last close asynchronously, so after a drop this polls for up to 2 s
-/// before answering true.
-fn xdp_shown(ns: &Ns, ifname: &str) -> bool {
-    let t = Instant::now();
-    loop {
-        let s = run(&["ip", "-n", &ns.0, "link", "show", ifname]);
-        if !s.contains("xdp") {
-            return false;
-        }
-        if t.elapsed() > Duration::from_secs(2) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+/// Wait until no XDP program is attached to `ifname` (the kernel releases
+/// a bpf_link on the last close asynchronously); fails with `what` if one
+/// still is after 10 s.
+fn wait_no_xdp(ns: &Ns, ifname: &str, what: &str) {
+    wait_until(Duration::from_secs(10), what, || {
+        !run(&["ip", "-n", &ns.0, "link", "show", ifname]).contains("xdp")
+    });
 }
 
 /// Receive N frames through an afxdp port on x1 while a raw socket sends them into x0.
@@ -307,7 +304,7 @@ fn rx_test(mode: &'static str) {
     assert_eq!(info.clock, "none");
     assert_eq!(info.ifname.as_deref(), Some("x1"));
     assert!(info.ifindex.is_some());
-    assert!(!xdp_shown(&ns, "x1"), "XDP program left on x1 after drop");
+    wait_no_xdp(&ns, "x1", "XDP program on x1 gone after the drop");
 }
 
 #[test]
@@ -377,7 +374,7 @@ fn tx_10k_to_raw_socket() {
         assert_eq!(ks.get("tx_invalid_descs"), Some(0), "{ks:?}");
         assert_eq!(ks.get("tx_too_big"), Some(0), "{ks:?}");
     });
-    assert!(!xdp_shown(&ns, "x0"));
+    wait_no_xdp(&ns, "x0", "XDP program on x0 gone after the drop");
 }
 
 #[test]
@@ -424,7 +421,7 @@ fn reopen_after_drop_and_panic() {
         drop(tx);
         drop(open("afxdp:x1?queue=0"));
     });
-    assert!(!xdp_shown(&ns, "x1"), "XDP program left after drop");
+    wait_no_xdp(&ns, "x1", "XDP program on x1 gone after the drop");
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! The in-kernel pieces end to end on veth pairs in private namespaces:
 //! xdpgen -> xdpcount exact counts and frame contents, and
 //! xdpgen -> xdpfwd -> xdpcount in both directions with MAC rewrite.
+//! Needs root (fails without); waits for counters to reach their counts,
+//! never a fixed time.
 use linerate_io::xdp::AttachMode;
 use linerate_io::xdpcount::XdpCount;
 use linerate_io::xdpfwd::{veth_xdp_xmit_errors, MacPair, MacRewrite, XdpFwd};
@@ -10,9 +12,13 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
+mod common;
+use common::{require_root, require_tool, wait_until};
+
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
 fn run(args: &[&str]) -> String {
+    require_tool(args[0]);
     let o = Command::new(args[0])
         .args(&args[1..])
         .output()
@@ -29,6 +35,7 @@ fn run(args: &[&str]) -> String {
 struct Bed(Vec<String>);
 impl Bed {
     fn new(roles: &[&str]) -> Bed {
+        require_root();
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
         let mut bed = Bed(Vec::new());
         for r in roles {
@@ -145,8 +152,21 @@ fn frame(len: usize) -> Vec<u8> {
     ipv4_udp_frame(DST, SRC, [10, 0, 0, 1], [10, 0, 0, 2], 5000, 6000, len)
 }
 
-fn settle() {
-    std::thread::sleep(Duration::from_millis(300));
+/// Wait until `sink` has counted `n` frames (frames in flight on a veth
+/// arrive within moments; a generous limit for a loaded machine).
+fn wait_count(sink: &XdpCount, n: u64, what: &str) {
+    let t = std::time::Instant::now();
+    loop {
+        let c = sink.read().packets;
+        if c >= n {
+            return;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "{what}: {n} frames not counted after 10 s ({c} were)"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
 }
 
 fn seq_of(f: &[u8]) -> u64 {
@@ -182,7 +202,7 @@ fn gen_to_count_exact() {
         let mut gen = XdpGen::new("g0", &f, cfg).unwrap();
         let st = gen.run(N, &AtomicBool::new(false)).unwrap();
         assert_eq!(st.sent, N, "{st:?}");
-        settle();
+        wait_count(&sink, N, "sink on d0");
         let c = sink.read();
         assert_eq!(
             c.packets,
@@ -331,7 +351,8 @@ fn fwd_both_directions_with_rewrite_and_detach() {
         let f2 = frame(128);
         let mut gen_s = XdpGen::new("s0", &f2, GenConfig::default()).unwrap();
         assert_eq!(gen_s.run(M, &stop).unwrap().sent, M);
-        settle();
+        wait_count(&sink_s, N, "sink on s0");
+        wait_count(&sink_g, M, "sink on g0");
         let c = fwd.counters();
         assert_eq!(sink_s.read().packets, N, "{c:?}");
         assert_eq!(sink_s.read().bytes, N * 64);
@@ -375,16 +396,13 @@ fn fwd_both_directions_with_rewrite_and_detach() {
         // Detached from both ports on drop.
         drop(fwd);
         enter(&d);
-        // The kernel releases a bpf_link asynchronously on the last close:
-        // allow it up to 2 s.
+        // The kernel releases a bpf_link asynchronously on the last close.
         for port in ["fa", "fb"] {
-            let t = std::time::Instant::now();
-            let mut shown = run(&["ip", "link", "show", "dev", port]);
-            while shown.contains("prog/xdp") && t.elapsed() < std::time::Duration::from_secs(2) {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-                shown = run(&["ip", "link", "show", "dev", port]);
-            }
-            assert!(!shown.contains("prog/xdp"), "{port} after drop: {shown}");
+            wait_until(
+                Duration::from_secs(10),
+                &format!("the XDP program on {port} gone after the drop"),
+                || !run(&["ip", "link", "show", "dev", port]).contains("prog/xdp"),
+            );
         }
     })
     .join()
@@ -426,14 +444,19 @@ fn gen_into_veth_without_peer_napi_is_lost_silently() {
     };
     let before = rx(&s);
     assert_eq!(send(), Some(0), "not counted as a veth xmit error either");
-    settle();
+    // (veth frees such a frame in its transmit, at once.)
     assert_eq!(rx(&s) - before, 0);
     run(&[
         "ip", "netns", "exec", &s, "ethtool", "-K", "d0", "gro", "on",
     ]);
-    let before = rx(&s);
     send();
-    settle();
+    // The second 1000 arrive; had any of the first 1000 been on the way
+    // (queued ahead of them), the count would go past 1000.
+    wait_until(
+        Duration::from_secs(10),
+        "d0 to receive the 1000 frames sent with GRO on",
+        || rx(&s) - before >= 1000,
+    );
     assert_eq!(rx(&s) - before, 1000);
 }
 
@@ -544,7 +567,7 @@ fn gen_rate_limit_exact_count_and_stop() {
             st.duration_ns > 150_000_000 && st.duration_ns < 1_000_000_000,
             "{st:?}"
         );
-        settle();
+        wait_count(&sink, 20_000, "sink on d0");
         assert_eq!(sink.read().packets, 20_000);
         // Stop from another thread after ~200 ms of an unbounded run.
         let stop = std::sync::Arc::new(AtomicBool::new(false));
@@ -606,7 +629,7 @@ fn gen_in_program_pacing_exact_count_seq_and_stop() {
             st.duration_ns > 90_000_000 && st.duration_ns < 1_000_000_000,
             "{st:?}"
         );
-        settle();
+        wait_count(&sink, N, "sink on d0");
         let c = sink.read();
         assert_eq!(c.packets, N, "{c:?} {st:?}");
         // Sequence numbers 0..N-1: N frames and the largest is N-1, so
@@ -623,7 +646,7 @@ fn gen_in_program_pacing_exact_count_seq_and_stop() {
             .min()
             .unwrap();
         assert!(best_late < 5_000_000, "schedule slipped {best_late} ns");
-        settle();
+        wait_count(&sink, N + 600, "sink on d0");
         let c = sink.read();
         assert_eq!(c.packets, N + 600, "{c:?}");
         let base = N + 600;
@@ -640,7 +663,7 @@ fn gen_in_program_pacing_exact_count_seq_and_stop() {
             "{st:?}, veth xmit errors {:?}",
             veth_xdp_xmit_errors("g0")
         );
-        settle();
+        wait_count(&sink, base + st.sent, "sink on d0");
         let c = sink.read();
         assert_eq!(c.packets, base + st.sent);
         assert_eq!(c.max_seq, Some(base + st.sent - 1));
@@ -719,11 +742,11 @@ fn gen_pacing_smoothness_report() {
                     .unwrap();
                 done.store(true, Ordering::Relaxed);
                 let per_ms = sampler.join().unwrap();
-                settle();
-                let got = sink.read().packets - before;
                 // Every frame sent is received or refused by the veth
                 // (peer ring full: the receiver was starved of CPU).
                 let lost = veth_xdp_xmit_errors("g0").unwrap_or(0) - xe0;
+                wait_count(&sink, before + st.sent - lost, "sink on d0");
+                let got = sink.read().packets - before;
                 assert_eq!(got + lost, st.sent, "{pacing:?} {pps}: {st:?}");
                 let n = per_ms.len().max(1) as f64;
                 let mean = per_ms.iter().sum::<f64>() / n;

@@ -1,6 +1,7 @@
 //! Tests of the `pcap:` backend: write/read round trips, files from other
-//! tools (tshark/editcap/tcpdump when installed), all header variants,
-//! damaged files, pacing, loops and the fuzz entry point.
+//! tools (tshark, editcap, tcpdump: scripts/setup.sh installs them, the
+//! tests fail without), all header variants, damaged files, pacing, loops
+//! and the fuzz entry point.
 
 use linerate_io::{open, Batch, OpenOptions, Pkt, Port};
 use std::path::PathBuf;
@@ -8,24 +9,21 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-/// A temporary file path removed on drop.
-struct Tmp(PathBuf);
+mod common;
+use common::{require_tool, TempDir};
+
+/// A temporary file path (in a private directory of its own), removed on
+/// drop.
+struct Tmp(PathBuf, #[allow(dead_code)] TempDir);
 impl Tmp {
     fn new(ext: &str) -> Tmp {
         static N: AtomicU32 = AtomicU32::new(0);
-        Tmp(std::env::temp_dir().join(format!(
-            "linerate-pcap-{}-{}.{ext}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        )))
+        let dir = TempDir::new("pcap");
+        let p = dir.join(&format!("{}.{ext}", N.fetch_add(1, Ordering::Relaxed)));
+        Tmp(p, dir)
     }
     fn s(&self) -> &str {
         self.0.to_str().unwrap()
-    }
-}
-impl Drop for Tmp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
     }
 }
 
@@ -122,11 +120,7 @@ fn round_trip_pcapng_and_pcap() {
         } else {
             assert_eq!(&head[0..4], &0xa1b2_3c4du32.to_le_bytes());
         }
-        if which("tshark") {
-            check_tshark(t.s(), &fr);
-        } else {
-            eprintln!("tshark not installed: skipping the tshark cross-check");
-        }
+        check_tshark(t.s(), &fr);
     }
 }
 
@@ -145,17 +139,9 @@ fn zero_timestamp_becomes_realtime() {
     assert_eq!(got[2].1, 5);
 }
 
-fn which(tool: &str) -> bool {
-    Command::new("which")
-        .arg(tool)
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-}
-
 /// tshark reads the file with no error, the same number of frames, same bytes.
 fn check_tshark(path: &str, fr: &[Vec<u8>]) {
-    let o = Command::new("tshark")
+    let o = Command::new(require_tool("tshark"))
         .args(["-r", path, "-T", "fields", "-e", "frame.len"])
         .output()
         .unwrap();
@@ -398,33 +384,25 @@ fn files_from_other_tools() {
         .enumerate()
         .map(|(i, f)| (f.clone(), (1000 + i as u64) * 1_000_000_000 + 123_456_000))
         .collect();
-    let mut tried = 0;
-    if which("editcap") {
-        // editcap's pcapng (if_tsresol 6 by default) and nanosecond pcap.
-        for (fmt, ext) in [("pcapng", "pcapng"), ("nsecpcap", "pcap"), ("pcap", "pcap")] {
-            let out = Tmp::new(ext);
-            let st = Command::new("editcap")
-                .args(["-F", fmt, src.s(), out.s()])
-                .status()
-                .unwrap();
-            assert!(st.success());
-            assert_eq!(read_file(out.s()), expect, "editcap -F {fmt}");
-            tried += 1;
-        }
-    }
-    if which("tcpdump") {
-        let out = Tmp::new("pcap");
-        let o = Command::new("tcpdump")
-            .args(["-r", src.s(), "-w", out.s()])
-            .output()
+    // editcap's pcapng (if_tsresol 6 by default) and nanosecond pcap.
+    let editcap = require_tool("editcap");
+    for (fmt, ext) in [("pcapng", "pcapng"), ("nsecpcap", "pcap"), ("pcap", "pcap")] {
+        let out = Tmp::new(ext);
+        let st = Command::new(&editcap)
+            .args(["-F", fmt, src.s(), out.s()])
+            .status()
             .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        assert_eq!(read_file(out.s()), expect, "tcpdump -w");
-        tried += 1;
+        assert!(st.success());
+        assert_eq!(read_file(out.s()), expect, "editcap -F {fmt}");
     }
-    if tried == 0 {
-        eprintln!("neither editcap nor tcpdump installed: nothing to compare with");
-    }
+    // -Z root: tcpdump keeps root, so it can write into our private directory.
+    let out = Tmp::new("pcap");
+    let o = Command::new(require_tool("tcpdump"))
+        .args(["-Z", "root", "-r", src.s(), "-w", out.s()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(read_file(out.s()), expect, "tcpdump -w");
 }
 
 fn open_err(path: &str) -> String {

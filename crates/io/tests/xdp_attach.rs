@@ -3,6 +3,9 @@
 use linerate_io::xdp::{AttachMode, XdpProgram};
 use std::process::Command;
 
+mod common;
+use common::{require_root, wait_until};
+
 fn sh(args: &[&str]) -> String {
     let o = Command::new(args[0])
         .args(&args[1..])
@@ -20,6 +23,7 @@ impl Drop for Ns {
 
 #[test]
 fn attach_and_detach_on_drop() {
+    require_root();
     let ns = Ns(format!("lrxa{}", std::process::id()));
     assert!(Command::new("ip")
         .args(["netns", "add", &ns.0])
@@ -47,13 +51,11 @@ fn attach_and_detach_on_drop() {
             assert!(shown.contains("xdp"), "attached in {mode:?}: {shown}");
             drop(p);
             // The kernel releases a bpf_link asynchronously on the last close.
-            let t = std::time::Instant::now();
-            let mut shown = sh(&["ip", "link", "show", "xa0"]);
-            while shown.contains("prog/xdp") && t.elapsed() < std::time::Duration::from_secs(2) {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-                shown = sh(&["ip", "link", "show", "xa0"]);
-            }
-            assert!(!shown.contains("prog/xdp"), "detached after drop: {shown}");
+            wait_until(
+                std::time::Duration::from_secs(10),
+                &format!("detached in {mode:?} after the drop"),
+                || !sh(&["ip", "link", "show", "xa0"]).contains("prog/xdp"),
+            );
         }
     })
     .join()

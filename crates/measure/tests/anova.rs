@@ -11,6 +11,10 @@ use linerate_measure::experiment::{
 };
 use serde_json::{json, Value};
 
+#[path = "../../io/tests/common/need.rs"]
+mod need;
+use need::{require_python, TempDir};
+
 /// Deterministic pseudo-random numbers in [0, 1) (SplitMix64).
 struct Rng(u64);
 impl Rng {
@@ -61,53 +65,32 @@ fn script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/anova_check.py")
 }
 
-/// A python3 with numpy and scipy: $LINERATE_PYTHON, `python3` on PATH, or
-/// Debian's /usr/bin/python3 (python3-scipy, python3-numpy) when the first
-/// python3 on PATH is another installation (e.g. pyenv) without them.
-fn python() -> Option<String> {
-    let mut candidates: Vec<String> = std::env::var("LINERATE_PYTHON").into_iter().collect();
-    candidates.push("python3".into());
-    candidates.push("/usr/bin/python3".into());
-    for p in candidates {
-        let ok = Command::new(&p)
-            .args(["-c", "import numpy, scipy"])
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false);
-        if ok {
-            return Some(p);
-        }
-    }
-    None
-}
-
-/// Runs the Python cross-check on these observations; None (with a printed
-/// reason) when no python3 has scipy.
-fn python_anova(design: &Design, values: &[f64], transform: Transform) -> Option<Value> {
-    let Some(py) = python() else {
-        eprintln!("SKIP python cross-check: no python3 with numpy and scipy (Debian: apt-get install python3-scipy python3-numpy)");
-        return None;
-    };
+/// Runs the Python cross-check on these observations. A python3 with
+/// numpy and scipy ($LINERATE_PYTHON, `python3` in PATH, or Debian's
+/// /usr/bin/python3 when the first python3 in PATH is another installation,
+/// e.g. pyenv, without them) is required: scripts/setup.sh installs
+/// python3-numpy and python3-scipy, and the test fails without them.
+fn python_anova(design: &Design, values: &[f64], transform: Transform) -> Value {
+    let py = require_python(&["numpy", "scipy"]);
     let input = json!({
         "factors": design.factors,
         "replications": design.replications,
         "values": values,
         "transform": transform,
     });
-    let path = std::env::temp_dir().join(format!(
-        "linerate-anova-{}-{}.json",
-        std::process::id(),
+    let dir = TempDir::new("anova");
+    let path = dir.join(&format!(
+        "in-{}.json",
         COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
     std::fs::write(&path, input.to_string()).unwrap();
     let out = Command::new(&py).arg(script()).arg(&path).output().unwrap();
-    let _ = std::fs::remove_file(&path);
     assert!(
         out.status.success(),
         "anova_check.py failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    Some(serde_json::from_slice(&out.stdout).unwrap())
+    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 fn close(a: f64, b: f64, rel: f64, what: &str) {
@@ -134,9 +117,7 @@ fn run(design: &Design, values: &[f64], transform: Transform) -> Anova {
 fn cross_check(design: Design, values: Vec<f64>, transform: Transform) {
     let a = run(&design, &values, transform);
     check_invariants(&a);
-    let Some(p) = python_anova(&design, &values, transform) else {
-        return;
-    };
+    let p = python_anova(&design, &values, transform);
     const REL: f64 = 1e-9;
     let f = |v: &Value| v.as_f64().unwrap();
     close(a.ssy, f(&p["ssy"]), REL, "SSY");

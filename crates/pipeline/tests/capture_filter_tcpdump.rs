@@ -1,9 +1,10 @@
 //! The capture filters keep exactly the packets tcpdump keeps for the same
 //! expression on the same pcap (tcpdump -r IN -w OUT 'EXPR').
 //!
-//! Needs tcpdump in PATH; without it the test says so and checks nothing.
+//! Needs tcpdump in PATH (scripts/setup.sh installs it); without it the
+//! test fails, naming it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use linerate_pipeline::capture::Filter;
@@ -11,12 +12,9 @@ use linerate_wire::arp::ArpRepr;
 use linerate_wire::build::{build_arp, build_icmp_echo, build_tcp, build_udp, FrameParams, IpPair};
 use linerate_wire::tcp::{flags, TcpRepr};
 
-struct TempDir(PathBuf);
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+#[path = "../../io/tests/common/need.rs"]
+mod need;
+use need::{require_tool, TempDir};
 
 /// Mixed frames, each unique (an index in the payload or IP id).
 fn frames() -> Vec<Vec<u8>> {
@@ -173,13 +171,10 @@ fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
 
 #[test]
 fn filters_agree_with_tcpdump() {
-    if Command::new("tcpdump").arg("--version").output().is_err() {
-        eprintln!("tcpdump not found in PATH: filter comparison not run");
-        return;
-    }
-    let dir = std::env::temp_dir().join(format!("linerate-filt-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let _g = TempDir(dir.clone());
+    // The reference: scripts/setup.sh installs tcpdump; without it the test fails.
+    let tcpdump = require_tool("tcpdump");
+    let tmp = TempDir::new("filt");
+    let dir = tmp.0.clone();
     let frames = frames();
     assert!(frames.len() > 100);
     let input = dir.join("in.pcap");
@@ -202,7 +197,7 @@ fn filters_agree_with_tcpdump() {
         let out = dir.join(format!("out{i}.pcap"));
         // -Z root: when run as root, keep root so the output file can be
         // created in our private directory (ignored when not root).
-        let r = Command::new("tcpdump")
+        let r = Command::new(&tcpdump)
             .args(["-Z", "root", "-r"])
             .arg(&input)
             .arg("-w")

@@ -1,51 +1,27 @@
 //! Helpers shared by the CLI end-to-end tests (`mod support;` in each):
-//! temporary directories and child processes removed on drop, running
-//! linerate (also inside a network namespace), waiting for its packet
-//! sockets, reading its JSON.
+//! what a test needs (root, tools: fail, never skip) and waiting for
+//! readiness, private temporary directories removed on drop
+//! (crates/io/tests/common/need.rs, re-exported here), child processes
+//! killed on drop, running linerate (also
+//! inside a network namespace), waiting for its packet sockets, XDP
+//! programs and control sockets, reading its JSON.
 #![allow(dead_code)]
 
+#[path = "../../../io/tests/common/need.rs"]
+mod need;
+pub use need::*;
+
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 pub const EXE: &str = env!("CARGO_BIN_EXE_linerate");
 
-static SEQ: AtomicU32 = AtomicU32::new(0);
-
-/// A fresh temporary directory (`lr-TAG-PID-N`), removed on drop.
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!(
-            "lr-{tag}-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-    pub fn join(&self, f: &str) -> PathBuf {
-        self.0.join(f)
-    }
-    /// Write `text` into file `name` of the directory; its path.
-    pub fn write(&self, name: &str, text: &str) -> PathBuf {
-        let p = self.0.join(name);
-        std::fs::write(&p, text).unwrap();
-        p
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// True when running as root (namespace tests need it).
+/// True when running as root. Tests that need root call [`require_root`]
+/// (fail, never skip).
 pub fn root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
@@ -74,6 +50,42 @@ impl Proc {
             std::thread::sleep(Duration::from_millis(20));
         }
         c.wait_with_output().unwrap()
+    }
+    /// Wait up to `t` for the exit, which must be a success; the last JSON
+    /// line of its stdout.
+    pub fn wait_json(self, t: Duration, what: &str) -> Value {
+        let out = self.wait_output(t, what);
+        assert_ok(&out, what);
+        last_json(&String::from_utf8_lossy(&out.stdout))
+    }
+    /// SIGINT, then [`Proc::wait_json`].
+    pub fn finish_json(self, t: Duration, what: &str) -> Value {
+        self.interrupt();
+        self.wait_json(t, what)
+    }
+    /// Fail the test with its stderr if the process has exited.
+    pub fn assert_running(&mut self, what: &str) {
+        panic_if_exited(self, what);
+    }
+    /// Its stdout, line by line, from a thread of its own (so the test can
+    /// wait for a line with a deadline); the receiver ends with the stream.
+    pub fn stdout_lines(&mut self) -> Receiver<String> {
+        let out = self
+            .0
+            .as_mut()
+            .unwrap()
+            .stdout
+            .take()
+            .expect("stdout piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        rx
     }
     pub fn interrupt(&self) {
         self.signal(libc::SIGINT);
@@ -153,65 +165,193 @@ fn panic_if_exited(p: &mut Proc, what: &str) {
     }
 }
 
+/// Running packet sockets (bound to an interface, running) in the network
+/// namespace of process `pid` (/proc/PID/net/packet).
+fn running_packet_sockets(pid: u32) -> usize {
+    std::fs::read_to_string(format!("/proc/{pid}/net/packet"))
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            // sk RefCnt Type Proto Iface R Rmem User Inode
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 5 && f[4] != "0" && f[5] == "1"
+        })
+        .count()
+}
+
 /// Wait until process `p` runs linerate (exec done, so it is in its
 /// namespace) and has `n` packet sockets bound and running there
 /// (/proc/PID/net/packet lists the sockets of the process's namespace,
-/// which only this bed's processes use).
+/// which only this bed's processes use). From then on the sockets' rings
+/// keep every frame that arrives until the process reads it.
 pub fn wait_packet_sockets(p: &mut Proc, n: usize, what: &str) {
+    wait_packet_sockets_of(p, Path::new(EXE), n, what)
+}
+
+/// [`wait_packet_sockets`] for a process that runs program `exe` (e.g.
+/// tcpdump started through `ip netns exec`).
+pub fn wait_packet_sockets_of(p: &mut Proc, exe: &Path, n: usize, what: &str) {
     let pid = p.pid();
-    let t = Instant::now();
-    loop {
-        panic_if_exited(p, what);
-        let exe_ok = std::fs::read_link(format!("/proc/{pid}/exe"))
-            .map(|e| e == Path::new(EXE).canonicalize().unwrap())
-            .unwrap_or(false);
-        if exe_ok {
-            let running = std::fs::read_to_string(format!("/proc/{pid}/net/packet"))
-                .unwrap_or_default()
-                .lines()
-                .skip(1)
-                .filter(|l| {
-                    // sk RefCnt Type Proto Iface R Rmem User Inode
-                    let f: Vec<&str> = l.split_whitespace().collect();
-                    f.len() > 5 && f[4] != "0" && f[5] == "1"
-                })
-                .count();
-            if running >= n {
-                // The sockets are bound (their rings catch everything from
-                // now on); give the receive loop a moment to start.
-                std::thread::sleep(Duration::from_millis(200));
-                return;
-            }
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "{what}: no {n} running packet sockets after 20 s"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let exe = exe.canonicalize().unwrap_or_else(|_| exe.to_path_buf());
+    wait_until(
+        Duration::from_secs(20),
+        &format!("{what}: {n} running packet sockets"),
+        || {
+            panic_if_exited(p, what);
+            let exe_ok = std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|e| e == exe);
+            exe_ok && running_packet_sockets(pid) >= n
+        },
+    );
 }
 
 /// Wait until `ifname` in namespace `ns` has an XDP program attached (by
-/// process `p`, which must not exit meanwhile), then a moment more for its
-/// receive loop to start.
+/// process `p`, which must not exit meanwhile). An in-kernel counter
+/// (`count --xdp`) counts from then on.
 pub fn wait_xdp(p: &mut Proc, ns: &str, ifname: &str, what: &str) {
+    wait_until(
+        Duration::from_secs(20),
+        &format!("{what}: an XDP program on {ifname}"),
+        || {
+            panic_if_exited(p, what);
+            let out = Command::new("ip")
+                .args(["-n", ns, "link", "show", "dev", ifname])
+                .output()
+                .expect("ip link");
+            String::from_utf8_lossy(&out.stdout).contains("prog/xdp")
+        },
+    );
+}
+
+/// One request line to the control socket `sock` (`linerate capture
+/// --ctl`, `linerate switch --ctl`); the first answer line, or None if the
+/// socket does not answer (yet).
+pub fn ctl_request(sock: &Path, line: &str) -> Option<String> {
+    let mut s = std::os::unix::net::UnixStream::connect(sock).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    writeln!(s, "{line}").ok()?;
+    s.shutdown(std::net::Shutdown::Write).ok()?;
+    let mut answer = String::new();
+    BufReader::new(s).read_line(&mut answer).ok()?;
+    (!answer.is_empty()).then(|| answer.trim_end().to_string())
+}
+
+/// Wait until process `p` answers on its control socket `sock`. linerate
+/// capture and switch open every port before they start the control
+/// socket: from then on every port is bound.
+pub fn wait_ctl(p: &mut Proc, sock: &Path, what: &str) {
+    wait_until(
+        Duration::from_secs(20),
+        &format!("{what}: an answer on its control socket {}", sock.display()),
+        || {
+            panic_if_exited(p, what);
+            ctl_request(sock, "stats").is_some()
+        },
+    );
+}
+
+/// `stats` from a capture's control socket, as JSON.
+pub fn capture_stats(sock: &Path) -> Option<Value> {
+    serde_json::from_str(&ctl_request(sock, "stats")?).ok()
+}
+
+/// Wait until capture `p` (with `--ctl sock`) has received `n` packets in
+/// total (`totals.received`: forwarded or dropped by its workers).
+pub fn wait_capture_received(p: &mut Proc, sock: &Path, n: u64, what: &str) {
     let t = Instant::now();
+    let mut last = Value::Null;
     loop {
         panic_if_exited(p, what);
-        let out = Command::new("ip")
-            .args(["-n", ns, "link", "show", "dev", ifname])
-            .output()
-            .expect("ip link");
-        if String::from_utf8_lossy(&out.stdout).contains("prog/xdp") {
-            std::thread::sleep(Duration::from_millis(500));
-            return;
+        if let Some(v) = capture_stats(sock) {
+            if v["totals"]["received"].as_u64().unwrap_or(0) >= n {
+                return;
+            }
+            last = v;
         }
         assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "{what}: no XDP program on {ifname} after 20 s"
+            t.elapsed() < Duration::from_secs(30),
+            "{what}: {n} packets not received after 30 s; stats at the last look: {last}"
         );
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// The first line from `lines` (see [`Proc::stdout_lines`]) for which `f`
+/// gives a value; fails after `limit` (or when the stream ends) naming
+/// `what` and the last line seen.
+pub fn wait_line<T>(
+    lines: &Receiver<String>,
+    limit: Duration,
+    what: &str,
+    mut f: impl FnMut(&str) -> Option<T>,
+) -> T {
+    let t = Instant::now();
+    let mut last = String::new();
+    loop {
+        let left = limit.saturating_sub(t.elapsed());
+        match lines.recv_timeout(left) {
+            Ok(l) => {
+                if let Some(v) = f(&l) {
+                    return v;
+                }
+                last = l;
+            }
+            Err(RecvTimeoutError::Timeout) => panic!(
+                "waited {:.1} s, in vain, for: {what} (last line: {last})",
+                limit.as_secs_f64()
+            ),
+            Err(RecvTimeoutError::Disconnected) => {
+                panic!("output ended before: {what} (last line: {last})")
+            }
+        }
+    }
+}
+
+/// Every further line of `lines` until the stream ends (the process
+/// closed its stdout, e.g. exited); fails if it has not ended after `limit`.
+pub fn drain_lines(lines: &Receiver<String>, limit: Duration, what: &str) -> Vec<String> {
+    let t = Instant::now();
+    let mut v = Vec::new();
+    loop {
+        match lines.recv_timeout(limit.saturating_sub(t.elapsed())) {
+            Ok(l) => v.push(l),
+            Err(RecvTimeoutError::Disconnected) => return v,
+            Err(RecvTimeoutError::Timeout) => panic!(
+                "{what}: output still open after {:.1} s",
+                limit.as_secs_f64()
+            ),
+        }
+    }
+}
+
+/// Complete records in a classic pcap file (either byte order) that may
+/// still be being written (e.g. by `tcpdump -U -w`); 0 while it has no
+/// header yet.
+pub fn pcap_records(path: &Path) -> usize {
+    let b = std::fs::read(path).unwrap_or_default();
+    if b.len() < 24 {
+        return 0;
+    }
+    let le = match u32::from_le_bytes(b[0..4].try_into().unwrap()) {
+        0xa1b2_c3d4 | 0xa1b2_3c4d => true,
+        0xd4c3_b2a1 | 0x4d3c_b2a1 => false,
+        m => panic!("{}: not a pcap file (magic {m:#x})", path.display()),
+    };
+    let (mut off, mut n) = (24, 0);
+    while off + 16 <= b.len() {
+        let a: [u8; 4] = b[off + 8..off + 12].try_into().unwrap();
+        let cap = if le {
+            u32::from_le_bytes(a)
+        } else {
+            u32::from_be_bytes(a)
+        } as usize;
+        if off + 16 + cap > b.len() {
+            break;
+        }
+        off += 16 + cap;
+        n += 1;
+    }
+    n
 }
 
 /// Write the frames as a pcap file through linerate's own pcap port

@@ -10,20 +10,26 @@
 //! the namespace and may be returned and used from any thread.
 #![allow(dead_code)]
 
+mod need;
+pub use need::*;
+
 use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
-/// True when running as root (namespace tests need it).
+/// True when running as root. Tests that need root call [`require_root`]
+/// (fail, never skip).
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
 }
 
-/// Run a command, panic with its stderr if it fails.
+/// Run a command, panic with its stderr if it fails (naming the tool and
+/// its package when it is not installed).
 pub fn run_cmd(args: &[&str]) {
+    require_tool(args[0]);
     let o = Command::new(args[0])
         .args(&args[1..])
         .output()
@@ -41,8 +47,10 @@ pub struct NetnsGuard {
 }
 
 impl NetnsGuard {
-    /// A new namespace named `lr<tag><pid>n<counter>`, loopback up, IPv6 off.
+    /// A new namespace named `lr<tag><pid>n<counter>`, loopback up, IPv6 off
+    /// (fails unless root).
     pub fn new(tag: &str) -> NetnsGuard {
+        require_root();
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let name = format!("lr{tag}{}n{n}", std::process::id());
         run_cmd(&["ip", "netns", "add", &name]);
