@@ -37,6 +37,16 @@ const BIN: &str = env!("CARGO_BIN_EXE_linerate");
 /// How long cleanup may take after the kill.
 const CLEANUP_LIMIT: Duration = Duration::from_secs(15);
 
+/// The two tests run one at a time: a watchdog's second sweep kills the
+/// processes in namespaces with the inode numbers of the beds it removed,
+/// and the kernel hands those numbers to the next namespaces made (the
+/// other test's), whose `ip netns add` it then kills.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 // ------------------------------------------------------------ /proc
 
 #[derive(Clone, Copy)]
@@ -725,6 +735,7 @@ fn prefix(tag: char, attempt: u8) -> String {
 #[test]
 fn bench_killed_at_any_moment_leaves_nothing_behind() {
     require_root();
+    let _serial = serial();
     // Every DuT of the plan must run: peers are not skipped here.
     require_tools(&["bpftool", "dpdk-testpmd", "ovs-vswitchd", "ovs-vsctl"]);
     let t = Instant::now();
@@ -772,6 +783,7 @@ fn bench_killed_at_any_moment_leaves_nothing_behind() {
 #[test]
 fn watchdog_removes_the_bed_of_a_killed_testbed_hold() {
     require_root();
+    let _serial = serial();
     let name = prefix('h', 0);
     let child = Command::new(BIN)
         .args(["testbed", "up", "--name", &name, "--hold"])
