@@ -90,7 +90,7 @@ fn a_capture_file_on_a_full_disk_holds_its_acknowledged_records() {
                 break e;
             }
             n += 1;
-            if n % 7 == 0 {
+            if n.is_multiple_of(7) {
                 if let Err(e) = w.write_out() {
                     break e;
                 }

@@ -23,6 +23,7 @@
 use anyhow::{bail, Context, Result};
 use linerate_io::{Batch, DropReason, OpenOptions, Pkt, Port, TxPort};
 use linerate_pipeline::capture::analyser::{Costly, NullAnalyser};
+use linerate_pipeline::capture::ctl::Request as CtlRequest;
 use linerate_pipeline::capture::{
     Analyser, AnalyserAction, CaptureWriter, Dispatcher, Filter, Forwarder, ForwarderConfig,
     ForwarderShared, HttpAnalyser, HttpConfig, RotateConfig, SteerConfig, TedConfig, WorkerRx,
@@ -362,52 +363,16 @@ fn text_line(v: &Value) -> String {
     s
 }
 
-/// Parse `shunt SRC:SPORT DST:DPORT PROTO`.
-fn parse_shunt(words: &[&str]) -> Result<FlowKey, String> {
-    let [src, dst, proto] = words else {
-        return Err("usage: shunt SRC:SPORT DST:DPORT tcp|udp|NUMBER".into());
-    };
-    let sa: std::net::SocketAddr = src
-        .parse()
-        .map_err(|_| format!("'{src}' is not ADDR:PORT"))?;
-    let da: std::net::SocketAddr = dst
-        .parse()
-        .map_err(|_| format!("'{dst}' is not ADDR:PORT"))?;
-    let proto: u8 = match proto.to_ascii_lowercase().as_str() {
-        "tcp" => 6,
-        "udp" => 17,
-        p => p
-            .parse()
-            .map_err(|_| format!("'{p}' is not tcp, udp or a protocol number"))?,
-    };
-    let ip16 = |a: std::net::IpAddr| match a {
-        std::net::IpAddr::V4(v) => v.to_ipv6_mapped().octets(),
-        std::net::IpAddr::V6(v) => v.octets(),
-    };
-    Ok(FlowKey {
-        src_ip: ip16(sa.ip()),
-        dst_ip: ip16(da.ip()),
-        src_port: sa.port(),
-        dst_port: da.port(),
-        proto,
-    })
-}
-
 fn ctl_line(line: &str, shared: &Shared) -> String {
-    let words: Vec<&str> = line.split_whitespace().collect();
-    match words.first().copied() {
-        Some("stats") => shared.snapshot().to_string(),
-        Some("shunt") => match parse_shunt(&words[1..]) {
-            Ok(k) => {
-                for i in &shared.inboxes {
-                    i.push(k);
-                }
-                "ok".into()
+    match CtlRequest::parse(line) {
+        Ok(CtlRequest::Stats) => shared.snapshot().to_string(),
+        Ok(CtlRequest::Shunt(k)) => {
+            for i in &shared.inboxes {
+                i.push(k);
             }
-            Err(e) => format!("error: {e}"),
-        },
-        Some(c) => format!("error: unknown command '{c}' (shunt, stats)"),
-        None => String::new(),
+            "ok".into()
+        }
+        Err(e) => format!("error: {e}"),
     }
 }
 
@@ -1202,19 +1167,6 @@ fn join_workers<E: From<&'static str>>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn shunt_command_parses() {
-        let k = parse_shunt(&["10.0.0.1:40000", "10.0.0.2:80", "tcp"]).unwrap();
-        assert_eq!(k, FlowKey::v4([10, 0, 0, 1], [10, 0, 0, 2], 40000, 80, 6));
-        let k = parse_shunt(&["[fe80::1]:1", "[fe80::2]:2", "17"]).unwrap();
-        assert_eq!((k.proto, k.src_port, k.dst_port), (17, 1, 2));
-        assert!(parse_shunt(&["10.0.0.1", "10.0.0.2:80", "tcp"])
-            .unwrap_err()
-            .contains("ADDR:PORT"));
-        assert!(parse_shunt(&["10.0.0.1:1", "10.0.0.2:80", "sctpx"]).is_err());
-        assert!(parse_shunt(&["x"]).unwrap_err().starts_with("usage"));
-    }
 
     #[test]
     fn only_files_at_top_speed_are_read_with_backpressure() {

@@ -6,12 +6,13 @@ use linerate_io::OpenOptions;
 use linerate_measure::tsc;
 use linerate_pipeline::control::{Conn, Handler, Limits, Listener, Server};
 use linerate_pipeline::switch::actions::{Group, Meter};
+use linerate_pipeline::switch::ctl::Request;
 use linerate_pipeline::switch::datapath::{
     CacheCounters, Datapath, Polling, PortCounters, SwitchCounters, SwitchCycles, SwitchPort,
     SwitchSnapshot,
 };
 use linerate_pipeline::switch::table::{mono_ns, Control, FlowTable};
-use linerate_pipeline::switch::{MatchSpec, Rule};
+use linerate_pipeline::switch::Rule;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -569,39 +570,25 @@ impl Handler for SwitchCtl {
 }
 
 fn handle(line: &str, conn: &mut Conn, sh: &Shared) -> Result<Value, String> {
-    let (cmd, arg) = line.split_once(' ').unwrap_or((line, ""));
-    let arg = arg.trim();
     let ctl = &sh.ctl;
-    match cmd {
-        "add-flow" => {
-            let rule = Rule::parse(arg).map_err(|e| e.to_string())?;
+    match Request::parse(line)? {
+        Request::AddFlow(rule) => {
             add_rules(ctl, vec![rule])?;
             Ok(json!({"added": 1}))
         }
-        "add-flows" => {
-            let n: usize = arg
-                .parse()
-                .map_err(|_| format!("add-flows '{arg}': expected the number of rule lines"))?;
+        Request::AddFlows(n) => {
             let t = Instant::now();
             let (k, parse_seconds) = add_flows_stream(ctl, || conn.read_line(), n)?;
-            Ok(json!({"added": k, "seconds": t.elapsed().as_secs_f64() - parse_seconds,
-                      "receive_parse_seconds": parse_seconds}))
+            Ok(
+                json!({"added": k, "seconds": t.elapsed().as_secs_f64() - parse_seconds,
+                      "receive_parse_seconds": parse_seconds}),
+            )
         }
-        "del-flows" => {
-            let spec = if arg.is_empty() {
-                None
-            } else {
-                Some(MatchSpec::parse(arg).map_err(|e| e.to_string())?)
-            };
+        Request::DelFlows(spec) => {
             let n = ctl.edit(|t| t.del_flows(spec.as_ref()));
             Ok(json!({"deleted": n}))
         }
-        "dump-flows" => {
-            let spec = if arg.is_empty() {
-                None
-            } else {
-                Some(MatchSpec::parse(arg).map_err(|e| e.to_string())?)
-            };
+        Request::DumpFlows(spec) => {
             let now = mono_ns();
             // The published version: no lock (its counters are the live ones).
             let (lines, stats): (Vec<String>, Vec<Value>) = {
@@ -624,37 +611,34 @@ fn handle(line: &str, conn: &mut Conn, sh: &Shared) -> Result<Value, String> {
             };
             Ok(json!({"flows": lines, "stats": stats, "now_ns": now}))
         }
-        "dump-ports" => Ok(json!({"ports": ports_json(sh)})),
-        "dump-groups" => {
+        Request::DumpPorts => Ok(json!({"ports": ports_json(sh)})),
+        Request::DumpGroups => {
             let v: Vec<String> = {
                 let t = ctl.current();
                 let mut g: Vec<&Group> = t.groups().collect();
                 g.sort_by_key(|g| g.id);
                 g.iter()
                     .map(|g| {
-                        let b: Vec<String> =
-                            g.ports.iter().map(|p| format!(",bucket=output:{p}")).collect();
+                        let b: Vec<String> = g
+                            .ports
+                            .iter()
+                            .map(|p| format!(",bucket=output:{p}"))
+                            .collect();
                         format!("group_id={},type=all{}", g.id, b.concat())
                     })
                     .collect()
             };
             Ok(json!({"groups": v}))
         }
-        "add-group" => {
-            let g = Group::parse(arg)?;
+        Request::AddGroup(g) => {
             ctl.edit(|t| t.add_group(g));
             Ok(json!({}))
         }
-        "add-meter" => {
-            let m = Meter::parse(arg)?;
+        Request::AddMeter(m) => {
             ctl.edit(|t| t.add_meter(m));
             Ok(json!({}))
         }
-        "cache-stats" => Ok(cache_json(sh)),
-        "" => Err("empty command".into()),
-        _ => Err(format!(
-            "unknown command '{cmd}' (add-flow, add-flows, del-flows, dump-flows, dump-ports, dump-groups, add-group, add-meter, cache-stats)"
-        )),
+        Request::CacheStats => Ok(cache_json(sh)),
     }
 }
 

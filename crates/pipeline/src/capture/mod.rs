@@ -14,6 +14,7 @@
 //! * [`analyser`]: the in-process analyser API and the `http` analyser.
 
 pub mod analyser;
+pub mod ctl;
 pub mod filter;
 pub mod flowtable;
 pub mod forwarder;

@@ -5,6 +5,7 @@
 
 pub mod actions;
 pub mod classifier;
+pub mod ctl;
 pub mod datapath;
 pub mod emc;
 pub mod key;
