@@ -27,12 +27,12 @@ against the kernel's interface counters (a disagreement over 0.5 % is flagged). 
 writes an HTML report with plots (and JSON with every trial on request), removes the bed.
 Interrupting it (Ctrl-C, SIGTERM) stops at once and removes the test bed and the DuT.
 
-DuTs: linerate-afxdp, linerate-afpacket, linerate-afpacket-mmsg, linerate-xdp, linux-bridge,
+DuTs: linerate-afxdp, linerate-afpacket, linerate-afpacket-v3, linerate-afpacket-mmsg, linerate-xdp, linux-bridge,
 linux-ipfwd, xdp-redirect-bare, testpmd-af_xdp, testpmd-af_packet, ovs-afxdp, ovs-system (the
 peers are skipped with a reason when their package is missing; scripts/setup.sh installs them).
 Only with --dut: linerate-switch and linerate-switch-10k (linerate switch over afxdp:d0/d1 with
 1 rule per direction or 10 000 rules), ovs-afxdp-10k (Open vSwitch with the same 10 000 rules),
-ovs-system, linerate-afpacket-mmsg.
+ovs-system, linerate-afpacket-v3 (TPACKET_V3 block rings), linerate-afpacket-mmsg.
 
 Examples:
   linerate bench                                 # every available DuT, all sizes, report in linerate-report.html
@@ -160,6 +160,7 @@ pub(crate) fn all_duts() -> Vec<Box<dyn Dut>> {
         Box::new(Bridge),
         Box::new(IpForward),
         Box::new(LinerateFwd::new("afpacket")),
+        Box::new(LinerateFwd::new("afpacket-v3")),
         Box::new(LinerateFwd::new("afpacket-mmsg")),
         Box::new(LinerateFwd::new("afxdp")),
         Box::new(LinerateFwd::new("xdp")),

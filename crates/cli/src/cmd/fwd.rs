@@ -29,7 +29,7 @@ Examples:
   linerate fwd pcap:in.pcap pcap:out.pcapng
 
 Ports: afxdp:IFACE[?queue=N&mode=native|generic&zerocopy=0|1]
-       afpacket:IFACE[?ring=v3|mmsg&fanout=hash|cpu|lb&qdisc_bypass=0|1]
+       afpacket:IFACE[?ring=v2|v3|mmsg&fanout=hash|cpu|lb&qdisc_bypass=0|1]
        pcap:FILE[?mode=read|write&speed=top|original|X&rate=PPS&loop=N]
        mem:NAME[?source=SIZE[&flows=N]|sink]"
 )]

@@ -1,12 +1,22 @@
 //! The `afpacket` port backend: Linux packet sockets.
 //!
-//! `afpacket:IFACE?ring=v3|mmsg&fanout=none|hash|cpu|lb&fanout_group=N&qdisc_bypass=0|1
+//! `afpacket:IFACE?ring=v2|v3|mmsg&fanout=none|hash|cpu|lb&fanout_group=N&qdisc_bypass=0|1
 //! &blocks=N&block_size=BYTES&frame_size=BYTES&tov_ms=MS&promisc=0|1`
 //!
-//! - `ring=v3` (default): a TPACKET_V3 block ring for RX (zero copy: the
-//!   descriptors point into the mapped ring, a block goes back to the kernel
-//!   once all its packets were released) and a TPACKET_V3 fixed-frame TX ring
-//!   (one `sendto` per batch).
+//! - `ring=v3`: a TPACKET_V3 block ring for RX (zero copy: the descriptors
+//!   point into the mapped ring, a block goes back to the kernel once all
+//!   its packets were released) and a TPACKET_V3 fixed-frame TX ring (one
+//!   `sendto` per batch). The kernel hands a block over when it is full or
+//!   its retire timeout (`tov_ms`, 2 ms) expires, and wakes a sleeping
+//!   reader once per block: the ring for readers that sleep in poll()
+//!   (capture, count), whose latency at low rates is that timeout.
+//! - `ring=v2`: a TPACKET_V2 frame ring for RX (zero copy, the same memory
+//!   cut into `frame_size` frames), each frame handed over as soon as it is
+//!   written; TX as for v3. The ring for busy-polling forwarders (fwd,
+//!   switch): no block timeout, so a packet waits microseconds, not
+//!   milliseconds, at any rate.
+//! - Default: `v2` when the pipeline busy-polls (`OpenOptions::busy_poll`:
+//!   fwd and switch with `--poll busy`), else `v3`.
 //! - `ring=mmsg`: the plain AF_PACKET baseline, `recvmmsg`/`sendmmsg` with
 //!   buffers allocated at open (one syscall per batch).
 //!
@@ -47,6 +57,14 @@ pub const DEFAULT_BLOCK_SIZE: u32 = 256 * 1024;
 /// space after this many milliseconds, so sparse traffic is not held back.
 pub const DEFAULT_TOV_MS: u32 = 2;
 
+/// The RX ring (and TX path) of a port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ring {
+    V2,
+    V3,
+    Mmsg,
+}
+
 /// Fanout modes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fanout {
@@ -61,7 +79,7 @@ pub enum Fanout {
 pub(crate) struct Config {
     pub ifname: String,
     pub ifindex: u32,
-    pub v3: bool,
+    pub ring: Ring,
     pub fanout: Fanout,
     pub fanout_group: u16,
     pub qdisc_bypass: bool,
@@ -89,7 +107,12 @@ fn page_size() -> u32 {
 fn parse_config(uri: &Uri, opts: &OpenOptions) -> Result<Config, PortError> {
     uri.check_known(&PARAMS)?;
     let ifname = uri.target.clone();
-    let v3 = uri.get_choice("ring", &["v3", "mmsg"], "v3")? == "v3";
+    let default = if opts.busy_poll { "v2" } else { "v3" };
+    let ring = match uri.get_choice("ring", &["v2", "v3", "mmsg"], default)? {
+        "v2" => Ring::V2,
+        "v3" => Ring::V3,
+        _ => Ring::Mmsg,
+    };
     let fanout = match uri.get_choice("fanout", &["none", "hash", "cpu", "lb"], "none")? {
         "hash" => Fanout::Hash,
         "cpu" => Fanout::Cpu,
@@ -120,7 +143,7 @@ fn parse_config(uri: &Uri, opts: &OpenOptions) -> Result<Config, PortError> {
             "frame_size must be a multiple of 16 in 256..=65536 (got {frame_size})"
         )));
     }
-    if v3 && frame_size > block_size {
+    if ring != Ring::Mmsg && frame_size > block_size {
         return Err(uri.err(format!(
             "frame_size ({frame_size}) must not exceed block_size ({block_size})"
         )));
@@ -146,7 +169,7 @@ fn parse_config(uri: &Uri, opts: &OpenOptions) -> Result<Config, PortError> {
     Ok(Config {
         ifname,
         ifindex,
-        v3,
+        ring,
         fanout,
         fanout_group,
         qdisc_bypass,
@@ -193,7 +216,19 @@ pub fn open(uri: &Uri, opts: &OpenOptions) -> Result<Port, PortError> {
     let cfg = parse_config(uri, opts)?;
     let mut detail;
     let (rx, tx): (Box<dyn crate::RxPort>, Box<dyn crate::TxPort>);
-    if cfg.v3 {
+    if cfg.ring == Ring::V2 {
+        let r = ring::RxV2::open(uri, &cfg)?;
+        let t = ring::TxRing::open(uri, &cfg)?;
+        detail = format!(
+            "TPACKET_V2 rx ring {}x{}, tx ring {}x{}",
+            r.frames(),
+            cfg.frame_size,
+            t.frames(),
+            cfg.frame_size
+        );
+        rx = Box::new(r);
+        tx = Box::new(t);
+    } else if cfg.ring == Ring::V3 {
         let r = ring::RxV3::open(uri, &cfg)?;
         let t = ring::TxRing::open(uri, &cfg)?;
         detail = format!(
@@ -235,7 +270,11 @@ pub fn open(uri: &Uri, opts: &OpenOptions) -> Result<Port, PortError> {
             uri: uri.text.clone(),
             kind: "afpacket",
             detail,
-            clock: if cfg.v3 { "kernel-realtime" } else { "none" },
+            clock: if cfg.ring == Ring::Mmsg {
+                "none"
+            } else {
+                "kernel-realtime"
+            },
             ifindex: Some(cfg.ifindex),
             ifname: Some(cfg.ifname.clone()),
         },

@@ -1,4 +1,6 @@
-//! TPACKET_V3 rings: the block-based RX ring (zero copy) and a fixed-frame TX ring.
+//! Packet rings: the TPACKET_V3 block RX ring (zero copy, for sleeping
+//! readers), the TPACKET_V2 frame RX ring (zero copy, per-frame hand-over,
+//! for busy-polling forwarders) and a TPACKET_V3 fixed-frame TX ring.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -66,14 +68,19 @@ impl Drop for Mapping {
     }
 }
 
-fn set_version(uri: &Uri, fd: &OwnedFd) -> Result<(), PortError> {
-    let v: libc::c_int = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
+fn set_version(
+    uri: &Uri,
+    fd: &OwnedFd,
+    v: libc::tpacket_versions,
+    name: &str,
+) -> Result<(), PortError> {
+    let v: libc::c_int = v as libc::c_int;
     setsockopt(
         uri,
         fd,
         libc::SOL_PACKET,
         libc::PACKET_VERSION,
-        "PACKET_VERSION V3",
+        &format!("PACKET_VERSION {name}"),
         &v,
     )
 }
@@ -126,7 +133,7 @@ unsafe impl Send for RxV3 {}
 impl RxV3 {
     pub fn open(uri: &Uri, cfg: &Config) -> Result<RxV3, PortError> {
         let fd = packet_socket(uri)?;
-        set_version(uri, &fd)?;
+        set_version(uri, &fd, libc::tpacket_versions::TPACKET_V3, "V3")?;
         let req = libc::tpacket_req3 {
             tp_block_size: cfg.block_size,
             tp_block_nr: cfg.blocks,
@@ -353,6 +360,188 @@ impl RxPort for RxV3 {
     }
 }
 
+/// End of the per-packet headers in a V2 RX frame (tpacket2_hdr + sockaddr_ll).
+const RX2_HDR_END: usize = libc::TPACKET2_HDRLEN;
+
+/// RX half: a TPACKET_V2 frame ring. Every frame has its own status word,
+/// so a packet is user space's as soon as the kernel has written it: no
+/// block to fill or to time out (TPACKET_V3 hands over a partly filled
+/// block only after its retire timeout, 1-2 ms, which at low rates is the
+/// latency of every packet). The ring of a busy-polling forwarder.
+pub(crate) struct RxV2 {
+    fd: OwnedFd,
+    /// The ring; also held by every batch this half fills.
+    map: Arc<Mapping>,
+    frame_size: usize,
+    block_size: usize,
+    per_block: usize,
+    frames: usize,
+    /// Next frame to look at.
+    cur: usize,
+    /// Frames handed out and not yet released (their status still says
+    /// USER: without this a lapped ring would hand them out twice).
+    lent: Vec<bool>,
+    stats: SockStats,
+    /// Frames whose header was inconsistent (skipped, given back).
+    bad: u64,
+    watch: LinkWatch,
+}
+
+// SAFETY: as for RxV3: the mapping belongs to this half only, the kernel
+// side is synchronised through the status words.
+unsafe impl Send for RxV2 {}
+
+impl RxV2 {
+    pub fn open(uri: &Uri, cfg: &Config) -> Result<RxV2, PortError> {
+        let fd = packet_socket(uri)?;
+        set_version(uri, &fd, libc::tpacket_versions::TPACKET_V2, "V2")?;
+        // The same memory as the V3 ring would take, cut into frames.
+        let frame = cfg.frame_size as usize;
+        let block = cfg.block_size as usize;
+        let per_block = block / frame;
+        let frames = per_block * cfg.blocks as usize;
+        let req = libc::tpacket_req {
+            tp_block_size: block as u32,
+            tp_block_nr: cfg.blocks,
+            tp_frame_size: frame as u32,
+            tp_frame_nr: frames as u32,
+        };
+        setsockopt(
+            uri,
+            &fd,
+            libc::SOL_PACKET,
+            libc::PACKET_RX_RING,
+            &format!("PACKET_RX_RING ({frames} frames of {frame} bytes)"),
+            &req,
+        )?;
+        let map = Arc::new(Mapping::new(uri, &fd, block * cfg.blocks as usize, "RX")?);
+        // Bind only now: the ring exists before the first packet arrives.
+        bind(uri, &fd, cfg, libc::ETH_P_ALL as u16)?;
+        setup_rx(uri, &fd, cfg)?;
+        Ok(RxV2 {
+            watch: watch(uri, cfg, &fd)?,
+            fd,
+            map,
+            frame_size: frame,
+            block_size: block,
+            per_block,
+            frames,
+            cur: 0,
+            lent: vec![false; frames],
+            stats: SockStats::default(),
+            bad: 0,
+        })
+    }
+
+    pub fn frames(&self) -> usize {
+        self.frames
+    }
+
+    #[inline(always)]
+    fn frame(&self, i: usize) -> *mut u8 {
+        let off = (i / self.per_block) * self.block_size + (i % self.per_block) * self.frame_size;
+        // SAFETY: i < frames, so the frame lies inside the mapping.
+        unsafe { self.map.ptr.add(off) }
+    }
+
+    #[inline(always)]
+    fn status(&self, i: usize) -> &AtomicU32 {
+        // SAFETY: tp_status is the first, 4-byte aligned field of the frame.
+        unsafe { status_at(self.frame(i)) }
+    }
+
+    #[inline(always)]
+    fn ready(&self, i: usize) -> bool {
+        !self.lent[i] && self.status(i).load(Ordering::Acquire) & libc::TP_STATUS_USER != 0
+    }
+}
+
+impl RxPort for RxV2 {
+    fn recv(&mut self, batch: &mut Batch) -> Result<usize, PortError> {
+        batch.hold(&self.map);
+        let mut n = 0;
+        while !batch.is_full() && self.ready(self.cur) {
+            let i = self.cur;
+            self.cur = if i + 1 == self.frames { 0 } else { i + 1 };
+            let f = self.frame(i);
+            // SAFETY: the frame is ours (TP_STATUS_USER seen with acquire);
+            // the header is at its start.
+            let h = unsafe { &*(f as *const libc::tpacket2_hdr) };
+            let mac = h.tp_mac as usize;
+            let snap = h.tp_snaplen as usize;
+            if mac < RX2_HDR_END || mac + snap > self.frame_size {
+                self.bad += 1;
+                self.status(i)
+                    .store(libc::TP_STATUS_KERNEL, Ordering::Release);
+                continue;
+            }
+            // SAFETY: data lies inside the frame (checked above).
+            let mut data = unsafe { f.add(mac) };
+            let mut len = snap as u32;
+            if h.tp_status & libc::TP_STATUS_VLAN_VALID != 0 && mac >= RX2_HDR_END + 4 && snap >= 12
+            {
+                // The kernel took the VLAN tag out (offload): put it back in
+                // front of the EtherType, in place, in the padding before
+                // the frame.
+                let tpid = if h.tp_status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
+                    h.tp_vlan_tpid
+                } else {
+                    0x8100
+                };
+                let tci = h.tp_vlan_tci;
+                // SAFETY: data-4 >= frame start + RX2_HDR_END (checked); the
+                // 12 MAC bytes and the 4 tag bytes are inside the frame.
+                unsafe {
+                    std::ptr::copy(data, data.sub(4), 12);
+                    data = data.sub(4);
+                    std::ptr::copy_nonoverlapping(tpid.to_be_bytes().as_ptr(), data.add(12), 2);
+                    std::ptr::copy_nonoverlapping(tci.to_be_bytes().as_ptr(), data.add(14), 2);
+                }
+                len += 4;
+            }
+            let ts = u64::from(h.tp_sec) * 1_000_000_000 + u64::from(h.tp_nsec);
+            self.lent[i] = true;
+            // SAFETY: the frame is ours until `release` gives it back
+            // (`lent` keeps recv from handing it out again); the ring
+            // mapping is held by the batch.
+            batch.push(unsafe { Pkt::from_raw(data, len, i as u64, ts) });
+            n += 1;
+        }
+        if n == 0 {
+            self.watch.tick()?;
+        }
+        Ok(n)
+    }
+
+    fn release(&mut self, batch: &mut Batch) {
+        for p in batch.pkts() {
+            let i = p.handle() as usize;
+            if i < self.frames && self.lent[i] {
+                self.lent[i] = false;
+                // Release store: our reads of the frame happen before the
+                // kernel refills it.
+                self.status(i)
+                    .store(libc::TP_STATUS_KERNEL, Ordering::Release);
+            }
+        }
+        batch.clear();
+    }
+
+    fn wait(&mut self, timeout_ms: i32) -> Result<(), PortError> {
+        if self.ready(self.cur) {
+            return Ok(());
+        }
+        self.watch.tick()?;
+        poll_in(&self.fd, timeout_ms)
+    }
+
+    fn kernel_stats(&self) -> KernelStats {
+        let mut k = self.stats.read(&self.fd, false);
+        k.counters.push(("rx_bad_slot_drops", self.bad));
+        k
+    }
+}
+
 /// TX half: a TPACKET_V3 TX ring of fixed-size frames.
 pub(crate) struct TxRing {
     fd: OwnedFd,
@@ -380,7 +569,7 @@ unsafe impl Send for TxRing {}
 impl TxRing {
     pub fn open(uri: &Uri, cfg: &Config) -> Result<TxRing, PortError> {
         let fd = packet_socket(uri)?;
-        set_version(uri, &fd)?;
+        set_version(uri, &fd, libc::tpacket_versions::TPACKET_V3, "V3")?;
         let one: libc::c_int = 1;
         // Malformed frames are skipped by the kernel instead of stopping the ring.
         setsockopt(

@@ -244,7 +244,8 @@ impl Drop for LinerateChild {
 
 /// `linerate fwd` in one of its modes, as a child process in the DuT namespace.
 pub struct LinerateFwd {
-    /// "afxdp", "afpacket", "afpacket-mmsg" or "xdp".
+    /// "afxdp", "afpacket" (TPACKET_V2 RX ring, the busy-polling default),
+    /// "afpacket-v3" (TPACKET_V3 block ring), "afpacket-mmsg" or "xdp".
     pub kind: &'static str,
     child: LinerateChild,
 }
@@ -261,6 +262,7 @@ impl LinerateFwd {
         match self.kind {
             "afxdp" => vec![s("afxdp:d0"), s("afxdp:d1")],
             "afpacket" => vec![s("afpacket:d0"), s("afpacket:d1")],
+            "afpacket-v3" => vec![s("afpacket:d0?ring=v3"), s("afpacket:d1?ring=v3")],
             "afpacket-mmsg" => vec![s("afpacket:d0?ring=mmsg"), s("afpacket:d1?ring=mmsg")],
             _ => vec![s("--mode"), s("xdp"), s("afxdp:d0"), s("afxdp:d1")],
         }
