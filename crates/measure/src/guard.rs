@@ -537,9 +537,14 @@ pub fn reap(parent: u32, reg: &Registry) -> ReapReport {
         .iter()
         .flat_map(|b| ["gen", "dut", "sink"].map(|r| format!("{b}-{r}")))
         .collect();
+    // The namespaces are held open until the end: a namespace's inode
+    // number is freed with the namespace, and the kernel gives it to the
+    // next namespace made (anyone's), so the second sweep below must not
+    // look for inode numbers of namespaces that no longer exist.
+    let mut held: Vec<fs::File> = Vec::new();
     let mut inodes: BTreeSet<(u64, u64)> = BTreeSet::new();
     for ns in &ns_names {
-        if let Some(id) = ns_id(&Path::new("/run/netns").join(ns)) {
+        if let Some(id) = hold_ns(&Path::new("/run/netns").join(ns), &mut held) {
             inodes.insert(id);
         }
     }
@@ -568,7 +573,7 @@ pub fn reap(parent: u32, reg: &Registry) -> ReapReport {
     if !beds.is_empty() {
         std::thread::sleep(Duration::from_millis(300));
         for ns in &ns_names {
-            if let Some(id) = ns_id(&Path::new("/run/netns").join(ns)) {
+            if let Some(id) = hold_ns(&Path::new("/run/netns").join(ns), &mut held) {
                 inodes.insert(id);
             }
         }
@@ -581,10 +586,20 @@ pub fn reap(parent: u32, reg: &Registry) -> ReapReport {
             }
         }
     }
+    drop(held);
     rep
 }
 
 const PEER_STOP_LIMIT: Duration = Duration::from_secs(30);
+
+/// Open the namespace file `p` (which keeps the namespace, and so its inode
+/// number, alive while the file is in `held`); its (device, inode).
+fn hold_ns(p: &Path, held: &mut Vec<fs::File>) -> Option<(u64, u64)> {
+    let f = fs::File::open(p).ok()?;
+    let m = f.metadata().ok()?;
+    held.push(f);
+    Some((m.dev(), m.ino()))
+}
 
 /// (device, inode) of a network namespace file (/run/netns/X or /proc/P/ns/net).
 fn ns_id(p: &Path) -> Option<(u64, u64)> {

@@ -227,7 +227,11 @@ pub fn run_rfc2544(
             let r = &mut out[i];
             let bed_name = cfg.bed_name.as_ref().map(|p| format!("{p}{i}"));
             if let Err(e) = rfc2544_dut(cfg, d.as_mut(), bed_name, stop, r, pass, progress) {
-                r.status = if pass == 0 {
+                // A trial cut short by the stop (the check trial included,
+                // which then "does not forward") is an interruption.
+                r.status = if stop.load(Ordering::SeqCst) {
+                    "interrupted".into()
+                } else if pass == 0 {
                     e.to_string()
                 } else {
                     format!("repetition {}: {e}", pass + 1)
