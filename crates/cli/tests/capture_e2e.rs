@@ -32,29 +32,6 @@ use std::time::Duration;
 mod support;
 use support::*;
 
-/// Packets in a capture file according to tshark, which must read it
-/// without any error.
-fn tshark_count(f: &Path) -> u64 {
-    require_tool("tshark");
-    let out = Command::new("tshark")
-        .args(["-r"])
-        .arg(f)
-        .args(["-T", "fields", "-e", "frame.number"])
-        .output()
-        .expect("tshark");
-    let err = String::from_utf8_lossy(&out.stderr);
-    let bad: Vec<&str> = err
-        .lines()
-        .filter(|l| !l.contains("Running as user") && !l.trim().is_empty())
-        .collect();
-    assert!(
-        out.status.success() && bad.is_empty(),
-        "{}: {err}",
-        f.display()
-    );
-    String::from_utf8_lossy(&out.stdout).lines().count() as u64
-}
-
 fn files_of(v: &Value) -> Vec<PathBuf> {
     v["files"]
         .as_array()

@@ -29,29 +29,6 @@ use std::time::{Duration, Instant};
 mod support;
 use support::*;
 
-/// A tmpfs of `size` mounted on a directory, unmounted on drop.
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    fn mount(dir: PathBuf, size: &str) -> Tmpfs {
-        require_root();
-        std::fs::create_dir_all(&dir).unwrap();
-        let st = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(&dir)
-            .status()
-            .expect("mount");
-        assert!(st.success(), "mount -t tmpfs on {}", dir.display());
-        Tmpfs(dir)
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
-
 /// The command failed with exactly one line on stderr, a linerate error
 /// that contains `want`; that line.
 fn one_line_error(out: &Output, want: &str, what: &str) -> String {
@@ -65,29 +42,6 @@ fn one_line_error(out: &Output, want: &str, what: &str) -> String {
         lines[0]
     );
     lines[0].to_string()
-}
-
-/// Packets in a capture file according to tshark, which must read it
-/// without any complaint.
-fn tshark_count(f: &Path) -> u64 {
-    require_tool("tshark");
-    let out = Command::new("tshark")
-        .arg("-r")
-        .arg(f)
-        .args(["-T", "fields", "-e", "frame.number"])
-        .output()
-        .expect("tshark");
-    let err = String::from_utf8_lossy(&out.stderr);
-    let bad: Vec<&str> = err
-        .lines()
-        .filter(|l| !l.contains("Running as user") && !l.trim().is_empty())
-        .collect();
-    assert!(
-        out.status.success() && bad.is_empty(),
-        "tshark on {}: {err}",
-        f.display()
-    );
-    String::from_utf8_lossy(&out.stdout).lines().count() as u64
 }
 
 /// An HTTP trace of about 25 MB (37 766 packets) in `dir`.

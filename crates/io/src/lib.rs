@@ -13,6 +13,7 @@ pub mod afpacket;
 pub mod afxdp;
 pub mod batch;
 pub mod bpf;
+pub mod clock;
 pub mod counters;
 pub mod file;
 pub mod link;

@@ -33,13 +33,7 @@ pub enum LinkState {
 /// The coarse monotonic clock in nanoseconds (vDSO, no system call).
 #[inline(always)]
 fn coarse_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid timespec to write into.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    crate::clock::clock_ns(libc::CLOCK_MONOTONIC_COARSE)
 }
 
 /// The interface under one port half (see the module docs).

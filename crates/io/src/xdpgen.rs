@@ -1053,13 +1053,7 @@ fn wait_mono(t: u64, stop: &AtomicBool) {
 
 /// CLOCK_MONOTONIC in ns (the clock of `bpf_ktime_get_ns`).
 fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    crate::clock::clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 /// How long before a slice's deadline the paced loop stops sleeping and
@@ -1095,15 +1089,7 @@ fn wait_until(t: Instant, stop: &AtomicBool) {
 
 /// CPU time of the calling thread (0 if the clock cannot be read).
 fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid out-pointer.
-    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
-        return 0;
-    }
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    crate::clock::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// An untagged IPv4/UDP frame of `frame_len` bytes (at least 42; without

@@ -5,39 +5,18 @@
 
 use linerate_io::file::{append_line, write_whole};
 use linerate_io::pcap::{PcapWriter, WriteFormat};
-use std::path::PathBuf;
 use std::process::Command;
 
 mod common;
-use common::{require_root, require_tool, TempDir};
-
-/// A tmpfs of `size` on a directory, unmounted on drop.
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    fn mount(dir: PathBuf, size: &str) -> Tmpfs {
-        require_root();
-        std::fs::create_dir_all(&dir).unwrap();
-        let st = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(&dir)
-            .status()
-            .expect("mount");
-        assert!(st.success(), "mount -t tmpfs on {}", dir.display());
-        Tmpfs(dir)
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
+use common::{require_tool, TempDir, Tmpfs};
 
 #[test]
 fn appended_lines_and_whole_files_survive_a_full_disk() {
     let td = TempDir::new("full-io");
     let mnt = Tmpfs::mount(td.join("mnt"), "64k");
+    // A whole file written while there is room; the disk is filled after.
+    let r = mnt.0.join("r.json");
+    write_whole(&r, b"{\"old\":1}\n").unwrap();
     let h = mnt.0.join("history.jsonl");
     let line = format!("{{\"run\":\"{}\"}}", "x".repeat(1000));
     let mut ok = 0;
@@ -58,11 +37,6 @@ fn appended_lines_and_whole_files_survive_a_full_disk() {
     assert!(text.lines().all(|l| l == line));
     // The disk is full: a whole-file write over an existing file fails and
     // leaves it as it was, with no temporary file behind.
-    let r = mnt.0.join("r.json");
-    std::fs::remove_file(&h).unwrap();
-    write_whole(&r, b"{\"old\":1}\n").unwrap();
-    let filler = mnt.0.join("filler");
-    let _ = std::fs::write(&filler, vec![0u8; 64 << 10]);
     let e = write_whole(&r, &vec![b' '; 32 << 10]).unwrap_err();
     assert!(e.contains("No space left"), "{e}");
     assert_eq!(std::fs::read(&r).unwrap(), b"{\"old\":1}\n");

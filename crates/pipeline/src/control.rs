@@ -379,6 +379,17 @@ pub fn fuzz_lines(data: &[u8]) {
     }
 }
 
+/// Arbitrary bytes as request lines for `parse` (a pipeline's request
+/// parser): no panic, every error is one line.
+pub fn fuzz_requests<T>(data: &[u8], parse: impl Fn(&str) -> Result<T, String>) {
+    let s = String::from_utf8_lossy(data);
+    for line in s.split('\n') {
+        if let Err(e) = parse(line) {
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+}
+
 /// One client connection, as a handler sees it.
 pub struct Conn {
     lines: LineReader<UnixStream>,

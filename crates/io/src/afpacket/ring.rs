@@ -360,6 +360,43 @@ impl RxPort for RxV3 {
     }
 }
 
+/// A ring of fixed-size frames in blocks (the V2 RX ring, the TX ring):
+/// frame `i`'s address and status word.
+struct Frames {
+    map: Arc<Mapping>,
+    frame_size: usize,
+    block_size: usize,
+    per_block: usize,
+    frames: usize,
+    /// Offset of the status word in a frame header (V2: tp_status first;
+    /// V3: after tp_next_offset, tp_sec, tp_nsec, tp_snaplen, tp_len).
+    status_off: usize,
+}
+
+impl Frames {
+    #[inline(always)]
+    fn frame(&self, i: usize) -> *mut u8 {
+        let off = (i / self.per_block) * self.block_size + (i % self.per_block) * self.frame_size;
+        // SAFETY: i < frames, so the frame lies inside the mapping.
+        unsafe { self.map.ptr.add(off) }
+    }
+
+    #[inline(always)]
+    fn status(&self, i: usize) -> &AtomicU32 {
+        // SAFETY: the status word is a 4-byte aligned field of the frame header.
+        unsafe { status_at(self.frame(i).add(self.status_off)) }
+    }
+
+    #[inline(always)]
+    fn step(&self, i: usize) -> usize {
+        if i + 1 == self.frames {
+            0
+        } else {
+            i + 1
+        }
+    }
+}
+
 /// End of the per-packet headers in a V2 RX frame (tpacket2_hdr + sockaddr_ll).
 const RX2_HDR_END: usize = libc::TPACKET2_HDRLEN;
 
@@ -370,12 +407,8 @@ const RX2_HDR_END: usize = libc::TPACKET2_HDRLEN;
 /// latency of every packet). The ring of a busy-polling forwarder.
 pub(crate) struct RxV2 {
     fd: OwnedFd,
-    /// The ring; also held by every batch this half fills.
-    map: Arc<Mapping>,
-    frame_size: usize,
-    block_size: usize,
-    per_block: usize,
-    frames: usize,
+    /// The ring; its mapping is also held by every batch this half fills.
+    ring: Frames,
     /// Next frame to look at.
     cur: usize,
     /// Frames handed out and not yet released (their status still says
@@ -421,11 +454,14 @@ impl RxV2 {
         Ok(RxV2 {
             watch: watch(uri, cfg, &fd)?,
             fd,
-            map,
-            frame_size: frame,
-            block_size: block,
-            per_block,
-            frames,
+            ring: Frames {
+                map,
+                frame_size: frame,
+                block_size: block,
+                per_block,
+                frames,
+                status_off: std::mem::offset_of!(libc::tpacket2_hdr, tp_status),
+            },
             cur: 0,
             lent: vec![false; frames],
             stats: SockStats::default(),
@@ -434,44 +470,32 @@ impl RxV2 {
     }
 
     pub fn frames(&self) -> usize {
-        self.frames
-    }
-
-    #[inline(always)]
-    fn frame(&self, i: usize) -> *mut u8 {
-        let off = (i / self.per_block) * self.block_size + (i % self.per_block) * self.frame_size;
-        // SAFETY: i < frames, so the frame lies inside the mapping.
-        unsafe { self.map.ptr.add(off) }
-    }
-
-    #[inline(always)]
-    fn status(&self, i: usize) -> &AtomicU32 {
-        // SAFETY: tp_status is the first, 4-byte aligned field of the frame.
-        unsafe { status_at(self.frame(i)) }
+        self.ring.frames
     }
 
     #[inline(always)]
     fn ready(&self, i: usize) -> bool {
-        !self.lent[i] && self.status(i).load(Ordering::Acquire) & libc::TP_STATUS_USER != 0
+        !self.lent[i] && self.ring.status(i).load(Ordering::Acquire) & libc::TP_STATUS_USER != 0
     }
 }
 
 impl RxPort for RxV2 {
     fn recv(&mut self, batch: &mut Batch) -> Result<usize, PortError> {
-        batch.hold(&self.map);
+        batch.hold(&self.ring.map);
         let mut n = 0;
         while !batch.is_full() && self.ready(self.cur) {
             let i = self.cur;
-            self.cur = if i + 1 == self.frames { 0 } else { i + 1 };
-            let f = self.frame(i);
+            self.cur = self.ring.step(i);
+            let f = self.ring.frame(i);
             // SAFETY: the frame is ours (TP_STATUS_USER seen with acquire);
             // the header is at its start.
             let h = unsafe { &*(f as *const libc::tpacket2_hdr) };
             let mac = h.tp_mac as usize;
             let snap = h.tp_snaplen as usize;
-            if mac < RX2_HDR_END || mac + snap > self.frame_size {
+            if mac < RX2_HDR_END || mac + snap > self.ring.frame_size {
                 self.bad += 1;
-                self.status(i)
+                self.ring
+                    .status(i)
                     .store(libc::TP_STATUS_KERNEL, Ordering::Release);
                 continue;
             }
@@ -516,11 +540,12 @@ impl RxPort for RxV2 {
     fn release(&mut self, batch: &mut Batch) {
         for p in batch.pkts() {
             let i = p.handle() as usize;
-            if i < self.frames && self.lent[i] {
+            if i < self.ring.frames && self.lent[i] {
                 self.lent[i] = false;
                 // Release store: our reads of the frame happen before the
                 // kernel refills it.
-                self.status(i)
+                self.ring
+                    .status(i)
                     .store(libc::TP_STATUS_KERNEL, Ordering::Release);
             }
         }
@@ -545,11 +570,7 @@ impl RxPort for RxV2 {
 /// TX half: a TPACKET_V3 TX ring of fixed-size frames.
 pub(crate) struct TxRing {
     fd: OwnedFd,
-    map: Mapping,
-    frame_size: usize,
-    block_size: usize,
-    per_block: usize,
-    frames: usize,
+    ring: Frames,
     /// Next frame to fill.
     head: usize,
     /// Oldest frame handed to the kernel and not yet seen back.
@@ -603,17 +624,20 @@ impl TxRing {
             &format!("PACKET_TX_RING ({frames} frames of {frame} bytes)"),
             &req,
         )?;
-        let map = Mapping::new(uri, &fd, nblocks * block, "TX")?;
+        let map = Arc::new(Mapping::new(uri, &fd, nblocks * block, "TX")?);
         // Protocol 0: this socket only sends, the kernel queues nothing on it.
         bind(uri, &fd, cfg, 0)?;
         Ok(TxRing {
             watch: watch(uri, cfg, &fd)?,
             fd,
-            map,
-            frame_size: frame,
-            block_size: block,
-            per_block,
-            frames,
+            ring: Frames {
+                map,
+                frame_size: frame,
+                block_size: block,
+                per_block,
+                frames,
+                status_off: std::mem::offset_of!(libc::tpacket3_hdr, tp_status),
+            },
             head: 0,
             tail: 0,
             pending: 0,
@@ -624,50 +648,24 @@ impl TxRing {
     }
 
     pub fn frames(&self) -> usize {
-        self.frames
-    }
-
-    #[inline(always)]
-    fn frame(&self, i: usize) -> *mut u8 {
-        let off = (i / self.per_block) * self.block_size + (i % self.per_block) * self.frame_size;
-        // SAFETY: i < frames, so the frame lies inside the mapping.
-        unsafe { self.map.ptr.add(off) }
-    }
-
-    #[inline(always)]
-    fn status(&self, i: usize) -> &AtomicU32 {
-        // SAFETY: tp_status is a 4-byte aligned field of the frame header.
-        unsafe {
-            status_at(
-                self.frame(i)
-                    .add(std::mem::offset_of!(libc::tpacket3_hdr, tp_status)),
-            )
-        }
-    }
-
-    #[inline(always)]
-    fn step(&self, i: usize) -> usize {
-        if i + 1 == self.frames {
-            0
-        } else {
-            i + 1
-        }
+        self.ring.frames
     }
 
     /// Take back frames the kernel has finished with (in ring order).
     #[inline]
     fn reclaim(&mut self) {
         while self.pending > 0 {
-            let st = self.status(self.tail).load(Ordering::Acquire);
+            let st = self.ring.status(self.tail).load(Ordering::Acquire);
             if st == libc::TP_STATUS_AVAILABLE {
             } else if st & libc::TP_STATUS_WRONG_FORMAT != 0 {
                 TxDrops::add(&self.drops.error, 1);
-                self.status(self.tail)
+                self.ring
+                    .status(self.tail)
                     .store(libc::TP_STATUS_AVAILABLE, Ordering::Relaxed);
             } else {
                 break;
             }
-            self.tail = self.step(self.tail);
+            self.tail = self.ring.step(self.tail);
             self.pending -= 1;
         }
     }
@@ -719,15 +717,15 @@ impl TxPort for TxRing {
                 taken += 1;
                 continue;
             }
-            if self.pending == self.frames {
+            if self.pending == self.ring.frames {
                 break;
             }
             let i = self.head;
-            let st = self.status(i);
+            let st = self.ring.status(i);
             if st.load(Ordering::Acquire) != libc::TP_STATUS_AVAILABLE {
                 break;
             }
-            let f = self.frame(i);
+            let f = self.ring.frame(i);
             // SAFETY: the frame is ours (AVAILABLE, not pending); len fits in
             // frame_size - TX_DATA_OFF (max_frame); the source holds len bytes.
             unsafe {
@@ -738,9 +736,10 @@ impl TxPort for TxRing {
                 std::ptr::copy_nonoverlapping(p.bytes().as_ptr(), f.add(TX_DATA_OFF), len);
             }
             // Release store: the frame contents are visible before the kernel sees the status.
-            self.status(i)
+            self.ring
+                .status(i)
                 .store(libc::TP_STATUS_SEND_REQUEST, Ordering::Release);
-            self.head = self.step(i);
+            self.head = self.ring.step(i);
             self.pending += 1;
             queued += 1;
             taken += 1;
