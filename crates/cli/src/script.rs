@@ -90,8 +90,29 @@ pub enum Sandbox {
 
 /// Marker of the hook's error, to tell an interruption from a failure.
 const INTERRUPTED: &str = "linerate: the run was stopped";
+/// Memory a script may hold.
+const MEMORY_LIMIT: usize = 512 << 20;
+
+/// Wraps the protected calls so that they pass the hook's interruption on
+/// (called with a function telling whether it fired and the message).
+const PROTECTED_CALLS: &str = r#"
+return function(fired, msg)
+  local function pass(ok, ...)
+    if not ok and fired() then error(msg, 0) end
+    return ok, ...
+  end
+  local pcall0, xpcall0 = pcall, xpcall
+  pcall = function(...) return pass(pcall0(...)) end
+  xpcall = function(...) return pass(xpcall0(...)) end
+  if coroutine then
+    local resume0 = coroutine.resume
+    coroutine.resume = function(...) return pass(resume0(...)) end
+  end
+end
+"#;
+
 /// How long a script may go on running Lua code after the run was stopped.
-const GRACE: Duration = Duration::from_millis(500);
+pub const GRACE: Duration = Duration::from_millis(500);
 
 /// Run `path` to completion (or until `stop`). Errors are one line:
 /// `script FILE: MESSAGE` with Lua's `[string]:LINE:` location kept.
@@ -144,9 +165,15 @@ pub fn run_source(
         // script to log its last lines after `stop()`); checked every
         // 10 000 VM instructions (a few microseconds), so a busy loop ends
         // about GRACE after SIGTERM.
+        // A global hook: it also runs in coroutines the script makes (a
+        // per-thread hook would not). Once it has fired, protected calls
+        // (pcall, xpcall, coroutine.resume) pass the interruption on
+        // instead of catching it, so no loop around them outlives it.
         let (st, c) = (stop.clone(), ctl.clone());
         let over_since = std::sync::atomic::AtomicU64::new(u64::MAX);
-        lua.set_hook(
+        let fired = Arc::new(AtomicBool::new(false));
+        let f = fired.clone();
+        lua.set_global_hook(
             HookTriggers::new().every_nth_instruction(10_000),
             move |_, _| {
                 if !(st.load(Ordering::Relaxed) || c.finished()) {
@@ -157,12 +184,25 @@ pub fn run_source(
                 if since == u64::MAX {
                     over_since.store(now, Ordering::Relaxed);
                 } else if now - since >= GRACE.as_nanos() as u64 {
+                    f.store(true, Ordering::Relaxed);
                     return Err(mlua::Error::RuntimeError(INTERRUPTED.into()));
                 }
                 Ok(VmState::Continue)
             },
         )
         .map_err(one_line)?;
+        let fired_fn = lua
+            .create_function(move |_, ()| Ok(fired.load(Ordering::Relaxed)))
+            .map_err(one_line)?;
+        let wrap: mlua::Function = lua
+            .load(PROTECTED_CALLS)
+            .set_name("linerate")
+            .eval()
+            .map_err(one_line)?;
+        wrap.call::<()>((fired_fn, INTERRUPTED)).map_err(one_line)?;
+        // Memory: a script that builds without end gets a Lua error, not
+        // the machine's memory.
+        lua.set_memory_limit(MEMORY_LIMIT).map_err(one_line)?;
     }
     {
         let c = ctl.clone();
@@ -505,12 +545,39 @@ mod tests {
 
     #[test]
     fn a_busy_loop_ends_soon_after_the_stop() {
+        spin_until_stopped("while true do end");
+    }
+
+    #[test]
+    fn loops_in_coroutines_and_under_pcall_end_too() {
+        spin_until_stopped("coroutine.wrap(function() while true do end end)()");
+        spin_until_stopped("while true do pcall(function() while true do end end) end");
+        spin_until_stopped(
+            "while true do xpcall(function() while true do end end, function(e) return e end) end",
+        );
+        spin_until_stopped(
+            "local co = coroutine.create(function() while true do end end)\n\
+             while true do coroutine.resume(co); co = coroutine.create(function() while true do end end) end",
+        );
+    }
+
+    #[test]
+    fn memory_is_limited() {
+        let e = run_on(
+            "local t = {} for i = 1, 1e9 do t[i] = ('x'):rep(1000) .. i end",
+            Sandbox::On,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("memory"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+    }
+
+    fn spin_until_stopped(src: &'static str) {
         let f = Arc::new(Fake::default());
         let stop = Arc::new(AtomicBool::new(false));
         let st = stop.clone();
-        let h = std::thread::spawn(move || {
-            run_source("while true do end", "spin.lua", f, st, true, Sandbox::On)
-        });
+        let h = std::thread::spawn(move || run_source(src, "spin.lua", f, st, true, Sandbox::On));
         // The loop runs until the stop (it would run forever without it).
         std::thread::sleep(Duration::from_millis(200));
         assert!(!h.is_finished(), "the loop ended on its own");

@@ -171,6 +171,10 @@ pub struct Batch {
     /// skip the reference count when the same port fills the batch again).
     keep: Option<Keep>,
     keep_ptr: *const (),
+    /// Owners before `keep` whose frames may still be in the batch (a batch
+    /// filled from two ports before a release); dropped once it is empty.
+    /// Empty, and never allocated, when one port fills the batch.
+    earlier: Vec<Keep>,
 }
 
 // SAFETY: the descriptors are Send (above) and `keep` is Send + Sync;
@@ -186,6 +190,7 @@ impl Batch {
             cap: capacity.clamp(MIN_BATCH, MAX_BATCH),
             keep: None,
             keep_ptr: std::ptr::null(),
+            earlier: Vec::new(),
         }
     }
     #[inline(always)]
@@ -217,8 +222,31 @@ impl Batch {
     pub fn hold<T: Send + Sync + 'static>(&mut self, owner: &Arc<T>) {
         let p = Arc::as_ptr(owner) as *const ();
         if p != self.keep_ptr {
-            self.keep = Some(owner.clone());
-            self.keep_ptr = p;
+            self.hold_another(owner.clone(), p);
+        }
+    }
+    #[cold]
+    fn hold_another(&mut self, owner: Keep, p: *const ()) {
+        if let Some(k) = self.keep.take() {
+            // Frames of the previous owner are still in: keep it too (once).
+            let kp = Arc::as_ptr(&k) as *const ();
+            if self.len > 0
+                && !self
+                    .earlier
+                    .iter()
+                    .any(|e| Arc::as_ptr(e) as *const () == kp)
+            {
+                self.earlier.push(k);
+            }
+        }
+        self.keep = Some(owner);
+        self.keep_ptr = p;
+    }
+    /// The batch is empty: only the last owner is still needed.
+    #[inline(always)]
+    fn emptied(&mut self) {
+        if !self.earlier.is_empty() {
+            self.earlier.clear();
         }
     }
     /// Append a descriptor; returns false (and drops the descriptor) when full.
@@ -235,12 +263,16 @@ impl Batch {
     #[inline(always)]
     pub fn clear(&mut self) {
         self.len = 0;
+        self.emptied();
     }
     /// Keep only the first `n` descriptors.
     #[inline(always)]
     pub fn truncate(&mut self, n: usize) {
         if n < self.len {
             self.len = n;
+        }
+        if self.len == 0 {
+            self.emptied();
         }
     }
     /// Exchange descriptors `i` and `j` of this batch (both stay in it).
@@ -326,6 +358,22 @@ mod tests {
         batch.hold(&owner);
         batch.hold(&owner); // same owner again: no second reference
         assert_eq!(Arc::strong_count(&owner), 2);
+        {
+            // Frames of a second owner join those of the first: both kept
+            // until the batch is empty.
+            let mut b = Batch::new(4);
+            let (x, y) = (Arc::new(1u8), Arc::new(2u8));
+            b.hold(&x);
+            // SAFETY: a descriptor of a live byte, never read.
+            assert!(b.push(unsafe { Pkt::from_raw(Arc::as_ptr(&x) as *mut u8, 1, 0, 0) }));
+            b.hold(&y);
+            assert_eq!((Arc::strong_count(&x), Arc::strong_count(&y)), (2, 2));
+            b.clear();
+            assert_eq!((Arc::strong_count(&x), Arc::strong_count(&y)), (1, 2));
+            // An empty batch changing owner keeps only the new one.
+            b.hold(&x);
+            assert_eq!((Arc::strong_count(&x), Arc::strong_count(&y)), (2, 1));
+        }
         let other = Arc::new(0u32);
         batch.hold(&other);
         assert_eq!(Arc::strong_count(&owner), 1);

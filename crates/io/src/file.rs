@@ -25,12 +25,34 @@ fn err(path: &Path, e: std::io::Error) -> String {
     format!("{}: {e}", path.display())
 }
 
-/// Is `path` something other than a regular file (or a symlink to one)?
-fn is_special(path: &Path) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| {
-        let t = m.file_type();
-        t.is_char_device() || t.is_block_device() || t.is_fifo() || t.is_socket()
-    })
+/// Is `path` to be written in place: something other than a regular file
+/// (a device, a FIFO, a socket), a name under `/dev` or `/proc`
+/// (`/dev/stdout` is a symlink to `/proc/self/fd/1`, which may well be a
+/// regular file: the shell's `> out.csv`; a rename there would replace the
+/// link, and what the process writes to its stdout would go to a file no
+/// longer named), or a symlink that leads nowhere yet?
+fn in_place(path: &Path) -> bool {
+    if path.starts_with("/dev") || path.starts_with("/proc") {
+        return true;
+    }
+    match std::fs::metadata(path) {
+        Ok(m) => {
+            let t = m.file_type();
+            t.is_char_device() || t.is_block_device() || t.is_fifo() || t.is_socket()
+        }
+        Err(_) => std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()),
+    }
+}
+
+/// Where a whole-file write lands: a symlink's target (the link stays a
+/// link), else the path itself.
+fn real_target(path: &Path) -> PathBuf {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => {
+            std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+        }
+        _ => path.to_path_buf(),
+    }
 }
 
 /// The temporary sibling of `path`: same directory (so the rename is
@@ -53,13 +75,17 @@ fn tmp_path(path: &Path) -> PathBuf {
 /// nothing (the old content, if any, stays). Errors are one line naming the
 /// file.
 pub fn write_whole(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    if is_special(path) {
+    if in_place(path) {
         let mut f = OpenOptions::new()
             .write(true)
+            .create(true)
+            .truncate(true)
             .open(path)
             .map_err(|e| err(path, e))?;
         return f.write_all(bytes).map_err(|e| err(path, e));
     }
+    let shown = path;
+    let path = &real_target(path);
     let tmp = tmp_path(path);
     let mode = std::fs::metadata(path)
         .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777)
@@ -78,7 +104,7 @@ pub fn write_whole(path: &Path, bytes: &[u8]) -> Result<(), String> {
     })();
     if let Err(e) = r {
         let _ = std::fs::remove_file(&tmp);
-        return Err(err(path, e));
+        return Err(err(shown, e));
     }
     Ok(())
 }
@@ -129,6 +155,28 @@ mod tests {
         // A directory that is gone: an error naming the file, nothing made.
         let e = write_whole(&d.join("no/such/x.json"), b"x").unwrap_err();
         assert!(e.contains("no/such/x.json") && !e.contains('\n'), "{e}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_symlink_stays_a_link_and_dev_paths_are_written_in_place() {
+        let d = dir("link");
+        let real = d.join("real.json");
+        let link = d.join("link.json");
+        write_whole(&real, b"old\n").unwrap();
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        write_whole(&link, b"new\n").unwrap();
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(std::fs::read(&real).unwrap(), b"new\n");
+        assert_eq!(std::fs::read_dir(&d).unwrap().count(), 2);
+        // /dev/stdout (a link to /proc/self/fd/1, maybe a regular file):
+        // written through, the link left alone.
+        assert!(in_place(Path::new("/dev/stdout")));
+        assert!(in_place(Path::new("/proc/self/fd/1")));
+        assert!(!in_place(&real) && !in_place(&link));
         std::fs::remove_dir_all(&d).unwrap();
     }
 

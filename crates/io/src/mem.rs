@@ -201,6 +201,11 @@ struct SourceRx {
     stride: u64,
     next: usize,
     pkts: u64,
+    /// Frames handed out and not yet released: the source has exactly one
+    /// batch of frames, so it hands out more only once all are back (a
+    /// consumer holding a batch while it asks for another gets nothing
+    /// rather than a second descriptor of a frame it still has).
+    out: usize,
     /// 0: hand out the pre-built frames; N: rewrite each to one of N flows.
     flows: u32,
     rng: u64,
@@ -221,6 +226,7 @@ impl SourceRx {
             stride: stride as u64,
             next: 0,
             pkts: 0,
+            out: 0,
             flows: 0,
             rng: 0x9e37_79b9_7f4a_7c15,
         })
@@ -253,7 +259,11 @@ impl SourceRx {
 impl RxPort for SourceRx {
     #[inline]
     fn recv(&mut self, batch: &mut Batch) -> Result<usize, PortError> {
+        if self.out > 0 {
+            return Ok(0);
+        }
         let n = batch.room();
+        self.out = n;
         batch.hold(&self.region);
         let mut idx = self.next;
         for _ in 0..n {
@@ -261,15 +271,15 @@ impl RxPort for SourceRx {
             // SAFETY: idx < SOURCE_FRAMES, so addr is inside the region.
             let data = unsafe { self.region.at(addr) };
             if self.flows > 0 {
-                // SAFETY: the frame is ours again: the consumer released it
-                // before this recv (the RxPort contract), and it is `size`
+                // SAFETY: the frame is ours again: every frame handed out
+                // was released before this recv (`out`), and it is `size`
                 // bytes inside the region.
                 let f = unsafe { std::slice::from_raw_parts_mut(data, self.size as usize) };
                 self.rewrite_flow(f);
             }
             // SAFETY: the frame is `size` bytes inside the region, held by
-            // the batch; the source writes it again only in a later recv,
-            // after the consumer released it (the RxPort contract).
+            // the batch; the source writes it again only in a recv after
+            // every frame came back (`out`).
             batch.push(unsafe { Pkt::from_raw(data, self.size, addr, 0) });
             idx = (idx + 1) % SOURCE_FRAMES;
         }
@@ -279,6 +289,17 @@ impl RxPort for SourceRx {
     }
     #[inline]
     fn release(&mut self, batch: &mut Batch) {
+        // This source's frames in the batch (a compare each, no syscall).
+        let (lo, hi) = (
+            self.region.base() as usize,
+            self.region.base() as usize + self.region.len(),
+        );
+        let mine = batch
+            .pkts()
+            .iter()
+            .filter(|p| (lo..hi).contains(&(p.as_ptr() as usize)))
+            .count();
+        self.out = self.out.saturating_sub(mine);
         batch.clear();
     }
     fn kernel_stats(&self) -> KernelStats {
@@ -762,5 +783,28 @@ impl RxPort for LinkRx {
         KernelStats {
             counters: vec![("rx_packets", self.received)],
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_source_hands_out_its_frames_again_only_once_all_are_back() {
+        let mut src = SourceRx::new(64).unwrap();
+        let (mut a, mut b) = (Batch::new(MAX_BATCH), Batch::new(MAX_BATCH));
+        assert_eq!(src.recv(&mut a).unwrap(), MAX_BATCH);
+        // `a` still holds every frame: a second batch gets none of them.
+        assert_eq!(src.recv(&mut b).unwrap(), 0);
+        // A batch of other memory released here frees nothing of the source.
+        let other = [0u8; 64];
+        // SAFETY: a descriptor of a live buffer, never written.
+        b.push(unsafe { Pkt::from_raw(other.as_ptr() as *mut u8, 64, 0, 0) });
+        src.release(&mut b);
+        assert_eq!(src.recv(&mut b).unwrap(), 0);
+        src.release(&mut a);
+        assert_eq!(src.recv(&mut b).unwrap(), MAX_BATCH);
+        src.release(&mut b);
     }
 }

@@ -1203,7 +1203,10 @@ impl PcapWriter {
         if let Err(e) = w.write_out() {
             // Not even the header fits: leave no file that claims to be a
             // capture (a device such as /dev/full is not ours to remove).
-            if w.file.metadata().is_ok_and(|m| m.file_type().is_file()) {
+            // Only a regular file by that name (not a symlink to one).
+            if w.file.metadata().is_ok_and(|m| m.file_type().is_file())
+                && std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file())
+            {
                 let _ = std::fs::remove_file(path);
             }
             return Err(e);

@@ -292,11 +292,13 @@ impl<R: Read> LineReader<R> {
     }
 
     /// The next line (without its newline, invalid UTF-8 replaced), or None
-    /// at the end of the stream. `wake` is called each time a read returns
-    /// nothing (a timeout): its error ends the wait.
+    /// at the end of the stream. `wake` is called after every read that
+    /// does not complete the line, bytes or a timeout (so a client that
+    /// trickles bytes is held to its deadlines as one that sends nothing),
+    /// with whether bytes of the line are in: its error ends the wait.
     pub fn next_line(
         &mut self,
-        mut wake: impl FnMut() -> Result<(), String>,
+        mut wake: impl FnMut(bool) -> Result<(), String>,
     ) -> Result<Option<String>, String> {
         let max = self.max;
         // Bytes of the current line that were already looked at.
@@ -332,9 +334,14 @@ impl<R: Read> LineReader<R> {
             match self.r.read(&mut self.buf[end..]) {
                 Ok(0) if scanned == 0 => return Ok(None),
                 Ok(0) => return Err("the request ends without a newline".into()),
-                Ok(k) => self.end += k,
+                Ok(k) => {
+                    self.end += k;
+                    if !self.buf[end..self.end].contains(&b'\n') {
+                        wake(true)?
+                    }
+                }
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                    wake()?
+                    wake(self.end > self.start)?
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => return Err(format!("reading the request: {e}")),
@@ -364,7 +371,7 @@ pub fn fuzz_lines(data: &[u8]) {
     let mut r = LineReader::new(Chunks(data, 7), 64);
     let mut want = data.split(|&b| b == b'\n');
     loop {
-        match r.next_line(|| Ok(())) {
+        match r.next_line(|_| Ok(())) {
             Ok(Some(l)) => {
                 let w = want.next().expect("a line the stream does not have");
                 assert!(w.len() <= 64 && !l.contains('\n'));
@@ -418,11 +425,20 @@ impl Conn {
     /// used up, the pipeline stopping, a broken connection. After an error
     /// the connection is closed once the handler replied.
     pub fn read_line(&mut self) -> Result<Option<String>, String> {
-        let (stop, deadline) = (&self.stop, self.deadline);
-        let r = self.lines.next_line(|| {
+        let (stop, mut deadline) = (&self.stop, self.deadline);
+        let request_time = self.limits.request_time;
+        // From the line's first byte on, the whole line is due within the
+        // request time (a client trickling bytes is not idle).
+        let mut started = false;
+        let r = self.lines.next_line(|partial| {
+            let now = Instant::now();
+            if partial && !started {
+                started = true;
+                deadline = deadline.min(now + request_time);
+            }
             if stop.load(Ordering::Relaxed) {
                 Err("the pipeline is stopping".into())
-            } else if Instant::now() >= deadline {
+            } else if now >= deadline {
                 Err("request not received in time".into())
             } else {
                 Ok(())
@@ -491,13 +507,13 @@ mod tests {
         fuzz_lines(&long);
         let mut r = LineReader::new(&long[..], 64);
         assert!(r
-            .next_line(|| Ok(()))
+            .next_line(|_| Ok(()))
             .unwrap_err()
             .contains("longer than 64"));
         let mut r = LineReader::new(&b"ok\nrest"[..], 64);
-        assert_eq!(r.next_line(|| Ok(())).unwrap().as_deref(), Some("ok"));
+        assert_eq!(r.next_line(|_| Ok(())).unwrap().as_deref(), Some("ok"));
         assert!(r
-            .next_line(|| Ok(()))
+            .next_line(|_| Ok(()))
             .unwrap_err()
             .contains("without a newline"));
     }
@@ -575,6 +591,30 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         assert_eq!(ask(&p, "hello\n"), "echo hello\n");
+        // A client trickling a byte every 20 ms (more often than the reads'
+        // 100 ms wake-up) is held to the request time all the same.
+        let mut c = UnixStream::connect(&p).unwrap();
+        c.set_read_timeout(Some(Duration::from_millis(10))).unwrap();
+        let t = Instant::now();
+        let mut got = Vec::new();
+        while t.elapsed() < Duration::from_secs(5) {
+            if c.write_all(b"x").is_err() {
+                break;
+            }
+            let mut b = [0u8; 64];
+            match c.read(&mut b) {
+                Ok(0) => break,
+                Ok(k) => got.extend_from_slice(&b[..k]),
+                Err(_) => {} // nothing yet: the 10 ms read timeout
+            }
+            if got.ends_with(b"\n") {
+                break;
+            }
+            // The trickle's pace, not a wait for readiness.
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(got, b"error: request not received in time\n");
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
         srv.stop();
     }
 }

@@ -659,7 +659,21 @@ pub fn run(a: Args) -> Result<()> {
     let (end, gen_result) = worker
         .join()
         .map_err(|_| anyhow::anyhow!("generator thread panicked"))??;
+    // The script ends about script::GRACE after the run (its instruction
+    // hook); one stuck in a single long library call (a huge string.rep)
+    // cannot be interrupted and is left behind: the process exits.
     let script_result = script_thread.map(|h| {
+        let until = Instant::now() + script::GRACE + Duration::from_secs(1);
+        while !h.is_finished() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if !h.is_finished() {
+            return Ok(Err(anyhow::anyhow!(
+                "script {}: still running {:.1} s after the run ended (inside one long library call); abandoned",
+                a.script.as_deref().unwrap_or(std::path::Path::new("?")).display(),
+                (script::GRACE + Duration::from_secs(1)).as_secs_f64()
+            )));
+        }
         h.join()
             .map_err(|_| anyhow::anyhow!("script thread panicked"))
     });

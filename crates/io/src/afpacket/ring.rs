@@ -417,6 +417,9 @@ pub(crate) struct RxV2 {
     stats: SockStats,
     /// Frames whose header was inconsistent (skipped, given back).
     bad: u64,
+    /// Frames longer than a ring frame holds (jumbo MTU, GRO): the kernel
+    /// cut them; dropped here rather than passed on cut.
+    truncated: u64,
     watch: LinkWatch,
 }
 
@@ -466,6 +469,7 @@ impl RxV2 {
             lent: vec![false; frames],
             stats: SockStats::default(),
             bad: 0,
+            truncated: 0,
         })
     }
 
@@ -492,8 +496,12 @@ impl RxPort for RxV2 {
             let h = unsafe { &*(f as *const libc::tpacket2_hdr) };
             let mac = h.tp_mac as usize;
             let snap = h.tp_snaplen as usize;
-            if mac < RX2_HDR_END || mac + snap > self.ring.frame_size {
-                self.bad += 1;
+            if mac < RX2_HDR_END || mac + snap > self.ring.frame_size || snap < h.tp_len as usize {
+                if snap < h.tp_len as usize {
+                    self.truncated += 1;
+                } else {
+                    self.bad += 1;
+                }
                 self.ring
                     .status(i)
                     .store(libc::TP_STATUS_KERNEL, Ordering::Release);
@@ -563,6 +571,7 @@ impl RxPort for RxV2 {
     fn kernel_stats(&self) -> KernelStats {
         let mut k = self.stats.read(&self.fd, false);
         k.counters.push(("rx_bad_slot_drops", self.bad));
+        k.counters.push(("rx_truncated_drops", self.truncated));
         k
     }
 }
