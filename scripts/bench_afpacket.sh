@@ -17,23 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-5}
-lr=target/release/linerate
-[[ -x $lr ]] || { echo "bench_afpacket: $lr missing: cargo build --release -p linerate" >&2; exit 1; }
-for c in ip python3; do
-    command -v "$c" >/dev/null || { echo "bench_afpacket: command '$c' not found" >&2; exit 1; }
-done
-tmp=$(mktemp -d /tmp/linerate-bench-afpacket.XXXXXX)
-beds=()
-bg=()
-cleanup() {
-    local p b
-    for p in "${bg[@]}"; do kill -INT "$p" 2>/dev/null || true; done
-    for p in "${bg[@]}"; do wait "$p" 2>/dev/null || true; done
-    for b in "${beds[@]}"; do $lr testbed down --name "$b" >/dev/null 2>&1 || true; done
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+. scripts/bench_common.sh bench_afpacket
 
 # Wait until namespace NS has at least N running packet sockets (bound and
 # receiving: /proc/net/packet column R), i.e. the processes started there

@@ -21,23 +21,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 minutes=${1:-30}
-lr=$(pwd)/target/release/linerate
-[[ -x $lr ]] || { echo "bench_soak: $lr missing: cargo build --release -p linerate" >&2; exit 1; }
-for c in ip python3; do
-    command -v "$c" >/dev/null || { echo "bench_soak: command '$c' not found" >&2; exit 1; }
-done
-tmp=$(mktemp -d /tmp/linerate-bench-soak.XXXXXX)
-beds=()
-bg=()
-cleanup() {
-    local p b
-    for p in "${bg[@]}"; do kill -INT "$p" 2>/dev/null || true; done
-    for p in "${bg[@]}"; do wait "$p" 2>/dev/null || true; done
-    for b in "${beds[@]}"; do $lr testbed down --name "$b" >/dev/null 2>&1 || true; done
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+. scripts/bench_common.sh bench_soak
 
 cat >"$tmp/flows" <<'EOF'
 priority=10,in_port=1,udp,actions=output:2
