@@ -343,6 +343,53 @@ fn v2_drops_and_counts_frames_longer_than_its_frames() {
     assert_eq!(rx.rx.kernel_stats().get("rx_truncated_drops"), Some(1));
 }
 
+/// The default V2 ring's frames are sized to the interface's MTU: a frame
+/// of the largest size the MTU allows arrives whole, at MTU 1500 and at a
+/// jumbo MTU (fewer, larger frames: the ring stays within 64 MiB).
+#[test]
+fn v2_default_frames_hold_an_mtu_sized_frame() {
+    require_root();
+    let ns = NetnsGuard::new("ap3");
+    ns.veth("va", "vb");
+    let busy = OpenOptions {
+        busy_poll: true,
+        ..OpenOptions::default()
+    };
+    for (mtu, ring) in [(1500usize, "32768x1600"), (9000, "7360x9088")] {
+        for i in ["va", "vb"] {
+            ns.ip(&["link", "set", i, "mtu", &mtu.to_string()]);
+        }
+        let mut tx = open_in(&ns, &["afpacket:va?ring=v3&frame_size=16384"], &busy).remove(0);
+        let mut rx = open_in(&ns, &["afpacket:vb"], &busy).remove(0);
+        let d = &rx.info.detail;
+        assert!(d.starts_with(&format!("TPACKET_V2 rx ring {ring}")), "{d}");
+        let mut f = vec![0u8; mtu + 14];
+        f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
+        f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
+        f[12..14].copy_from_slice(&0x88b5u16.to_be_bytes());
+        for (k, b) in f[14..].iter_mut().enumerate() {
+            *b = (k % 251) as u8;
+        }
+        // SAFETY: one test buffer per descriptor; it outlives the descriptor and nothing else touches it meanwhile.
+        let p = unsafe { Pkt::from_raw(f.as_mut_ptr(), f.len() as u32, 0, 0) };
+        assert_eq!(tx.tx.send(std::slice::from_ref(&p)).unwrap(), 1);
+        tx.tx.flush().unwrap();
+        let t = Instant::now();
+        let mut b = Batch::new(8);
+        while rx.rx.recv(&mut b).unwrap() == 0 {
+            assert!(
+                t.elapsed() < Duration::from_secs(2),
+                "MTU {mtu}: nothing received"
+            );
+            rx.rx.wait(100).unwrap();
+        }
+        assert_eq!(b.len(), 1);
+        assert_eq!(b.pkts()[0].bytes(), &f[..], "MTU {mtu}");
+        rx.rx.release(&mut b);
+        assert_eq!(rx.rx.kernel_stats().get("rx_truncated_drops"), Some(0));
+    }
+}
+
 /// A lone frame is handed over by a V2 ring as soon as it is written; a V3
 /// ring keeps it until its block retire timeout (here 3 s): the latency of
 /// every packet at low rates.
@@ -533,7 +580,7 @@ fn info_and_reopen() {
     // Without ring=: a frame ring for a busy-polling pipeline, a block ring
     // for one that sleeps in poll().
     for (busy, want) in [
-        (true, "TPACKET_V2 rx ring 8192x2048"),
+        (true, "TPACKET_V2 rx ring 32768x1600"),
         (false, "TPACKET_V3 rx ring 64x256KiB"),
     ] {
         let opts = OpenOptions {

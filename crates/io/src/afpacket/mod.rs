@@ -10,11 +10,15 @@
 //!   its retire timeout (`tov_ms`, 2 ms) expires, and wakes a sleeping
 //!   reader once per block: the ring for readers that sleep in poll()
 //!   (capture, count), whose latency at low rates is that timeout.
-//! - `ring=v2`: a TPACKET_V2 frame ring for RX (zero copy, the same memory
-//!   cut into `frame_size` frames), each frame handed over as soon as it is
-//!   written; TX as for v3. The ring for busy-polling forwarders (fwd,
-//!   switch): no block timeout, so a packet waits microseconds, not
-//!   milliseconds, at any rate.
+//! - `ring=v2`: a TPACKET_V2 frame ring for RX (zero copy), each frame
+//!   handed over as soon as it is written; TX as for v3. The ring for
+//!   busy-polling forwarders (fwd, switch): no block timeout, so a packet
+//!   waits microseconds, not milliseconds, at any rate. By default 32768
+//!   frames just large enough for the interface's MTU (1600 bytes at MTU
+//!   1500: 50 MiB; at most 64 MiB, fewer frames for jumbo MTUs), as many
+//!   packets of any size as the V3 ring holds of ~400-byte ones; with
+//!   `blocks`, `block_size` or `frame_size` given, that memory cut into
+//!   `frame_size` frames instead.
 //! - Default: `v2` when the pipeline busy-polls (`OpenOptions::busy_poll`:
 //!   fwd and switch with `--poll busy`), else `v3`.
 //! - `ring=mmsg`: the plain AF_PACKET baseline, `recvmmsg`/`sendmmsg` with
@@ -53,6 +57,8 @@ pub const PARAMS: [&str; 9] = [
 pub const DEFAULT_BLOCKS: u32 = 64;
 /// Default RX block size in bytes (ring=v3).
 pub const DEFAULT_BLOCK_SIZE: u32 = 256 * 1024;
+/// Default number of RX frames (ring=v2).
+pub const DEFAULT_V2_FRAMES: u32 = 32768;
 /// Default block retire timeout: a partly filled block is handed to user
 /// space after this many milliseconds, so sparse traffic is not held back.
 pub const DEFAULT_TOV_MS: u32 = 2;
@@ -87,11 +93,58 @@ pub(crate) struct Config {
     pub blocks: u32,
     pub block_size: u32,
     pub frame_size: u32,
+    /// The V2 RX ring's layout (ring=v2 only).
+    pub rx2: Rx2Layout,
     pub tov_ms: u32,
     /// TX ring frames / mmsg buffers.
     pub ring_size: u32,
     /// Largest frame the interface takes (MTU + Ethernet header).
     pub mtu_frame: usize,
+}
+
+/// Frames of a TPACKET_V2 RX ring: `blocks` blocks of `block_size` bytes,
+/// each cut into `block_size / frame_size` frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Rx2Layout {
+    pub frame_size: u32,
+    pub block_size: u32,
+    pub blocks: u32,
+}
+
+impl Rx2Layout {
+    /// The default: [`DEFAULT_V2_FRAMES`] frames, each the smallest multiple
+    /// of 16 that holds the headers the kernel writes in front of a frame
+    /// (80 bytes up to the network header, `tpacket_rcv`) and an MTU-sized
+    /// packet with two VLAN tags left in it; blocks a whole number of pages
+    /// *and* of frames, so frame `i` is at `i * frame_size` (no division on
+    /// the per-packet path). At most 64 MiB: fewer frames for jumbo MTUs
+    /// (9000: 7360 frames; loopback's 65536: 1024).
+    fn for_mtu(mtu: u32, page: u32) -> Rx2Layout {
+        let frame = (80 + mtu.min(65536 - 96) + 8).div_ceil(16) * 16;
+        let mut block = lcm(frame, page);
+        if block > 4 << 20 {
+            block = frame.next_multiple_of(page);
+        }
+        let per_block = block / frame;
+        let frames = DEFAULT_V2_FRAMES.min((64 << 20) / frame).max(per_block);
+        Rx2Layout {
+            frame_size: frame,
+            block_size: block,
+            blocks: (frames / per_block).max(1),
+        }
+    }
+
+    pub fn frames(&self) -> u32 {
+        (self.block_size / self.frame_size) * self.blocks
+    }
+}
+
+fn lcm(a: u32, b: u32) -> u32 {
+    let (mut x, mut y) = (a, b);
+    while y != 0 {
+        (x, y) = (y, x % y);
+    }
+    a / x * b
 }
 
 fn page_size() -> u32 {
@@ -166,6 +219,18 @@ fn parse_config(uri: &Uri, opts: &OpenOptions) -> Result<Config, PortError> {
     let ifindex = crate::port::ifindex(uri, &ifname)?;
     let fanout_group = fanout_group.unwrap_or((ifindex & 0xffff) as u16);
     let mtu = if_mtu(&ifname).unwrap_or(1500);
+    let rx2 = if ["blocks", "block_size", "frame_size"]
+        .iter()
+        .any(|k| uri.get(k).is_some())
+    {
+        Rx2Layout {
+            frame_size,
+            block_size,
+            blocks,
+        }
+    } else {
+        Rx2Layout::for_mtu(mtu, page)
+    };
     Ok(Config {
         ifname,
         ifindex,
@@ -177,6 +242,7 @@ fn parse_config(uri: &Uri, opts: &OpenOptions) -> Result<Config, PortError> {
         blocks,
         block_size,
         frame_size,
+        rx2,
         tov_ms,
         ring_size: opts.ring_size,
         mtu_frame: mtu as usize + 14,
@@ -222,7 +288,7 @@ pub fn open(uri: &Uri, opts: &OpenOptions) -> Result<Port, PortError> {
         detail = format!(
             "TPACKET_V2 rx ring {}x{}, tx ring {}x{}",
             r.frames(),
-            cfg.frame_size,
+            cfg.rx2.frame_size,
             t.frames(),
             cfg.frame_size
         );
@@ -542,4 +608,39 @@ pub(crate) fn tx_transient(e: &std::io::Error) -> bool {
         e.raw_os_error(),
         Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn v2_default_layout_fits_the_mtu_in_whole_pages() {
+        let l = Rx2Layout::for_mtu(1500, 4096);
+        assert_eq!(l.frame_size, 1600);
+        assert_eq!(l.block_size % 4096, 0);
+        assert_eq!(l.block_size % l.frame_size, 0);
+        assert_eq!(l.frames(), DEFAULT_V2_FRAMES);
+        // 66 bytes of headers before the MAC header, then an untagged
+        // MTU-sized frame with two VLAN tags left in it.
+        assert!(66 + 1514 + 8 <= l.frame_size);
+
+        let j = Rx2Layout::for_mtu(9000, 4096);
+        assert_eq!(j.frame_size, 9088);
+        assert!(u64::from(j.blocks) * u64::from(j.block_size) <= 64 << 20);
+        assert!(j.frames() >= 7000);
+
+        let lo = Rx2Layout::for_mtu(65536, 4096);
+        assert!(lo.frame_size <= 65536 && lo.frame_size.is_multiple_of(16));
+        assert!(lo.block_size.is_multiple_of(4096) && lo.block_size >= lo.frame_size);
+        assert!(u64::from(lo.blocks) * u64::from(lo.block_size) <= 64 << 20);
+        assert!(lo.frames() >= 1000);
+    }
+
+    #[test]
+    fn lcm_of_frame_and_page() {
+        assert_eq!(lcm(1600, 4096), 102_400);
+        assert_eq!(lcm(2048, 4096), 4096);
+        assert_eq!(lcm(4096, 4096), 4096);
+    }
 }

@@ -376,7 +376,13 @@ struct Frames {
 impl Frames {
     #[inline(always)]
     fn frame(&self, i: usize) -> *mut u8 {
-        let off = (i / self.per_block) * self.block_size + (i % self.per_block) * self.frame_size;
+        // Blocks without a gap at their end (the default layouts): frame i
+        // is at i * frame_size, no division on the per-packet path.
+        let off = if self.per_block * self.frame_size == self.block_size {
+            i * self.frame_size
+        } else {
+            (i / self.per_block) * self.block_size + (i % self.per_block) * self.frame_size
+        };
         // SAFETY: i < frames, so the frame lies inside the mapping.
         unsafe { self.map.ptr.add(off) }
     }
@@ -395,6 +401,18 @@ impl Frames {
             i + 1
         }
     }
+}
+
+/// A hint to load the cache line at `p` (no fault if it is not mapped).
+#[inline(always)]
+fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch is a hint; it never faults or reads into Rust's view.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 /// End of the per-packet headers in a V2 RX frame (tpacket2_hdr + sockaddr_ll).
@@ -431,14 +449,13 @@ impl RxV2 {
     pub fn open(uri: &Uri, cfg: &Config) -> Result<RxV2, PortError> {
         let fd = packet_socket(uri)?;
         set_version(uri, &fd, libc::tpacket_versions::TPACKET_V2, "V2")?;
-        // The same memory as the V3 ring would take, cut into frames.
-        let frame = cfg.frame_size as usize;
-        let block = cfg.block_size as usize;
+        let frame = cfg.rx2.frame_size as usize;
+        let block = cfg.rx2.block_size as usize;
         let per_block = block / frame;
-        let frames = per_block * cfg.blocks as usize;
+        let frames = cfg.rx2.frames() as usize;
         let req = libc::tpacket_req {
             tp_block_size: block as u32,
-            tp_block_nr: cfg.blocks,
+            tp_block_nr: cfg.rx2.blocks,
             tp_frame_size: frame as u32,
             tp_frame_nr: frames as u32,
         };
@@ -450,7 +467,12 @@ impl RxV2 {
             &format!("PACKET_RX_RING ({frames} frames of {frame} bytes)"),
             &req,
         )?;
-        let map = Arc::new(Mapping::new(uri, &fd, block * cfg.blocks as usize, "RX")?);
+        let map = Arc::new(Mapping::new(
+            uri,
+            &fd,
+            block * cfg.rx2.blocks as usize,
+            "RX",
+        )?);
         // Bind only now: the ring exists before the first packet arrives.
         bind(uri, &fd, cfg, libc::ETH_P_ALL as u16)?;
         setup_rx(uri, &fd, cfg)?;
@@ -490,6 +512,10 @@ impl RxPort for RxV2 {
         while !batch.is_full() && self.ready(self.cur) {
             let i = self.cur;
             self.cur = self.ring.step(i);
+            // Ask for the header after next now: frames lie a page or
+            // more apart, so each is a TLB and cache miss that the loop
+            // would otherwise wait for in turn.
+            prefetch(self.ring.frame(self.ring.step(self.cur)));
             let f = self.ring.frame(i);
             // SAFETY: the frame is ours (TP_STATUS_USER seen with acquire);
             // the header is at its start.
