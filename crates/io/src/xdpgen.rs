@@ -957,7 +957,20 @@ impl XdpGen {
                 // short would leave the last frames to a tail call, one
                 // call's ~24 ms teardown late. Extra runs only spin idle.
                 let left = last_ns - now;
-                let want = (period + 2 * ov).min(left + (left / 4).max(2_000_000)) as f64;
+                let full = period + 2 * ov;
+                // A call that is not the last gets half as many runs again
+                // as the estimate says: the estimate comes from calls that
+                // shared the core with the other lane during their overlaps
+                // (each at half speed), so a call running alone used up its
+                // runs early, and until the next call had set up no frame
+                // left: 40-70 ms of lateness in every 10 s at 60 kpps on an
+                // idle bed (AMD EPYC, 2 vCPUs), 0.4-1.1 ms with the margin.
+                // Extra runs only overlap the next call more.
+                let want = if left > full {
+                    full as f64 * CALL_MARGIN
+                } else {
+                    (left + (left / 4).max(2_000_000)) as f64
+                };
                 let repeat = (want * r).clamp(4096.0, u32::MAX as f64) as u32;
                 let t = Instant::now();
                 let done = runner.call(repeat)?;
@@ -1030,6 +1043,9 @@ const MAX_RUNS_PER_NS: f64 = 0.5;
 /// [`Pacing::InProgram`]: the period of each of the two lanes' calls is
 /// twice this; the stop flag is checked between calls.
 pub const LANE_CALL: Duration = Duration::from_millis(200);
+/// [`Pacing::InProgram`]: runs of a lane's call (other than the last)
+/// against what the rate estimate says its period takes.
+const CALL_MARGIN: f64 = 1.5;
 /// [`Pacing::InProgram`]: how long two calls overlap at each end (covers a
 /// late wake-up and the error of the call's size).
 pub const LANE_OVERLAP: Duration = Duration::from_millis(15);
