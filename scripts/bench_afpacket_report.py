@@ -90,12 +90,13 @@ print("A trial passes as long as the DuT's RX ring holds the backlog that builds
       f"forwarder does not sustain. Over {long} a ring hides at most its depth: about "
       f"{V3_DEPTH_64B / t:,.0f} pps above the sustained rate for the V3 ring, {V2_DEPTH / t:,.0f} "
       "pps for the V2 ring, so the long-trial figures are close to what each forwarder sustains. "
-      "On this bed a long trial is mostly ended by the generator: when it falls behind its "
-      "schedule (the lateness column) it catches up in a burst at its top speed; the burst "
+      "The generator's lateness (last column) leaves as a catch-up burst at its top speed, which "
       "passes the kernel's per-CPU backlog queue (`netdev_max_backlog`, 1000 frames; RPS to the "
-      "DuT's core) before either ring, and while that core works the queue off the forwarder "
-      "does not run. Such trials are failed today; the bench's audit issue makes them invalid "
-      "and repeated instead.\n")
+      "DuT's core) before either ring; a trial that fails with more than 4 ms of it is repeated "
+      "once (README). Until 2026-11-26 the lateness was 50-100 ms in nearly every long trial (each "
+      "of the generator's calls ran out of runs before the next had set up, "
+      "crates/io/src/xdpgen.rs), and those bursts, not the forwarders, ended the searches near "
+      "0.06 Mpps.\n")
 print("Goals (issue 19): p50 through `linerate fwd afpacket:d0 afpacket:d1` at 10 kpps <= 50 us: "
       f"{p50.get('v2', 0):.1f} us ({'met' if 0 < p50.get('v2', 1e9) <= 50 else 'NOT met'}; "
       f"{p50.get('v3', 0):.1f} us with the V3 rings). Loss-free 64 B rate against the V3 rings "

@@ -206,7 +206,8 @@ for r in rows:
     kern = "" if full is None else f"; the kernel's AF_XDP rx_ring_full: {full}"
     print(f"- {r['name']}: received = passed + drops: {bal}; drops by reason: {drops or 'none'}{kern}; "
           f"the generator's longest stall {late:.0f} ms.")
-print("\nFrames short of what was sent were dropped before the pipeline (the AF_XDP RX ring full): the "
-      "in-kernel generator, preempted for tens of ms on this 2-CPU machine, sends the frames it owes "
-      "in one catch-up burst (crates/io/src/xdpgen.rs, Pacing::InProgram) that the 2048-frame ring cannot hold.")
+print("\nFrames short of what was sent were dropped before the pipeline (the AF_XDP RX ring full): when "
+      "the in-kernel generator falls behind its schedule (its longest stall above) it sends the frames it "
+      "owes in one catch-up burst (crates/io/src/xdpgen.rs, Pacing::InProgram) that the 2048-frame ring "
+      "cannot hold.")
 EOF
