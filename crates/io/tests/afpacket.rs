@@ -308,6 +308,27 @@ fn v2_small_ring_wraps_with_held_batches() {
     );
 }
 
+/// Send one frame through `port.tx` and flush it.
+fn send_one(port: &mut Port, f: &[u8]) {
+    // SAFETY: the caller's buffer outlives the descriptor, which the port
+    // only reads (copied into its TX ring before send returns).
+    let p = unsafe { Pkt::from_raw(f.as_ptr() as *mut u8, f.len() as u32, 0, 0) };
+    assert_eq!(port.tx.send(std::slice::from_ref(&p)).unwrap(), 1);
+    port.tx.flush().unwrap();
+}
+
+/// The first batch `port.rx` hands out (2 s at most, or the test fails
+/// naming `what`).
+fn recv_some(port: &mut Port, what: &str) -> Batch {
+    let t = Instant::now();
+    let mut b = Batch::new(8);
+    while port.rx.recv(&mut b).unwrap() == 0 {
+        assert!(t.elapsed() < Duration::from_secs(2), "{what} never arrived");
+        port.rx.wait(100).unwrap();
+    }
+    b
+}
+
 /// A frame longer than a V2 ring frame holds arrives cut by the kernel: it
 /// is dropped and counted (rx_truncated_drops), not passed on cut.
 #[test]
@@ -326,17 +347,9 @@ fn v2_drops_and_counts_frames_longer_than_its_frames() {
     let (long, short) = (frame(1, 0), frame(0, 0));
     assert!(long.len() > 512 && short.len() < 400);
     for f in [&long, &short] {
-        // SAFETY: one test buffer per descriptor; it outlives the descriptor and nothing else touches it meanwhile.
-        let p = unsafe { Pkt::from_raw(f.as_ptr() as *mut u8, f.len() as u32, 0, 0) };
-        assert_eq!(tx.tx.send(std::slice::from_ref(&p)).unwrap(), 1);
-        tx.tx.flush().unwrap();
+        send_one(&mut tx, f);
     }
-    let t = Instant::now();
-    let mut b = Batch::new(8);
-    while rx.rx.recv(&mut b).unwrap() == 0 {
-        assert!(t.elapsed() < Duration::from_secs(2), "nothing received");
-        rx.rx.wait(100).unwrap();
-    }
+    let mut b = recv_some(&mut rx, "the short frame");
     assert_eq!(b.len(), 1);
     assert_eq!(b.pkts()[0].bytes(), &short[..]);
     rx.rx.release(&mut b);
@@ -370,19 +383,8 @@ fn v2_default_frames_hold_an_mtu_sized_frame() {
         for (k, b) in f[14..].iter_mut().enumerate() {
             *b = (k % 251) as u8;
         }
-        // SAFETY: one test buffer per descriptor; it outlives the descriptor and nothing else touches it meanwhile.
-        let p = unsafe { Pkt::from_raw(f.as_mut_ptr(), f.len() as u32, 0, 0) };
-        assert_eq!(tx.tx.send(std::slice::from_ref(&p)).unwrap(), 1);
-        tx.tx.flush().unwrap();
-        let t = Instant::now();
-        let mut b = Batch::new(8);
-        while rx.rx.recv(&mut b).unwrap() == 0 {
-            assert!(
-                t.elapsed() < Duration::from_secs(2),
-                "MTU {mtu}: nothing received"
-            );
-            rx.rx.wait(100).unwrap();
-        }
+        send_one(&mut tx, &f);
+        let mut b = recv_some(&mut rx, &format!("the {} byte frame at MTU {mtu}", f.len()));
         assert_eq!(b.len(), 1);
         assert_eq!(b.pkts()[0].bytes(), &f[..], "MTU {mtu}");
         rx.rx.release(&mut b);
