@@ -329,6 +329,20 @@ fn recv_some(port: &mut Port, what: &str) -> Batch {
     b
 }
 
+/// `port.rx` hands out exactly the frame `want` (named `what`), and its
+/// count of frames cut by the kernel is `truncated`.
+fn recv_only(port: &mut Port, want: &[u8], what: &str, truncated: u64) {
+    let mut b = recv_some(port, what);
+    assert_eq!(b.len(), 1, "{what}");
+    assert_eq!(b.pkts()[0].bytes(), want, "{what}");
+    port.rx.release(&mut b);
+    assert_eq!(
+        port.rx.kernel_stats().get("rx_truncated_drops"),
+        Some(truncated),
+        "{what}"
+    );
+}
+
 /// A frame longer than a V2 ring frame holds arrives cut by the kernel: it
 /// is dropped and counted (rx_truncated_drops), not passed on cut.
 #[test]
@@ -349,11 +363,7 @@ fn v2_drops_and_counts_frames_longer_than_its_frames() {
     for f in [&long, &short] {
         send_one(&mut tx, f);
     }
-    let mut b = recv_some(&mut rx, "the short frame");
-    assert_eq!(b.len(), 1);
-    assert_eq!(b.pkts()[0].bytes(), &short[..]);
-    rx.rx.release(&mut b);
-    assert_eq!(rx.rx.kernel_stats().get("rx_truncated_drops"), Some(1));
+    recv_only(&mut rx, &short, "the short frame", 1);
 }
 
 /// The default V2 ring's frames are sized to the interface's MTU: a frame
@@ -384,11 +394,8 @@ fn v2_default_frames_hold_an_mtu_sized_frame() {
             *b = (k % 251) as u8;
         }
         send_one(&mut tx, &f);
-        let mut b = recv_some(&mut rx, &format!("the {} byte frame at MTU {mtu}", f.len()));
-        assert_eq!(b.len(), 1);
-        assert_eq!(b.pkts()[0].bytes(), &f[..], "MTU {mtu}");
-        rx.rx.release(&mut b);
-        assert_eq!(rx.rx.kernel_stats().get("rx_truncated_drops"), Some(0));
+        let what = format!("the {} byte frame at MTU {mtu}", f.len());
+        recv_only(&mut rx, &f, &what, 0);
     }
 }
 
