@@ -6,16 +6,36 @@
 // big-endian u64 TX time xdp_gen writes (ts_off) and records the one-way
 // latency (bpf_ktime_get_ns() here minus the TX time: both programs read
 // the same CLOCK_MONOTONIC) in a log-linear histogram.
+//
+// Verified frames (tag_off set): every frame must carry xdp_gen's 18-byte
+// tag (magic "LT" u16 | stream u16 | seq u48 | tx_ns u64). A frame
+// without it is foreign (the network's own ARP, LLDP, a DuT's invention);
+// one of another stream is stale (sent in an earlier trial, arriving
+// late); a sequence number seen before in this stream is a duplicate (a
+// bit per sequence number in count_seen, set with an atomic fetch-or, so
+// it holds with the program running on several CPUs at once); a sequence
+// number below the largest this CPU saw before is reordered. Only
+// verified frames (this stream, first time) are timed. User space sets
+// the stream before each trial and zeroes the half of count_seen that
+// stream uses (its parity: the other half may still take a straggler of
+// the trial before, which then cannot mark a frame of this one).
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
 #define NO_SEQ 0xffffffffu
 #define MAX_SEQ_OFF 4096
+#define TAG_MAGIC 0x4c54
+#define TAG_LEN 18
+// Bits per half of count_seen: sequence numbers a trial can verify.
+#define SEEN_HALF_WORDS (1u << 21)
+#define SEEN_HALF_BITS ((__u64)SEEN_HALF_WORDS * 64)
 
 struct count_cfg {
 	__u32 pass;    // 1: XDP_PASS, 0: XDP_DROP
 	__u32 seq_off; // NO_SEQ: do not read a sequence number
 	__u32 ts_off;  // NO_SEQ: no TX time to read
+	__u32 tag_off; // NO_SEQ: frames are not verified (no tag)
+	__u32 stream;  // the stream of this trial (tag_off set)
 	__u32 pad;
 };
 
@@ -29,6 +49,16 @@ struct count_stats {
 	__u64 lat_min;   // smallest latency (ns; 0: none yet)
 	__u64 lat_max;   // largest latency (ns)
 	__u64 lat_bad;   // TX time in the future or over 60 s old: not recorded
+	// Verification (tag_off set): packets = verified + foreign + stale
+	// + dup + beyond.
+	__u64 verified;  // this stream's frames, each sequence number once
+	__u64 foreign;   // no tag (too short, wrong magic)
+	__u64 stale;     // another stream's (an earlier trial's)
+	__u64 dup;       // a sequence number seen before in this stream
+	__u64 beyond;    // sequence number past count_seen: counted, unchecked
+	__u64 reordered; // verified, below the largest this CPU saw before
+	__u64 cur;       // stream + 1 this CPU last verified (0: none)
+	__u64 next_seq;  // largest sequence number + 1 this CPU verified in it
 };
 
 // Latency histogram, log-linear: values below 16 ns have a bucket each;
@@ -72,6 +102,85 @@ struct {
 	__type(value, struct count_cfg);
 } count_cfg SEC(".maps");
 
+// A bit per sequence number, two halves (stream parity); mmap-able so user
+// space zeroes a half with one memset.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * SEEN_HALF_WORDS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, __u64);
+} count_seen SEC(".maps");
+
+static __always_inline void record_latency(struct count_stats *st, __u64 tx)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u64 lat = now - tx;
+	if (now < tx || lat > LAT_MAX_NS) {
+		st->lat_bad++;
+		return;
+	}
+	__u32 b = lat_bucket(lat);
+	__u64 *c = bpf_map_lookup_elem(&count_lat, &b);
+	if (c)
+		*c += 1;
+	st->lat_count++;
+	st->lat_sum += lat;
+	if (st->lat_min == 0 || lat < st->lat_min)
+		st->lat_min = lat;
+	if (lat > st->lat_max)
+		st->lat_max = lat;
+}
+
+// The tag at p (TAG_LEN bytes inside the frame): verify, time.
+static __always_inline void verify(struct count_cfg *cfg, struct count_stats *st, __u8 *p)
+{
+	if (p[0] != (TAG_MAGIC >> 8) || p[1] != (TAG_MAGIC & 0xff)) {
+		st->foreign++;
+		return;
+	}
+	__u32 stream = ((__u32)p[2] << 8) | p[3];
+	if (stream != (cfg->stream & 0xffff)) {
+		st->stale++;
+		return;
+	}
+	__u64 seq = 0;
+	__builtin_memcpy(&seq, p + 4, 6);
+	seq = __builtin_bswap64(seq) >> 16;
+	if (st->cur != stream + 1) {
+		// This CPU's first frame of the trial: its exact min/max start here.
+		st->cur = stream + 1;
+		st->next_seq = 0;
+		st->lat_min = 0;
+		st->lat_max = 0;
+	}
+	if (seq >= SEEN_HALF_BITS) {
+		st->beyond++;
+	} else {
+		__u32 w = (stream & 1) * SEEN_HALF_WORDS + (__u32)(seq >> 6);
+		__u64 *word = bpf_map_lookup_elem(&count_seen, &w);
+		if (!word) {
+			st->beyond++;
+			return;
+		}
+		__u64 bit = 1ull << (seq & 63);
+		if (__sync_fetch_and_or(word, bit) & bit) {
+			st->dup++;
+			return;
+		}
+		st->verified++;
+	}
+	if (seq < st->next_seq)
+		st->reordered++;
+	else
+		st->next_seq = seq + 1;
+	__u64 tx;
+	__builtin_memcpy(&tx, p + 10, 8);
+	tx = __builtin_bswap64(tx);
+	if (tx)
+		record_latency(st, tx);
+}
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -108,6 +217,15 @@ int xdp_count(struct xdp_md *ctx)
 			}
 		}
 	}
+	off = cfg->tag_off;
+	if (off != NO_SEQ) {
+		__u8 *p = data + (off & 4095);
+		if (off > MAX_SEQ_OFF || (void *)(p + TAG_LEN) > data_end)
+			st->foreign++;
+		else
+			verify(cfg, st, p);
+		return cfg->pass ? XDP_PASS : XDP_DROP;
+	}
 	off = cfg->ts_off;
 	if (off != NO_SEQ && off <= MAX_SEQ_OFF) {
 		__u8 *p = data + off;
@@ -115,24 +233,8 @@ int xdp_count(struct xdp_md *ctx)
 			__u64 tx;
 			__builtin_memcpy(&tx, p, 8);
 			tx = __builtin_bswap64(tx);
-			if (tx) {
-				__u64 now = bpf_ktime_get_ns();
-				__u64 lat = now - tx;
-				if (now < tx || lat > LAT_MAX_NS) {
-					st->lat_bad++;
-				} else {
-					__u32 b = lat_bucket(lat);
-					__u64 *c = bpf_map_lookup_elem(&count_lat, &b);
-					if (c)
-						*c += 1;
-					st->lat_count++;
-					st->lat_sum += lat;
-					if (st->lat_min == 0 || lat < st->lat_min)
-						st->lat_min = lat;
-					if (lat > st->lat_max)
-						st->lat_max = lat;
-				}
-			}
+			if (tx)
+				record_latency(st, tx);
 		}
 	}
 	return cfg->pass ? XDP_PASS : XDP_DROP;

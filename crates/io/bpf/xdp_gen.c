@@ -12,6 +12,12 @@
 // Sampled packets (seq % sample_every == 0) carry it with FLAG_TS and the
 // time of bpf_ktime_get_ns() (CLOCK_MONOTONIC) taken last, just before the
 // program returns; the others carry 24 zero bytes.
+//
+// Tag (crates/io/src/xdpcount.rs, read by xdp_count's verification), 18
+// bytes big-endian, fits the payload of a 64-byte IPv4 UDP frame:
+//   magic "LT" u16 | stream u16 | seq u48 | tx_ns u64 (0: not stamped)
+// on every frame; seq counts from 0 from the last time user space zeroed
+// gen_seq (one trial), tx_ns on frames with seq % tag_every == 0.
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
@@ -19,6 +25,8 @@
 #define MAX_OFF 4096
 #define SIG_MAGIC 0x4c525347u
 #define FLAG_TS 1
+#define TAG_MAGIC 0x4c54
+#define TAG_LEN 18
 
 struct gen_cfg {
 	__u32 flows;     // > 1: UDP source port = base_port + n % flows
@@ -30,6 +38,8 @@ struct gen_cfg {
 	__u32 stream;    // stream id (u16)
 	__u32 ts_off;    // NO_SIG or offset of a bare big-endian u64 TX time
 	__u32 ts_every;  // >= 1: TX time on runs n with n % ts_every == 0, else 0
+	__u32 tag_off;   // NO_SIG or offset of the 18-byte tag
+	__u32 tag_every; // >= 1: TX time in the tag when seq % tag_every == 0
 	__u32 pad;
 	__u64 hdr[8];    // the template's first 64 bytes
 };
@@ -198,6 +208,31 @@ int xdp_gen(struct xdp_md *ctx)
 		__builtin_memcpy(p, &z, 8);
 		__builtin_memcpy(p + 8, &z, 8);
 		__builtin_memcpy(p + 16, &z, 8);
+	}
+	// The tag: every frame, its own sequence number (the sink verifies
+	// that each frame it counts was sent in this trial, once).
+	if (cfg->tag_off != NO_SIG) {
+		__u32 off = cfg->tag_off;
+		if (off > MAX_OFF)
+			goto bad;
+		__u8 *p = data + off;
+		if ((void *)(p + TAG_LEN) > data_end)
+			goto bad;
+		__u64 *ctr = bpf_map_lookup_elem(&gen_seq, &k);
+		if (!ctr)
+			goto bad;
+		__u64 seq = __sync_fetch_and_add(ctr, 1);
+		__u32 head = __builtin_bswap32((TAG_MAGIC << 16) | (cfg->stream & 0xffff));
+		__u64 s = __builtin_bswap64(seq << 16); // 48 bits, big-endian
+		__builtin_memcpy(p, &head, 4);
+		__builtin_memcpy(p + 4, &s, 6);
+		__u32 every = cfg->tag_every;
+		__u64 t = 0;
+		st->runs = n + 1;
+		if (every <= 1 || seq % every == 0)
+			t = __builtin_bswap64(bpf_ktime_get_ns());
+		__builtin_memcpy(p + 10, &t, 8);
+		return XDP_TX;
 	}
 	// The bare TX time (for frames too short for the 24-byte signature,
 	// e.g. 64-byte frames: read by xdp_count's latency histogram).

@@ -88,10 +88,10 @@ where
     let stop = Arc::new(AtomicBool::new(false));
     let h = start(stop.clone());
     std::thread::sleep(Duration::from_millis(500));
-    let c0 = sink.read().packets;
+    let c0 = sink.read().unwrap().packets;
     let t0 = Instant::now();
     std::thread::sleep(Duration::from_secs_f64(secs));
-    let c1 = sink.read().packets;
+    let c1 = sink.read().unwrap().packets;
     let dt = t0.elapsed().as_secs_f64();
     stop.store(true, Ordering::SeqCst);
     let _ = h.join();
@@ -233,13 +233,13 @@ fn main() -> Result<(), String> {
             ..Default::default()
         };
         let mut gen = XdpGen::new("g0", &f, cfg).map_err(e)?;
-        let c0 = sink.read().packets;
+        let c0 = sink.read().unwrap().packets;
         let d = secs.min(3.0);
         let st: GenStats = gen
             .run_for(Duration::from_secs_f64(d), &AtomicBool::new(false))
             .map_err(e)?;
         std::thread::sleep(Duration::from_millis(100));
-        let counted = sink.read().packets - c0;
+        let counted = sink.read().unwrap().packets - c0;
         // Rates per second of the requested duration (the run ends up to
         // one call's overhead later, see the xdpgen docs).
         // Per second of the run's real duration: the count is exact
@@ -269,13 +269,13 @@ fn main() -> Result<(), String> {
         },
     )
     .map_err(e)?;
-    let c0 = sink.read().packets;
+    let c0 = sink.read().unwrap().packets;
     let st = gen.run(1_234_567, &AtomicBool::new(false)).map_err(e)?;
     std::thread::sleep(Duration::from_millis(100));
     println!(
         "run(1234567) at 1 Mpps: sent {} counted {} in {:.4} s (ideal 1.2346 s)",
         st.sent,
-        sink.read().packets - c0,
+        sink.read().unwrap().packets - c0,
         st.duration_ns as f64 / 1e9
     );
 

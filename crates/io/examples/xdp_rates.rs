@@ -157,13 +157,13 @@ fn measure(
 ) -> Result<Measure, String> {
     let e0 = xmit_errors(hops);
     let k0: u64 = napi.iter().map(|p| task_cpu_ns(*p)).sum();
-    let c0 = sink.read().packets;
+    let c0 = sink.read().unwrap().packets;
     enter(gen_ns);
     let st = gen
         .run_for(Duration::from_secs_f64(secs), &AtomicBool::new(false))
         .map_err(|e| e.to_string())?;
     std::thread::sleep(Duration::from_millis(200));
-    let c1 = sink.read().packets;
+    let c1 = sink.read().unwrap().packets;
     let k1: u64 = napi.iter().map(|p| task_cpu_ns(*p)).sum();
     let e1 = xmit_errors(hops);
     enter(gen_ns);

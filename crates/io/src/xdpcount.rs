@@ -4,6 +4,17 @@
 //! u64 sequence number that [`crate::xdpgen::XdpGen`] writes and keeps the
 //! largest one seen.
 //!
+//! Verified frames ([`XdpCount::attach_verified`]): every frame must carry
+//! the generator's 18-byte tag ([`crate::xdpgen::TagConfig`]: magic,
+//! stream, 48-bit sequence number, TX time). The sink counts a frame as
+//! received only when it carries this trial's stream
+//! ([`XdpCount::set_stream`]) and a sequence number not seen before in it;
+//! foreign frames (no tag), stale ones (an earlier stream: a late frame),
+//! duplicates and reordered frames are counted apart. Duplicates are found
+//! exactly: a bit per sequence number in a 16 MiB half of the `count_seen`
+//! map ([`SEEN_PER_TRIAL`] frames per trial; later ones are counted as
+//! `beyond`, not checked), set with an atomic fetch-or.
+//!
 //! Attaching it to the receiving end of a veth also activates the veth's
 //! native XDP path (NAPI), which XDP_TX / XDP_REDIRECT into that veth need.
 //!
@@ -11,15 +22,23 @@
 //! # use linerate_io::{xdpcount::XdpCount, xdp::AttachMode};
 //! let sink = XdpCount::attach("d0", AttachMode::Native, false)?;
 //! // ... traffic ...
-//! println!("{} packets", sink.read().packets);
+//! println!("{} packets", sink.read()?.packets);
 //! # Ok::<(), linerate_io::PortError>(())
 //! ```
 
 use crate::port::PortError;
 use crate::xdp::{AttachMode, XdpProgram};
-use aya::maps::{Array, PerCpuArray};
+use aya::maps::{Array, Map, PerCpuArray};
+use std::os::fd::{AsFd, AsRawFd};
 
 const NO_SEQ: u32 = u32::MAX;
+/// Length of the generator's tag (`TAG_LEN` in `xdp_count.c`).
+pub const TAG_LEN: usize = 18;
+/// u64 words of one half of `count_seen` (`SEEN_HALF_WORDS`).
+const SEEN_HALF_WORDS: usize = 1 << 21;
+/// Sequence numbers a trial can verify for duplicates (134 M frames: 37 s
+/// at 3.6 Mpps).
+pub const SEEN_PER_TRIAL: u64 = SEEN_HALF_WORDS as u64 * 64;
 /// Largest sequence-number offset the program accepts (it bounds packet
 /// accesses for the verifier).
 pub const MAX_SEQ_OFFSET: usize = 4096;
@@ -30,6 +49,8 @@ struct CountCfg {
     pass: u32,
     seq_off: u32,
     ts_off: u32,
+    tag_off: u32,
+    stream: u32,
     _pad: u32,
 }
 // SAFETY: plain old data, no padding.
@@ -47,6 +68,14 @@ struct RawCountStats {
     lat_min: u64,
     lat_max: u64,
     lat_bad: u64,
+    verified: u64,
+    foreign: u64,
+    stale: u64,
+    dup: u64,
+    beyond: u64,
+    reordered: u64,
+    cur: u64,
+    next_seq: u64,
 }
 // SAFETY: plain old data, no padding.
 unsafe impl aya::Pod for RawCountStats {}
@@ -69,12 +98,74 @@ pub struct CountStats {
     pub lat_max_ns: u64,
     /// Frames whose TX time was in the future or over 60 s old.
     pub lat_bad: u64,
+    /// Verification ([`XdpCount::attach_verified`]; all 0 otherwise):
+    /// packets = verified + foreign + stale + dup + beyond.
+    /// Frames of the current stream, each sequence number once.
+    pub verified: u64,
+    /// Frames without the tag (too short, wrong magic).
+    pub foreign: u64,
+    /// Frames of another stream (sent in an earlier trial).
+    pub stale: u64,
+    /// Frames whose sequence number was seen before in this stream.
+    pub dup: u64,
+    /// Frames past [`SEEN_PER_TRIAL`] in this stream: counted as received,
+    /// not checked for duplicates.
+    pub beyond: u64,
+    /// Verified frames whose sequence number was below the largest one the
+    /// same CPU had verified before.
+    pub reordered: u64,
+    /// Exact smallest and largest latency (ns) of the current stream's
+    /// verified frames (None: none timed yet).
+    pub stream_lat_min_ns: Option<u64>,
+    pub stream_lat_max_ns: Option<u64>,
+}
+
+impl CountStats {
+    /// The counters that only grow, as counted after `earlier` (saturating;
+    /// the stream's min/max are taken as they are now).
+    pub fn since(&self, earlier: &CountStats) -> CountStats {
+        CountStats {
+            packets: self.packets.saturating_sub(earlier.packets),
+            bytes: self.bytes.saturating_sub(earlier.bytes),
+            no_seq: self.no_seq.saturating_sub(earlier.no_seq),
+            lat_count: self.lat_count.saturating_sub(earlier.lat_count),
+            lat_sum_ns: self.lat_sum_ns.saturating_sub(earlier.lat_sum_ns),
+            lat_bad: self.lat_bad.saturating_sub(earlier.lat_bad),
+            verified: self.verified.saturating_sub(earlier.verified),
+            foreign: self.foreign.saturating_sub(earlier.foreign),
+            stale: self.stale.saturating_sub(earlier.stale),
+            dup: self.dup.saturating_sub(earlier.dup),
+            beyond: self.beyond.saturating_sub(earlier.beyond),
+            reordered: self.reordered.saturating_sub(earlier.reordered),
+            ..*self
+        }
+    }
+}
+
+/// `count_seen` mapped into this process (to zero a half per trial).
+struct SeenMap {
+    ptr: *mut u64,
+    len: usize,
+}
+// SAFETY: a shared mapping owned by this value; written only through
+// `&mut XdpCount` (set_stream), read by nobody in user space.
+unsafe impl Send for SeenMap {}
+// SAFETY: as above: no access through a shared reference.
+unsafe impl Sync for SeenMap {}
+
+impl Drop for SeenMap {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len are the mapping made in `attach_full`.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
 }
 
 /// The sink counter attached to one interface; detached on drop.
 pub struct XdpCount {
     prog: XdpProgram,
     what: String,
+    cfg: CountCfg,
+    seen: Option<SeenMap>,
 }
 
 /// The index of `ifname` in the calling thread's network namespace.
@@ -112,7 +203,42 @@ impl XdpCount {
         pass: bool,
         ts_offset: usize,
     ) -> Result<XdpCount, PortError> {
-        XdpCount::attach_full(ifname, mode, pass, None, Some(ts_offset))
+        XdpCount::attach_full(ifname, mode, pass, None, Some(ts_offset), None)
+    }
+
+    /// As [`XdpCount::attach`], verifying every frame by the 18-byte tag
+    /// the generator writes at `tag_offset` ([`crate::xdpgen::TagConfig`];
+    /// see the module documentation) and timing the tagged frames that
+    /// carry a TX time. Call [`XdpCount::set_stream`] before each trial.
+    pub fn attach_verified(
+        ifname: &str,
+        mode: AttachMode,
+        pass: bool,
+        tag_offset: usize,
+    ) -> Result<XdpCount, PortError> {
+        XdpCount::attach_full(ifname, mode, pass, None, None, Some(tag_offset))
+    }
+
+    /// Start verifying `stream` (a trial): frames of any other stream are
+    /// stale from now on. Clears the duplicate bitmap this stream uses
+    /// (one 16 MiB memset), then switches the program over.
+    pub fn set_stream(&mut self, stream: u16) -> Result<(), PortError> {
+        let seen = self.seen.as_ref().ok_or_else(|| {
+            PortError::new(format!("{}: not attached for verified frames", self.what))
+        })?;
+        let half = (stream & 1) as usize * SEEN_HALF_WORDS;
+        // SAFETY: the mapping holds 2 * SEEN_HALF_WORDS words; the program
+        // writes this half only for frames of `stream` (not current yet)
+        // or of `stream` - 2 (two trials ago: long gone).
+        unsafe { std::ptr::write_bytes(seen.ptr.add(half), 0, SEEN_HALF_WORDS) };
+        self.cfg.stream = stream as u32;
+        let (what, cfg) = (self.what.clone(), self.cfg);
+        set_cfg(&mut self.prog, &what, cfg)
+    }
+
+    /// The stream set last ([`XdpCount::set_stream`]).
+    pub fn stream(&self) -> u16 {
+        self.cfg.stream as u16
     }
 
     /// As [`XdpCount::attach`], also reading a big-endian u64 sequence
@@ -123,7 +249,7 @@ impl XdpCount {
         pass: bool,
         seq_offset: Option<usize>,
     ) -> Result<XdpCount, PortError> {
-        XdpCount::attach_full(ifname, mode, pass, seq_offset, None)
+        XdpCount::attach_full(ifname, mode, pass, seq_offset, None, None)
     }
 
     fn attach_full(
@@ -132,9 +258,14 @@ impl XdpCount {
         pass: bool,
         seq_offset: Option<usize>,
         ts_offset: Option<usize>,
+        tag_offset: Option<usize>,
     ) -> Result<XdpCount, PortError> {
         let what = format!("xdpcount on '{ifname}'");
-        for (name, o) in [("sequence", seq_offset), ("TX time", ts_offset)] {
+        for (name, o) in [
+            ("sequence", seq_offset),
+            ("TX time", ts_offset),
+            ("tag", tag_offset),
+        ] {
             if let Some(off) = o {
                 if off > MAX_SEQ_OFFSET {
                     return Err(PortError::new(format!(
@@ -145,29 +276,32 @@ impl XdpCount {
         }
         let idx = ifindex(ifname, &what)?;
         let mut prog = XdpProgram::load(&crate::bpf::XDP_COUNT.0, "xdp_count", &what)?;
-        {
-            let map = prog
-                .ebpf_mut()
-                .map_mut("count_cfg")
-                .ok_or_else(|| map_err(&what, "count_cfg", "missing"))?;
-            let mut cfg: Array<_, CountCfg> =
-                Array::try_from(map).map_err(|e| map_err(&what, "count_cfg", e))?;
-            let v = CountCfg {
-                pass: pass as u32,
-                seq_off: seq_offset.map_or(NO_SEQ, |o| o as u32),
-                ts_off: ts_offset.map_or(NO_SEQ, |o| o as u32),
-                _pad: 0,
-            };
-            cfg.set(0, v, 0)
-                .map_err(|e| map_err(&what, "count_cfg", e))?;
-        }
+        let cfg = CountCfg {
+            pass: pass as u32,
+            seq_off: seq_offset.map_or(NO_SEQ, |o| o as u32),
+            ts_off: ts_offset.map_or(NO_SEQ, |o| o as u32),
+            tag_off: tag_offset.map_or(NO_SEQ, |o| o as u32),
+            stream: 0,
+            _pad: 0,
+        };
+        set_cfg(&mut prog, &what, cfg)?;
+        let seen = match tag_offset {
+            Some(_) => Some(map_seen(&prog, &what)?),
+            None => None,
+        };
         // Configured before attaching: the program never sees a zero config.
         prog.attach(idx, mode)?;
-        Ok(XdpCount { prog, what })
+        Ok(XdpCount {
+            prog,
+            what,
+            cfg,
+            seen,
+        })
     }
 
-    /// The counters summed over CPUs (one map read: a syscall).
-    pub fn try_read(&self) -> Result<CountStats, PortError> {
+    /// The counters summed over CPUs (one map read: a syscall). An error
+    /// is an error: a trial must never read zeros for a count.
+    pub fn read(&self) -> Result<CountStats, PortError> {
         let map = self
             .prog
             .ebpf()
@@ -180,7 +314,20 @@ impl XdpCount {
             .map_err(|e| map_err(&self.what, "count_stats", e))?;
         let mut s = CountStats::default();
         let mut max_seq = 0u64;
+        let cur = self.cfg.stream as u64 + 1;
         for v in per_cpu.iter() {
+            s.verified += v.verified;
+            s.foreign += v.foreign;
+            s.stale += v.stale;
+            s.dup += v.dup;
+            s.beyond += v.beyond;
+            s.reordered += v.reordered;
+            if self.cfg.tag_off != NO_SEQ && v.cur == cur && v.lat_min != 0 {
+                s.stream_lat_min_ns =
+                    Some(s.stream_lat_min_ns.map_or(v.lat_min, |m| m.min(v.lat_min)));
+                s.stream_lat_max_ns =
+                    Some(s.stream_lat_max_ns.map_or(v.lat_max, |m| m.max(v.lat_max)));
+            }
             s.packets += v.packets;
             s.bytes += v.bytes;
             s.no_seq += v.no_seq;
@@ -216,12 +363,48 @@ impl XdpCount {
         }
         Ok(h)
     }
+}
 
-    /// The counters summed over CPUs; zeros if the map cannot be read
-    /// (which does not happen while the program is loaded).
-    pub fn read(&self) -> CountStats {
-        self.try_read().unwrap_or_default()
+fn set_cfg(prog: &mut XdpProgram, what: &str, cfg: CountCfg) -> Result<(), PortError> {
+    let map = prog
+        .ebpf_mut()
+        .map_mut("count_cfg")
+        .ok_or_else(|| map_err(what, "count_cfg", "missing"))?;
+    let mut a: Array<_, CountCfg> =
+        Array::try_from(map).map_err(|e| map_err(what, "count_cfg", e))?;
+    a.set(0, cfg, 0).map_err(|e| map_err(what, "count_cfg", e))
+}
+
+/// mmap `count_seen` (BPF_F_MMAPABLE) read-write.
+fn map_seen(prog: &XdpProgram, what: &str) -> Result<SeenMap, PortError> {
+    let m = prog
+        .ebpf()
+        .map("count_seen")
+        .ok_or_else(|| map_err(what, "count_seen", "missing"))?;
+    let Map::Array(data) = m else {
+        return Err(map_err(what, "count_seen", "not an array"));
+    };
+    let fd = data.fd().as_fd().as_raw_fd();
+    let len = 2 * SEEN_HALF_WORDS * 8;
+    // SAFETY: mapping a BPF array map created with BPF_F_MMAPABLE, of
+    // exactly its size; checked for MAP_FAILED below.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(PortError::os(
+            format!("{what}: mmap of BPF map 'count_seen'"),
+            std::io::Error::last_os_error(),
+        ));
     }
+    Ok(SeenMap { ptr: p.cast(), len })
 }
 
 /// Buckets of the sink's latency histogram (`LAT_BUCKETS` in `xdp_count.c`).

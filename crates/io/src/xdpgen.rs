@@ -82,6 +82,7 @@ pub const MAX_FRAME: usize = 3520;
 /// Offset of the payload in an untagged IPv4/UDP frame (14 + 20 + 8).
 pub const IPV4_UDP_PAYLOAD: usize = 42;
 const SIG_LEN: usize = linerate_wire::signature::LEN;
+use crate::xdpcount::TAG_LEN;
 
 const NO_SIG: u32 = u32::MAX;
 /// Header bytes the program writes back into every frame before sending it
@@ -131,6 +132,21 @@ pub struct GenConfig {
     /// short for the signature (a 64-byte IPv4 UDP frame has 18 payload
     /// bytes). Read by [`crate::xdpcount::XdpCount::attach_latency`].
     pub timestamp: Option<TsConfig>,
+    /// Write the 18-byte tag on every frame (magic, stream, a 48-bit
+    /// sequence number counted from 0 by [`XdpGen::set_stream`], TX time):
+    /// what [`crate::xdpcount::XdpCount::attach_verified`] verifies. Fits
+    /// the 18 payload bytes of a 64-byte IPv4 UDP frame.
+    pub tag: Option<TagConfig>,
+}
+
+/// Where the tag goes ([`GenConfig::tag`]) and how often it carries a TX time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TagConfig {
+    /// Offset of the tag in the frame (e.g. [`IPV4_UDP_PAYLOAD`]).
+    pub offset: usize,
+    /// TX time on frames whose sequence number is a multiple of this (0
+    /// and 1: every frame); the others carry 0 there.
+    pub every: u32,
 }
 
 /// Where and how often [`GenConfig::timestamp`] writes the TX time.
@@ -229,6 +245,8 @@ struct RawGenCfg {
     stream: u32,
     ts_off: u32,
     ts_every: u32,
+    tag_off: u32,
+    tag_every: u32,
     _pad: u32,
     hdr: [u64; HDR_RESTORE / 8],
 }
@@ -368,6 +386,8 @@ pub struct XdpGen {
     /// [`Pacing::InProgram`]: (program runs per ns, fixed cost of a call
     /// in ns), measured once.
     calib: Option<(f64, f64)>,
+    /// The program's configuration as written (stream changes rewrite it).
+    raw: RawGenCfg,
 }
 
 /// Where the UDP header of an IPv4/IPv6 frame starts (after up to two VLAN
@@ -428,6 +448,7 @@ impl XdpGen {
             flows: cfg.flows.max(1),
             sig_off: NO_SIG,
             ts_off: NO_SIG,
+            tag_off: NO_SIG,
             ..Default::default()
         };
         if cfg.flows > 1 {
@@ -500,8 +521,35 @@ impl XdpGen {
             raw.ts_off = off as u32;
             raw.ts_every = ts.every.max(1);
         }
+        if let Some(tag) = cfg.tag {
+            let off = tag.offset;
+            if off.checked_add(TAG_LEN).is_none_or(|e| e > frame.len()) {
+                return Err(PortError::new(format!(
+                    "{what}: the {TAG_LEN}-byte tag at offset {off} does not fit in a {}-byte frame",
+                    frame.len()
+                )));
+            }
+            if cfg.signature.is_some() || cfg.timestamp.is_some() {
+                return Err(PortError::new(format!(
+                    "{what}: the tag replaces the signature and the bare TX time: configure one"
+                )));
+            }
+            if let Some((u, true)) = udp {
+                if off + TAG_LEN > u {
+                    return Err(PortError::new(format!(
+                        "{what}: tags are not supported in IPv6 UDP frames (the UDP checksum is mandatory and not recomputed)"
+                    )));
+                }
+            }
+            raw.tag_off = off as u32;
+            raw.tag_every = tag.every.max(1);
+        }
         if let Some((u, false)) = udp {
-            if cfg.flows > 1 || cfg.signature.is_some() || cfg.timestamp.is_some() {
+            if cfg.flows > 1
+                || cfg.signature.is_some()
+                || cfg.timestamp.is_some()
+                || cfg.tag.is_some()
+            {
                 // The frame changes per packet: no UDP checksum (allowed for IPv4).
                 frame[u + 6] = 0;
                 frame[u + 7] = 0;
@@ -549,7 +597,31 @@ impl XdpGen {
             pps: cfg.pps,
             pacing: cfg.pacing,
             calib: None,
+            raw,
         })
+    }
+
+    /// Tag the next frames with `stream` and sequence numbers from 0 (a
+    /// trial; [`GenConfig::tag`], also the signature's stream id).
+    pub fn set_stream(&mut self, stream: u16) -> Result<(), PortError> {
+        let what = self.what.clone();
+        self.raw.stream = stream as u32;
+        let raw = self.raw;
+        let e = self.prog.ebpf_mut();
+        {
+            let map = e
+                .map_mut("gen_cfg")
+                .ok_or_else(|| map_err(&what, "gen_cfg", "missing"))?;
+            let mut a: Array<_, RawGenCfg> =
+                Array::try_from(map).map_err(|e| map_err(&what, "gen_cfg", e))?;
+            a.set(0, raw, 0).map_err(|e| map_err(&what, "gen_cfg", e))?;
+        }
+        let map = e
+            .map_mut("gen_seq")
+            .ok_or_else(|| map_err(&what, "gen_seq", "missing"))?;
+        let mut a: Array<_, u64> =
+            Array::try_from(map).map_err(|e| map_err(&what, "gen_seq", e))?;
+        a.set(0, 0, 0).map_err(|e| map_err(&what, "gen_seq", e))
     }
 
     /// Change the rate limit between runs (None: as fast as possible); the

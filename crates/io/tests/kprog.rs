@@ -157,7 +157,7 @@ fn frame(len: usize) -> Vec<u8> {
 fn wait_count(sink: &XdpCount, n: u64, what: &str) {
     let t = std::time::Instant::now();
     loop {
-        let c = sink.read().packets;
+        let c = sink.read().unwrap().packets;
         if c >= n {
             return;
         }
@@ -203,7 +203,7 @@ fn gen_to_count_exact() {
         let st = gen.run(N, &AtomicBool::new(false)).unwrap();
         assert_eq!(st.sent, N, "{st:?}");
         wait_count(&sink, N, "sink on d0");
-        let c = sink.read();
+        let c = sink.read().unwrap();
         assert_eq!(
             c.packets,
             N,
@@ -255,7 +255,7 @@ fn gen_frames_are_the_template_with_seq_and_ports() {
         assert_eq!(gen.run(8, &AtomicBool::new(false)).unwrap().sent, 8);
         let got = raw.recv(8);
         assert_eq!(got.len(), 8);
-        assert_eq!(sink.read().packets, 8);
+        assert_eq!(sink.read().unwrap().packets, 8);
         let mut seqs: Vec<u64> = got.iter().map(|x| seq_of(x)).collect();
         seqs.sort();
         assert_eq!(seqs, (0..8).collect::<Vec<_>>());
@@ -354,9 +354,9 @@ fn fwd_both_directions_with_rewrite_and_detach() {
         wait_count(&sink_s, N, "sink on s0");
         wait_count(&sink_g, M, "sink on g0");
         let c = fwd.counters();
-        assert_eq!(sink_s.read().packets, N, "{c:?}");
-        assert_eq!(sink_s.read().bytes, N * 64);
-        assert_eq!(sink_g.read().packets, M, "{c:?}");
+        assert_eq!(sink_s.read().unwrap().packets, N, "{c:?}");
+        assert_eq!(sink_s.read().unwrap().bytes, N * 64);
+        assert_eq!(sink_g.read().unwrap().packets, M, "{c:?}");
         assert_eq!(c.a_to_b.rx, N);
         assert_eq!(c.a_to_b.rx_bytes, N * 64);
         assert_eq!(c.a_to_b.fwd, N);
@@ -391,7 +391,7 @@ fn fwd_both_directions_with_rewrite_and_detach() {
         assert_eq!(got.len(), 2);
         assert_eq!(got[0], f2);
         // Only the 4 frames of a -> b reached s0.
-        assert_eq!(sink_s.read().packets, 4);
+        assert_eq!(sink_s.read().unwrap().packets, 4);
 
         // Detached from both ports on drop.
         drop(fwd);
@@ -568,7 +568,7 @@ fn gen_rate_limit_exact_count_and_stop() {
             "{st:?}"
         );
         wait_count(&sink, 20_000, "sink on d0");
-        assert_eq!(sink.read().packets, 20_000);
+        assert_eq!(sink.read().unwrap().packets, 20_000);
         // Stop from another thread after ~200 ms of an unbounded run.
         let stop = std::sync::Arc::new(AtomicBool::new(false));
         let s2 = stop.clone();
@@ -630,7 +630,7 @@ fn gen_in_program_pacing_exact_count_seq_and_stop() {
             "{st:?}"
         );
         wait_count(&sink, N, "sink on d0");
-        let c = sink.read();
+        let c = sink.read().unwrap();
         assert_eq!(c.packets, N, "{c:?} {st:?}");
         // Sequence numbers 0..N-1: N frames and the largest is N-1, so
         // they are consecutive.
@@ -647,7 +647,7 @@ fn gen_in_program_pacing_exact_count_seq_and_stop() {
             .unwrap();
         assert!(best_late < 5_000_000, "schedule slipped {best_late} ns");
         wait_count(&sink, N + 600, "sink on d0");
-        let c = sink.read();
+        let c = sink.read().unwrap();
         assert_eq!(c.packets, N + 600, "{c:?}");
         let base = N + 600;
         // A timed run sends floor(pps * d) (all due before the end),
@@ -664,7 +664,7 @@ fn gen_in_program_pacing_exact_count_seq_and_stop() {
             veth_xdp_xmit_errors("g0")
         );
         wait_count(&sink, base + st.sent, "sink on d0");
-        let c = sink.read();
+        let c = sink.read().unwrap();
         assert_eq!(c.packets, base + st.sent);
         assert_eq!(c.max_seq, Some(base + st.sent - 1));
         // The stop flag, set from another thread after ~200 ms of an
@@ -711,7 +711,7 @@ fn gen_pacing_smoothness_report() {
                     ..Default::default()
                 };
                 let mut gen = XdpGen::new("g0", &frame(64), cfg).unwrap();
-                let before = sink.read().packets;
+                let before = sink.read().unwrap().packets;
                 let xe0 = veth_xdp_xmit_errors("g0").unwrap_or(0);
                 let done = std::sync::Arc::new(AtomicBool::new(false));
                 let (sk, dn) = (sink.clone(), done.clone());
@@ -721,14 +721,14 @@ fn gen_pacing_smoothness_report() {
                     // (a late sample on a busy machine is not a burst).
                     let t0 = std::time::Instant::now();
                     std::thread::sleep(Duration::from_millis(250));
-                    let mut last = (std::time::Instant::now(), sk.read().packets);
+                    let mut last = (std::time::Instant::now(), sk.read().unwrap().packets);
                     let mut per_ms = Vec::new();
                     let mut next = last.0 + Duration::from_millis(1);
                     while next < t0 + Duration::from_millis(1250) && !dn.load(Ordering::Relaxed) {
                         while std::time::Instant::now() < next {
                             std::hint::spin_loop();
                         }
-                        let c = sk.read().packets;
+                        let c = sk.read().unwrap().packets;
                         let t = std::time::Instant::now();
                         let ms = (t - last.0).as_secs_f64() * 1e3;
                         per_ms.push((c - last.1) as f64 / ms);
@@ -746,7 +746,7 @@ fn gen_pacing_smoothness_report() {
                 // (peer ring full: the receiver was starved of CPU).
                 let lost = veth_xdp_xmit_errors("g0").unwrap_or(0) - xe0;
                 wait_count(&sink, before + st.sent - lost, "sink on d0");
-                let got = sink.read().packets - before;
+                let got = sink.read().unwrap().packets - before;
                 assert_eq!(got + lost, st.sent, "{pacing:?} {pps}: {st:?}");
                 let n = per_ms.len().max(1) as f64;
                 let mean = per_ms.iter().sum::<f64>() / n;
@@ -767,6 +767,98 @@ fn gen_pacing_smoothness_report() {
         for l in &lines {
             eprintln!("{l}");
         }
+    })
+    .join()
+    .unwrap();
+}
+
+/// Verified frames: the sink counts a tagged frame as received only when it
+/// is of the current stream and its sequence number is new; frames of an
+/// earlier stream are stale, untagged ones foreign, repeats duplicates.
+#[test]
+fn verified_frames_stale_foreign_and_duplicates() {
+    use linerate_io::xdpgen::TagConfig;
+    let bed = Bed::new(&["g", "s"]);
+    bed.veth(0, "g0", 1, "d0");
+    let (g, s) = (bed.ns(0), bed.ns(1));
+    std::thread::spawn(move || {
+        const N: u64 = 200_000;
+        enter(&s);
+        let mut sink =
+            XdpCount::attach_verified("d0", AttachMode::Native, false, IPV4_UDP_PAYLOAD).unwrap();
+        enter(&g);
+        // 64-byte frames on the wire: exactly the 18 payload bytes the tag needs.
+        let tagged = GenConfig {
+            flows: 4,
+            tag: Some(TagConfig {
+                offset: IPV4_UDP_PAYLOAD,
+                every: 3,
+            }),
+            ..Default::default()
+        };
+        let mut gen = XdpGen::new("g0", &frame(60), tagged).unwrap();
+        let stop = AtomicBool::new(false);
+        let counted = |sink: &XdpCount, n: u64| {
+            let t = std::time::Instant::now();
+            while sink.read().unwrap().packets < n {
+                assert!(
+                    t.elapsed() < Duration::from_secs(10),
+                    "{n} frames not counted"
+                );
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            sink.read().unwrap()
+        };
+        // Stream 7, once: all verified, a third timed.
+        sink.set_stream(7).unwrap();
+        gen.set_stream(7).unwrap();
+        assert_eq!(gen.run(N, &stop).unwrap().sent, N);
+        let c = counted(&sink, N);
+        assert_eq!(
+            (c.verified, c.dup, c.stale, c.foreign, c.beyond),
+            (N, 0, 0, 0, 0),
+            "{c:?}"
+        );
+        assert_eq!(c.lat_count, N.div_ceil(3), "{c:?}");
+        let (lo, hi) = (c.stream_lat_min_ns.unwrap(), c.stream_lat_max_ns.unwrap());
+        assert!(lo > 0 && lo <= hi && hi < 1_000_000_000, "{c:?}");
+        // The same sequence numbers again in the same stream: duplicates.
+        gen.set_stream(7).unwrap();
+        assert_eq!(gen.run(N, &stop).unwrap().sent, N);
+        let d = counted(&sink, 2 * N).since(&c);
+        assert_eq!((d.verified, d.dup), (0, N), "{d:?}");
+        // The sink moved on to stream 8: stream 7's frames are stale (late).
+        sink.set_stream(8).unwrap();
+        let c0 = sink.read().unwrap();
+        assert_eq!(c0.stream_lat_min_ns, None, "min/max belong to the stream");
+        gen.set_stream(7).unwrap();
+        assert_eq!(gen.run(1000, &stop).unwrap().sent, 1000);
+        let d = counted(&sink, 2 * N + 1000).since(&c0);
+        assert_eq!((d.verified, d.stale), (0, 1000), "{d:?}");
+        // Untagged frames (a plain generator): foreign.
+        let mut plain = XdpGen::new("g0", &frame(60), GenConfig::default()).unwrap();
+        assert_eq!(plain.run(500, &stop).unwrap().sent, 500);
+        let d = counted(&sink, 2 * N + 1500).since(&c0);
+        assert_eq!((d.verified, d.foreign), (0, 500), "{d:?}");
+        // Stream 8 from the generator after all that: verified again, the
+        // duplicate bitmap of stream 8 clean.
+        gen.set_stream(8).unwrap();
+        assert_eq!(gen.run(N, &stop).unwrap().sent, N);
+        let d = counted(&sink, 3 * N + 1500).since(&c0);
+        assert_eq!((d.verified, d.dup), (N, 0), "{d:?}");
+        // Stream 10 reuses stream 8's half of the bitmap: cleared by set_stream.
+        sink.set_stream(10).unwrap();
+        gen.set_stream(10).unwrap();
+        let c1 = sink.read().unwrap();
+        assert_eq!(gen.run(N, &stop).unwrap().sent, N);
+        let d = counted(&sink, 4 * N + 1500).since(&c1);
+        assert_eq!((d.verified, d.dup), (N, 0), "{d:?}");
+        // The packets account holds: every frame in exactly one class.
+        let c = sink.read().unwrap();
+        assert_eq!(
+            c.packets,
+            c.verified + c.foreign + c.stale + c.dup + c.beyond
+        );
     })
     .join()
     .unwrap();

@@ -22,8 +22,20 @@ DuT is started between d0 and d1, and the RFC 2544 procedures run at every frame
 (binary search for the highest rate with no loss: exact frame counts, paced one by one by an
 in-kernel XDP generator on one core, queues drained before the sink's XDP counter is read),
 latency at that rate (one-way, timestamped in the generator, histogrammed at the sink), frame loss
-from 100 % of the generator's top speed down, and back-to-back bursts. Every trial is cross-checked
-against the kernel's interface counters (a disagreement over 0.5 % is flagged). Prints a table,
+from 100 % of the generator's top speed down, and back-to-back bursts.
+
+Verified frames: every frame carries a tag (the trial's stream id, a sequence number, a TX time);
+the sink counts a frame as received only if it is this trial's and its sequence number is new.
+Foreign frames, late frames of an earlier trial, duplicates and reordering are counted apart; a
+trial with a duplicate fails. A trial is invalid when a paced trial offered under 99 % of the rate
+asked, when the generator fell more than 2048 frames' worth behind its schedule (its catch-up
+leaves as one burst, more than a DuT's ring may hold), when the kernel's counters of g0, d0, d1 or
+s0 disagree with ours by over 0.5 %, or when more frames arrived than were sent. An invalid trial
+is repeated (at most twice); one still invalid counts as a fail. Unless --strict, a throughput
+trial that lost under 1 % is repeated once where a false fail costs much (before the first pass,
+or with the bounds more than 4 resolutions apart), and a further search repeats a fail more than
+2 resolutions under the first search's result; the rate passes if the repeat does. Every trial,
+repeated or not, is in the report and the JSON with the reason. Prints a table,
 writes an HTML report with plots (and JSON with every trial on request), removes the bed.
 Interrupting it (Ctrl-C, SIGTERM) stops at once and removes the test bed and the DuT.
 
@@ -586,6 +598,10 @@ fn print_rfc2544(
                     s.kernel_disagreements
                 ));
             }
+            if s.searches.iter().any(|x| x.throughput_pps == 0.0) {
+                note.push("a search where no rate passed".into());
+            }
+            note.extend(linerate_measure::bench::rfc2544::size_notes(s));
             if r.status != "ok" {
                 note.push(r.status.clone());
             }

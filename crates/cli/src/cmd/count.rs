@@ -228,7 +228,7 @@ fn count_xdp(a: &Args, stop: &AtomicBool) -> Result<()> {
     let t0 = Instant::now();
     let deadline = a.duration.map(|d| t0 + Duration::from_secs_f64(d.max(0.0)));
     let idle = a.idle.map(Duration::from_secs_f64);
-    let (mut last, mut last_t, mut last_change) = (sink.read(), t0, t0);
+    let (mut last, mut last_t, mut last_change) = (sink.read()?, t0, t0);
     let (mut prev, mut tick) = (last.packets, t0);
     let mut links = super::common::watch_links(&[&ifname])?;
     let mut link_err;
@@ -257,7 +257,7 @@ fn count_xdp(a: &Args, stop: &AtomicBool) -> Result<()> {
             break;
         }
         let now = Instant::now();
-        let s = sink.read();
+        let s = sink.read()?;
         if s.packets != prev {
             (prev, last_change) = (s.packets, now);
         }
@@ -278,7 +278,7 @@ fn count_xdp(a: &Args, stop: &AtomicBool) -> Result<()> {
         }
     }
     let end = Instant::now();
-    let s = sink.read();
+    let s = sink.read()?;
     let pps = s.packets as f64 / (end - t0).as_secs_f64();
     if a.json {
         outln!("{}", line(end, &s, pps));

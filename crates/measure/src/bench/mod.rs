@@ -280,8 +280,8 @@ fn rfc2544_dut(
     };
     let mut bed = Testbed::up(&bed_cfg).map_err(failed)?;
     let ns_sink = bed.ns_sink().to_string();
-    let sink = match bed.in_netns(&ns_sink, || {
-        XdpCount::attach_latency("s0", AttachMode::Native, false, trial::TS_OFFSET)
+    let mut sink = match bed.in_netns(&ns_sink, || {
+        XdpCount::attach_verified("s0", AttachMode::Native, false, trial::TAG_OFFSET)
     }) {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
@@ -315,7 +315,7 @@ fn rfc2544_dut(
         let addrs = FrameAddrs::for_mode(bed.info(), d.mode());
         let mut trials = trial::BedTrials::new(
             &bed,
-            &sink,
+            &mut sink,
             addrs,
             cfg.gen_cpu,
             cfg.flows,
@@ -430,11 +430,11 @@ fn trial(cfg: &BenchConfig, d: &mut dyn Dut, stop: &Arc<AtomicBool>) -> Result<T
             })
         });
         sleep_unless(cfg.warmup, stop);
-        let c0 = sink.read();
+        let c0 = sink.read().map_err(failed)?;
         let i0 = bed.iface_stats(&ns_sink, "s0").map_err(failed)?;
         let t0 = Instant::now();
         sleep_unless(cfg.duration, stop);
-        let c1 = sink.read();
+        let c1 = sink.read().map_err(failed)?;
         let i1 = bed.iface_stats(&ns_sink, "s0").map_err(failed)?;
         let window = t0.elapsed().as_secs_f64();
         gstop.store(true, Ordering::SeqCst);

@@ -33,6 +33,19 @@
 //!
 //! Every trial is kept ([`TrialRecord`]), with the kernel's own interface
 //! counters for the same trial ([`KernelCheck`]).
+//!
+//! A trial counts only when it is valid ([`TrialRecord::validate`]): the
+//! frames received are the generator's own of this trial, each once
+//! (verified at the sink; duplicates fail the trial, foreign and late
+//! frames are not counted); a paced trial offered at least
+//! (1 - [`OFFERED_TOLERANCE`]) of the requested rate, and its generator
+//! never fell further behind its schedule than the DuT's rings can absorb
+//! ([`LATE_BUDGET_FRAMES`] frames: the catch-up leaves as one burst); the
+//! kernel's counters of g0, d0, d1 and s0 agree with ours within
+//! [`KERNEL_TOLERANCE_PCT`]. An invalid trial is kept, marked `repeated`,
+//! and run again, up to [`INVALID_REPEATS`] times; one still invalid then
+//! counts as a fail (a rate that cannot be offered cleanly is not
+//! credited).
 
 use serde::Serialize;
 use std::time::Duration;
@@ -82,24 +95,33 @@ pub struct KernelCheck {
     pub dut_out_tx: u64,
     /// Frames the sink interface received (rx_packets of s0).
     pub sink_iface_rx: u64,
-    /// (kernel - ours) / ours, in %, for the offered and forwarded counts.
+    /// Disagreements in % ((kernel - ours) / ours): g0's transmitted plus
+    /// refused against the generator's count (offered); d0's received
+    /// against g0's transmitted (into the DuT); d1's transmitted against
+    /// every frame the sink saw (out of the DuT); s0's received against
+    /// every frame the sink saw (forwarded).
     pub offered_diff_pct: f64,
+    pub dut_in_diff_pct: f64,
+    pub dut_out_diff_pct: f64,
     pub forwarded_diff_pct: f64,
-    /// Both within [`KERNEL_TOLERANCE_PCT`].
+    /// All four within [`KERNEL_TOLERANCE_PCT`].
     pub agrees: bool,
 }
 
-/// A throughput trial that lost frames while the generator's schedule
-/// slipped more than this (µs) is not a valid trial: the catch-up left as
-/// a burst at the generator's top speed (4 ms at 0.8 Mpps is 3200 frames,
-/// more than a 2048-frame AF_XDP ring holds). It is kept, marked
-/// `repeated`, and run once more ([`SLIP_REPEATS`]). Slips of 1-2 ms are
-/// the rule while a user-space DuT runs (the DuT's receive work runs in
-/// the generator's softirq on its core; measured: median 1.5-2.2 ms, 90th
-/// percentile 3.3-4.1 ms per DuT), so only the outliers are repeated.
-pub const SLIP_REPEAT_US: f64 = 4000.0;
-/// Most repeats of one throughput trial for a slipped schedule.
-pub const SLIP_REPEATS: usize = 1;
+/// What the sink found besides this trial's frames (verified frames).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Verification {
+    /// Frames without the generator's tag (the network's own, a DuT's).
+    pub foreign: u64,
+    /// The generator's frames of an earlier trial (late beyond its drain).
+    pub stale: u64,
+    /// This trial's frames seen a second time (or more): a failed trial.
+    pub duplicates: u64,
+    /// This trial's frames that arrived after a later one.
+    pub reordered: u64,
+    /// Frames past the duplicate bitmap (counted as received, not checked).
+    pub unchecked: u64,
+}
 
 /// A failed throughput trial that lost less than this fraction of its
 /// frames is repeated once unless `strict` (a stall of a few ms on this
@@ -122,9 +144,24 @@ pub const CONTRADICTION_SPAN: f64 = 2.0;
 /// Largest disagreement between our counts and the kernel's that passes (%).
 pub const KERNEL_TOLERANCE_PCT: f64 = 0.5;
 
+/// A paced trial whose offered rate (frames over the time they took to
+/// leave) is more than this fraction under the requested rate is invalid.
+pub const OFFERED_TOLERANCE: f64 = 0.01;
+
+/// A paced trial whose generator fell further behind its schedule than
+/// this many frames' worth (lateness x rate: the catch-up leaves as one
+/// burst at the generator's top speed) is invalid: the smallest receive
+/// ring of the bed's DuTs (an AF_XDP ring of linerate's, 2048 frames)
+/// may not absorb it, so a loss may be the generator's doing.
+pub const LATE_BUDGET_FRAMES: f64 = 2048.0;
+
+/// Most repeats of an invalid trial; one still invalid counts as a fail.
+pub const INVALID_REPEATS: usize = 2;
+
 impl KernelCheck {
-    /// Fill in the differences and the verdict from our counts.
-    pub fn judge(&mut self, sent: u64, received: u64) {
+    /// Fill in the differences and the verdict from our counts: `sent` by
+    /// the generator, `seen` by the sink (every frame, verified or not).
+    pub fn judge(&mut self, sent: u64, seen: u64) {
         let pct = |k: u64, ours: u64| {
             if ours == 0 {
                 if k == 0 {
@@ -137,9 +174,32 @@ impl KernelCheck {
             }
         };
         self.offered_diff_pct = pct(self.gen_iface_tx + self.gen_iface_xmit_errors, sent);
-        self.forwarded_diff_pct = pct(self.sink_iface_rx, received);
-        self.agrees = self.offered_diff_pct.abs() <= KERNEL_TOLERANCE_PCT
-            && self.forwarded_diff_pct.abs() <= KERNEL_TOLERANCE_PCT;
+        self.dut_in_diff_pct = pct(self.dut_in_rx, self.gen_iface_tx);
+        self.dut_out_diff_pct = pct(self.dut_out_tx, seen);
+        self.forwarded_diff_pct = pct(self.sink_iface_rx, seen);
+        self.agrees = [
+            self.offered_diff_pct,
+            self.dut_in_diff_pct,
+            self.dut_out_diff_pct,
+            self.forwarded_diff_pct,
+        ]
+        .iter()
+        .all(|d| d.abs() <= KERNEL_TOLERANCE_PCT);
+    }
+
+    /// The disagreements beyond the tolerance, in words.
+    fn disagreements(&self) -> String {
+        [
+            ("g0 sent", self.offered_diff_pct),
+            ("d0 received", self.dut_in_diff_pct),
+            ("d1 sent", self.dut_out_diff_pct),
+            ("s0 received", self.forwarded_diff_pct),
+        ]
+        .iter()
+        .filter(|(_, d)| d.abs() > KERNEL_TOLERANCE_PCT)
+        .map(|(w, d)| format!("{w} {d:+.2} %"))
+        .collect::<Vec<_>>()
+        .join(", ")
     }
 }
 
@@ -148,6 +208,10 @@ impl KernelCheck {
 pub struct Latency {
     /// Timestamped frames that arrived.
     pub samples: u64,
+    /// Stamps rejected (in the future or over 60 s old): not in the figures.
+    pub bad_stamps: u64,
+    /// Exact (this trial's frames); the quantiles are bucket middles,
+    /// within 1/32 of the value.
     pub min_ns: f64,
     pub mean_ns: f64,
     pub p50_ns: f64,
@@ -187,9 +251,13 @@ pub struct TrialRecord {
     /// as soon as it can, so a late schedule means a burst of that many
     /// µs of frames at the generator's top speed.
     pub gen_late_max_us: f64,
-    /// A failed throughput trial whose schedule slipped more than
-    /// [`SLIP_REPEAT_US`]: not counted, the trial was run again.
+    /// Not counted: the trial was run again (invalid, or a failed trial
+    /// repeated under the search's rules).
     pub repeated: bool,
+    /// Why the trial is not valid ([`TrialRecord::validate`]); empty: valid.
+    pub invalid: Vec<String>,
+    /// What the sink found besides this trial's frames.
+    pub verify: Verification,
     pub kernel: KernelCheck,
     pub latency: Option<Latency>,
 }
@@ -224,9 +292,53 @@ impl TrialRecord {
             drain_ms: 0.0,
             gen_late_max_us: 0.0,
             repeated: false,
+            invalid: Vec::new(),
+            verify: Verification::default(),
             kernel: KernelCheck::default(),
             latency: None,
         }
+    }
+
+    /// Judge the trial's validity (see the module documentation): fills
+    /// `invalid` with the reasons, in words.
+    pub fn validate(&mut self, spec: &TrialSpec) {
+        let mut why = Vec::new();
+        if self.received > self.sent {
+            why.push(format!(
+                "{} frames received of {} sent",
+                self.received, self.sent
+            ));
+        }
+        if let Some(n) = spec.frames {
+            if self.sent < n {
+                why.push(format!("the generator sent {} of {n} frames", self.sent));
+            }
+        }
+        if let (Some(r), true) = (spec.rate_pps, self.sent > 0) {
+            if self.offered_pps < r * (1.0 - OFFERED_TOLERANCE) {
+                why.push(format!(
+                    "offered {} ({:.1} % under the rate asked)",
+                    mpps(self.offered_pps),
+                    (1.0 - self.offered_pps / r) * 100.0
+                ));
+            }
+            let budget_us = LATE_BUDGET_FRAMES / r * 1e6;
+            if self.gen_late_max_us > budget_us {
+                why.push(format!(
+                    "the generator fell {:.1} ms behind (a catch-up burst of ~{:.0} frames; {:.1} ms allowed at this rate)",
+                    self.gen_late_max_us / 1e3,
+                    self.gen_late_max_us * r / 1e6,
+                    budget_us / 1e3
+                ));
+            }
+        }
+        if !self.kernel.agrees {
+            why.push(format!(
+                "the kernel's counters disagree: {}",
+                self.kernel.disagreements()
+            ));
+        }
+        self.invalid = why;
     }
 }
 
@@ -306,6 +418,9 @@ pub struct Search {
     pub lowest_fail_pps: Option<f64>,
     /// Trials used (indexes into [`SizeResult::trials`]).
     pub trials: Vec<usize>,
+    /// The passing and failing rates ended within the resolution (or the
+    /// generator's top speed passed); false: the search ran out of trials.
+    pub converged: bool,
 }
 
 /// Back-to-back result of one search.
@@ -404,6 +519,64 @@ impl SizeResult {
     }
 }
 
+/// What the summary should say about a size beyond its numbers: trials
+/// that were invalid, a latency trial that lost frames or stayed invalid,
+/// frames the sink did not count (foreign, late, duplicated).
+pub fn size_notes(s: &SizeResult) -> Vec<String> {
+    let mut n = Vec::new();
+    let invalid = s.trials.iter().filter(|t| !t.invalid.is_empty()).count();
+    let counted_invalid = s
+        .trials
+        .iter()
+        .filter(|t| !t.invalid.is_empty() && !t.repeated)
+        .count();
+    if invalid > 0 {
+        n.push(format!(
+            "{invalid} invalid trial(s) repeated{}",
+            if counted_invalid > 0 {
+                format!(", {counted_invalid} still invalid (counted as fails)")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    if let Some(t) = s.latency_trial.and_then(|i| s.trials.get(i)) {
+        if t.lost > 0 {
+            n.push(format!(
+                "the latency trial lost {} frames (a backlog: its latency is not the DuT's at an even load)",
+                t.lost
+            ));
+        }
+        if !t.invalid.is_empty() {
+            n.push(format!(
+                "the latency trial is invalid: {}",
+                t.invalid.join("; ")
+            ));
+        }
+        if let Some(l) = &t.latency {
+            if l.bad_stamps > 0 {
+                n.push(format!("{} bad TX stamps left out", l.bad_stamps));
+            }
+        }
+    }
+    let sum = |f: fn(&Verification) -> u64| s.trials.iter().map(|t| f(&t.verify)).sum::<u64>();
+    let (foreign, stale, dup) = (sum(|v| v.foreign), sum(|v| v.stale), sum(|v| v.duplicates));
+    if foreign + stale + dup > 0 {
+        n.push(format!(
+            "not counted: {foreign} foreign, {stale} late from an earlier trial, {dup} duplicated frames"
+        ));
+    }
+    for (i, x) in s.searches.iter().enumerate() {
+        if !x.converged {
+            n.push(format!(
+                "search {} ran out of trials before the resolution",
+                i + 1
+            ));
+        }
+    }
+    n
+}
+
 /// Progress: (frame size, what is happening).
 pub type Progress<'a> = &'a mut dyn FnMut(u32, &str);
 
@@ -475,7 +648,13 @@ fn repetition(
     if r.generator_limited {
         let size = r.frame_size;
         progress(size, &format!("repetition {}: top speed", rep + 1));
-        let probe = t.trial(&spec(size, Procedure::Probe, None, cfg))?;
+        let probe = valid_trial(
+            t,
+            r,
+            &spec(size, Procedure::Probe, None, cfg),
+            "top speed",
+            progress,
+        )?;
         if passes(&probe, cfg) {
             let tp = probe.offered_pps;
             let i = r.push(probe);
@@ -483,6 +662,7 @@ fn repetition(
                 throughput_pps: tp,
                 lowest_fail_pps: None,
                 trials: vec![i],
+                converged: true,
             });
         }
         r.push(probe);
@@ -557,8 +737,37 @@ fn spec(size: u32, procedure: Procedure, rate: Option<f64>, cfg: &Rfc2544Config)
     }
 }
 
+/// A valid trial that lost no more than the tolerance and duplicated nothing.
 fn passes(t: &TrialRecord, cfg: &Rfc2544Config) -> bool {
-    t.sent > 0 && t.loss_ratio <= cfg.loss_tolerance
+    t.sent > 0
+        && t.invalid.is_empty()
+        && t.verify.duplicates == 0
+        && t.loss_ratio <= cfg.loss_tolerance
+}
+
+/// A trial, run again while it is invalid (at most [`INVALID_REPEATS`]
+/// times; the invalid ones are kept in `r`, marked `repeated`).
+fn valid_trial(
+    t: &mut dyn Trials,
+    r: &mut SizeResult,
+    s: &TrialSpec,
+    what: &str,
+    progress: Progress,
+) -> Result<TrialRecord, String> {
+    let mut rec = t.trial(s)?;
+    for _ in 0..INVALID_REPEATS {
+        if rec.invalid.is_empty() || t.stopped() {
+            break;
+        }
+        progress(
+            s.frame_size,
+            &format!("{what}: invalid ({}): repeated", rec.invalid.join("; ")),
+        );
+        rec.repeated = true;
+        r.push(rec);
+        rec = t.trial(s)?;
+    }
+    Ok(rec)
 }
 
 fn mpps(v: f64) -> String {
@@ -574,7 +783,13 @@ pub fn run_size(
 ) -> Result<SizeResult, String> {
     let mut r = SizeResult::new(size);
     progress(size, "probe at the generator's top speed");
-    let probe = t.trial(&spec(size, Procedure::Probe, None, cfg))?;
+    let probe = valid_trial(
+        t,
+        &mut r,
+        &spec(size, Procedure::Probe, None, cfg),
+        "probe",
+        progress,
+    )?;
     if probe.sent == 0 {
         if t.stopped() {
             return Ok(r);
@@ -602,6 +817,7 @@ pub fn run_size(
                 throughput_pps: r.max_offered_pps,
                 lowest_fail_pps: None,
                 trials: vec![0],
+                converged: true,
             }
         } else {
             search(cfg, t, &mut r, 0, progress)?
@@ -614,7 +830,7 @@ pub fn run_size(
             progress(size, &format!("latency at {}", mpps(tp)));
             let mut s = spec(size, Procedure::Latency, Some(tp), cfg);
             s.latency = true;
-            let rec = t.trial(&s)?;
+            let rec = valid_trial(t, &mut r, &s, "latency", progress)?;
             r.latency_trial = Some(r.push(rec));
         }
     }
@@ -648,6 +864,7 @@ fn search(
         throughput_pps: 0.0,
         lowest_fail_pps: Some(hi),
         trials: vec![0],
+        converged: false,
     };
     // Start just under the forwarding rate at overload; a further search
     // starts where the first one ended, and steps away from it in growing
@@ -673,24 +890,9 @@ fn search(
         // up from a pass must stay small).
         let margin = ((hi - lo) * 0.05).min(cfg.resolution * hi / 4.0);
         let c = next.clamp(lo + margin, hi - margin).max(1.0);
-        let mut rec = t.trial(&spec(size, Procedure::Throughput, Some(c), cfg))?;
-        for _ in 0..SLIP_REPEATS {
-            if passes(&rec, cfg) || rec.gen_late_max_us <= SLIP_REPEAT_US || t.stopped() {
-                break;
-            }
-            progress(
-                size,
-                &format!(
-                    "search {}: {} -> the generator's schedule slipped {:.1} ms: repeated",
-                    rep + 1,
-                    mpps(c),
-                    rec.gen_late_max_us / 1e3
-                ),
-            );
-            rec.repeated = true;
-            r.push(rec);
-            rec = t.trial(&spec(size, Procedure::Throughput, Some(c), cfg))?;
-        }
+        let label = format!("search {}: {}", rep + 1, mpps(c));
+        let ts = spec(size, Procedure::Throughput, Some(c), cfg);
+        let mut rec = valid_trial(t, r, &ts, &label, progress)?;
         // A small loss is repeated where a false fail would cost much:
         // before anything passed in a first search (the next rate would be
         // far lower) or while the bisection's bounds are far apart. Near
@@ -709,6 +911,7 @@ fn search(
         if !cfg.strict
             && ((costly && rec.loss_ratio < SMALL_LOSS) || contradicts)
             && !passes(&rec, cfg)
+            && rec.invalid.is_empty()
             && rec.sent > 0
             && !t.stopped()
         {
@@ -728,7 +931,7 @@ fn search(
             );
             rec.repeated = true;
             r.push(rec);
-            rec = t.trial(&spec(size, Procedure::Throughput, Some(c), cfg))?;
+            rec = valid_trial(t, r, &ts, &label, progress)?;
         }
         let ok = passes(&rec, cfg);
         let (fwd, loss) = (rec.forwarded_pps, rec.loss_ratio);
@@ -786,6 +989,9 @@ fn search(
     }
     s.throughput_pps = lo;
     s.lowest_fail_pps = Some(hi);
+    // Converged: the bounds met the resolution, or the DuT forwards next to
+    // nothing (an empty search, said as such in the summary).
+    s.converged = hi - lo <= cfg.resolution * hi || hi < floor;
     Ok(s)
 }
 
@@ -810,7 +1016,9 @@ fn frame_loss(
         if rate < 1.0 {
             break;
         }
-        let rec = t.trial(&spec(r.frame_size, Procedure::FrameLoss, Some(rate), cfg))?;
+        let label = format!("frame loss at {:.0} %", frac * 100.0);
+        let fs = spec(r.frame_size, Procedure::FrameLoss, Some(rate), cfg);
+        let rec = valid_trial(t, r, &fs, &label, progress)?;
         let loss = if rec.sent == 0 { 0.0 } else { rec.loss_ratio };
         let offered = rec.offered_pps;
         r.push(rec);
@@ -844,7 +1052,11 @@ fn back_to_back(
     progress: Progress,
 ) -> Result<Burst, String> {
     let max = ((r.max_offered_pps * cfg.back_to_back_max.as_secs_f64()) as u64).max(2);
-    let burst = |t: &mut dyn Trials, r: &mut SizeResult, n: u64| -> Result<bool, String> {
+    let burst = |t: &mut dyn Trials,
+                 r: &mut SizeResult,
+                 n: u64,
+                 progress: Progress|
+     -> Result<bool, String> {
         let s = TrialSpec {
             frame_size: r.frame_size,
             rate_pps: None,
@@ -853,12 +1065,13 @@ fn back_to_back(
             latency: false,
             procedure: Procedure::BackToBack,
         };
-        let rec = t.trial(&s)?;
-        let ok = rec.sent == n && rec.lost == 0;
+        let rec = valid_trial(t, r, &s, &format!("back-to-back {n}"), progress)?;
+        let ok =
+            rec.sent == n && rec.lost == 0 && rec.invalid.is_empty() && rec.verify.duplicates == 0;
         r.push(rec);
         Ok(ok)
     };
-    if burst(t, r, max)? {
+    if burst(t, r, max, progress)? {
         progress(r.frame_size, &format!("back-to-back: {max} frames pass"));
         return Ok(Burst {
             frames: max,
@@ -876,7 +1089,7 @@ fn back_to_back(
         } else {
             (((lo as f64) * (hi as f64)).sqrt() as u64).clamp(lo + 1, hi - 1)
         };
-        if burst(t, r, c)? {
+        if burst(t, r, c, progress)? {
             lo = c;
         } else {
             hi = c;
@@ -936,8 +1149,11 @@ mod tests {
             let received = frames.min(can);
             let mut rec = TrialRecord::new(s, frames, received, secs);
             rec.kernel.gen_iface_tx = frames;
+            rec.kernel.dut_in_rx = frames;
+            rec.kernel.dut_out_tx = received;
             rec.kernel.sink_iface_rx = received;
             rec.kernel.judge(frames, received);
+            rec.validate(s);
             Ok(rec)
         }
     }
@@ -983,6 +1199,10 @@ mod tests {
                     rec.received = rec.received.saturating_sub((self.lost)(rec.sent));
                     rec.lost = rec.sent - rec.received;
                     rec.loss_ratio = rec.lost as f64 / rec.sent as f64;
+                    rec.kernel.dut_out_tx = rec.received;
+                    rec.kernel.sink_iface_rx = rec.received;
+                    rec.kernel.judge(rec.sent, rec.received);
+                    rec.validate(s);
                 }
                 self.n += 1;
             }
@@ -1009,11 +1229,31 @@ mod tests {
         for &i in &r[0].searches[0].trials {
             assert!(!r[0].trials[i].repeated);
         }
-        // Two slips in a row: after one repeat the second trial counts.
+        // Two slips in a row: both repeated, the third trial counts.
         let mut t = Perturbed::slipping(vec![0, 1]);
         let r = run(&cfg, &mut t, &mut |_, _| {}).unwrap();
-        assert_eq!(r[0].trials.iter().filter(|x| x.repeated).count(), 1);
+        assert_eq!(r[0].trials.iter().filter(|x| x.repeated).count(), 2);
+        assert_eq!(r[0].throughput_pps, clean[0].throughput_pps);
+        // Three: the last is still invalid, and counts as a fail.
+        let mut t = Perturbed::slipping(vec![0, 1, 2]);
+        let r = run(&cfg, &mut t, &mut |_, _| {}).unwrap();
+        assert_eq!(r[0].trials.iter().filter(|x| x.repeated).count(), 2);
+        let counted = &r[0].trials[r[0].searches[0].trials[1]];
+        assert!(!counted.invalid.is_empty() && !counted.repeated);
         assert!(r[0].throughput_pps.unwrap() < clean[0].throughput_pps.unwrap());
+        // A slip on a trial that lost nothing is invalid too: never a pass.
+        let mut t = Perturbed {
+            late_us: 10_000.0,
+            ..Perturbed::new(|k| k == 0, |_| 0)
+        };
+        let r = run(&cfg, &mut t, &mut |_, _| {}).unwrap();
+        let first = &r[0].trials[1];
+        assert!(first.repeated && first.lost == 0, "{first:?}");
+        assert!(
+            first.invalid[0].contains("fell 10.0 ms behind"),
+            "{:?}",
+            first.invalid
+        );
     }
 
     /// Every other throughput trial loses 200 frames (a stall of the
@@ -1125,8 +1365,11 @@ mod tests {
             let received = frames.min((cap * secs) as u64);
             let mut rec = TrialRecord::new(s, frames, received, secs);
             rec.kernel.gen_iface_tx = frames;
+            rec.kernel.dut_in_rx = frames;
+            rec.kernel.dut_out_tx = received;
             rec.kernel.sink_iface_rx = received;
             rec.kernel.judge(frames, received);
+            rec.validate(s);
             Ok(rec)
         }
     }
@@ -1292,6 +1535,7 @@ mod tests {
                     throughput_pps: x,
                     lowest_fail_pps: None,
                     trials: vec![],
+                    converged: true,
                 });
             }
             r
@@ -1363,14 +1607,102 @@ mod tests {
     fn kernel_check_flags_disagreements() {
         let mut k = KernelCheck {
             gen_iface_tx: 1000,
+            dut_in_rx: 1000,
+            dut_out_tx: 1000,
             sink_iface_rx: 994,
             ..Default::default()
         };
         k.judge(1000, 1000);
         assert!(!k.agrees);
         assert!((k.forwarded_diff_pct + 0.6).abs() < 1e-9);
+        assert_eq!(k.disagreements(), "s0 received -0.60 %");
         k.sink_iface_rx = 996;
         k.judge(1000, 1000);
         assert!(k.agrees);
+        // d0 and d1 are judged too: frames into or out of the DuT that the
+        // generator and the sink did not see.
+        k.dut_in_rx = 1010;
+        k.judge(1000, 1000);
+        assert!(!k.agrees);
+        assert_eq!(k.disagreements(), "d0 received +1.00 %");
+        k.dut_in_rx = 1000;
+        k.dut_out_tx = 990;
+        k.judge(1000, 1000);
+        assert_eq!(k.disagreements(), "d1 sent -1.00 %");
+        // An invalid trial says why.
+        let spec = spec(
+            64,
+            Procedure::Throughput,
+            Some(1000.0),
+            &Rfc2544Config::default(),
+        );
+        let n = spec.frames.unwrap();
+        let mut rec = TrialRecord::new(&spec, n, n, n as f64 / 1000.0);
+        rec.kernel = k;
+        rec.validate(&spec);
+        assert_eq!(rec.invalid.len(), 1);
+        assert!(
+            rec.invalid[0].contains("d1 sent -1.00 %"),
+            "{:?}",
+            rec.invalid
+        );
+        assert!(!passes(&rec, &Rfc2544Config::default()));
+    }
+
+    #[test]
+    fn offered_short_duplicates_and_more_received_than_sent_never_pass() {
+        let cfg = Rfc2544Config::default();
+        let s = spec(64, Procedure::Throughput, Some(1e6), &cfg);
+        let good = |rec: &mut TrialRecord| {
+            rec.kernel = KernelCheck {
+                gen_iface_tx: rec.sent,
+                dut_in_rx: rec.sent,
+                dut_out_tx: rec.received,
+                sink_iface_rx: rec.received,
+                ..Default::default()
+            };
+            rec.kernel.judge(rec.sent, rec.received);
+        };
+        let frames = s.frames.unwrap();
+        // Valid and lossless: a pass.
+        let mut rec = TrialRecord::new(&s, frames, frames, cfg.trial.as_secs_f64());
+        good(&mut rec);
+        rec.validate(&s);
+        assert!(rec.invalid.is_empty(), "{:?}", rec.invalid);
+        assert!(passes(&rec, &cfg));
+        // 2 % slower than asked: invalid.
+        let mut slow = TrialRecord::new(&s, frames, frames, cfg.trial.as_secs_f64() * 1.02);
+        good(&mut slow);
+        slow.validate(&s);
+        assert!(
+            slow.invalid[0].starts_with("offered 0.980 Mpps"),
+            "{:?}",
+            slow.invalid
+        );
+        assert!(!passes(&slow, &cfg));
+        // Every frame there, some twice: a fail, not a pass.
+        let mut dup = rec.clone();
+        dup.verify.duplicates = 5;
+        assert!(!passes(&dup, &cfg));
+        // Short of frames (the generator stopped early): invalid.
+        let mut short = TrialRecord::new(&s, frames - 10, frames - 10, cfg.trial.as_secs_f64());
+        good(&mut short);
+        short.validate(&s);
+        assert!(
+            short.invalid.iter().any(|w| w.contains("sent")),
+            "{:?}",
+            short.invalid
+        );
+        // More received than sent: invalid, and no negative loss.
+        let mut more = TrialRecord::new(&s, frames, frames + 3, cfg.trial.as_secs_f64());
+        good(&mut more);
+        more.validate(&s);
+        assert_eq!(more.lost, 0);
+        assert!(
+            more.invalid.iter().any(|w| w.contains("received of")),
+            "{:?}",
+            more.invalid
+        );
+        assert!(!passes(&more, &cfg));
     }
 }

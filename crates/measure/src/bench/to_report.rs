@@ -39,13 +39,13 @@ pub fn environment(cfg: &Rfc2544Bench, results: &[Rfc2544Result]) -> Vec<(String
         (
             "generator".into(),
             format!(
-                "in-kernel XDP (BPF_PROG_RUN live frames, XDP_TX out of g0), paced in the program, on CPU {}, {} UDP flows, TX time in every {} frames",
-                cfg.gen_cpu, cfg.flows, cfg.ts_every
+                "in-kernel XDP (BPF_PROG_RUN live frames, XDP_TX out of g0), paced in the program, on CPU {}, {} UDP flows; every frame tagged (trial stream, sequence number), TX time in every {} frames (every flow stamped)",
+                cfg.gen_cpu, cfg.flows, super::trial::stamp_every(cfg.ts_every, cfg.flows)
             ),
         ),
         (
             "sink".into(),
-            "XDP program on s0 counting frames and histogramming one-way latency (same CLOCK_MONOTONIC as the generator)".into(),
+            "XDP program on s0: counts a frame as received only if it carries this trial's tag with a sequence number not seen before (foreign, late, duplicated and reordered frames counted apart), histograms one-way latency (same CLOCK_MONOTONIC as the generator)".into(),
         ),
         ("DuT CPU".into(), cfg.dut_cpu.to_string()),
         (
@@ -61,6 +61,16 @@ pub fn environment(cfg: &Rfc2544Bench, results: &[Rfc2544Result]) -> Vec<(String
             },
         ),
         (
+            "valid trials".into(),
+            format!(
+                "frames counted only when verified (this trial's tag, each sequence number once; a duplicate fails the trial); a paced trial offered at least {:.0} % of the rate asked, its generator never more than {} frames' worth behind its schedule (the catch-up leaves as one burst), the kernel's counters of g0, d0, d1 and s0 within {} % of ours; an invalid trial is repeated up to {} times, one still invalid counts as a fail",
+                (1.0 - super::rfc2544::OFFERED_TOLERANCE) * 100.0,
+                super::rfc2544::LATE_BUDGET_FRAMES,
+                super::rfc2544::KERNEL_TOLERANCE_PCT,
+                super::rfc2544::INVALID_REPEATS
+            ),
+        ),
+        (
             "procedures".into(),
             format!(
                 "trial {:.2} s, loss tolerance {} %{}, resolution {} %, {} search(es) per size, latency {}, frame loss at {:?} B, back-to-back at {:?} B x{}",
@@ -71,6 +81,7 @@ pub fn environment(cfg: &Rfc2544Bench, results: &[Rfc2544Result]) -> Vec<(String
                 } else {
                     " (a trial losing under 1 % repeated once: exceed ratio 50 %)"
                 },
+
                 p.resolution * 100.0,
                 p.repetitions,
                 if p.latency { "on" } else { "off" },
@@ -126,7 +137,8 @@ pub fn report_data(
             "top speed offered / forwarded (Mpps)",
             "latency p50 / p99 / max (us)",
             "kernel check",
-            "trials",
+            "trials (invalid)",
+            "notes",
         ]
         .map(String::from)
         .to_vec(),
@@ -152,7 +164,10 @@ pub fn report_data(
             "received",
             "loss (%)",
             "drain (ms)",
-            "kernel offered / forwarded diff (%)",
+            "generator late (ms)",
+            "foreign / late / duplicated / reordered",
+            "kernel g0 / d0 / d1 / s0 diff (%)",
+            "counted",
         ]
         .map(String::from)
         .to_vec(),
@@ -164,6 +179,7 @@ pub fn report_data(
                 r.name.clone(),
                 "-".into(),
                 r.status.clone(),
+                String::new(),
                 String::new(),
                 String::new(),
                 String::new(),
@@ -226,12 +242,29 @@ pub fn report_data(
                     t.received.to_string(),
                     format!("{:.4}", t.loss_ratio * 100.0),
                     format!("{:.0}", t.drain_ms),
+                    if t.requested_pps.is_some() {
+                        format!("{:.2}", t.gen_late_max_us / 1e3)
+                    } else {
+                        "-".into()
+                    },
                     format!(
-                        "{:+.3} / {:+.3}{}",
+                        "{} / {} / {} / {}",
+                        t.verify.foreign, t.verify.stale, t.verify.duplicates, t.verify.reordered
+                    ),
+                    format!(
+                        "{:+.2} / {:+.2} / {:+.2} / {:+.2}{}",
                         t.kernel.offered_diff_pct,
+                        t.kernel.dut_in_diff_pct,
+                        t.kernel.dut_out_diff_pct,
                         t.kernel.forwarded_diff_pct,
                         if t.kernel.agrees { "" } else { " DISAGREE" }
                     ),
+                    match (t.repeated, t.invalid.is_empty()) {
+                        (false, true) => "yes".into(),
+                        (true, true) => "no: repeated (exceed ratio)".into(),
+                        (true, false) => format!("no: invalid, repeated: {}", t.invalid.join("; ")),
+                        (false, false) => format!("as a fail: invalid: {}", t.invalid.join("; ")),
+                    },
                 ]);
             }
         }
@@ -335,6 +368,11 @@ fn summary_row(r: &Rfc2544Result, s: &SizeResult) -> Vec<String> {
         ),
         None => ("-".into(), "-".into()),
     };
+    let tp = if s.searches.iter().any(|x| x.throughput_pps == 0.0) {
+        format!("{tp} (a search where no rate passed)")
+    } else {
+        tp
+    };
     let spread = match (s.throughput_min_pps, s.throughput_max_pps) {
         (Some(a), Some(b)) => format!("{}-{}", f3(a / 1e6), f3(b / 1e6)),
         _ => "-".into(),
@@ -365,7 +403,12 @@ fn summary_row(r: &Rfc2544Result, s: &SizeResult) -> Vec<String> {
         } else {
             format!("{disagree} trial(s) > 0.5 %")
         },
-        s.trials.len().to_string(),
+        format!(
+            "{} ({})",
+            s.trials.len(),
+            s.trials.iter().filter(|t| !t.invalid.is_empty()).count()
+        ),
+        super::rfc2544::size_notes(s).join("; "),
     ]
 }
 

@@ -4,23 +4,48 @@
 //! pinned to the generator's CPU, the sink counter ([`XdpCount`] with the
 //! latency histogram) on s0, and the kernel's interface counters of g0, d0,
 //! d1 and s0 read before and after every trial.
+//!
+//! Verified frames: every frame carries the generator's tag (stream,
+//! sequence number, TX time; [`linerate_io::xdpgen::TagConfig`]); each
+//! trial is a new stream, and the sink counts as received only this
+//! stream's frames, each sequence number once. Foreign frames, frames of
+//! an earlier trial (late), duplicates and reordering are counted apart
+//! ([`super::rfc2544::Verification`]).
 
-use super::rfc2544::{KernelCheck, Latency, TrialRecord, TrialSpec, Trials};
+use super::rfc2544::{KernelCheck, Latency, TrialRecord, TrialSpec, Trials, Verification};
 use crate::testbed::{iface_stats, in_netns, FrameAddrs, IfaceStats, Testbed};
 use linerate_io::xdpcount::{CountStats, LatencyHistogram, XdpCount};
-use linerate_io::xdpgen::{self, GenConfig, GenStats, TsConfig, XdpGen};
+use linerate_io::xdpgen::{self, GenConfig, GenStats, TagConfig, XdpGen};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Where the generator writes the TX time: the first bytes of the UDP
-/// payload (a 64-byte frame has 18).
-pub const TS_OFFSET: usize = xdpgen::IPV4_UDP_PAYLOAD;
+/// Where the generator writes its 18-byte tag: the UDP payload (a 64-byte
+/// frame has exactly 18 bytes of it).
+pub const TAG_OFFSET: usize = xdpgen::IPV4_UDP_PAYLOAD;
+
+/// The smallest n >= `every` that shares no factor with `flows`: the flow
+/// of frame k is k % flows, so stamping every n-th frame stamps every flow.
+pub fn stamp_every(every: u32, flows: u32) -> u32 {
+    fn gcd(a: u32, b: u32) -> u32 {
+        if b == 0 {
+            a
+        } else {
+            gcd(b, a % b)
+        }
+    }
+    let mut n = every.max(1);
+    while flows > 1 && gcd(n, flows) != 1 {
+        n += 1;
+    }
+    n
+}
 
 struct GenCmd {
     frame_len: usize,
+    stream: u16,
     pps: Option<f64>,
     frames: Option<u64>,
     duration: Duration,
@@ -59,8 +84,8 @@ impl GenServer {
                                 let frame = super::udp_frame(&addrs, c.frame_len);
                                 let cfg = GenConfig {
                                     flows,
-                                    timestamp: Some(TsConfig {
-                                        offset: TS_OFFSET,
+                                    tag: Some(TagConfig {
+                                        offset: TAG_OFFSET,
                                         every: ts_every,
                                     }),
                                     ..GenConfig::default()
@@ -70,6 +95,7 @@ impl GenServer {
                         };
 
                         g.set_rate(c.pps).map_err(|e| e.to_string())?;
+                        g.set_stream(c.stream).map_err(|e| e.to_string())?;
                         match c.frames {
                             Some(n) => g.run(n, &stop),
                             None => g.run_for(c.duration, &stop),
@@ -123,7 +149,11 @@ struct BedCounters {
 /// Trials on a running test bed with a started DuT.
 pub struct BedTrials<'a> {
     bed: &'a Testbed,
-    sink: &'a XdpCount,
+    sink: &'a mut XdpCount,
+    /// The stream of the last trial (each trial is a new one).
+    stream: u16,
+    /// Every n-th frame carries a TX time (n shares no factor with the flows).
+    pub ts_every: u32,
     gen: GenServer,
     stop: Arc<AtomicBool>,
     /// Longest wait for the sink count to settle after a trial.
@@ -131,17 +161,19 @@ pub struct BedTrials<'a> {
 }
 
 impl<'a> BedTrials<'a> {
-    /// `sink` must have been attached with [`XdpCount::attach_latency`] at
-    /// [`TS_OFFSET`]; `ts_every`: timestamp every n-th frame.
+    /// `sink` must have been attached with [`XdpCount::attach_verified`] at
+    /// [`TAG_OFFSET`]; `ts_every`: timestamp every n-th frame (raised to the
+    /// next number sharing no factor with `flows`: [`stamp_every`]).
     pub fn new(
         bed: &'a Testbed,
-        sink: &'a XdpCount,
+        sink: &'a mut XdpCount,
         addrs: FrameAddrs,
         gen_cpu: usize,
         flows: u32,
         ts_every: u32,
         stop: Arc<AtomicBool>,
     ) -> BedTrials<'a> {
+        let ts_every = stamp_every(ts_every, flows);
         let gen = GenServer::start(
             bed.ns_gen().to_string(),
             gen_cpu,
@@ -152,7 +184,9 @@ impl<'a> BedTrials<'a> {
         );
         BedTrials {
             bed,
+            stream: sink.stream(),
             sink,
+            ts_every,
             gen,
             stop,
             max_drain: Duration::from_secs(2),
@@ -176,20 +210,23 @@ impl<'a> BedTrials<'a> {
     }
 
     /// Wait until the sink's count stops moving (the DuT's queues drained):
-    /// it must not change over 3 polls 20 ms apart, or reach `expect`.
-    fn drain(&self, expect: u64, base: u64) -> (CountStats, Duration) {
+    /// it must not change over 3 polls 20 ms apart, or reach `expect`
+    /// frames of this trial.
+    fn drain(&self, expect: u64, base: &CountStats) -> Result<(CountStats, Duration), String> {
         let t = Instant::now();
-        let mut last = self.sink.read();
+        let read = || self.sink.read().map_err(|e| e.to_string());
+        let mine = |c: &CountStats| c.since(base).verified + c.since(base).beyond;
+        let mut last = read()?;
         let mut still = 0;
         while t.elapsed() < self.max_drain {
-            if last.packets - base >= expect {
+            if mine(&last) >= expect {
                 // Everything arrived; a short pause catches extras (never expected).
                 std::thread::sleep(Duration::from_millis(10));
-                last = self.sink.read();
+                last = read()?;
                 break;
             }
             std::thread::sleep(Duration::from_millis(20));
-            let now = self.sink.read();
+            let now = read()?;
             if now.packets == last.packets {
                 still += 1;
                 if still >= 3 {
@@ -200,29 +237,38 @@ impl<'a> BedTrials<'a> {
             }
             last = now;
         }
-        (last, t.elapsed())
+        Ok((last, t.elapsed()))
     }
 }
 
 impl Trials for BedTrials<'_> {
     fn trial(&mut self, spec: &TrialSpec) -> Result<TrialRecord, String> {
         let frame_len = spec.frame_size as usize - 4;
+        // A new stream: frames of earlier trials are stale from here on.
+        self.stream = self.stream.wrapping_add(1);
+        self.sink
+            .set_stream(self.stream)
+            .map_err(|e| e.to_string())?;
         let h0 = if spec.latency {
             Some(self.sink.latency().map_err(|e| e.to_string())?)
         } else {
             None
         };
-        let c0 = self.sink.read();
+        let c0 = self.sink.read().map_err(|e| e.to_string())?;
         let k0 = self.counters()?;
         let g = self.gen.run(GenCmd {
             frame_len,
+            stream: self.stream,
             pps: spec.rate_pps,
             frames: spec.frames,
             duration: spec.duration,
         })?;
-        let (c1, drained) = self.drain(g.sent, c0.packets);
+        let (c1, drained) = self.drain(g.sent, &c0)?;
         let k1 = self.counters()?;
-        let received = c1.packets - c0.packets;
+        let d = c1.since(&c0);
+        // Received: this trial's frames, each once (unchecked ones past the
+        // duplicate bitmap count too).
+        let received = d.verified + d.beyond;
         // The time the frames took to leave, from the generator program's
         // stamps: the wall time of the run adds the calls' set-up and
         // teardown (~35 ms each), in which nothing is sent.
@@ -234,6 +280,13 @@ impl Trials for BedTrials<'_> {
         let mut rec = TrialRecord::new(spec, g.sent, received, tx_ns as f64 / 1e9);
         rec.drain_ms = drained.as_secs_f64() * 1e3;
         rec.gen_late_max_us = g.late_max_ns as f64 / 1e3;
+        rec.verify = Verification {
+            foreign: d.foreign,
+            stale: d.stale,
+            duplicates: d.dup,
+            reordered: d.reordered,
+            unchecked: d.beyond,
+        };
         rec.kernel = KernelCheck {
             gen_iface_tx: k1.g0.tx_packets.saturating_sub(k0.g0.tx_packets),
             gen_iface_xmit_errors: k1.g0_xmit_err.saturating_sub(k0.g0_xmit_err),
@@ -242,11 +295,12 @@ impl Trials for BedTrials<'_> {
             sink_iface_rx: k1.s0.rx_packets.saturating_sub(k0.s0.rx_packets),
             ..Default::default()
         };
-        rec.kernel.judge(g.sent, received);
+        rec.kernel.judge(g.sent, d.packets);
         if let Some(h0) = h0 {
             let h = self.sink.latency().map_err(|e| e.to_string())?.since(&h0);
-            rec.latency = Some(latency_of(&h, &c0, &c1));
+            rec.latency = Some(latency_of(&h, &d, &c1));
         }
+        rec.validate(spec);
         Ok(rec)
     }
 
@@ -255,24 +309,42 @@ impl Trials for BedTrials<'_> {
     }
 }
 
-fn latency_of(h: &LatencyHistogram, c0: &CountStats, c1: &CountStats) -> Latency {
-    let n = c1.lat_count - c0.lat_count;
+/// The latency of a trial: quantiles from the histogram (bucket middles,
+/// within 1/32 of the value), min and max exact (this stream's).
+fn latency_of(h: &LatencyHistogram, d: &CountStats, now: &CountStats) -> Latency {
+    let n = d.lat_count;
     let q = |p: f64| h.quantile(p).unwrap_or(0.0);
     Latency {
         samples: n,
-        // The histogram's lowest bucket: the exact minimum is over the
-        // sink's life, not this trial.
-        min_ns: q(0.0),
+        bad_stamps: d.lat_bad,
+        min_ns: now.stream_lat_min_ns.map_or(q(0.0), |v| v as f64),
         mean_ns: if n == 0 {
             0.0
         } else {
-            (c1.lat_sum_ns - c0.lat_sum_ns) as f64 / n as f64
+            d.lat_sum_ns as f64 / n as f64
         },
         p50_ns: q(0.5),
         p90_ns: q(0.9),
         p99_ns: q(0.99),
         p999_ns: q(0.999),
-        max_ns: q(1.0),
+        max_ns: now.stream_lat_max_ns.map_or(q(1.0), |v| v as f64),
         histogram: h.points(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn stamps_reach_every_flow() {
+        use super::stamp_every;
+        assert_eq!(stamp_every(16, 64), 17);
+        assert_eq!(stamp_every(16, 1), 16);
+        assert_eq!(stamp_every(10, 15), 11);
+        assert_eq!(stamp_every(0, 64), 1);
+        for (every, flows) in [(16u32, 64u32), (100, 10), (7, 49)] {
+            let n = stamp_every(every, flows);
+            let hit: std::collections::HashSet<u32> = (0..flows).map(|k| (k * n) % flows).collect();
+            assert_eq!(hit.len() as u32, flows, "every {n} of {flows} flows");
+        }
     }
 }
