@@ -113,7 +113,8 @@ pub struct KernelCheck {
 pub struct Verification {
     /// Frames without the generator's tag (the network's own, a DuT's).
     pub foreign: u64,
-    /// The generator's frames of an earlier trial (late beyond its drain).
+    /// The generator's frames of an earlier trial that arrived after it was
+    /// counted (late beyond its drain), up to the end of this one.
     pub stale: u64,
     /// This trial's frames seen a second time (or more): a failed trial.
     pub duplicates: u64,

@@ -152,6 +152,9 @@ pub struct BedTrials<'a> {
     sink: &'a mut XdpCount,
     /// The stream of the last trial (each trial is a new one).
     stream: u16,
+    /// The sink's counts when the last trial was read: frames of that
+    /// trial verified after it (before the stream moved on) are late too.
+    last: Option<CountStats>,
     /// Every n-th frame carries a TX time (n shares no factor with the flows).
     pub ts_every: u32,
     gen: GenServer,
@@ -185,6 +188,7 @@ impl<'a> BedTrials<'a> {
         BedTrials {
             bed,
             stream: sink.stream(),
+            last: None,
             sink,
             ts_every,
             gen,
@@ -255,6 +259,11 @@ impl Trials for BedTrials<'_> {
             None
         };
         let c0 = self.sink.read().map_err(|e| e.to_string())?;
+        // Since the last trial was counted: its own frames that arrived
+        // before the stream moved on (verified then), and stale and foreign
+        // frames at any time up to the end of this trial.
+        let base = self.last.unwrap_or(c0);
+        let late_before = c0.since(&base).verified + c0.since(&base).beyond;
         let k0 = self.counters()?;
         let g = self.gen.run(GenCmd {
             frame_len,
@@ -265,6 +274,7 @@ impl Trials for BedTrials<'_> {
         })?;
         let (c1, drained) = self.drain(g.sent, &c0)?;
         let k1 = self.counters()?;
+        self.last = Some(c1);
         let d = c1.since(&c0);
         // Received: this trial's frames, each once (unchecked ones past the
         // duplicate bitmap count too).
@@ -280,9 +290,10 @@ impl Trials for BedTrials<'_> {
         let mut rec = TrialRecord::new(spec, g.sent, received, tx_ns as f64 / 1e9);
         rec.drain_ms = drained.as_secs_f64() * 1e3;
         rec.gen_late_max_us = g.late_max_ns as f64 / 1e3;
+        let between = c1.since(&base);
         rec.verify = Verification {
-            foreign: d.foreign,
-            stale: d.stale,
+            foreign: between.foreign,
+            stale: between.stale + late_before,
             duplicates: d.dup,
             reordered: d.reordered,
             unchecked: d.beyond,
@@ -310,14 +321,25 @@ impl Trials for BedTrials<'_> {
 }
 
 /// The latency of a trial: quantiles from the histogram (bucket middles,
-/// within 1/32 of the value), min and max exact (this stream's).
+/// within 1/32 of the value, clamped to min..max), min and max exact (this
+/// stream's).
 fn latency_of(h: &LatencyHistogram, d: &CountStats, now: &CountStats) -> Latency {
     let n = d.lat_count;
-    let q = |p: f64| h.quantile(p).unwrap_or(0.0);
+    let min = now.stream_lat_min_ns.map(|v| v as f64);
+    let max = now.stream_lat_max_ns.map(|v| v as f64);
+    // A bucket's middle may lie outside the exact min and max (a bucket is
+    // 1/16 of its values wide): clamped to them.
+    let q = |p: f64| {
+        let v = h.quantile(p).unwrap_or(0.0);
+        match (min, max) {
+            (Some(lo), Some(hi)) => v.clamp(lo, hi),
+            _ => v,
+        }
+    };
     Latency {
         samples: n,
         bad_stamps: d.lat_bad,
-        min_ns: now.stream_lat_min_ns.map_or(q(0.0), |v| v as f64),
+        min_ns: min.unwrap_or_else(|| q(0.0)),
         mean_ns: if n == 0 {
             0.0
         } else {
@@ -327,7 +349,7 @@ fn latency_of(h: &LatencyHistogram, d: &CountStats, now: &CountStats) -> Latency
         p90_ns: q(0.9),
         p99_ns: q(0.99),
         p999_ns: q(0.999),
-        max_ns: now.stream_lat_max_ns.map_or(q(1.0), |v| v as f64),
+        max_ns: max.unwrap_or_else(|| q(1.0)),
         histogram: h.points(),
     }
 }

@@ -1,0 +1,334 @@
+//! The bench's trials against DuTs that misbehave on purpose: a user-space
+//! forwarder between d0 and d1 of a real test bed (packet sockets in the
+//! DuT's namespace) that drops one frame in N, duplicates, injects foreign
+//! frames in place of dropped ones, or holds every frame for 200 ms. Each
+//! fault must be reported as what it is; none may become a passing trial or
+//! zero loss. Needs root; every bed is removed by Drop, also on failure.
+
+use linerate_io::xdp::AttachMode;
+use linerate_io::xdpcount::XdpCount;
+use linerate_measure::bench::rfc2544::{Procedure, TrialRecord, TrialSpec, Trials};
+use linerate_measure::bench::trial::{BedTrials, TAG_OFFSET};
+use linerate_measure::testbed::{self, DutMode, FrameAddrs, Testbed, TestbedConfig};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[path = "../../io/tests/common/need.rs"]
+mod need;
+use need::{require_cpus, require_root};
+
+static N: AtomicU32 = AtomicU32::new(0);
+
+/// What the forwarder does wrong (0: never).
+#[derive(Clone, Default)]
+struct Faults {
+    /// Drop every n-th frame.
+    drop_every: u64,
+    /// Send a foreign frame (a broadcast ARP request) in place of each dropped one.
+    foreign_for_dropped: bool,
+    /// Send every n-th frame twice.
+    dup_every: u64,
+    /// Hold every frame this long (ms) before sending it on; the test may
+    /// change it while the forwarder runs.
+    delay_ms: Option<Arc<AtomicU64>>,
+}
+
+/// A packet socket on `ifname` of the calling thread's namespace: `rx`
+/// receives every frame (large buffer: the forwarder may be descheduled
+/// for some ms), otherwise it only sends.
+fn packet_socket(ifname: &str, rx: bool) -> i32 {
+    let proto = if rx {
+        (libc::ETH_P_ALL as u16).to_be()
+    } else {
+        0
+    };
+    // SAFETY: plain socket call.
+    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, proto as i32) };
+    assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+    let name = std::ffi::CString::new(ifname).unwrap();
+    // SAFETY: valid NUL-terminated name.
+    let idx = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    assert!(idx > 0, "no interface {ifname}");
+    // SAFETY: zeroed sockaddr_ll is valid; fields set below.
+    let mut sa: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sa.sll_family = libc::AF_PACKET as u16;
+    sa.sll_protocol = proto;
+    sa.sll_ifindex = idx as i32;
+    // SAFETY: sa is a valid sockaddr_ll of the size given.
+    let r = unsafe {
+        libc::bind(
+            fd,
+            &sa as *const libc::sockaddr_ll as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_ll>() as u32,
+        )
+    };
+    assert_eq!(r, 0, "bind {ifname}: {}", std::io::Error::last_os_error());
+    if rx {
+        let sz: i32 = 32 << 20;
+        // SAFETY: an int option of the right size.
+        unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUFFORCE,
+                &sz as *const i32 as *const libc::c_void,
+                4,
+            )
+        };
+    }
+    fd
+}
+
+/// The faulty forwarder d0 -> d1, in the DuT's namespace, until `stop`.
+fn start_forwarder(ns: String, f: Faults, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let h = std::thread::spawn(move || {
+        testbed::in_netns(&ns, move || {
+            let rx = packet_socket("d0", true);
+            let tx = packet_socket("d1", false);
+            ready_tx.send(()).unwrap();
+            let foreign: Vec<u8> = {
+                let mut a = vec![0xffu8; 6];
+                a.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x99, 0x08, 0x06]);
+                a.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
+                a.resize(60, 0);
+                a
+            };
+            let send = |b: &[u8]| {
+                // SAFETY: b is a valid buffer of b.len() bytes.
+                unsafe { libc::send(tx, b.as_ptr().cast(), b.len(), 0) };
+            };
+            let mut held: VecDeque<(Instant, Vec<u8>)> = VecDeque::new();
+            let mut n = 0u64;
+            let mut buf = vec![0u8; 4096];
+            while !stop.load(Ordering::Relaxed) {
+                let mut pfd = libc::pollfd {
+                    fd: rx,
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd.
+                unsafe { libc::poll(&mut pfd, 1, 1) };
+                loop {
+                    // SAFETY: zeroed sockaddr_ll is valid for recvfrom to fill.
+                    let mut sa: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+                    let mut sl = std::mem::size_of::<libc::sockaddr_ll>() as u32;
+                    // SAFETY: buf and sa are valid for the sizes given.
+                    let k = unsafe {
+                        libc::recvfrom(
+                            rx,
+                            buf.as_mut_ptr().cast(),
+                            buf.len(),
+                            libc::MSG_DONTWAIT,
+                            &mut sa as *mut libc::sockaddr_ll as *mut libc::sockaddr,
+                            &mut sl,
+                        )
+                    };
+                    if k <= 0 {
+                        break;
+                    }
+                    if sa.sll_pkttype == libc::PACKET_OUTGOING {
+                        continue;
+                    }
+                    n += 1;
+                    if f.drop_every > 0 && n.is_multiple_of(f.drop_every) {
+                        if f.foreign_for_dropped {
+                            send(&foreign);
+                        }
+                        continue;
+                    }
+                    let delay = f.delay_ms.as_ref().map_or(0, |d| d.load(Ordering::Relaxed));
+                    let due = Instant::now() + Duration::from_millis(delay);
+                    let frame = buf[..k as usize].to_vec();
+                    if f.dup_every > 0 && n.is_multiple_of(f.dup_every) {
+                        held.push_back((due, frame.clone()));
+                    }
+                    held.push_back((due, frame));
+                }
+                let now = Instant::now();
+                while held.front().is_some_and(|(t, _)| *t <= now) {
+                    let (_, b) = held.pop_front().unwrap();
+                    send(&b);
+                }
+            }
+            // SAFETY: closing the sockets made above.
+            unsafe {
+                libc::close(rx);
+                libc::close(tx);
+            }
+        })
+        .unwrap();
+    });
+    ready_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the forwarder never opened its sockets");
+    h
+}
+
+/// A bed with the faulty forwarder as its DuT and the verified sink on s0;
+/// `f` gets the trials. Everything is removed afterwards.
+fn with_faulty_dut(faults: Faults, f: impl FnOnce(&mut BedTrials)) {
+    require_root();
+    require_cpus(2);
+    let name = format!(
+        "lrbf{}x{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    );
+    let bed = Testbed::up(&TestbedConfig {
+        name: Some(name),
+        gro: Some(true),
+        ipv6: false,
+        ..TestbedConfig::default()
+    })
+    .unwrap();
+    let mut sink = bed
+        .in_netns(bed.ns_sink(), || {
+            XdpCount::attach_verified("s0", AttachMode::Native, false, TAG_OFFSET)
+        })
+        .unwrap()
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let fwd = start_forwarder(bed.ns_dut().to_string(), faults, stop.clone());
+    let addrs = FrameAddrs::for_mode(bed.info(), DutMode::None);
+    let gen_stop = Arc::new(AtomicBool::new(false));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut t = BedTrials::new(&bed, &mut sink, addrs, 0, 64, 16, gen_stop);
+        f(&mut t);
+    }));
+    stop.store(true, Ordering::Relaxed);
+    fwd.join().unwrap();
+    drop(sink);
+    bed.down().unwrap();
+    if let Err(e) = r {
+        std::panic::resume_unwind(e);
+    }
+}
+
+/// 20 000 64-byte frames at 20 kpps, timed.
+fn spec() -> TrialSpec {
+    TrialSpec {
+        frame_size: 64,
+        rate_pps: Some(20_000.0),
+        frames: Some(20_000),
+        duration: Duration::from_secs(1),
+        latency: true,
+        procedure: Procedure::Throughput,
+    }
+}
+
+fn trial(t: &mut BedTrials) -> TrialRecord {
+    t.trial(&spec()).unwrap()
+}
+
+/// A trial passes as the bench judges it: valid, nothing lost, nothing twice.
+fn passes(r: &TrialRecord) -> bool {
+    r.invalid.is_empty() && r.lost == 0 && r.verify.duplicates == 0
+}
+
+#[test]
+fn a_clean_forwarder_passes_and_one_in_ten_thousand_dropped_is_loss() {
+    // The control: the same forwarder without faults passes.
+    with_faulty_dut(Faults::default(), |t| {
+        let r = trial(t);
+        assert!(passes(&r), "{r:#?}");
+        assert_eq!((r.sent, r.received), (20_000, 20_000));
+    });
+    with_faulty_dut(
+        Faults {
+            drop_every: 10_000,
+            ..Faults::default()
+        },
+        |t| {
+            let r = trial(t);
+            assert_eq!((r.sent, r.lost), (20_000, 2), "{r:#?}");
+            assert!(!passes(&r));
+            assert!(r.invalid.is_empty(), "a valid trial that lost 2: {r:#?}");
+        },
+    );
+}
+
+#[test]
+fn foreign_frames_in_place_of_lost_ones_are_not_received() {
+    // Counting every frame at the sink would see 20 000 of 20 000.
+    with_faulty_dut(
+        Faults {
+            drop_every: 100,
+            foreign_for_dropped: true,
+            ..Faults::default()
+        },
+        |t| {
+            let r = trial(t);
+            assert_eq!((r.lost, r.verify.foreign), (200, 200), "{r:#?}");
+            assert!(!passes(&r));
+            // The kernel's counters agree: d1 sent what the sink saw.
+            assert!(r.kernel.agrees, "{:#?}", r.kernel);
+        },
+    );
+}
+
+#[test]
+fn duplicates_fail_a_trial_and_do_not_hide_loss() {
+    with_faulty_dut(
+        Faults {
+            drop_every: 100,
+            dup_every: 99,
+            ..Faults::default()
+        },
+        |t| {
+            let r = trial(t);
+            // 200 dropped; every 99th sent twice: 202, less the 2 that
+            // were dropped (9900 and 19800).
+            assert_eq!(r.lost, 200, "{r:#?}");
+            assert_eq!(r.verify.duplicates, 200, "{r:#?}");
+            assert!(!passes(&r));
+        },
+    );
+    // Duplicates alone: nothing lost, still not a pass.
+    with_faulty_dut(
+        Faults {
+            dup_every: 100,
+            ..Faults::default()
+        },
+        |t| {
+            let r = trial(t);
+            assert_eq!((r.lost, r.verify.duplicates), (0, 200), "{r:#?}");
+            assert!(!passes(&r));
+        },
+    );
+}
+
+#[test]
+fn frames_held_200_ms_show_as_latency_and_never_leak_into_the_next_trial() {
+    let delay = Arc::new(AtomicU64::new(200));
+    with_faulty_dut(
+        Faults {
+            delay_ms: Some(delay.clone()),
+            ..Faults::default()
+        },
+        |t| {
+            // The drain waits for them: a pass, with its latency as it is.
+            let r = trial(t);
+            assert!(passes(&r), "{r:#?}");
+            let l = r.latency.as_ref().unwrap();
+            assert!(l.samples > 1000, "{l:?}");
+            assert!(l.min_ns >= 200e6 && l.p50_ns >= 200e6, "{l:?}");
+            assert!(l.max_ns < 1e9, "{l:?}");
+            // Held longer than the generator's last call lasts after its
+            // last frame (~0.1-0.3 s), and no drain: the trial loses what
+            // is still held, and the next trial counts those frames as
+            // late, never as its own.
+            delay.store(700, Ordering::Relaxed);
+            t.max_drain = Duration::ZERO;
+            let first = trial(t);
+            assert!(first.lost > 1000 && !passes(&first), "{first:#?}");
+            t.max_drain = Duration::from_secs(2);
+            let next = trial(t);
+            assert_eq!(next.verify.stale, first.lost, "{next:#?}");
+            assert_eq!(next.received, 20_000, "{next:#?}");
+            assert_eq!(next.lost, 0, "{next:#?}");
+        },
+    );
+}
