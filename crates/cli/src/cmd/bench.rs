@@ -438,6 +438,15 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
             t0.elapsed().as_secs_f64()
         );
     };
+    // The measurement's own latency first: the generator straight into the sink.
+    let empty = if cfg.procedures.latency {
+        bench::empty_bed(&cfg, &stop, &mut progress).unwrap_or_else(|e| {
+            eprintln!("empty bed: {e} (no latency baseline)");
+            Vec::new()
+        })
+    } else {
+        Vec::new()
+    };
     let mut results = bench::run_rfc2544(&cfg, &mut duts, &stop, &mut progress);
     drop(duts);
     let interrupted = stop.load(std::sync::atomic::Ordering::SeqCst);
@@ -469,7 +478,7 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
         } else {
             Box::new(std::io::stdout().lock())
         };
-        print_rfc2544(&mut out, &results, &cfg, history.as_ref())?;
+        print_rfc2544(&mut out, &results, &empty, &cfg, history.as_ref())?;
     }
     if let Some(p) = &a.json {
         let v = serde_json::json!({
@@ -479,6 +488,7 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
             "history": history,
             "seconds": t0.elapsed().as_secs_f64(),
             "interrupted": interrupted,
+            "empty_bed": empty,
             "results": results,
         });
         if json_to_stdout {
@@ -495,6 +505,7 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
             &date,
             &cfg,
             &results,
+            &empty,
             a.line_rate,
             history.as_ref(),
         );
@@ -532,6 +543,7 @@ fn date_now() -> String {
 fn print_rfc2544(
     o: &mut dyn Write,
     results: &[Rfc2544Result],
+    empty: &[bench::EmptyBed],
     cfg: &Rfc2544Bench,
     history: Option<&history::Summary>,
 ) -> Result<()> {
@@ -542,10 +554,35 @@ fn print_rfc2544(
         cfg.procedures.loss_tolerance * 100.0,
         dut::kernel_release()
     )?;
+    for e in empty {
+        if let Some(l) = &e.trial.latency {
+            writeln!(
+                o,
+                "empty bed (generator -> veth -> sink, no DuT) {} B at {:.1} Mpps: latency p50 {:.1} us, p99 {:.1} us, min {:.1} us, max {:.1} us{}",
+                e.frame_size,
+                e.rate_pps / 1e6,
+                l.p50_ns / 1e3,
+                l.p99_ns / 1e3,
+                l.min_ns / 1e3,
+                l.max_ns / 1e3,
+                if e.trial.invalid.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (invalid: {})", e.trial.invalid.join("; "))
+                }
+            )?;
+        }
+    }
     writeln!(
         o,
-        "{:<20} {:>5} {:>10} {:>8} {:>15} {:>19} {:>9}  note",
-        "DuT", "bytes", "Mpps", "Gbit/s", "min-max Mpps", "lat p50/p99 us", "vs bridge"
+        "{:<20} {:>5} {:>10} {:>8} {:>15} {:>26} {:>9}  note",
+        "DuT",
+        "bytes",
+        "Mpps",
+        "Gbit/s",
+        "min-max Mpps",
+        "lat p50/p99 (-empty) us",
+        "vs bridge"
     )?;
     let bridge = |size: u32| {
         results
@@ -586,7 +623,17 @@ fn print_rfc2544(
             let lat = s
                 .latency()
                 .filter(|l| l.samples > 0)
-                .map(|l| format!("{:.1}/{:.1}", l.p50_ns / 1e3, l.p99_ns / 1e3))
+                .map(|l| {
+                    // The measurement's own share: the empty bed's p50.
+                    let own = empty
+                        .iter()
+                        .find(|e| e.frame_size == s.frame_size)
+                        .and_then(|e| e.trial.latency.as_ref())
+                        .map_or(String::new(), |b| {
+                            format!(" ({:+.1})", (l.p50_ns - b.p50_ns) / 1e3)
+                        });
+                    format!("{:.1}/{:.1}{own}", l.p50_ns / 1e3, l.p99_ns / 1e3)
+                })
                 .unwrap_or_else(|| "-".into());
             let mut note = Vec::new();
             if s.generator_limited {
@@ -607,7 +654,7 @@ fn print_rfc2544(
             }
             writeln!(
                 o,
-                "{:<20} {:>5} {:>10} {:>8} {:>15} {:>19} {:>9}  {}",
+                "{:<20} {:>5} {:>10} {:>8} {:>15} {:>26} {:>9}  {}",
                 r.name,
                 s.frame_size,
                 tp,

@@ -15,7 +15,7 @@ pub mod rfc2544;
 pub mod to_report;
 pub mod trial;
 
-use crate::testbed::{FrameAddrs, Testbed, TestbedConfig};
+use crate::testbed::{self, FrameAddrs, Testbed, TestbedConfig};
 use dut::{Dut, DutEnv, DutError};
 use linerate_io::xdp::AttachMode;
 use linerate_io::xdpcount::XdpCount;
@@ -197,6 +197,102 @@ impl Rfc2544Result {
 
 /// Progress: (DuT, frame size or 0, what is happening).
 pub type Progress3<'a> = &'a mut dyn FnMut(&str, u32, &str);
+
+/// The empty bed's latency at one frame size: the generator's frames
+/// straight into the sink one veth away (d0, no DuT): what the measurement
+/// itself adds to every DuT's latency.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct EmptyBed {
+    pub frame_size: u32,
+    /// The rate of the latency trial.
+    pub rate_pps: f64,
+    /// The trial (its latency in `latency`); invalid ones repeated first.
+    pub trial: rfc2544::TrialRecord,
+}
+
+/// Rate of the empty bed's latency trials: within what the generator paces
+/// cleanly and the sink takes at every size.
+pub const EMPTY_BED_PPS: f64 = 1e6;
+
+/// The empty bed's latency at every size ([`EmptyBed`]), on a bed of its
+/// own (removed afterwards, also on errors).
+pub fn empty_bed(
+    cfg: &Rfc2544Bench,
+    stop: &Arc<AtomicBool>,
+    progress: Progress3,
+) -> Result<Vec<EmptyBed>, String> {
+    let name = "empty bed";
+    progress(name, 0, "building the test bed");
+    let bed_cfg = TestbedConfig {
+        name: cfg.bed_name.as_ref().map(|p| format!("{p}e")),
+        gro: Some(true),
+        ipv6: false,
+        ..TestbedConfig::default()
+    };
+    let bed = Testbed::up(&bed_cfg).map_err(|e| e.to_string())?;
+    let ns = bed.ns_dut().to_string();
+    let out = (|| {
+        let mut sink = bed
+            .in_netns(&ns, || {
+                XdpCount::attach_verified("d0", AttachMode::Native, false, trial::TAG_OFFSET)
+            })
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("sink counter on d0: {e}"))?;
+        let addrs = FrameAddrs::for_mode(bed.info(), testbed::DutMode::None);
+        let mut t = trial::BedTrials::new_direct(
+            &bed,
+            &mut sink,
+            addrs,
+            cfg.gen_cpu,
+            cfg.flows,
+            cfg.ts_every,
+            stop.clone(),
+        );
+        let mut out = Vec::new();
+        for &size in &cfg.procedures.sizes {
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+            let rate = EMPTY_BED_PPS;
+            let spec = rfc2544::TrialSpec {
+                frame_size: size,
+                rate_pps: Some(rate),
+                frames: Some((rate * cfg.procedures.trial.as_secs_f64()).round().max(1.0) as u64),
+                duration: cfg.procedures.trial,
+                latency: true,
+                procedure: rfc2544::Procedure::Latency,
+            };
+            use rfc2544::Trials;
+            let mut rec = t.trial(&spec)?;
+            for _ in 0..rfc2544::INVALID_REPEATS {
+                if rec.invalid.is_empty() || stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                rec = t.trial(&spec)?;
+            }
+            if let Some(l) = &rec.latency {
+                progress(
+                    name,
+                    size,
+                    &format!(
+                        "latency at {:.1} Mpps: p50 {:.1} us, p99 {:.1} us",
+                        rate / 1e6,
+                        l.p50_ns / 1e3,
+                        l.p99_ns / 1e3
+                    ),
+                );
+            }
+            out.push(EmptyBed {
+                frame_size: size,
+                rate_pps: rate,
+                trial: rec,
+            });
+        }
+        Ok(out)
+    })();
+    let _ = bed.down();
+    out
+}
 
 /// Run the RFC 2544 procedures against every DuT in turn, each on a fresh
 /// test bed that is removed afterwards (also on errors and on `stop`).

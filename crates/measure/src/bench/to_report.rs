@@ -114,6 +114,7 @@ pub fn report_data(
     date: &str,
     cfg: &Rfc2544Bench,
     results: &[Rfc2544Result],
+    empty: &[super::EmptyBed],
     line_rate_gbps: f64,
     history: Option<&Summary>,
 ) -> ReportData {
@@ -136,6 +137,7 @@ pub fn report_data(
             "search step (Mpps)",
             "top speed offered / forwarded (Mpps)",
             "latency p50 / p99 / max (us)",
+            "p50 minus the empty bed's (us)",
             "kernel check",
             "trials (invalid)",
             "notes",
@@ -187,6 +189,7 @@ pub fn report_data(
                 String::new(),
                 String::new(),
                 String::new(),
+                String::new(),
             ]);
             continue;
         }
@@ -198,7 +201,7 @@ pub fn report_data(
             if let Some(v) = s.throughput_pps {
                 tp.points.push((s.frame_size as f64, v / 1e6));
             }
-            summary.rows.push(summary_row(r, s));
+            summary.rows.push(summary_row(r, s, empty));
             if let Some(l) = s.latency() {
                 if l.samples > 0 {
                     d.latency.push(latency_series(&r.name, s.frame_size, l));
@@ -273,6 +276,47 @@ pub fn report_data(
         }
     }
     d.tables.push(summary);
+    if !empty.is_empty() {
+        d.tables.push(Table {
+            title: format!(
+                "Empty bed: the generator's frames straight into the sink one veth away (no DuT), \
+                 at {:.1} Mpps: the latency the measurement itself adds (stamps on every {}th \
+                 frame: every flow)",
+                super::EMPTY_BED_PPS / 1e6,
+                super::trial::stamp_every(cfg.ts_every, cfg.flows)
+            ),
+            header: [
+                "frame (B)",
+                "samples",
+                "min (us)",
+                "p50 (us)",
+                "p99 (us)",
+                "max (us)",
+                "valid",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: empty
+                .iter()
+                .filter_map(|e| {
+                    let l = e.trial.latency.as_ref()?;
+                    Some(vec![
+                        e.frame_size.to_string(),
+                        l.samples.to_string(),
+                        us(l.min_ns),
+                        us(l.p50_ns),
+                        us(l.p99_ns),
+                        us(l.max_ns),
+                        if e.trial.invalid.is_empty() {
+                            "yes".into()
+                        } else {
+                            e.trial.invalid.join("; ")
+                        },
+                    ])
+                })
+                .collect(),
+        });
+    }
     let pct = |v: Option<f64>| v.map_or("-".into(), |o| format!("±{:.1}", o * 100.0));
     let spread_rows: Vec<Vec<String>> = results
         .iter()
@@ -355,7 +399,7 @@ pub fn procedure_name(p: Procedure) -> &'static str {
     }
 }
 
-fn summary_row(r: &Rfc2544Result, s: &SizeResult) -> Vec<String> {
+fn summary_row(r: &Rfc2544Result, s: &SizeResult, empty: &[super::EmptyBed]) -> Vec<String> {
     let size = s.frame_size as f64;
     let (tp, gbps) = match s.throughput_pps {
         Some(v) => (
@@ -382,6 +426,15 @@ fn summary_row(r: &Rfc2544Result, s: &SizeResult) -> Vec<String> {
         .filter(|l| l.samples > 0)
         .map(|l| format!("{} / {} / {}", us(l.p50_ns), us(l.p99_ns), us(l.max_ns)))
         .unwrap_or_else(|| "-".into());
+    let minus_empty = s
+        .latency()
+        .filter(|l| l.samples > 0)
+        .and_then(|l| {
+            let e = empty.iter().find(|e| e.frame_size == s.frame_size)?;
+            let b = e.trial.latency.as_ref()?;
+            Some(format!("{:+.1}", (l.p50_ns - b.p50_ns) / 1e3))
+        })
+        .unwrap_or_else(|| "-".into());
     let disagree = s.kernel_disagreements;
     vec![
         r.name.clone(),
@@ -398,6 +451,7 @@ fn summary_row(r: &Rfc2544Result, s: &SizeResult) -> Vec<String> {
             f3(s.overload_forwarded_pps / 1e6)
         ),
         lat,
+        minus_empty,
         if disagree == 0 {
             "agrees".into()
         } else {

@@ -161,6 +161,9 @@ pub struct BedTrials<'a> {
     stop: Arc<AtomicBool>,
     /// Longest wait for the sink count to settle after a trial.
     pub max_drain: Duration,
+    /// The empty bed: the sink is on d0 (no DuT, one veth from the
+    /// generator); d1 and s0 carry nothing.
+    direct: bool,
 }
 
 impl<'a> BedTrials<'a> {
@@ -194,6 +197,24 @@ impl<'a> BedTrials<'a> {
             gen,
             stop,
             max_drain: Duration::from_secs(2),
+            direct: false,
+        }
+    }
+
+    /// As [`BedTrials::new`] for the empty bed: `sink` attached to d0 (in
+    /// the DuT's namespace, with no DuT): the measurement's own latency.
+    pub fn new_direct(
+        bed: &'a Testbed,
+        sink: &'a mut XdpCount,
+        addrs: FrameAddrs,
+        gen_cpu: usize,
+        flows: u32,
+        ts_every: u32,
+        stop: Arc<AtomicBool>,
+    ) -> BedTrials<'a> {
+        BedTrials {
+            direct: true,
+            ..BedTrials::new(bed, sink, addrs, gen_cpu, flows, ts_every, stop)
         }
     }
 
@@ -306,6 +327,11 @@ impl Trials for BedTrials<'_> {
             sink_iface_rx: k1.s0.rx_packets.saturating_sub(k0.s0.rx_packets),
             ..Default::default()
         };
+        if self.direct {
+            // d0 is the sink's interface; no DuT sends anything out.
+            rec.kernel.sink_iface_rx = rec.kernel.dut_in_rx;
+            rec.kernel.dut_out_tx = d.packets;
+        }
         rec.kernel.judge(g.sent, d.packets);
         if let Some(h0) = h0 {
             let h = self.sink.latency().map_err(|e| e.to_string())?.since(&h0);
