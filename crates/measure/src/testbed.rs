@@ -913,6 +913,35 @@ impl Testbed {
         Ok(())
     }
 
+    /// Run s0's NAPI (the sink's receive work) in a kernel thread pinned
+    /// to `cpu` (veth otherwise runs it in the softirq of the CPU that
+    /// transmits to s0). Needs NAPI on s0 (GRO on, or an XDP program).
+    pub fn sink_napi_thread(&mut self, cpu: usize) -> Result<()> {
+        let (ns, ifname) = (self.info.ns_sink.clone(), self.info.sink.name.clone());
+        let path = format!("/sys/class/net/{ifname}/threaded");
+        sysfs_script(&ns, &format!("echo 1 > {path}"), || {
+            format!("threaded NAPI on {ifname} in '{ns}'")
+        })?;
+        let napis = napi_of(&ns, &ifname)?;
+        if napis.iter().all(|n| n.pid.is_none()) {
+            return err(format!(
+                "threaded NAPI on {ifname} in '{ns}': no NAPI thread appeared (GRO off and no XDP program?)"
+            ));
+        }
+        for n in napis {
+            let Some(pid) = n.pid else { continue };
+            pin_thread(pid, cpu)?;
+            self.info.napi_threads.push(NapiThread {
+                ns: ns.clone(),
+                ifname: ifname.clone(),
+                napi_id: n.napi_id,
+                pid,
+                cpu: Some(cpu),
+            });
+        }
+        Ok(())
+    }
+
     pub fn info(&self) -> &TestbedInfo {
         &self.info
     }

@@ -150,6 +150,12 @@ pub struct Args {
     /// their results are lower bounds. Default: RPS steers it to the DuT's CPU.
     #[arg(long)]
     pub no_rps: bool,
+    /// Run the sink's receive work (s0's NAPI and its XDP counter) in a kernel thread pinned
+    /// to this CPU. Default: veth runs it in the softirq of the CPU that transmits to s0, the
+    /// DuT's, so it is charged to the DuT's core (on 2 CPUs, moving it puts it on the
+    /// generator's).
+    #[arg(long, value_name = "CPU")]
+    pub sink_cpu: Option<usize>,
     /// Instead of RFC 2544: the forwarding rate at overload (one frame size, timed trials).
     #[arg(long)]
     pub overload: bool,
@@ -374,6 +380,7 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
         ts_every: 16,
         threaded_napi: a.threaded_napi,
         rps: !a.no_rps,
+        sink_cpu: a.sink_cpu,
         bed_name: a.name.clone(),
         env: dut_env(&exe, a.dut_cpu),
     };
@@ -550,9 +557,10 @@ fn print_rfc2544(
     writeln!(o)?;
     writeln!(
         o,
-        "RFC 2544 throughput (loss tolerance {} %), latency at it; kernel {}",
+        "RFC 2544 throughput (loss tolerance {} %), latency at it; kernel {}\nCPUs: {}",
         cfg.procedures.loss_tolerance * 100.0,
-        dut::kernel_release()
+        dut::kernel_release(),
+        bench::cpu_placement(cfg)
     )?;
     for e in empty {
         if let Some(l) = &e.trial.latency {
@@ -576,13 +584,7 @@ fn print_rfc2544(
     writeln!(
         o,
         "{:<20} {:>5} {:>10} {:>8} {:>15} {:>26} {:>9}  note",
-        "DuT",
-        "bytes",
-        "Mpps",
-        "Gbit/s",
-        "min-max Mpps",
-        "lat p50/p99 (-empty) us",
-        "vs bridge"
+        "DuT", "bytes", "Mpps", "Gbit/s", "min-max Mpps", "lat p50/p99 (-empty) us", "vs bridge"
     )?;
     let bridge = |size: u32| {
         results

@@ -355,6 +355,7 @@ impl BenchRunner {
             ts_every: 16,
             threaded_napi: s.threaded_napi,
             rps: s.rps,
+            sink_cpu: None,
             bed_name: None,
             env: DutEnv {
                 cpu: s.dut_cpu,

@@ -144,6 +144,11 @@ pub struct Rfc2544Bench {
     pub threaded_napi: bool,
     /// RPS of d0 to `dut_cpu` (see [`BenchConfig::rps`]).
     pub rps: bool,
+    /// Run the sink's receive work (s0's NAPI) in a kernel thread pinned to
+    /// this CPU. None: softirq on the CPU that transmits to s0 (veth runs
+    /// the receiver's NAPI there: the DuT's, so the sink's work is charged
+    /// to the DuT's core).
+    pub sink_cpu: Option<usize>,
     /// Bed name prefix (a counter is appended); None: "lr" + pid + counter.
     pub bed_name: Option<String>,
     pub env: DutEnv,
@@ -294,6 +299,38 @@ pub fn empty_bed(
     out
 }
 
+/// Where the bed's work runs, in words (the report's environment and the
+/// table's header).
+pub fn cpu_placement(cfg: &Rfc2544Bench) -> String {
+    let rps = if cfg.rps {
+        format!("the kernel's work on d0's frames after its XDP hook (bridge, routing, packet sockets) on CPU {} (RPS)", cfg.dut_cpu)
+    } else {
+        "the kernel DuTs' forwarding too (no RPS)".into()
+    };
+    let d0 = if cfg.threaded_napi {
+        format!(
+            "d0's and d1's NAPI (and XDP) in kernel threads on CPU {}",
+            cfg.dut_cpu
+        )
+    } else {
+        format!(
+            "d0's NAPI and XDP (an AF_XDP DuT's receive) in the generator's softirq on CPU {}",
+            cfg.gen_cpu
+        )
+    };
+    let sink = match cfg.sink_cpu {
+        Some(c) => format!("the sink's receive (s0's NAPI and its XDP counter) in a kernel thread on CPU {c}"),
+        None => format!(
+            "the sink's receive (s0's NAPI and its XDP counter) in the softirq of whatever transmits to s0: the DuT's CPU {} (--sink-cpu moves it)",
+            cfg.dut_cpu
+        ),
+    };
+    format!(
+        "generator on CPU {}; DuT on CPU {}; {d0}; {rps}; {sink}",
+        cfg.gen_cpu, cfg.dut_cpu
+    )
+}
+
 /// Run the RFC 2544 procedures against every DuT in turn, each on a fresh
 /// test bed that is removed afterwards (also on errors and on `stop`).
 /// With repetitions, the further throughput searches come in further
@@ -375,6 +412,12 @@ fn rfc2544_dut(
         ..TestbedConfig::default()
     };
     let mut bed = Testbed::up(&bed_cfg).map_err(failed)?;
+    if let Some(cpu) = cfg.sink_cpu {
+        if let Err(e) = bed.sink_napi_thread(cpu) {
+            let _ = bed.down();
+            return Err(failed(e));
+        }
+    }
     let ns_sink = bed.ns_sink().to_string();
     let mut sink = match bed.in_netns(&ns_sink, || {
         XdpCount::attach_verified("s0", AttachMode::Native, false, trial::TAG_OFFSET)

@@ -48,6 +48,7 @@ pub fn environment(cfg: &Rfc2544Bench, results: &[Rfc2544Result]) -> Vec<(String
             "XDP program on s0: counts a frame as received only if it carries this trial's tag with a sequence number not seen before (foreign, late, duplicated and reordered frames counted apart), histograms one-way latency (same CLOCK_MONOTONIC as the generator)".into(),
         ),
         ("DuT CPU".into(), cfg.dut_cpu.to_string()),
+        ("CPU placement".into(), super::cpu_placement(cfg)),
         (
             "threaded NAPI".into(),
             if cfg.threaded_napi { "on" } else { "off" }.into(),
