@@ -643,6 +643,24 @@ impl XdpGen {
         Ok(())
     }
 
+    /// Change the frames per kernel batch between runs (0: the kernel's
+    /// default, 64). A frame handed to XDP_TX leaves when its batch is
+    /// flushed, after the batch's later runs: a small batch for latency
+    /// trials, a large one for speed. The pacing calibration is redone.
+    pub fn set_batch_size(&mut self, n: u32) -> Result<(), PortError> {
+        if n > MAX_BATCH {
+            return Err(PortError::new(format!(
+                "{}: batch size {n} is above the kernel's limit of {MAX_BATCH}",
+                self.what
+            )));
+        }
+        if n != self.batch_size {
+            self.batch_size = n;
+            self.calib = None;
+        }
+        Ok(())
+    }
+
     /// The template as sent (UDP checksum cleared when fields vary).
     pub fn frame(&self) -> &[u8] {
         &self.frame

@@ -247,6 +247,9 @@ pub struct TrialRecord {
     pub forwarded_pps: f64,
     /// Wait after the generator stopped until the sink count settled.
     pub drain_ms: f64,
+    /// Frames per kernel batch of the generator (a stamped frame leaves
+    /// when its batch is flushed: latency trials use small ones).
+    pub gen_batch: u32,
     /// How far the generator's schedule slipped at worst (µs): a frame
     /// that could not leave on time (the generator was preempted) leaves
     /// as soon as it can, so a late schedule means a burst of that many
@@ -291,6 +294,7 @@ impl TrialRecord {
                 0.0
             },
             drain_ms: 0.0,
+            gen_batch: 0,
             gen_late_max_us: 0.0,
             repeated: false,
             invalid: Vec::new(),
@@ -529,13 +533,17 @@ pub fn size_notes(s: &SizeResult) -> Vec<String> {
     let counted_invalid = s
         .trials
         .iter()
-        .filter(|t| !t.invalid.is_empty() && !t.repeated)
+        .filter(|t| {
+            !t.invalid.is_empty()
+                && !t.repeated
+                && matches!(t.procedure, Procedure::Throughput | Procedure::Probe)
+        })
         .count();
     if invalid > 0 {
         n.push(format!(
             "{invalid} invalid trial(s) repeated{}",
             if counted_invalid > 0 {
-                format!(", {counted_invalid} still invalid (counted as fails)")
+                format!(", {counted_invalid} throughput trial(s) still invalid (counted as fails)")
             } else {
                 String::new()
             }
