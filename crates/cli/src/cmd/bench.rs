@@ -99,6 +99,10 @@ pub struct Args {
     /// No latency trial.
     #[arg(long)]
     pub no_latency: bool,
+    /// Latency trials per size at the throughput found, merged into one distribution [default:
+    /// 1; --strict: 20, RFC 2544 26.2's number]. A latency trial that loses frames is flagged.
+    #[arg(long, value_name = "N")]
+    pub latency_trials: Option<usize>,
     /// Frame sizes for the frame-loss-rate procedure ("none" or empty: none).
     #[arg(long, value_delimiter = ',', default_values_t = vec![64u32], value_parser = size_or_none)]
     pub frame_loss_sizes: Vec<u32>,
@@ -358,6 +362,10 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
             resolution
         },
         repetitions: a.repetitions.unwrap_or(if a.quick { 1 } else { 2 }).max(1),
+        latency_trials: a
+            .latency_trials
+            .unwrap_or(if a.strict { 20 } else { 1 })
+            .max(1),
         latency: !a.no_latency,
         frame_loss_sizes: if a.quick {
             vec![64]

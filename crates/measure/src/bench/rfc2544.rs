@@ -378,6 +378,8 @@ pub struct Rfc2544Config {
     pub max_search_trials: usize,
     /// Run the latency trial after each throughput search.
     pub latency: bool,
+    /// Latency trials per size (RFC 2544 26.2 asks for 20; merged).
+    pub latency_trials: usize,
     /// Sizes that get the frame-loss-rate procedure.
     pub frame_loss_sizes: Vec<u32>,
     /// Step of offered load for frame loss (fraction, RFC 2544: 0.1).
@@ -401,6 +403,7 @@ impl Default for Rfc2544Config {
             repetitions: 1,
             max_search_trials: 16,
             latency: true,
+            latency_trials: 1,
             frame_loss_sizes: vec![64],
             frame_loss_step: 0.1,
             back_to_back_sizes: vec![64],
@@ -457,6 +460,12 @@ pub struct SizeResult {
     pub generator_limited: bool,
     /// Index of the latency trial.
     pub latency_trial: Option<usize>,
+    /// Every latency trial (`latency_trials` of the configuration; the
+    /// first is `latency_trial`).
+    pub latency_trials: Vec<usize>,
+    /// With more than one latency trial: all of them merged (histograms
+    /// summed, min and max over all, mean over every sample).
+    pub latency_merged: Option<Latency>,
     /// (offered load fraction of max_offered_pps, offered pps, loss ratio).
     pub frame_loss: Vec<(f64, f64, f64)>,
     pub back_to_back: Vec<Burst>,
@@ -501,6 +510,8 @@ impl SizeResult {
             resolution_pps: None,
             generator_limited: false,
             latency_trial: None,
+            latency_trials: Vec::new(),
+            latency_merged: None,
             frame_loss: Vec::new(),
             back_to_back: Vec::new(),
             kernel_disagreements: 0,
@@ -516,11 +527,63 @@ impl SizeResult {
         self.trials.len() - 1
     }
 
-    /// The latency trial's record.
+    /// The latency: of the latency trial, or all of them merged.
     pub fn latency(&self) -> Option<&Latency> {
-        self.latency_trial
-            .and_then(|i| self.trials.get(i))
-            .and_then(|t| t.latency.as_ref())
+        self.latency_merged.as_ref().or_else(|| {
+            self.latency_trial
+                .and_then(|i| self.trials.get(i))
+                .and_then(|t| t.latency.as_ref())
+        })
+    }
+}
+
+impl Latency {
+    /// Several trials' latencies as one: histograms summed (quantiles from
+    /// the sum, clamped to min..max), min and max over all, mean over every
+    /// sample. None without samples.
+    pub fn merge<'a>(all: impl IntoIterator<Item = &'a Latency>) -> Option<Latency> {
+        let mut m = Latency::default();
+        let mut buckets: std::collections::BTreeMap<u64, (f64, u64)> = Default::default();
+        let (mut min, mut max, mut sum) = (f64::INFINITY, 0.0f64, 0.0f64);
+        for l in all {
+            if l.samples == 0 {
+                continue;
+            }
+            m.samples += l.samples;
+            m.bad_stamps += l.bad_stamps;
+            sum += l.mean_ns * l.samples as f64;
+            min = min.min(l.min_ns);
+            max = max.max(l.max_ns);
+            for &(x, c) in &l.histogram {
+                buckets.entry(x.to_bits()).or_insert((x, 0)).1 += c;
+            }
+        }
+        if m.samples == 0 {
+            return None;
+        }
+        let mut pts: Vec<(f64, u64)> = buckets.into_values().collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let n: u64 = pts.iter().map(|p| p.1).sum();
+        let q = |p: f64| {
+            let rank = ((p * n as f64).ceil() as u64).clamp(1, n.max(1));
+            let mut seen = 0;
+            for &(x, c) in &pts {
+                seen += c;
+                if seen >= rank {
+                    return x.clamp(min, max);
+                }
+            }
+            max
+        };
+        m.min_ns = min;
+        m.max_ns = max;
+        m.mean_ns = sum / m.samples as f64;
+        m.p50_ns = q(0.5);
+        m.p90_ns = q(0.9);
+        m.p99_ns = q(0.99);
+        m.p999_ns = q(0.999);
+        m.histogram = pts;
+        Some(m)
     }
 }
 
@@ -836,11 +899,33 @@ pub fn run_size(
     }
     if cfg.latency && !t.stopped() {
         if let Some(tp) = r.throughput_pps.filter(|&v| v > 0.0) {
-            progress(size, &format!("latency at {}", mpps(tp)));
-            let mut s = spec(size, Procedure::Latency, Some(tp), cfg);
-            s.latency = true;
-            let rec = valid_trial(t, &mut r, &s, "latency", progress)?;
-            r.latency_trial = Some(r.push(rec));
+            let n = cfg.latency_trials.max(1);
+            for k in 0..n {
+                if t.stopped() {
+                    break;
+                }
+                progress(
+                    size,
+                    &if n > 1 {
+                        format!("latency at {} ({}/{n})", mpps(tp), k + 1)
+                    } else {
+                        format!("latency at {}", mpps(tp))
+                    },
+                );
+                let mut s = spec(size, Procedure::Latency, Some(tp), cfg);
+                s.latency = true;
+                let rec = valid_trial(t, &mut r, &s, "latency", progress)?;
+                let i = r.push(rec);
+                r.latency_trial.get_or_insert(i);
+                r.latency_trials.push(i);
+            }
+            if r.latency_trials.len() > 1 {
+                r.latency_merged = Latency::merge(
+                    r.latency_trials
+                        .iter()
+                        .filter_map(|&i| r.trials[i].latency.as_ref()),
+                );
+            }
         }
     }
     if cfg.frame_loss_sizes.contains(&size) && !t.stopped() {
@@ -1162,6 +1247,18 @@ mod tests {
             rec.kernel.dut_out_tx = received;
             rec.kernel.sink_iface_rx = received;
             rec.kernel.judge(frames, received);
+            if s.latency {
+                let ns = 1000.0 * (1 + self.trials % 3) as f64;
+                rec.latency = Some(Latency {
+                    samples: 10,
+                    min_ns: ns,
+                    mean_ns: ns,
+                    p50_ns: ns,
+                    max_ns: ns,
+                    histogram: vec![(ns, 10)],
+                    ..Default::default()
+                });
+            }
             rec.validate(s);
             Ok(rec)
         }
@@ -1610,6 +1707,59 @@ mod tests {
             b.frames <= 6250 && b.frames as f64 >= 6250.0 * 0.99,
             "{b:?}"
         );
+    }
+
+    #[test]
+    fn latency_trials_are_repeated_and_merged() {
+        let cfg = Rfc2544Config {
+            latency: true,
+            latency_trials: 3,
+            ..search_only(vec![64], 1)
+        };
+        let r = run(&cfg, &mut Model::new(1e6, 0.0, 4e6), &mut |_, _| {}).unwrap();
+        assert_eq!(r[0].latency_trials.len(), 3);
+        assert_eq!(r[0].latency_trial, Some(r[0].latency_trials[0]));
+        let l = r[0].latency().unwrap();
+        assert_eq!(l.samples, 30);
+        assert!(l.min_ns < l.max_ns, "{l:?}");
+        // One trial: no merge, the trial's own.
+        let cfg1 = Rfc2544Config {
+            latency_trials: 1,
+            ..cfg
+        };
+        let one = run(&cfg1, &mut Model::new(1e6, 0.0, 4e6), &mut |_, _| {}).unwrap();
+        assert!(one[0].latency_merged.is_none());
+        assert_eq!(one[0].latency().unwrap().samples, 10);
+    }
+
+    #[test]
+    fn latencies_merge_exactly_at_the_ends() {
+        let a = Latency {
+            samples: 3,
+            bad_stamps: 1,
+            min_ns: 900.0,
+            mean_ns: 1000.0,
+            histogram: vec![(950.0, 1), (1000.0, 2)],
+            max_ns: 1010.0,
+            ..Default::default()
+        };
+        let b = Latency {
+            samples: 1,
+            min_ns: 5000.0,
+            mean_ns: 5000.0,
+            histogram: vec![(5100.0, 1)],
+            max_ns: 5000.0,
+            ..Default::default()
+        };
+        let m = Latency::merge([&a, &b, &Latency::default()]).unwrap();
+        assert_eq!((m.samples, m.bad_stamps), (4, 1));
+        assert_eq!((m.min_ns, m.max_ns), (900.0, 5000.0));
+        assert_eq!(m.mean_ns, 2000.0);
+        assert_eq!(m.p50_ns, 1000.0);
+        // The top bucket's middle lies above the exact max: clamped.
+        assert_eq!(m.p99_ns, 5000.0);
+        assert_eq!(m.histogram, vec![(950.0, 1), (1000.0, 2), (5100.0, 1)]);
+        assert!(Latency::merge([&Latency::default()]).is_none());
     }
 
     #[test]
