@@ -33,8 +33,8 @@ leaves as one burst, more than a DuT's ring may hold), when the kernel's counter
 s0 disagree with ours by over 0.5 %, or when more frames arrived than were sent. An invalid trial
 is repeated (at most twice); one still invalid counts as a fail. Unless --strict, a throughput
 trial that lost under 1 % is repeated once where a false fail costs much (before the first pass,
-or with the bounds more than 4 resolutions apart), and a further search repeats a fail more than
-2 resolutions under the first search's result; the rate passes if the repeat does. Every trial,
+or with the bounds more than 4 resolutions apart); the rate passes if the repeat does. Each
+search (--repetitions) starts from scratch with its own probe at top speed. Every trial,
 repeated or not, is in the report and the JSON with the reason. Prints a table,
 writes an HTML report with plots (and JSON with every trial on request), removes the bed.
 Interrupting it (Ctrl-C, SIGTERM) stops at once and removes the test bed and the DuT.
@@ -93,7 +93,8 @@ pub struct Args {
     /// Throughput searches per frame size [default: 2; --quick: 1]. The median is reported with
     /// min-max, and per DuT the re-run spread: the 95 % prediction interval of a re-run's result,
     /// pooled over the sizes. Further searches come in later passes over all the DuTs (each
-    /// started again on a fresh bed), each starting from the first search's result.
+    /// started again on a fresh bed), each from scratch: its own probe, no knowledge of the
+    /// earlier results.
     #[arg(long)]
     pub repetitions: Option<usize>,
     /// No latency trial.

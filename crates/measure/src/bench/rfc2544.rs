@@ -20,9 +20,9 @@
 //!   frames) is run once more and the rate passes if the repeat passes:
 //!   MLRsearch's goal exceed ratio of 50 % (draft-ietf-bmwg-mlrsearch),
 //!   which keeps a rare stall of the machine (a few ms in which a ring
-//!   overflows) from ending a search far below the DuT's capacity. A
-//!   further search repeats, whatever it lost, a fail well under the first
-//!   search's result ([`CONTRADICTION_SPAN`]);
+//!   overflows) from ending a search far below the DuT's capacity. Further
+//!   searches (repetitions) start from scratch: their own probe, no
+//!   knowledge of the earlier results, so their spread is the method's;
 //! - **latency** (26.2): a trial at the throughput found, every n-th frame
 //!   timestamped in the generator and its one-way latency histogrammed at
 //!   the sink;
@@ -133,14 +133,6 @@ pub const SMALL_LOSS: f64 = 0.01;
 /// A small loss is repeated in a bisection only while the rate tried is
 /// more than this many resolutions above the highest pass.
 pub const SMALL_LOSS_SPAN: f64 = 4.0;
-
-/// A further search repeats a failed trial once, whatever it lost, when its
-/// rate is more than this many resolutions under the first search's
-/// result: a rate this far under one the DuT passed earlier in the run
-/// fails only while the machine is disturbed (measured: a further search
-/// of linux-ipfwd lost 0.26 %, 12 frames and 1.06 % at 2.04, 1.71 and
-/// 1.16 Mpps, after the first had passed 2.30; it ended at 1.14).
-pub const CONTRADICTION_SPAN: f64 = 2.0;
 
 /// Largest disagreement between our counts and the kernel's that passes (%).
 pub const KERNEL_TOLERANCE_PCT: f64 = 0.5;
@@ -707,9 +699,10 @@ pub fn further_pass(
     Ok(())
 }
 
-/// A further throughput search at a size (`rep` counts from 0). A DuT the
-/// generator could not overload gets another top-speed trial: its
-/// throughput is that trial's offered rate if it passes, else a search.
+/// A further throughput search at a size (`rep` counts from 0), made from
+/// scratch: its own probe at the generator's top speed (which is the
+/// result if it passes) and a search from that probe's bounds, knowing
+/// nothing of the earlier searches, so their spread is the method's own.
 fn repetition(
     cfg: &Rfc2544Config,
     t: &mut dyn Trials,
@@ -717,29 +710,27 @@ fn repetition(
     rep: usize,
     progress: Progress,
 ) -> Result<Search, String> {
-    if r.generator_limited {
-        let size = r.frame_size;
-        progress(size, &format!("repetition {}: top speed", rep + 1));
-        let probe = valid_trial(
-            t,
-            r,
-            &spec(size, Procedure::Probe, None, cfg),
-            "top speed",
-            progress,
-        )?;
-        if passes(&probe, cfg) {
-            let tp = probe.offered_pps;
-            let i = r.push(probe);
-            return Ok(Search {
-                throughput_pps: tp,
-                lowest_fail_pps: None,
-                trials: vec![i],
-                converged: true,
-            });
-        }
-        r.push(probe);
+    let size = r.frame_size;
+    progress(size, &format!("search {}: top speed", rep + 1));
+    let probe = valid_trial(
+        t,
+        r,
+        &spec(size, Procedure::Probe, None, cfg),
+        "top speed",
+        progress,
+    )?;
+    let bounds = (probe.offered_pps, probe.forwarded_pps);
+    let passed = passes(&probe, cfg);
+    let i = r.push(probe);
+    if passed {
+        return Ok(Search {
+            throughput_pps: bounds.0,
+            lowest_fail_pps: None,
+            trials: vec![i],
+            converged: true,
+        });
     }
-    search(cfg, t, r, rep, progress)
+    search(cfg, t, r, rep, i, bounds, progress)
 }
 
 /// The relative spread of repeated throughput searches, pooled over sizes:
@@ -892,7 +883,8 @@ pub fn run_size(
                 converged: true,
             }
         } else {
-            search(cfg, t, &mut r, 0, progress)?
+            let bounds = (r.max_offered_pps, r.overload_forwarded_pps);
+            search(cfg, t, &mut r, 0, 0, bounds, progress)?
         };
         r.searches.push(s);
         r.summarise();
@@ -943,34 +935,29 @@ pub fn run_size(
     Ok(r)
 }
 
-/// One throughput search (the probe in `r` gives its bounds).
+/// One throughput search from the bounds of its probe (trial `probe` of
+/// `r`): (the generator's top speed, what the DuT forwarded at it).
 fn search(
     cfg: &Rfc2544Config,
     t: &mut dyn Trials,
     r: &mut SizeResult,
     rep: usize,
+    probe: usize,
+    (max_offered, overload_forwarded): (f64, f64),
     progress: Progress,
 ) -> Result<Search, String> {
     let size = r.frame_size;
     let mut lo = 0.0f64; // highest rate that passed
-    let mut hi = r.max_offered_pps; // lowest rate that failed (the probe)
+    let mut hi = max_offered; // lowest rate that failed (the probe)
     let mut s = Search {
         throughput_pps: 0.0,
         lowest_fail_pps: Some(hi),
-        trials: vec![0],
+        trials: vec![probe],
         converged: false,
     };
-    // Start just under the forwarding rate at overload; a further search
-    // starts where the first one ended, and steps away from it in growing
-    // steps (2, 4, 8 ... resolutions) until the first pass or fail.
-    let first = r
-        .searches
-        .first()
-        .map(|f| f.throughput_pps)
-        .filter(|&v| v > 0.0);
-    let mut next = first.unwrap_or(r.overload_forwarded_pps * (1.0 - cfg.resolution / 2.0));
-    let mut down = 2.0 * cfg.resolution;
-    let mut up = if first.is_some() { 2.0 } else { 4.0 } * cfg.resolution;
+    // Start just under the forwarding rate at overload.
+    let mut next = overload_forwarded * (1.0 - cfg.resolution / 2.0);
+    let mut up = 4.0 * cfg.resolution;
     // Whether this search failed a trial before its first pass.
     let mut failed = false;
     // Below this the DuT forwards (next to) nothing: stop.
@@ -993,31 +980,19 @@ fn search(
         // the end a fail moves the result by a few resolutions at most,
         // and every fail just above the capacity is a small loss: repeating
         // those would double the trials there.
-        let costly = if lo == 0.0 {
-            first.is_none()
-        } else {
-            c - lo > SMALL_LOSS_SPAN * cfg.resolution * c
-        };
-        // A fail well under the first search's result contradicts it: it
-        // is repeated once whatever it lost.
-        let contradicts =
-            first.is_some_and(|f| c < f * (1.0 - CONTRADICTION_SPAN * cfg.resolution));
+        let costly = lo == 0.0 || c - lo > SMALL_LOSS_SPAN * cfg.resolution * c;
         if !cfg.strict
-            && ((costly && rec.loss_ratio < SMALL_LOSS) || contradicts)
+            && costly
+            && rec.loss_ratio < SMALL_LOSS
             && !passes(&rec, cfg)
             && rec.invalid.is_empty()
             && rec.sent > 0
             && !t.stopped()
         {
-            let why = if contradicts {
-                "under the first search's result"
-            } else {
-                "a small loss"
-            };
             progress(
                 size,
                 &format!(
-                    "search {}: {} -> loss {:.4} %: {why}, repeated once (exceed ratio 50 %)",
+                    "search {}: {} -> loss {:.4} %: a small loss, repeated once (exceed ratio 50 %)",
                     rep + 1,
                     mpps(c),
                     rec.loss_ratio * 100.0
@@ -1042,12 +1017,12 @@ fn search(
         );
         if ok {
             lo = c;
-            next = if hi == r.max_offered_pps {
+            next = if hi == max_offered {
                 // Only the probe failed so far: the capacity is most likely
-                // just above the overload forwarding rate (or the first
-                // search's result), not half way to the generator's top
-                // speed. Step up a few resolutions, doubling the step on
-                // each pass (a low first result is left behind fast).
+                // just above the overload forwarding rate, not half way to
+                // the generator's top speed. Step up a few resolutions,
+                // doubling the step on each pass (a low first pass is left
+                // behind fast).
                 let n = lo * (1.0 + up.min(1.0));
                 up *= 2.0;
                 n
@@ -1056,11 +1031,7 @@ fn search(
             };
         } else {
             hi = c;
-            next = if lo == 0.0 && first.is_some() {
-                let n = c * (1.0 - down.min(0.5));
-                down *= 2.0;
-                n
-            } else if lo == 0.0 {
+            next = if lo == 0.0 {
                 // Nothing passed yet. After the search's first fail, which
                 // offered just under the overload forwarding rate and lost
                 // more than a stall would: aim just under what it forwarded
@@ -1551,74 +1522,34 @@ mod tests {
     }
 
     #[test]
-    fn a_further_search_starts_from_the_first_result() {
-        // Strict: the model's fails just above its capacity lose under 1 %
-        // and would each be repeated once.
+    fn further_searches_start_from_scratch() {
         let cfg = Rfc2544Config {
             strict: true,
             ..search_only(vec![64], 1)
         };
         let mut m = Model::new(1e6, 0.0, 4e6);
         let mut r = run(&cfg, &mut m, &mut |_, _| {}).unwrap();
-        let first = m.trials;
+        let first_trials = m.trials;
+        // The same DuT: a search of its own (its own probe, as many trials).
         m.trials = 0;
-        let s = repetition(&cfg, &mut m, &mut r[0], 1, &mut |_, _| {}).unwrap();
-        assert!(s.throughput_pps <= 1e6 && s.throughput_pps >= 0.99e6);
-        assert!(
-            m.trials <= 3 && m.trials < first,
-            "{} trials vs {first}",
-            m.trials
-        );
-        // The model's capacity halves: the search steps down to it.
-        m.capacity = 0.5e6;
-        let s = repetition(&cfg, &mut m, &mut r[0], 2, &mut |_, _| {}).unwrap();
-        assert!(
-            s.throughput_pps <= 0.5e6 && s.throughput_pps >= 0.49e6,
-            "{s:?}"
-        );
-        // It doubles: the search climbs to it in growing steps.
-        m.capacity = 2e6;
-        let s = repetition(&cfg, &mut m, &mut r[0], 3, &mut |_, _| {}).unwrap();
-        assert!(
-            s.throughput_pps <= 2e6 && s.throughput_pps >= 1.98e6,
-            "{s:?}"
-        );
-    }
-
-    /// From the next throughput trial of `t` on, three lose 2 % of their
-    /// frames and 100 more (the machine disturbed for a while).
-    fn disturb_next_three(t: &mut Perturbed) {
-        let k0 = t.n;
-        t.hit = Box::new(move |k| (k0..k0 + 3).contains(&k));
-        t.lost = |sent| sent / 50 + 100;
-    }
-
-    #[test]
-    fn a_further_search_repeats_a_fail_well_under_the_first_result() {
-        let cfg = search_only(vec![64], 1);
-        let mut t = Perturbed::new(|_| false, |_| 0);
-        let mut r = run(&cfg, &mut t, &mut |_, _| {}).unwrap();
-        let first = r[0].throughput_pps.unwrap();
-        assert!(first >= 0.98e6, "{first}");
-        // Disturbed at the first result, 2 % and 6 % under it: the third
-        // is more than CONTRADICTION_SPAN resolutions under, so it is run
-        // once more, passes, and the search ends within the resolution of
-        // the capacity (without the repeat: under the third trial's rate).
-        disturb_next_three(&mut t);
         let n0 = r[0].trials.len();
-        let s = repetition(&cfg, &mut t, &mut r[0], 1, &mut |_, _| {}).unwrap();
-        assert!(s.throughput_pps >= 0.95e6, "{s:?}");
-        let repeated: Vec<&TrialRecord> = r[0].trials[n0..].iter().filter(|x| x.repeated).collect();
-        assert_eq!(repeated.len(), 1);
-        assert!(repeated[0].offered_pps < first * (1.0 - CONTRADICTION_SPAN * cfg.resolution));
-        // Strict: no repeat, the disturbance ends the search lower.
-        let strict = Rfc2544Config {
-            strict: true,
-            ..cfg
-        };
-        disturb_next_three(&mut t);
-        let s = repetition(&strict, &mut t, &mut r[0], 2, &mut |_, _| {}).unwrap();
-        assert!(s.throughput_pps < 0.94e6, "{s:?}");
+        let s = repetition(&cfg, &mut m, &mut r[0], 1, &mut |_, _| {}).unwrap();
+        assert!(
+            s.throughput_pps <= 1e6 && s.throughput_pps >= 0.98e6,
+            "{s:?}"
+        );
+        assert_eq!(r[0].trials[n0].procedure, Procedure::Probe);
+        assert_eq!(s.trials[0], n0, "the search's own probe");
+        assert_eq!(m.trials, first_trials, "the same search again");
+        // The capacity moves: each search finds it without the earlier result.
+        for cap in [0.5e6, 2e6] {
+            m.capacity = cap;
+            let s = repetition(&cfg, &mut m, &mut r[0], 2, &mut |_, _| {}).unwrap();
+            assert!(
+                s.throughput_pps <= cap && s.throughput_pps >= cap * 0.98,
+                "{cap}: {s:?}"
+            );
+        }
     }
 
     #[test]
@@ -1628,6 +1559,7 @@ mod tests {
         let r = run(&cfg, &mut m, &mut |_, _| {}).unwrap();
         assert_eq!(m.trials, 2);
         assert_eq!(r[0].searches.len(), 2);
+        assert!(r[0].generator_limited);
         assert_eq!(r[0].searches[1].trials, vec![1]);
         assert_eq!(r[0].trials[1].procedure, Procedure::Probe);
     }
