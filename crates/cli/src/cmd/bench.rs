@@ -104,6 +104,16 @@ pub struct Args {
     /// 1; --strict: 20, RFC 2544 26.2's number]. A latency trial that loses frames is flagged.
     #[arg(long, value_name = "N")]
     pub latency_trials: Option<usize>,
+    /// Seconds of idle time before every trial for the DuT to restabilise [default: 0;
+    /// --strict: 5, RFC 2544 section 23]. The drain after each trial waits for the DuT's
+    /// queues to empty either way.
+    #[arg(long, value_name = "SECONDS")]
+    pub settle: Option<f64>,
+    /// A confirmation trial of this many seconds at every search's result (FD.io CSIT's final
+    /// trial duration; RFC 2544 suggests 60): if it fails, the rate steps down a resolution at
+    /// a time (5 at most) until a trial of that length passes.
+    #[arg(long, value_name = "SECONDS")]
+    pub final_trial: Option<f64>,
     /// Frame sizes for the frame-loss-rate procedure ("none" or empty: none).
     #[arg(long, value_delimiter = ',', default_values_t = vec![64u32], value_parser = size_or_none)]
     pub frame_loss_sizes: Vec<u32>,
@@ -367,6 +377,14 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
             .latency_trials
             .unwrap_or(if a.strict { 20 } else { 1 })
             .max(1),
+        settle: seconds(
+            "--settle",
+            a.settle.unwrap_or(if a.strict { 5.0 } else { 0.0 }),
+        )?,
+        final_trial: a
+            .final_trial
+            .map(|v| seconds("--final-trial", v))
+            .transpose()?,
         latency: !a.no_latency,
         frame_loss_sizes: if a.quick {
             vec![64]
@@ -534,6 +552,14 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
     }
     eprintln!("done in {:.0} s", t0.elapsed().as_secs_f64());
     Ok(())
+}
+
+/// A duration option in seconds: finite, not negative, at most a day.
+fn seconds(what: &str, v: f64) -> Result<Duration> {
+    if !(v.is_finite() && (0.0..=86400.0).contains(&v)) {
+        anyhow::bail!("{what}: {v} is not a number of seconds from 0 to 86400");
+    }
+    Ok(Duration::from_secs_f64(v))
 }
 
 /// UTC date and time, RFC 3339, from the system clock.

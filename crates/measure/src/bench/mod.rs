@@ -461,6 +461,7 @@ fn rfc2544_dut(
             cfg.ts_every,
             stop.clone(),
         );
+        trials.settle = cfg.procedures.settle;
         // Does it forward at all? 2000 frames at 20 kpps.
         use rfc2544::Trials;
         let size0 = cfg.procedures.sizes.first().copied().unwrap_or(64);

@@ -148,6 +148,9 @@ pub const OFFERED_TOLERANCE: f64 = 0.01;
 /// may not absorb it, so a loss may be the generator's doing.
 pub const LATE_BUDGET_FRAMES: f64 = 2048.0;
 
+/// Most steps down of a final trial that failed at a search's result.
+pub const FINAL_STEPS: usize = 5;
+
 /// Most repeats of an invalid trial; one still invalid counts as a fail.
 pub const INVALID_REPEATS: usize = 2;
 
@@ -372,6 +375,15 @@ pub struct Rfc2544Config {
     pub latency: bool,
     /// Latency trials per size (RFC 2544 26.2 asks for 20; merged).
     pub latency_trials: usize,
+    /// Idle time before every trial after the first, for the DuT to
+    /// restabilise (RFC 2544 section 23: at least 5 s). The drain after a
+    /// trial already waits for the DuT's queues to empty.
+    pub settle: Duration,
+    /// A confirmation trial of this length at every search's result
+    /// (FD.io CSIT's final trial duration); if it fails, the rate steps
+    /// down by a resolution at a time ([`FINAL_STEPS`] at most) until a
+    /// final-length trial passes.
+    pub final_trial: Option<Duration>,
     /// Sizes that get the frame-loss-rate procedure.
     pub frame_loss_sizes: Vec<u32>,
     /// Step of offered load for frame loss (fraction, RFC 2544: 0.1).
@@ -396,6 +408,8 @@ impl Default for Rfc2544Config {
             max_search_trials: 16,
             latency: true,
             latency_trials: 1,
+            settle: Duration::ZERO,
+            final_trial: None,
             frame_loss_sizes: vec![64],
             frame_loss_step: 0.1,
             back_to_back_sizes: vec![64],
@@ -421,6 +435,11 @@ pub struct Search {
     /// The passing and failing rates ended within the resolution (or the
     /// generator's top speed passed); false: the search ran out of trials.
     pub converged: bool,
+    /// With a final trial: whether a final-length trial passed at the
+    /// result (None: no final trial, or nothing to confirm). After a failed
+    /// final trial the result steps down to the rate one passed at.
+    #[serde(default)]
+    pub confirmed: Option<bool>,
 }
 
 /// Back-to-back result of one search.
@@ -631,6 +650,12 @@ pub fn size_notes(s: &SizeResult) -> Vec<String> {
         ));
     }
     for (i, x) in s.searches.iter().enumerate() {
+        if x.confirmed == Some(false) {
+            n.push(format!(
+                "search {}: no final-length trial passed at or {FINAL_STEPS} resolutions under its result: unconfirmed",
+                i + 1
+            ));
+        }
         if !x.converged {
             n.push(format!(
                 "search {} ran out of trials before the resolution",
@@ -728,6 +753,7 @@ fn repetition(
             lowest_fail_pps: None,
             trials: vec![i],
             converged: true,
+            confirmed: None,
         });
     }
     search(cfg, t, r, rep, i, bounds, progress)
@@ -881,6 +907,7 @@ pub fn run_size(
                 lowest_fail_pps: None,
                 trials: vec![0],
                 converged: true,
+                confirmed: None,
             }
         } else {
             let bounds = (r.max_offered_pps, r.overload_forwarded_pps);
@@ -954,6 +981,7 @@ fn search(
         lowest_fail_pps: Some(hi),
         trials: vec![probe],
         converged: false,
+        confirmed: None,
     };
     // Start just under the forwarding rate at overload.
     let mut next = overload_forwarded * (1.0 - cfg.resolution / 2.0);
@@ -1057,7 +1085,64 @@ fn search(
     // Converged: the bounds met the resolution, or the DuT forwards next to
     // nothing (an empty search, said as such in the summary).
     s.converged = hi - lo <= cfg.resolution * hi || hi < floor;
+    if let (Some(d), true) = (cfg.final_trial, lo > 0.0) {
+        final_trial(cfg, t, r, &mut s, d, rep, progress)?;
+    }
     Ok(s)
+}
+
+/// Confirm a search's result with a trial of length `d`; on a fail, step
+/// down a resolution at a time until one passes.
+#[allow(clippy::too_many_arguments)]
+fn final_trial(
+    cfg: &Rfc2544Config,
+    t: &mut dyn Trials,
+    r: &mut SizeResult,
+    s: &mut Search,
+    d: Duration,
+    rep: usize,
+    progress: Progress,
+) -> Result<(), String> {
+    let long = Rfc2544Config {
+        trial: d,
+        ..cfg.clone()
+    };
+    let mut rate = s.throughput_pps;
+    for step in 0..=FINAL_STEPS {
+        if t.stopped() {
+            return Ok(());
+        }
+        let label = format!(
+            "search {}: final trial {:.0} s at {}",
+            rep + 1,
+            d.as_secs_f64(),
+            mpps(rate)
+        );
+        let ts = spec(r.frame_size, Procedure::Throughput, Some(rate), &long);
+        let rec = valid_trial(t, r, &ts, &label, progress)?;
+        let ok = passes(&rec, cfg);
+        progress(
+            r.frame_size,
+            &format!(
+                "{label} -> loss {:.4} % {}",
+                rec.loss_ratio * 100.0,
+                if ok { "pass" } else { "fail" }
+            ),
+        );
+        s.trials.push(r.push(rec));
+        if ok {
+            s.confirmed = Some(true);
+            if step > 0 {
+                s.lowest_fail_pps = Some(rate * (1.0 + cfg.resolution));
+                s.throughput_pps = rate;
+            }
+            return Ok(());
+        }
+        rate *= 1.0 - cfg.resolution;
+    }
+    // Nothing passed at the final length: the result stands, unconfirmed.
+    s.confirmed = Some(false);
+    Ok(())
 }
 
 /// RFC 2544 26.3: from 100 % of the top speed down in steps until two
@@ -1522,6 +1607,41 @@ mod tests {
     }
 
     #[test]
+    fn a_final_trial_confirms_or_steps_down() {
+        // A queue of 20 000 frames: 0.1 s trials pass up to 1.2 Mpps, 1 s
+        // trials up to 1.02.
+        let cfg = Rfc2544Config {
+            strict: true,
+            trial: Duration::from_millis(100),
+            resolution: 0.05,
+            ..search_only(vec![64], 1)
+        };
+        let short = run(&cfg, &mut Model::new(1e6, 20_000.0, 4e6), &mut |_, _| {}).unwrap();
+        assert!(
+            short[0].throughput_pps.unwrap() > 1.1e6,
+            "{:?}",
+            short[0].searches
+        );
+        assert_eq!(short[0].searches[0].confirmed, None);
+        let fin = Rfc2544Config {
+            final_trial: Some(Duration::from_secs(1)),
+            ..cfg.clone()
+        };
+        let r = run(&fin, &mut Model::new(1e6, 20_000.0, 4e6), &mut |_, _| {}).unwrap();
+        let s = &r[0].searches[0];
+        assert_eq!(s.confirmed, Some(true), "{s:?}");
+        let tp = r[0].throughput_pps.unwrap();
+        assert!(tp <= 1.02e6 && tp > 0.9e6, "{tp}");
+        // The final trials are the search's last, at the final length.
+        let last = &r[0].trials[*s.trials.last().unwrap()];
+        assert_eq!(last.sent, (tp * 1.0).round() as u64);
+        // A DuT with no queue: confirmed at the result at once.
+        let r = run(&fin, &mut Model::new(1e6, 0.0, 4e6), &mut |_, _| {}).unwrap();
+        assert_eq!(r[0].searches[0].confirmed, Some(true));
+        assert!(r[0].throughput_pps.unwrap() > 0.95e6);
+    }
+
+    #[test]
     fn further_searches_start_from_scratch() {
         let cfg = Rfc2544Config {
             strict: true,
@@ -1574,6 +1694,7 @@ mod tests {
                     lowest_fail_pps: None,
                     trials: vec![],
                     converged: true,
+                    confirmed: None,
                 });
             }
             r

@@ -74,7 +74,7 @@ pub fn environment(cfg: &Rfc2544Bench, results: &[Rfc2544Result]) -> Vec<(String
         (
             "procedures".into(),
             format!(
-                "trial {:.2} s, loss tolerance {} %{}, resolution {} %, {} search(es) per size, latency {}, frame loss at {:?} B, back-to-back at {:?} B x{}",
+                "trial {:.2} s, loss tolerance {} %{}, resolution {} %, {} search(es) per size (each from scratch), latency {} ({} trial(s)), restabilisation wait {:.1} s, final trial {}, frame loss at {:?} B, back-to-back at {:?} B x{}",
                 p.trial.as_secs_f64(),
                 p.loss_tolerance * 100.0,
                 if p.strict {
@@ -86,6 +86,10 @@ pub fn environment(cfg: &Rfc2544Bench, results: &[Rfc2544Result]) -> Vec<(String
                 p.resolution * 100.0,
                 p.repetitions,
                 if p.latency { "on" } else { "off" },
+                p.latency_trials,
+                p.settle.as_secs_f64(),
+                p.final_trial
+                    .map_or("none".to_string(), |d| format!("{:.0} s", d.as_secs_f64())),
                 p.frame_loss_sizes,
                 p.back_to_back_sizes,
                 p.back_to_back_trials

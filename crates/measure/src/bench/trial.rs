@@ -178,6 +178,10 @@ pub struct BedTrials<'a> {
     /// The empty bed: the sink is on d0 (no DuT, one veth from the
     /// generator); d1 and s0 carry nothing.
     direct: bool,
+    /// Idle time before every trial but the first (the DuT restabilises).
+    pub settle: Duration,
+    /// Trials run so far.
+    runs: u64,
     /// Per frame size: the smallest batch a latency trial may use (raised
     /// when the generator could not keep the rate with smaller ones).
     lat_batch: HashMap<u32, u32>,
@@ -215,6 +219,8 @@ impl<'a> BedTrials<'a> {
             stop,
             max_drain: Duration::from_secs(2),
             direct: false,
+            settle: Duration::ZERO,
+            runs: 0,
             lat_batch: HashMap::new(),
         }
     }
@@ -287,6 +293,15 @@ impl<'a> BedTrials<'a> {
 impl Trials for BedTrials<'_> {
     fn trial(&mut self, spec: &TrialSpec) -> Result<TrialRecord, String> {
         let frame_len = spec.frame_size as usize - 4;
+        if self.runs > 0 && !self.settle.is_zero() {
+            // The restabilisation wait of RFC 2544 section 23 (a protocol
+            // wait, not a wait for readiness); cut short by a stop.
+            let t = Instant::now();
+            while t.elapsed() < self.settle && !self.stop.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(20).min(self.settle));
+            }
+        }
+        self.runs += 1;
         // A new stream: frames of earlier trials are stale from here on.
         self.stream = self.stream.wrapping_add(1);
         self.sink
