@@ -66,6 +66,16 @@ fn rfc2544_run_reports_every_trial_and_renders() {
     assert!(stderr.contains("search") || stderr.contains("probe"));
 
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    // The empty bed's latency at both sizes, every flow stamped.
+    let empty = v["empty_bed"].as_array().unwrap();
+    assert_eq!(empty.len(), 2, "{empty:?}");
+    for e in empty {
+        let l = &e["trial"]["latency"];
+        assert!(l["samples"].as_u64().unwrap() > 1000, "{e}");
+        let (min, p50) = (l["min_ns"].as_f64().unwrap(), l["p50_ns"].as_f64().unwrap());
+        assert!(min > 0.0 && min <= p50 && p50 < 1e6, "{e}");
+    }
+    assert!(stdout.contains("empty bed"), "{stdout}");
     let results = v["results"].as_array().unwrap();
     assert_eq!(results.len(), duts.len());
     for (r, d) in results.iter().zip(duts) {
@@ -101,6 +111,20 @@ fn rfc2544_run_reports_every_trial_and_renders() {
                 );
                 assert_eq!(k["sink_iface_rx"].as_u64().unwrap(), recv, "{d} {fs}: {t}");
                 assert_eq!(k["agrees"], true);
+                // Verified frames: nothing foreign, late or duplicated on
+                // this bed (no IPv6, no ARP), and never more than sent.
+                let v = &t["verify"];
+                for f in ["foreign", "duplicates", "unchecked"] {
+                    assert_eq!(v[f], 0, "{d} {fs}: {f}: {t}");
+                }
+                assert!(recv <= sent, "{d} {fs}: {t}");
+            }
+            // Every paced trial that counted is valid and within what the
+            // DuT's rings absorb of generator lateness.
+            for t in trials {
+                if t["repeated"] == false && t["procedure"] == "throughput" && t["lost"] == 0 {
+                    assert!(t["invalid"].as_array().unwrap().is_empty(), "{d} {fs}: {t}");
+                }
             }
             // The throughput is a rate that passed with zero loss: the rate
             // asked of a passing trial, or the top speed when that passed.
@@ -108,7 +132,9 @@ fn rfc2544_run_reports_every_trial_and_renders() {
                 let rate = t["requested_pps"]
                     .as_f64()
                     .unwrap_or_else(|| t["offered_pps"].as_f64().unwrap());
-                t["lost"] == 0 && (rate - tp).abs() <= tp * 1e-9
+                t["lost"] == 0
+                    && t["invalid"].as_array().unwrap().is_empty()
+                    && (rate - tp).abs() <= tp * 1e-9
             });
             assert!(passed, "{d} {fs}: no lossless trial near {tp}");
             let lat = &trials[s["latency_trial"].as_u64().unwrap() as usize]["latency"];
@@ -134,6 +160,20 @@ fn rfc2544_run_reports_every_trial_and_renders() {
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(!page.contains("<script") && !page.contains("NaN"));
     assert!(page.contains("Every trial"));
+    // What an audit needs: the empty bed, per-trial lateness and whether a
+    // trial counted, the CPU placement, the validity rules.
+    for want in [
+        "Empty bed",
+        "every flow",
+        "generator late (ms)",
+        "foreign / late / duplicated / reordered",
+        "counted",
+        "CPU placement",
+        "valid trials",
+        "p50 minus the empty bed",
+    ] {
+        assert!(page.contains(want), "the report lacks '{want}'");
+    }
     // A first run here: no earlier run, no spread (one search per size);
     // the run is kept, every DuT at both sizes.
     assert_eq!(v["history"]["runs"], 0, "{}", v["history"]);
