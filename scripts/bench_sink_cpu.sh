@@ -60,5 +60,16 @@ for key in sa:
     ratio = f"{ty / tx:.2f}x" if tx and ty else "-"
     out.append(f"| {key[0]} | {key[1]} B | {f(tx, x)} | {f(ty, y)} | {ratio} | {p50(x)} / {p50(y)} |")
 out.append("")
+out.append(
+    "Reading it. On two CPUs there is no free core for the sink: on CPU 0 its NAPI thread shares "
+    "the core with the generator, which spins in BPF_PROG_RUN for the whole trial, so the thread "
+    "runs only when the scheduler preempts the generator, s0's ring overflows, and the frames "
+    "lost there count against the DuT (d1 sent them: the kernel's counters agree with ours). "
+    "The rows with `--sink-cpu 0` are the sink's limit, not the DuT's. The default bed charges "
+    "the sink's receive work to the DuT's core instead (44 % of the AF_XDP DuT's core in the "
+    "profile of the RFC 2544 section): the DuTs' numbers there are what a DuT reaches while "
+    "also paying for its receiver. `--sink-cpu` is for machines with a third CPU."
+)
+out.append("")
 md_section.put("docs/BENCHMARKS.md", "sink-cpu", "\n".join(out))
 PY

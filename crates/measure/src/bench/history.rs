@@ -88,12 +88,18 @@ pub fn machine() -> String {
     )
 }
 
+/// The method's version: raised when a change to the method moves the
+/// results (runs of another method are not compared). 2: verified frames,
+/// validity rules, searches from scratch, a gap-free top speed.
+pub const METHOD: u32 = 2;
+
 /// The settings that change a result besides the machine.
 pub fn settings(cfg: &Rfc2544Bench) -> String {
     let p = &cfg.procedures;
     format!(
-        "trial {} s; loss tolerance {}; {}; resolution {}; {} searches; \
-         generator CPU {}, DuT CPU {}; {} flows; threaded NAPI {}; RPS {}",
+        "method {METHOD}; trial {} s; loss tolerance {}; {}; resolution {}; {} searches; \
+         generator CPU {}, DuT CPU {}; {} flows; threaded NAPI {}; RPS {}; sink CPU {:?}; \
+         settle {} s; final trial {:?}",
         p.trial.as_secs_f64(),
         p.loss_tolerance,
         if p.strict {
@@ -107,7 +113,10 @@ pub fn settings(cfg: &Rfc2544Bench) -> String {
         cfg.dut_cpu,
         cfg.flows,
         cfg.threaded_napi,
-        cfg.rps
+        cfg.rps,
+        cfg.sink_cpu,
+        p.settle.as_secs_f64(),
+        p.final_trial.map(|d| d.as_secs_f64())
     )
 }
 
