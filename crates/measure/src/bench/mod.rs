@@ -219,6 +219,28 @@ pub struct EmptyBed {
 /// cleanly and the sink takes at every size.
 pub const EMPTY_BED_PPS: f64 = 1e6;
 
+/// Trials on `bed` as `cfg` sets them up (generator CPU, flows, stamps,
+/// restabilisation wait).
+fn bed_trials<'a>(
+    bed: &'a Testbed,
+    sink: &'a mut XdpCount,
+    addrs: FrameAddrs,
+    cfg: &Rfc2544Bench,
+    stop: &Arc<AtomicBool>,
+) -> trial::BedTrials<'a> {
+    let mut t = trial::BedTrials::new(
+        bed,
+        sink,
+        addrs,
+        cfg.gen_cpu,
+        cfg.flows,
+        cfg.ts_every,
+        stop.clone(),
+    );
+    t.settle = cfg.procedures.settle;
+    t
+}
+
 /// The empty bed's latency at every size ([`EmptyBed`]), on a bed of its
 /// own (removed afterwards, also on errors).
 pub fn empty_bed(
@@ -244,15 +266,7 @@ pub fn empty_bed(
             .map_err(|e| e.to_string())?
             .map_err(|e| format!("sink counter on d0: {e}"))?;
         let addrs = FrameAddrs::for_mode(bed.info(), testbed::DutMode::None);
-        let mut t = trial::BedTrials::new_direct(
-            &bed,
-            &mut sink,
-            addrs,
-            cfg.gen_cpu,
-            cfg.flows,
-            cfg.ts_every,
-            stop.clone(),
-        );
+        let mut t = bed_trials(&bed, &mut sink, addrs, cfg, stop).direct();
         let mut out = Vec::new();
         for &size in &cfg.procedures.sizes {
             if stop.load(Ordering::SeqCst) {
@@ -452,16 +466,7 @@ fn rfc2544_dut(
             place_napi(&bed, &bc).map_err(failed)?;
         }
         let addrs = FrameAddrs::for_mode(bed.info(), d.mode());
-        let mut trials = trial::BedTrials::new(
-            &bed,
-            &mut sink,
-            addrs,
-            cfg.gen_cpu,
-            cfg.flows,
-            cfg.ts_every,
-            stop.clone(),
-        );
-        trials.settle = cfg.procedures.settle;
+        let mut trials = bed_trials(&bed, &mut sink, addrs, cfg, stop);
         // Does it forward at all? 2000 frames at 20 kpps.
         use rfc2544::Trials;
         let size0 = cfg.procedures.sizes.first().copied().unwrap_or(64);

@@ -225,21 +225,11 @@ impl<'a> BedTrials<'a> {
         }
     }
 
-    /// As [`BedTrials::new`] for the empty bed: `sink` attached to d0 (in
-    /// the DuT's namespace, with no DuT): the measurement's own latency.
-    pub fn new_direct(
-        bed: &'a Testbed,
-        sink: &'a mut XdpCount,
-        addrs: FrameAddrs,
-        gen_cpu: usize,
-        flows: u32,
-        ts_every: u32,
-        stop: Arc<AtomicBool>,
-    ) -> BedTrials<'a> {
-        BedTrials {
-            direct: true,
-            ..BedTrials::new(bed, sink, addrs, gen_cpu, flows, ts_every, stop)
-        }
+    /// For the empty bed: `sink` is attached to d0 (in the DuT's
+    /// namespace, with no DuT): the measurement's own latency.
+    pub fn direct(mut self) -> Self {
+        self.direct = true;
+        self
     }
 
     fn counters(&self) -> Result<BedCounters, String> {
