@@ -219,11 +219,15 @@ int xdp_count(struct xdp_md *ctx)
 	}
 	off = cfg->tag_off;
 	if (off != NO_SEQ) {
-		__u8 *p = data + (off & 4095);
-		if (off > MAX_SEQ_OFF || (void *)(p + TAG_LEN) > data_end)
+		if (off > MAX_SEQ_OFF) {
 			st->foreign++;
-		else
-			verify(cfg, st, p);
+		} else {
+			__u8 *p = data + off;
+			if ((void *)(p + TAG_LEN) > data_end)
+				st->foreign++;
+			else
+				verify(cfg, st, p);
+		}
 		return cfg->pass ? XDP_PASS : XDP_DROP;
 	}
 	off = cfg->ts_off;
