@@ -390,7 +390,8 @@ impl Sig {
 enum Step {
     /// `[i/n] DUT: building the test bed`
     Bed,
-    /// `[i/n] DUT: starting` (the DuT started and checked)
+    /// `[i/n] DUT: starting`, `[i/n] DUT: waiting for the first frames
+    /// through` (the DuT starting, then probed until it forwards)
     Start,
     /// `[i/n] DUT 64 B: ...` (a trial)
     Trial,
@@ -442,7 +443,7 @@ fn events<'a>(log: &'a str, duts: &[&str]) -> Vec<(usize, Step, &'a str)> {
                 Step::Trial
             } else if r == ": building the test bed" {
                 Step::Bed
-            } else if r == ": starting" {
+            } else if r == ": starting" || r == ": waiting for the first frames through" {
                 Step::Start
             } else if r.starts_with(": ") {
                 Step::Status

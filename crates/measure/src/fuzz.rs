@@ -1,6 +1,6 @@
 //! Fuzz bodies for the files and protocols this crate reads: the
-//! experiment file and its observations (CSV), the bench's history lines
-//! and the watchdog's registration lines. Each takes arbitrary bytes and asserts invariants
+//! experiment file and its observations (CSV), the bench's history lines,
+//! DuT spec files and the watchdog's registration lines. Each takes arbitrary bytes and asserts invariants
 //! that must hold for any input; a panic is a bug. The cargo-fuzz targets
 //! in `fuzz/` call them.
 
@@ -162,6 +162,41 @@ pub fn fuzz_history(data: &[u8]) {
     }
 }
 
+/// Arbitrary text as a DuT spec file (`linerate bench --dut-file`): no
+/// panic; an error is one line naming the file; a spec that parses expands
+/// every command with made-up values without error, and a name that
+/// survives is one the watchdog's stop-script names can carry.
+pub fn fuzz_dut_spec(data: &[u8]) {
+    use crate::bench::dut_spec::{expand, DutSpec, PLACEHOLDERS};
+    let text = String::from_utf8_lossy(data);
+    match DutSpec::parse(&text, "f.toml", std::path::Path::new("/")) {
+        Err(e) => {
+            assert!(e.starts_with("f.toml: "), "{e:?}");
+            assert!(!e.contains('\n'), "{e:?}");
+        }
+        Ok(s) => {
+            let value = |k: &str| {
+                PLACEHOLDERS
+                    .iter()
+                    .any(|p| p.0 == k)
+                    .then(|| "v".to_string())
+            };
+            for c in [&s.start, &s.run, &s.stop, &s.version]
+                .into_iter()
+                .flatten()
+            {
+                expand(c, value).unwrap_or_else(|e| panic!("{c:?} checked but: {e}"));
+            }
+            assert!(s.start.is_some() || s.run.is_some());
+            assert!(s
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)));
+            assert!(!s.ready_timeout.is_zero());
+        }
+    }
+}
+
 /// Arbitrary bytes as the watchdog's registration lines (what the parent
 /// writes to `linerate __reap`): no panic, and everything the watchdog
 /// would act on is safe to act on: every process and process group is a
@@ -212,6 +247,19 @@ mod tests {
         let two = format!("{line}\n{}\n", line.replace("1.5e6", "1.7e6"));
         fuzz_history(two.as_bytes());
         fuzz_history(b"\xff\n{}\n");
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.file_name().unwrap().to_string_lossy().starts_with("dut-")
+                && p.extension().is_some_and(|x| x == "toml")
+            {
+                let t = std::fs::read(&p).unwrap();
+                fuzz_dut_spec(&t);
+                fuzz_dut_spec(&t[..t.len() / 2]);
+            }
+        }
+        fuzz_dut_spec(
+            b"name = \"a\"\ndescription = \"b\"\nmode = \"l2\"\nstart = \"{{ {d0} }}\"\n",
+        );
         fuzz_guard(b"bed lr-1\npid 1234 99\ngroup 1234\npeer ns /x.sh\nunbed lr-1\ndone\n");
     }
 }

@@ -1,10 +1,8 @@
 //! `linerate bench`: every device under test on the default test bed.
 
 use anyhow::{bail, Result};
-use linerate_measure::bench::dut::{
-    self, BareRedirect, Bridge, Dut, DutEnv, IpForward, LinerateFwd, ScriptPeer,
-};
-use linerate_measure::bench::dut_switch::{LinerateSwitch, OvsRules, RuleSet};
+use linerate_measure::bench::dut::{self, Dut, DutEnv};
+use linerate_measure::bench::dut_spec::{DutSpec, SpecDut};
 use linerate_measure::bench::rfc2544::{Rfc2544Config, STANDARD_SIZES};
 use linerate_measure::bench::{
     self, history, to_report, BenchConfig, DutResult, Rfc2544Bench, Rfc2544Result,
@@ -46,8 +44,20 @@ Only with --dut: linerate-switch and linerate-switch-10k (linerate switch over a
 1 rule per direction or 10 000 rules), ovs-afxdp-10k (Open vSwitch with the same 10 000 rules),
 ovs-system, linerate-afpacket-v3 (TPACKET_V3 block rings), linerate-afpacket-mmsg.
 
+Your own DuT: describe it in a TOML file and pass it with --dut-file (examples/dut-*.toml):
+  name = \"my-router\"                    mode = \"l3\" (frames to d0's MAC) or \"l2\" (to the sink's MAC)
+  description = \"Linux router with my firewall\"
+  start = \"nft -f {spec_dir}/fw.nft && sysctl -qw net.ipv4.ip_forward=1\"   (runs to completion)
+  run = \"my-fwd {d0} {d1} --core {cpu}\" (optional: kept running, SIGINT at the end)
+  stop = \"nft flush ruleset\"            (optional; also run by the watchdog if the bench dies)
+Commands run in the DuT's namespace with placeholders {ns} {d0} {d1} {cpu} {linerate} {peers}
+{spec_dir} and {gen,d0,d1,sink}_{mac,ip,ip6}; start exiting 3 means unavailable (skipped).
+The bench sends probe frames until they come out of d1 (ready_timeout, default 10 s). The
+built-in DuTs that are commands are such files too (crates/measure/duts/).
+
 Examples:
   linerate bench                                 # every available DuT, all sizes, report in linerate-report.html
+  linerate bench --dut-file examples/dut-ipfwd-nft.toml --dut linux-ipfwd --sizes 64,1518
   linerate bench --quick                         # 64 and 1518 bytes, short trials: a first look in ~2 min
   linerate bench --dut linux-bridge --dut linerate-xdp --sizes 64,512,1518 --trial 5 --repetitions 3
   linerate bench --loss-tolerance 0.1 --resolution 0.5 --json bench.json --report bench.html
@@ -64,6 +74,10 @@ pub struct Args {
     /// Only these DuTs (repeatable; see the list below).
     #[arg(long = "dut")]
     pub duts: Vec<String>,
+    /// Also (or, without --dut, only) the DuT this TOML file describes (repeatable): its
+    /// start/run/stop commands with placeholders for the bed; see "Your own DuT" below.
+    #[arg(long = "dut-file", value_name = "FILE")]
+    pub dut_files: Vec<PathBuf>,
     /// Leave out the peers that need other packages (DPDK testpmd, Open vSwitch).
     #[arg(long)]
     pub no_peers: bool,
@@ -77,9 +91,15 @@ pub struct Args {
     /// favour DuTs with deep buffers, which hide a backlog until the trial ends).
     #[arg(long, default_value_t = 0.2)]
     pub trial: f64,
-    /// Loss (in % of the frames sent) a throughput trial may have and still pass.
+    /// Loss (in % of the frames sent) a throughput trial may have and still pass: the
+    /// non-drop rate (NDR) at 0.
     #[arg(long, default_value_t = 0.0)]
     pub loss_tolerance: f64,
+    /// Loss (in %) of the partial-drop rate (PDR), found by the same search as the NDR (FD.io
+    /// CSIT's MLRsearch): the trials already made bound it, then it is bisected to the
+    /// resolution. At least --loss-tolerance.
+    #[arg(long, default_value_t = 0.5)]
+    pub pdr_loss: f64,
     /// Every throughput trial that loses a frame fails its rate (RFC 2544 to the letter). Default:
     /// a trial that loses under 1 % of its frames is run once more and the rate passes if the
     /// repeat loses nothing (the goal exceed ratio of 50 % of FD.io CSIT's MLRsearch), so that
@@ -189,43 +209,7 @@ pub struct Args {
 }
 
 pub(crate) fn all_duts() -> Vec<Box<dyn Dut>> {
-    vec![
-        Box::new(Bridge),
-        Box::new(IpForward),
-        Box::new(LinerateFwd::new("afpacket")),
-        Box::new(LinerateFwd::new("afpacket-v3")),
-        Box::new(LinerateFwd::new("afpacket-mmsg")),
-        Box::new(LinerateFwd::new("afxdp")),
-        Box::new(LinerateFwd::new("xdp")),
-        Box::new(BareRedirect::new()),
-        Box::new(LinerateSwitch::new(RuleSet::OnePerDirection)),
-        Box::new(LinerateSwitch::new(RuleSet::TenK)),
-        Box::new(ScriptPeer::new(
-            "testpmd-af_xdp",
-            "dut-testpmd.sh",
-            &["af_xdp"],
-            "DPDK testpmd io forward, net_af_xdp",
-        )),
-        Box::new(ScriptPeer::new(
-            "testpmd-af_packet",
-            "dut-testpmd.sh",
-            &["af_packet"],
-            "DPDK testpmd io forward, net_af_packet",
-        )),
-        Box::new(ScriptPeer::new(
-            "ovs-afxdp",
-            "dut-ovs.sh",
-            &["afxdp"],
-            "Open vSwitch userspace datapath, afxdp ports",
-        )),
-        Box::new(OvsRules::ten_k()),
-        Box::new(ScriptPeer::new(
-            "ovs-system",
-            "dut-ovs.sh",
-            &["system"],
-            "Open vSwitch userspace datapath, system ports",
-        )),
-    ]
+    dut::builtin()
 }
 
 const DEFAULT: [&str; 6] = [
@@ -238,18 +222,40 @@ const DEFAULT: [&str; 6] = [
 ];
 const PEERS: [&str; 3] = ["testpmd-af_xdp", "testpmd-af_packet", "ovs-afxdp"];
 
-/// The DuTs asked for, in order; errors name an unknown one.
+/// The DuTs asked for, in order (the built-in ones, then the spec files);
+/// errors name an unknown one, or the spec file and its field.
 fn select_duts(a: &Args, peers: bool) -> Result<Vec<Box<dyn Dut>>> {
     let known: Vec<String> = all_duts().iter().map(|d| d.name()).collect();
+    let mut specs: Vec<Box<dyn Dut>> = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    for f in &a.dut_files {
+        let s = DutSpec::load(f).map_err(anyhow::Error::msg)?;
+        if known.contains(&s.name) {
+            bail!(
+                "{}: field `name`: {:?} is a built-in DuT's name; choose another",
+                f.display(),
+                s.name
+            );
+        }
+        if names.contains(&s.name) {
+            bail!(
+                "{}: field `name`: {:?} is taken by an earlier --dut-file",
+                f.display(),
+                s.name
+            );
+        }
+        names.push(s.name.clone());
+        specs.push(Box::new(SpecDut::new(s)));
+    }
     for d in &a.duts {
         if !known.contains(d) {
             bail!(
-                "--dut {d}: unknown device under test (known: {})",
+                "--dut {d}: unknown device under test (known: {}; or describe yours with --dut-file)",
                 known.join(", ")
             );
         }
     }
-    let want: Vec<String> = if !a.duts.is_empty() {
+    let want: Vec<String> = if !a.duts.is_empty() || !specs.is_empty() {
         a.duts.clone()
     } else {
         let mut w: Vec<String> = DEFAULT.iter().map(|s| s.to_string()).collect();
@@ -263,6 +269,7 @@ fn select_duts(a: &Args, peers: bool) -> Result<Vec<Box<dyn Dut>>> {
         .filter(|d| want.contains(&d.name()))
         .collect();
     duts.sort_by_key(|d| want.iter().position(|w| *w == d.name()));
+    duts.extend(specs);
     Ok(duts)
 }
 
@@ -356,6 +363,14 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
         );
     }
     let loss_tolerance = pct_arg("loss-tolerance", a.loss_tolerance, 100.0)?;
+    let pdr_loss = pct_arg("pdr-loss", a.pdr_loss, 100.0)?;
+    if pdr_loss < loss_tolerance {
+        bail!(
+            "--pdr-loss {}: must be at least --loss-tolerance ({})",
+            a.pdr_loss,
+            a.loss_tolerance
+        );
+    }
     let resolution = pct_arg("resolution", a.resolution, 50.0)?;
     if resolution <= 0.0 {
         bail!("--resolution 0: must be above 0 %");
@@ -366,6 +381,7 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
         sizes: sizes.clone(),
         trial: Duration::from_secs_f64(if a.quick { 0.2 } else { a.trial }),
         loss_tolerance,
+        pdr_loss,
         strict: a.strict,
         resolution: if a.quick {
             resolution.max(0.02)
@@ -559,6 +575,26 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
         eprintln!("report: {}", a.report.display());
     }
     eprintln!("done in {:.0} s", t0.elapsed().as_secs_f64());
+    // A DuT that failed (did not start, never forwarded, died) fails the
+    // run: one line each, naming where it is described.
+    let mut failed = results
+        .iter()
+        .filter(|r| r.status.starts_with("failed") || r.status.starts_with("repetition"))
+        .map(|r| {
+            let at = if r.origin == "built-in" {
+                String::new()
+            } else {
+                format!("{}: ", r.origin)
+            };
+            format!("{at}DuT {}: {}", r.name, r.status)
+        })
+        .collect::<Vec<_>>();
+    if let Some(last) = failed.pop() {
+        for f in failed {
+            eprintln!("error: {f}");
+        }
+        bail!("{last}");
+    }
     Ok(())
 }
 
@@ -600,8 +636,9 @@ fn print_rfc2544(
     writeln!(o)?;
     writeln!(
         o,
-        "RFC 2544 throughput (loss tolerance {} %), latency at it; kernel {}\nCPUs: {}",
+        "RFC 2544 throughput: NDR (loss tolerance {} %) and PDR (loss <= {} %), latency at the NDR; kernel {}\nCPUs: {}",
         cfg.procedures.loss_tolerance * 100.0,
+        cfg.procedures.pdr_loss * 100.0,
         dut::kernel_release(),
         bench::cpu_placement(cfg)
     )?;
@@ -626,8 +663,15 @@ fn print_rfc2544(
     }
     writeln!(
         o,
-        "{:<20} {:>5} {:>10} {:>8} {:>15} {:>26} {:>9}  note",
-        "DuT", "bytes", "Mpps", "Gbit/s", "min-max Mpps", "lat p50/p99 (-empty) us", "vs bridge"
+        "{:<20} {:>5} {:>10} {:>8} {:>15} {:>10} {:>26} {:>9}  note",
+        "DuT",
+        "bytes",
+        "NDR Mpps",
+        "Gbit/s",
+        "min-max Mpps",
+        "PDR Mpps",
+        "lat p50/p99 (-empty) us",
+        "vs bridge"
     )?;
     let bridge = |size: u32| {
         results
@@ -665,6 +709,16 @@ fn print_rfc2544(
                 ),
                 None => ("-".into(), "-".into(), "-".into(), "-".into()),
             };
+            let pdr = s.pdr_pps.map_or_else(
+                || "-".into(),
+                |v| {
+                    format!(
+                        "{}{:.3}",
+                        if s.generator_limited { ">=" } else { "" },
+                        v / 1e6
+                    )
+                },
+            );
             let lat = s
                 .latency()
                 .filter(|l| l.samples > 0)
@@ -699,12 +753,13 @@ fn print_rfc2544(
             }
             writeln!(
                 o,
-                "{:<20} {:>5} {:>10} {:>8} {:>15} {:>26} {:>9}  {}",
+                "{:<20} {:>5} {:>10} {:>8} {:>15} {:>10} {:>26} {:>9}  {}",
                 r.name,
                 s.frame_size,
                 tp,
                 g,
                 spread,
+                pdr,
                 lat,
                 ratio,
                 note.join("; ")

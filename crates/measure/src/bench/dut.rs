@@ -1,13 +1,16 @@
 //! Devices under test. Each knows how to start in the test bed's DuT
 //! namespace, which frames the generator must send it, and how to stop
-//! leaving nothing behind. Adding a DuT is one `impl Dut`.
+//! leaving nothing behind. A DuT that is a few commands is a spec file
+//! ([`super::dut_spec`], the built-in ones in `crates/measure/duts/`);
+//! one that needs code (an in-process XDP program, generated rules) is
+//! an `impl Dut`.
 
 use crate::testbed::{DutMode, Testbed};
 use linerate_io::xdp::AttachMode;
 use linerate_io::xdpfwd::XdpRedirectBare;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Why a DuT did not run.
 #[derive(Debug)]
@@ -55,6 +58,20 @@ pub trait Dut {
     fn version(&self) -> String {
         format!("Linux {}", kernel_release())
     }
+    /// Where it is described: "built-in", or its spec file.
+    fn origin(&self) -> String {
+        "built-in".into()
+    }
+    /// How long after `start` the first probe frames may take to come out
+    /// of d1 (the bench measures readiness; it never sleeps for it).
+    fn ready_timeout(&self) -> Duration {
+        super::dut_spec::READY_TIMEOUT
+    }
+    /// Err when the DuT ended by itself (its process exited): checked
+    /// while waiting for it to forward.
+    fn alive(&mut self) -> Result<(), DutError> {
+        Ok(())
+    }
 }
 
 /// `uname -r`.
@@ -63,58 +80,6 @@ pub fn kernel_release() -> String {
         .unwrap_or_default()
         .trim()
         .to_string()
-}
-
-/// The installed version of a Debian package, if any.
-fn package_version(pkg: &str) -> Option<String> {
-    let out = Command::new("dpkg-query")
-        .args(["-W", "-f", "${Version}", pkg])
-        .output()
-        .ok()?;
-    let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    (out.status.success() && !v.is_empty()).then_some(v)
-}
-
-/// The Linux bridge (br0 with d0, d1).
-pub struct Bridge;
-impl Dut for Bridge {
-    fn name(&self) -> String {
-        "linux-bridge".into()
-    }
-    fn describe(&self) -> String {
-        "Linux bridge br0 (d0, d1), static FDB".into()
-    }
-    fn mode(&self) -> DutMode {
-        DutMode::Bridge
-    }
-    fn start(&mut self, bed: &mut Testbed, _: &DutEnv) -> Result<(), DutError> {
-        bed.enable_bridge()
-            .map_err(|e| DutError::Failed(e.to_string()))
-    }
-    fn stop(&mut self, _: &Testbed) -> Result<Option<serde_json::Value>, DutError> {
-        Ok(None)
-    }
-}
-
-/// Linux IPv4 forwarding with static neighbours.
-pub struct IpForward;
-impl Dut for IpForward {
-    fn name(&self) -> String {
-        "linux-ipfwd".into()
-    }
-    fn describe(&self) -> String {
-        "Linux IPv4 forwarding d0 -> d1, static neighbours".into()
-    }
-    fn mode(&self) -> DutMode {
-        DutMode::IpForward
-    }
-    fn start(&mut self, bed: &mut Testbed, _: &DutEnv) -> Result<(), DutError> {
-        bed.enable_ip_forwarding()
-            .map_err(|e| DutError::Failed(e.to_string()))
-    }
-    fn stop(&mut self, _: &Testbed) -> Result<Option<serde_json::Value>, DutError> {
-        Ok(None)
-    }
 }
 
 /// A bare XDP_REDIRECT through a devmap (no counters, no rewrite): the
@@ -156,7 +121,7 @@ impl Dut for BareRedirect {
 /// A `linerate` command run as the DuT: a child process in the DuT
 /// namespace, pinned to `env.cpu`, stopped with SIGINT (it then prints its
 /// final account as the last JSON line), killed if dropped while running.
-/// Shared by [`LinerateFwd`] and the switch DuTs.
+/// Used by the switch DuTs.
 #[derive(Default)]
 pub struct LinerateChild {
     child: Option<Child>,
@@ -164,7 +129,7 @@ pub struct LinerateChild {
 
 impl LinerateChild {
     /// Run `linerate ARGS --quiet --json --profile --cpu env.cpu` in the DuT
-    /// namespace and give it time to attach; fails early if it exits.
+    /// namespace.
     pub fn start(&mut self, bed: &Testbed, env: &DutEnv, args: &[String]) -> Result<(), DutError> {
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", bed.ns_dut()])
@@ -180,28 +145,34 @@ impl LinerateChild {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut child = cmd
+        let child = cmd
             .spawn()
             .map_err(|e| DutError::Failed(format!("cannot run {}: {e}", env.linerate.display())))?;
         crate::guard::register_pid(child.id());
-        // Give it time to attach; fail early if it exits.
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_millis(700) {
-            if let Ok(Some(st)) = child.try_wait() {
-                crate::guard::unregister_pid(child.id());
-                let mut err = String::new();
-                if let Some(mut e) = child.stderr.take() {
-                    use std::io::Read;
-                    let _ = e.read_to_string(&mut err);
-                }
-                return Err(DutError::Failed(format!(
-                    "exited with {st}: {}",
-                    err.trim()
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        // Not waited for: the bench sends probe frames until they come out
+        // (and asks `alive` meanwhile).
         self.child = Some(child);
+        Ok(())
+    }
+
+    /// Err with its error output when it exited.
+    pub fn alive(&mut self) -> Result<(), DutError> {
+        let Some(child) = &mut self.child else {
+            return Ok(());
+        };
+        if let Ok(Some(st)) = child.try_wait() {
+            crate::guard::unregister_pid(child.id());
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                use std::io::Read;
+                let _ = e.read_to_string(&mut err);
+            }
+            self.child = None;
+            return Err(DutError::Failed(format!(
+                "exited with {st}: {}",
+                err.trim()
+            )));
+        }
         Ok(())
     }
 
@@ -242,183 +213,9 @@ impl Drop for LinerateChild {
     }
 }
 
-/// `linerate fwd` in one of its modes, as a child process in the DuT namespace.
-pub struct LinerateFwd {
-    /// "afxdp", "afpacket" (TPACKET_V2 RX ring, the busy-polling default),
-    /// "afpacket-v3" (TPACKET_V3 block ring), "afpacket-mmsg" or "xdp".
-    pub kind: &'static str,
-    child: LinerateChild,
-}
-
-impl LinerateFwd {
-    pub fn new(kind: &'static str) -> Self {
-        LinerateFwd {
-            kind,
-            child: LinerateChild::default(),
-        }
-    }
-    fn args(&self) -> Vec<String> {
-        let s = |x: &str| x.to_string();
-        match self.kind {
-            "afxdp" => vec![s("afxdp:d0"), s("afxdp:d1")],
-            "afpacket" => vec![s("afpacket:d0"), s("afpacket:d1")],
-            "afpacket-v3" => vec![s("afpacket:d0?ring=v3"), s("afpacket:d1?ring=v3")],
-            "afpacket-mmsg" => vec![s("afpacket:d0?ring=mmsg"), s("afpacket:d1?ring=mmsg")],
-            _ => vec![s("--mode"), s("xdp"), s("afxdp:d0"), s("afxdp:d1")],
-        }
-    }
-}
-
-impl Dut for LinerateFwd {
-    fn name(&self) -> String {
-        format!("linerate-{}", self.kind)
-    }
-    fn version(&self) -> String {
-        format!("linerate {}", env!("CARGO_PKG_VERSION"))
-    }
-    fn describe(&self) -> String {
-        format!("linerate fwd {}", self.args().join(" "))
-    }
-    fn start(&mut self, bed: &mut Testbed, env: &DutEnv) -> Result<(), DutError> {
-        let mut args = vec!["fwd".to_string()];
-        args.extend(self.args());
-        self.child.start(bed, env, &args)
-    }
-    fn stop(&mut self, _: &Testbed) -> Result<Option<serde_json::Value>, DutError> {
-        self.child.stop("linerate fwd")
-    }
-}
-
-/// A peer run by a script in scripts/peers/ (`dut-NAME.sh start NS ARGS`, `stop NS`):
-/// DPDK testpmd, Open vSwitch. Exit status 3 from `start` means unavailable.
-pub struct ScriptPeer {
-    pub name: &'static str,
-    pub script: &'static str,
-    pub args: Vec<String>,
-    /// Extra environment of `start` (e.g. `OVS_FLOWS_FILE` for dut-ovs.sh).
-    pub env: Vec<(String, String)>,
-    pub what: &'static str,
-    started: Option<String>,
-}
-
-impl ScriptPeer {
-    pub fn new(
-        name: &'static str,
-        script: &'static str,
-        args: &[&str],
-        what: &'static str,
-    ) -> Self {
-        ScriptPeer {
-            name,
-            script,
-            args: args.iter().map(|s| s.to_string()).collect(),
-            env: Vec::new(),
-            what,
-            started: None,
-        }
-    }
-    fn path(&self, env: &DutEnv) -> Result<PathBuf, DutError> {
-        let dir = env.peers_dir.as_ref().ok_or_else(|| {
-            DutError::Unavailable("scripts/peers not found next to the binary".into())
-        })?;
-        Ok(dir.join(self.script))
-    }
-}
-
-impl Dut for ScriptPeer {
-    fn name(&self) -> String {
-        self.name.into()
-    }
-    fn version(&self) -> String {
-        let pkg = match self.script {
-            "dut-testpmd.sh" => "dpdk",
-            "dut-ovs.sh" => "openvswitch-switch",
-            _ => return "unknown".into(),
-        };
-        match package_version(pkg) {
-            Some(v) => format!("{pkg} {v}"),
-            None => format!("{pkg} not installed"),
-        }
-    }
-    fn describe(&self) -> String {
-        self.what.into()
-    }
-    fn start(&mut self, bed: &mut Testbed, env: &DutEnv) -> Result<(), DutError> {
-        let p = self.path(env)?;
-        // Registered before it starts: the watchdog runs `stop` if we die.
-        crate::guard::register_peer(&p, bed.ns_dut());
-        let out = run_script(
-            Command::new(&p)
-                .arg("start")
-                .arg(bed.ns_dut())
-                .args(&self.args)
-                .envs(self.env.iter().map(|(k, v)| (k, v)))
-                .env("DUT_CPU", env.cpu.to_string()),
-        )
-        .map_err(|e| DutError::Failed(format!("{}: {e}", p.display())))?;
-        let msg = |o: &std::process::Output| {
-            let e = String::from_utf8_lossy(&o.stderr);
-            let s = String::from_utf8_lossy(&o.stdout);
-            e.lines()
-                .chain(s.lines())
-                .rfind(|l| !l.trim().is_empty())
-                .unwrap_or("")
-                .to_string()
-        };
-        match out.status.code() {
-            Some(0) => {
-                self.started = Some(bed.ns_dut().to_string());
-                Ok(())
-            }
-            code => {
-                // Half-started: stop what may be there (`stop NS` takes no
-                // more arguments).
-                let _ = run_script(Command::new(&p).arg("stop").arg(bed.ns_dut()));
-                crate::guard::unregister_peer(&p, bed.ns_dut());
-                if code == Some(3) {
-                    Err(DutError::Unavailable(msg(&out)))
-                } else {
-                    Err(DutError::Failed(msg(&out)))
-                }
-            }
-        }
-    }
-    fn stop(&mut self, _: &Testbed) -> Result<Option<serde_json::Value>, DutError> {
-        self.stop_script()
-    }
-}
-
-impl ScriptPeer {
-    fn stop_script(&mut self) -> Result<Option<serde_json::Value>, DutError> {
-        let Some(ns) = self.started.take() else {
-            return Ok(None);
-        };
-        let Some(dir) = peers_dir_cached() else {
-            return Ok(None);
-        };
-        let script = dir.join(self.script);
-        let out = run_script(Command::new(&script).arg("stop").arg(&ns))
-            .map_err(|e| DutError::Failed(e.to_string()))?;
-        if !out.status.success() {
-            // Stays registered: the watchdog tries again if we die.
-            return Err(DutError::Failed(
-                String::from_utf8_lossy(&out.stderr).trim().to_string(),
-            ));
-        }
-        crate::guard::unregister_peer(&script, &ns);
-        Ok(None)
-    }
-}
-
-impl Drop for ScriptPeer {
-    fn drop(&mut self) {
-        let _ = self.stop_script();
-    }
-}
-
 /// Run a peer script to its end: in its own process group, which the
 /// watchdog (crate::guard) kills if we die meanwhile, and killed with us.
-fn run_script(cmd: &mut Command) -> std::io::Result<std::process::Output> {
+pub(crate) fn run_script(cmd: &mut Command) -> std::io::Result<std::process::Output> {
     use std::os::unix::process::CommandExt;
     crate::guard::die_with_parent(cmd);
     let child = cmd
@@ -434,10 +231,6 @@ fn run_script(cmd: &mut Command) -> std::io::Result<std::process::Output> {
     out
 }
 
-fn peers_dir_cached() -> Option<PathBuf> {
-    find_peers_dir(&std::env::current_exe().ok()?)
-}
-
 /// scripts/peers of the repository the binary was built in (walks up from
 /// `exe`), or `$LINERATE_PEERS`.
 pub fn find_peers_dir(exe: &Path) -> Option<PathBuf> {
@@ -451,4 +244,74 @@ pub fn find_peers_dir(exe: &Path) -> Option<PathBuf> {
             let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/peers");
             p.is_dir().then_some(p)
         })
+}
+
+/// The built-in DuTs, in the order `linerate bench` lists them.
+pub fn builtin() -> Vec<Box<dyn Dut>> {
+    use super::dut_spec::SpecDut;
+    use super::dut_switch::{LinerateSwitch, OvsRules, RuleSet};
+    let spec = |name: &str, text: &str| -> Box<dyn Dut> { Box::new(SpecDut::builtin(text, name)) };
+    vec![
+        spec("linux-bridge", include_str!("../../duts/linux-bridge.toml")),
+        spec("linux-ipfwd", include_str!("../../duts/linux-ipfwd.toml")),
+        spec(
+            "linerate-afpacket",
+            include_str!("../../duts/linerate-afpacket.toml"),
+        ),
+        spec(
+            "linerate-afpacket-v3",
+            include_str!("../../duts/linerate-afpacket-v3.toml"),
+        ),
+        spec(
+            "linerate-afpacket-mmsg",
+            include_str!("../../duts/linerate-afpacket-mmsg.toml"),
+        ),
+        spec(
+            "linerate-afxdp",
+            include_str!("../../duts/linerate-afxdp.toml"),
+        ),
+        spec("linerate-xdp", include_str!("../../duts/linerate-xdp.toml")),
+        Box::new(BareRedirect::new()),
+        Box::new(LinerateSwitch::new(RuleSet::OnePerDirection)),
+        Box::new(LinerateSwitch::new(RuleSet::TenK)),
+        spec(
+            "testpmd-af_xdp",
+            include_str!("../../duts/testpmd-af_xdp.toml"),
+        ),
+        spec(
+            "testpmd-af_packet",
+            include_str!("../../duts/testpmd-af_packet.toml"),
+        ),
+        spec("ovs-afxdp", include_str!("../../duts/ovs-afxdp.toml")),
+        Box::new(OvsRules::ten_k()),
+        spec("ovs-system", include_str!("../../duts/ovs-system.toml")),
+    ]
+}
+
+/// The text of the built-in spec `ovs-afxdp` (the base of `ovs-afxdp-10k`).
+pub(crate) const OVS_AFXDP: &str = include_str!("../../duts/ovs-afxdp.toml");
+
+#[cfg(test)]
+mod tests {
+    /// Every built-in spec parses, and its file is named after its DuT.
+    #[test]
+    fn builtin_specs_parse_and_are_named_after_their_files() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("duts");
+        let mut n = 0;
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            let s = super::super::dut_spec::DutSpec::load(&p).unwrap();
+            assert_eq!(
+                format!("{}.toml", s.name),
+                p.file_name().unwrap().to_str().unwrap()
+            );
+            n += 1;
+        }
+        let names: Vec<String> = super::builtin().iter().map(|d| d.name()).collect();
+        assert_eq!(names.len(), n + 4, "{names:?}");
+        let mut sorted = names.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), names.len(), "{names:?}");
+    }
 }

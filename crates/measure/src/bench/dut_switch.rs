@@ -3,7 +3,8 @@
 //! and Open vSwitch (userspace datapath, afxdp ports, scripts/peers/dut-ovs.sh)
 //! with the same 10 000 rules. OpenFlow ports: 1 = d0, 2 = d1 in both.
 
-use super::dut::{Dut, DutEnv, DutError, LinerateChild, ScriptPeer};
+use super::dut::{Dut, DutEnv, DutError, LinerateChild};
+use super::dut_spec::SpecDut;
 use crate::testbed::Testbed;
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
@@ -245,6 +246,9 @@ impl Dut for LinerateSwitch {
         self.rules = Some(rules);
         Ok(())
     }
+    fn alive(&mut self) -> Result<(), DutError> {
+        self.child.alive()
+    }
     fn stop(&mut self, _: &Testbed) -> Result<Option<serde_json::Value>, DutError> {
         let r = self.child.stop("linerate switch");
         self.rules = None;
@@ -254,24 +258,18 @@ impl Dut for LinerateSwitch {
 
 /// Open vSwitch (dut-ovs.sh, afxdp ports) with the rules of [`switch_rules`]
 /// loaded by `ovs-ofctl add-flows` (the file is passed in `OVS_FLOWS_FILE`).
-/// With one rule per direction it is the `ovs-afxdp` [`ScriptPeer`] itself.
+/// With one rule per direction it is the built-in spec `ovs-afxdp` itself.
 pub struct OvsRules {
-    peer: ScriptPeer,
+    peer: SpecDut,
     rules: Option<RulesFile>,
 }
 
 impl OvsRules {
     /// `ovs-afxdp-10k`: the [`RuleSet::TenK`] rules.
     pub fn ten_k() -> Self {
-        OvsRules {
-            peer: ScriptPeer::new(
-                "ovs-afxdp-10k",
-                "dut-ovs.sh",
-                &["afxdp"],
-                "Open vSwitch userspace datapath, afxdp ports",
-            ),
-            rules: None,
-        }
+        let mut peer = SpecDut::builtin(super::dut::OVS_AFXDP, "ovs-afxdp");
+        peer.spec.name = "ovs-afxdp-10k".into();
+        OvsRules { peer, rules: None }
     }
 }
 
@@ -283,7 +281,7 @@ impl Dut for OvsRules {
         self.peer.version()
     }
     fn describe(&self) -> String {
-        format!("{}, {}", self.peer.what, rules_note(RuleSet::TenK))
+        format!("{}, {}", self.peer.describe(), rules_note(RuleSet::TenK))
     }
     fn start(&mut self, bed: &mut Testbed, env: &DutEnv) -> Result<(), DutError> {
         let rules = RulesFile::write(RuleSet::TenK, bed)?;
@@ -294,6 +292,9 @@ impl Dut for OvsRules {
             self.rules = None;
         }
         r
+    }
+    fn alive(&mut self) -> Result<(), DutError> {
+        self.peer.alive()
     }
     fn stop(&mut self, bed: &Testbed) -> Result<Option<serde_json::Value>, DutError> {
         let r = self.peer.stop(bed);

@@ -37,6 +37,9 @@ pub struct Point {
     pub dut: String,
     pub frame_size: u32,
     pub throughput_pps: f64,
+    /// The partial-drop rate (runs before it was measured have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pdr_pps: Option<f64>,
     pub generator_limited: bool,
 }
 
@@ -132,6 +135,7 @@ pub fn run_of(date: &str, machine: &str, settings: &str, results: &[Rfc2544Resul
                     dut: r.name.clone(),
                     frame_size: s.frame_size,
                     throughput_pps: tp,
+                    pdr_pps: s.pdr_pps,
                     generator_limited: s.generator_limited,
                 })
             })
@@ -237,6 +241,7 @@ mod tests {
                     dut: d.into(),
                     frame_size: s,
                     throughput_pps: tp,
+                    pdr_pps: None,
                     generator_limited: g,
                 })
                 .collect(),

@@ -9,6 +9,7 @@
 //! DuT is measured with the same generator and the same counter.
 
 pub mod dut;
+pub mod dut_spec;
 pub mod dut_switch;
 pub mod history;
 pub mod rfc2544;
@@ -162,6 +163,10 @@ pub struct Rfc2544Result {
     pub version: String,
     /// "ok", "skipped: ...", "failed: ...", "interrupted"
     pub status: String,
+    /// Where the DuT is described ("built-in" or its spec file).
+    pub origin: String,
+    /// Seconds from the DuT's start until probe frames came through.
+    pub ready_s: Option<f64>,
     /// The forwarding check made before the procedures.
     pub check: Option<rfc2544::TrialRecord>,
     pub sizes: Vec<rfc2544::SizeResult>,
@@ -188,6 +193,8 @@ impl Rfc2544Result {
             name: name.into(),
             description,
             version,
+            origin: "built-in".into(),
+            ready_s: None,
             status: "ok".into(),
             check: None,
             sizes: Vec::new(),
@@ -199,6 +206,9 @@ impl Rfc2544Result {
         }
     }
 }
+
+/// Frames per readiness probe (at 20 kpps; 95 % must come through).
+const READY_PROBE_FRAMES: u64 = 200;
 
 /// Progress: (DuT, frame size or 0, what is happening).
 pub type Progress3<'a> = &'a mut dyn FnMut(&str, u32, &str);
@@ -369,7 +379,9 @@ pub fn run_rfc2544(
             let t0 = Instant::now();
             let name = d.name();
             if pass == 0 {
-                out.push(Rfc2544Result::new(&name, d.describe(), d.version()));
+                let mut r = Rfc2544Result::new(&name, d.describe(), d.version());
+                r.origin = d.origin();
+                out.push(r);
             }
             let r = &mut out[i];
             let bed_name = cfg.bed_name.as_ref().map(|p| format!("{p}{i}"));
@@ -467,9 +479,45 @@ fn rfc2544_dut(
         }
         let addrs = FrameAddrs::for_mode(bed.info(), d.mode());
         let mut trials = bed_trials(&bed, &mut sink, addrs, cfg, stop);
-        // Does it forward at all? 2000 frames at 20 kpps.
         use rfc2544::Trials;
         let size0 = cfg.procedures.sizes.first().copied().unwrap_or(64);
+        // Ready? Probe frames until they come out of d1: readiness is
+        // measured, never slept for (a DuT may take milliseconds or seconds
+        // to attach).
+        progress(&name, 0, "waiting for the first frames through");
+        let t_ready = Instant::now();
+        let mut probes = 0u32;
+        loop {
+            stopped(stop)?;
+            d.alive()?;
+            let p = trials
+                .trial(&rfc2544::TrialSpec {
+                    frame_size: size0,
+                    rate_pps: Some(20_000.0),
+                    frames: Some(READY_PROBE_FRAMES),
+                    duration: Duration::from_millis(10),
+                    latency: false,
+                    procedure: rfc2544::Procedure::Check,
+                })
+                .map_err(failed)?;
+            probes += 1;
+            if p.received * 100 >= READY_PROBE_FRAMES * 95 {
+                break;
+            }
+            if t_ready.elapsed() >= d.ready_timeout() {
+                d.alive()?;
+                return Err(failed(format!(
+                    "never forwarded: {probes} probes of {READY_PROBE_FRAMES} frames in {:.1} s after the start, the last with {} of its frames through (ready_timeout {:.0} s)",
+                    t_ready.elapsed().as_secs_f64(),
+                    p.received,
+                    d.ready_timeout().as_secs_f64()
+                )));
+            }
+        }
+        if pass == 0 {
+            r.ready_s = Some(t_ready.elapsed().as_secs_f64());
+        }
+        // Does it forward at all? 2000 frames at 20 kpps.
         let check = trials
             .trial(&rfc2544::TrialSpec {
                 frame_size: size0,

@@ -358,8 +358,12 @@ pub struct Rfc2544Config {
     pub sizes: Vec<u32>,
     /// Sending time of a throughput / frame-loss / latency trial.
     pub trial: Duration,
-    /// Largest loss ratio a throughput trial may have and pass (0: none).
+    /// Largest loss ratio a throughput trial may have and pass (0: none):
+    /// the non-drop rate (NDR) with 0.
     pub loss_tolerance: f64,
+    /// Largest loss ratio of the partial-drop rate (PDR), found by the
+    /// same search (FD.io CSIT's MLRsearch: 0.5 %); at least `loss_tolerance`.
+    pub pdr_loss: f64,
     /// Every failed throughput trial fails its rate (RFC 2544 to the
     /// letter). Otherwise a trial that lost under [`SMALL_LOSS`] of its
     /// frames is repeated once and the rate passes if the repeat does.
@@ -402,6 +406,7 @@ impl Default for Rfc2544Config {
             sizes: STANDARD_SIZES.to_vec(),
             trial: Duration::from_secs(1),
             loss_tolerance: 0.0,
+            pdr_loss: PDR_LOSS,
             strict: false,
             resolution: 0.01,
             repetitions: 1,
@@ -418,6 +423,9 @@ impl Default for Rfc2544Config {
         }
     }
 }
+
+/// The partial-drop rate's loss ratio by default (FD.io CSIT's PDR).
+pub const PDR_LOSS: f64 = 0.005;
 
 /// RFC 2544 section 9.1's frame sizes for Ethernet, plus 1280 (IPv6's minimum MTU).
 pub const STANDARD_SIZES: [u32; 7] = [64, 128, 256, 512, 1024, 1280, 1518];
@@ -440,6 +448,29 @@ pub struct Search {
     /// final trial the result steps down to the rate one passed at.
     #[serde(default)]
     pub confirmed: Option<bool>,
+    /// The partial-drop rate: the highest rate whose valid trial lost at
+    /// most `pdr_loss` (the search's own trials first, then bisected to
+    /// the resolution); >= `throughput_pps`.
+    pub pdr_pps: f64,
+    /// The lowest rate that lost more than `pdr_loss` (None: the
+    /// generator's top speed lost no more).
+    pub pdr_lowest_fail_pps: Option<f64>,
+}
+
+impl Search {
+    /// A search that ended at its probe: the generator's top speed passed
+    /// (both rates are the top speed, lower bounds).
+    fn top_speed(pps: f64, probe: usize) -> Search {
+        Search {
+            throughput_pps: pps,
+            lowest_fail_pps: None,
+            trials: vec![probe],
+            converged: true,
+            confirmed: None,
+            pdr_pps: pps,
+            pdr_lowest_fail_pps: None,
+        }
+    }
 }
 
 /// Back-to-back result of one search.
@@ -467,6 +498,11 @@ pub struct SizeResult {
     pub throughput_max_pps: Option<f64>,
     /// The search's own uncertainty: the gap to the lowest failed rate (pps).
     pub resolution_pps: Option<f64>,
+    /// Median, min and max of the searches' partial-drop rates (PDR;
+    /// `throughput_pps` is the non-drop rate, NDR).
+    pub pdr_pps: Option<f64>,
+    pub pdr_min_pps: Option<f64>,
+    pub pdr_max_pps: Option<f64>,
     /// The generator's top speed passed: the DuT is faster than the generator.
     pub generator_limited: bool,
     /// Index of the latency trial.
@@ -486,22 +522,36 @@ pub struct SizeResult {
     pub trials: Vec<TrialRecord>,
 }
 
+/// Median (the mean of the middle two for an even number), min and max.
+fn median_min_max(v: impl Iterator<Item = f64>) -> Option<(f64, f64, f64)> {
+    let mut found: Vec<f64> = v.collect();
+    found.sort_by(|a, b| a.total_cmp(b));
+    let m = found.len() / 2;
+    let med = if found.is_empty() {
+        return None;
+    } else if found.len().is_multiple_of(2) {
+        (found[m - 1] + found[m]) / 2.0
+    } else {
+        found[m]
+    };
+    Some((med, found[0], found[found.len() - 1]))
+}
+
 impl SizeResult {
     /// Median, min and max of the searches so far.
     fn summarise(&mut self) {
-        let mut found: Vec<f64> = self.searches.iter().map(|s| s.throughput_pps).collect();
-        found.sort_by(|a, b| a.total_cmp(b));
-        if found.is_empty() {
+        let Some((med, min, max)) = median_min_max(self.searches.iter().map(|s| s.throughput_pps))
+        else {
             return;
+        };
+        self.throughput_pps = Some(med);
+        self.throughput_min_pps = Some(min);
+        self.throughput_max_pps = Some(max);
+        if let Some((med, min, max)) = median_min_max(self.searches.iter().map(|s| s.pdr_pps)) {
+            self.pdr_pps = Some(med);
+            self.pdr_min_pps = Some(min);
+            self.pdr_max_pps = Some(max);
         }
-        let m = found.len() / 2;
-        self.throughput_pps = Some(if found.len().is_multiple_of(2) {
-            (found[m - 1] + found[m]) / 2.0
-        } else {
-            found[m]
-        });
-        self.throughput_min_pps = found.first().copied();
-        self.throughput_max_pps = found.last().copied();
         self.resolution_pps = self
             .searches
             .iter()
@@ -519,6 +569,9 @@ impl SizeResult {
             throughput_min_pps: None,
             throughput_max_pps: None,
             resolution_pps: None,
+            pdr_pps: None,
+            pdr_min_pps: None,
+            pdr_max_pps: None,
             generator_limited: false,
             latency_trial: None,
             latency_trials: Vec::new(),
@@ -748,13 +801,7 @@ fn repetition(
     let passed = passes(&probe, cfg);
     let i = r.push(probe);
     if passed {
-        return Ok(Search {
-            throughput_pps: bounds.0,
-            lowest_fail_pps: None,
-            trials: vec![i],
-            converged: true,
-            confirmed: None,
-        });
+        return Ok(Search::top_speed(bounds.0, i));
     }
     search(cfg, t, r, rep, i, bounds, progress)
 }
@@ -902,13 +949,7 @@ pub fn run_size(
     if !t.stopped() {
         let s = if probe_passed {
             r.generator_limited = true;
-            Search {
-                throughput_pps: r.max_offered_pps,
-                lowest_fail_pps: None,
-                trials: vec![0],
-                converged: true,
-                confirmed: None,
-            }
+            Search::top_speed(r.max_offered_pps, 0)
         } else {
             let bounds = (r.max_offered_pps, r.overload_forwarded_pps);
             search(cfg, t, &mut r, 0, 0, bounds, progress)?
@@ -982,6 +1023,8 @@ fn search(
         trials: vec![probe],
         converged: false,
         confirmed: None,
+        pdr_pps: 0.0,
+        pdr_lowest_fail_pps: Some(hi),
     };
     // Start just under the forwarding rate at overload.
     let mut next = overload_forwarded * (1.0 - cfg.resolution / 2.0);
@@ -1088,7 +1131,84 @@ fn search(
     if let (Some(d), true) = (cfg.final_trial, lo > 0.0) {
         final_trial(cfg, t, r, &mut s, d, rep, progress)?;
     }
+    partial_drop_rate(cfg, t, r, &mut s, rep, progress)?;
     Ok(s)
+}
+
+/// A valid trial that lost at most the PDR's loss and duplicated nothing.
+fn passes_pdr(t: &TrialRecord, cfg: &Rfc2544Config) -> bool {
+    t.sent > 0
+        && t.invalid.is_empty()
+        && t.verify.duplicates == 0
+        && t.loss_ratio <= cfg.pdr_loss.max(cfg.loss_tolerance)
+}
+
+/// The rate a trial was asked for (its offered rate at top speed).
+fn rate_of(t: &TrialRecord) -> f64 {
+    t.requested_pps.unwrap_or(t.offered_pps)
+}
+
+/// The partial-drop rate of a finished NDR search `s`, as MLRsearch finds
+/// both in one search: its bounds come from the trials the search made
+/// (every rate that passed the NDR passes the PDR), then it bisects
+/// between them to the resolution. So PDR >= NDR always.
+fn partial_drop_rate(
+    cfg: &Rfc2544Config,
+    t: &mut dyn Trials,
+    r: &mut SizeResult,
+    s: &mut Search,
+    rep: usize,
+    progress: Progress,
+) -> Result<(), String> {
+    let size = r.frame_size;
+    let mut lo = s.throughput_pps;
+    for &i in &s.trials {
+        let rec = &r.trials[i];
+        if passes_pdr(rec, cfg) {
+            lo = lo.max(rate_of(rec));
+        }
+    }
+    // The lowest rate above `lo` that lost more (the probe at top speed
+    // is one of the trials).
+    let mut hi: Option<f64> = None;
+    for &i in &s.trials {
+        let rec = &r.trials[i];
+        let c = rate_of(rec);
+        if c > lo && !passes_pdr(rec, cfg) {
+            hi = Some(hi.map_or(c, |h: f64| h.min(c)));
+        }
+    }
+    let floor = (r.max_offered_pps * 1e-4).max(100.0);
+    let mut n = 0;
+    while let Some(h) = hi {
+        if t.stopped() || h - lo <= cfg.resolution * h || h < floor || n >= cfg.max_search_trials {
+            break;
+        }
+        n += 1;
+        let c = (lo + h) / 2.0;
+        let label = format!("search {} PDR: {}", rep + 1, mpps(c));
+        let ts = spec(size, Procedure::Throughput, Some(c), cfg);
+        let rec = valid_trial(t, r, &ts, &label, progress)?;
+        let ok = passes_pdr(&rec, cfg);
+        progress(
+            size,
+            &format!(
+                "{label} -> loss {:.4} % {} (PDR: loss <= {} %)",
+                rec.loss_ratio * 100.0,
+                if ok { "pass" } else { "fail" },
+                cfg.pdr_loss * 100.0
+            ),
+        );
+        s.trials.push(r.push(rec));
+        if ok {
+            lo = c;
+        } else {
+            hi = Some(c);
+        }
+    }
+    s.pdr_pps = lo;
+    s.pdr_lowest_fail_pps = hi;
+    Ok(())
 }
 
 /// Confirm a search's result with a trial of length `d`; on a fail, step
@@ -1478,13 +1598,52 @@ mod tests {
                 tp >= truth * (1.0 - cfg.resolution),
                 "{tp} too far below {truth}"
             );
-            assert!(m.trials <= 1 + cfg.max_search_trials, "{} trials", m.trials);
+            // The NDR search and the PDR's bisection, each within its budget.
+            assert!(
+                m.trials <= 1 + 2 * cfg.max_search_trials,
+                "{} trials",
+                m.trials
+            );
             let s = &r[0].searches[0];
             let fail = s.lowest_fail_pps.unwrap();
             assert!(fail > truth && fail - tp <= cfg.resolution * fail + 1.0);
             assert!(!r[0].generator_limited);
             assert_eq!(r[0].kernel_disagreements, 0);
         }
+    }
+
+    /// One search gives both rates: the PDR (loss <= 0.5 %) where the
+    /// model loses 0.5 %, the NDR where it loses nothing, PDR >= NDR.
+    #[test]
+    fn one_search_finds_the_ndr_and_the_pdr() {
+        for capacity in [0.3e6, 1.0e6, 3.8e6] {
+            let mut m = Model::new(capacity, 256.0, 6e6);
+            let cfg = search_only(vec![64], 1);
+            let r = run(&cfg, &mut m, &mut |_, _| {}).unwrap();
+            let (ndr, pdr) = (r[0].throughput_pps.unwrap(), r[0].pdr_pps.unwrap());
+            // 1 s trials: c frames, capacity + 256 forwarded.
+            let truth = (capacity + 256.0) / (1.0 - cfg.pdr_loss);
+            assert!(pdr >= ndr, "PDR {pdr} under NDR {ndr}");
+            assert!(pdr <= truth, "PDR {pdr} above {truth}");
+            assert!(
+                pdr >= truth * (1.0 - cfg.resolution),
+                "PDR {pdr} too far below {truth}"
+            );
+            let s = &r[0].searches[0];
+            let fail = s.pdr_lowest_fail_pps.unwrap();
+            assert!(fail > truth && fail - pdr <= cfg.resolution * fail + 1.0);
+            // Every trial above the PDR lost more than 0.5 %, none under it.
+            for &i in &s.trials {
+                let t = &r[0].trials[i];
+                let c = rate_of(t);
+                assert_eq!(t.loss_ratio <= cfg.pdr_loss, c <= truth, "{c}: {t:?}");
+            }
+        }
+        // A DuT faster than the generator: both are the top speed.
+        let mut m = Model::new(9e6, 256.0, 6e6);
+        let r = run(&search_only(vec![64], 1), &mut m, &mut |_, _| {}).unwrap();
+        assert_eq!(r[0].pdr_pps, r[0].throughput_pps);
+        assert!(r[0].generator_limited);
     }
 
     /// A DuT that loses 1 % of the frames above 100 kpps (sporadic stalls):
@@ -1542,7 +1701,11 @@ mod tests {
             capacity: 1e6,
             trials: 0,
         };
-        let cfg = search_only(vec![64], 1);
+        // The NDR's trials alone (a PDR at the NDR's loss adds none).
+        let cfg = Rfc2544Config {
+            pdr_loss: 0.0,
+            ..search_only(vec![64], 1)
+        };
         let r = run(&cfg, &mut m, &mut |_, _| {}).unwrap();
         let tp = r[0].throughput_pps.unwrap();
         assert!((1e6 * (1.0 - cfg.resolution)..=1e6).contains(&tp), "{tp}");
@@ -1689,13 +1852,7 @@ mod tests {
         let size = |v: &[f64]| {
             let mut r = SizeResult::new(64);
             for &x in v {
-                r.searches.push(Search {
-                    throughput_pps: x,
-                    lowest_fail_pps: None,
-                    trials: vec![],
-                    converged: true,
-                    confirmed: None,
-                });
+                r.searches.push(Search::top_speed(x, 0));
             }
             r
         };

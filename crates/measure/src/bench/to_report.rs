@@ -136,9 +136,10 @@ pub fn report_data(
         header: [
             "DuT",
             "frame (B)",
-            "throughput (Mpps)",
+            "throughput, NDR (Mpps)",
             "Gbit/s (L1)",
             "min-max (Mpps)",
+            "PDR (Mpps)",
             "search step (Mpps)",
             "top speed offered / forwarded (Mpps)",
             "latency p50 / p99 / max (us)",
@@ -186,6 +187,7 @@ pub fn report_data(
                 r.name.clone(),
                 "-".into(),
                 r.status.clone(),
+                String::new(),
                 String::new(),
                 String::new(),
                 String::new(),
@@ -426,6 +428,17 @@ fn summary_row(r: &Rfc2544Result, s: &SizeResult, empty: &[super::EmptyBed]) -> 
         (Some(a), Some(b)) => format!("{}-{}", f3(a / 1e6), f3(b / 1e6)),
         _ => "-".into(),
     };
+    let pdr = match (s.pdr_pps, s.pdr_min_pps, s.pdr_max_pps) {
+        (Some(v), Some(a), Some(b)) if a < b => {
+            format!("{} ({}-{})", f3(v / 1e6), f3(a / 1e6), f3(b / 1e6))
+        }
+        (Some(v), _, _) => format!(
+            "{}{}",
+            if s.generator_limited { ">=" } else { "" },
+            f3(v / 1e6)
+        ),
+        _ => "-".into(),
+    };
     let lat = s
         .latency()
         .filter(|l| l.samples > 0)
@@ -447,6 +460,7 @@ fn summary_row(r: &Rfc2544Result, s: &SizeResult, empty: &[super::EmptyBed]) -> 
         tp,
         gbps,
         spread,
+        pdr,
         s.resolution_pps
             .map(|v| format!("{:.4}", v / 1e6))
             .unwrap_or_else(|| "-".into()),
