@@ -133,10 +133,7 @@ fn an_nft_firewall_spec_is_measured_and_removed() {
     // One-way UDP stays "new" in conntrack (no reply is ever seen): every
     // frame walked the whole list to the bench's accept rule, at least a
     // 0.1 s trial's worth at the throughput found.
-    assert!(
-        packets("udp dport 1-65535") as f64 >= tput * 0.1,
-        "{rules}"
-    );
+    assert!(packets("udp dport 1-65535") as f64 >= tput * 0.1, "{rules}");
     assert_eq!(packets("established,related"), 0, "{rules}");
     assert!(!dir.join("started").exists(), "stop did not run");
     assert!(netns_with("dfm").is_empty(), "{:?}", netns_with("dfm"));

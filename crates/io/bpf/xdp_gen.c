@@ -13,6 +13,11 @@
 // time of bpf_ktime_get_ns() (CLOCK_MONOTONIC) taken last, just before the
 // program returns; the others carry 24 zero bytes.
 //
+// A mix of frame lengths (IMIX): the template is the longest; each frame is
+// cut (or grown) to its length with bpf_xdp_adjust_tail and gets that
+// length's headers; the pattern repeats every mix_n frames by the tag's
+// sequence number, so the mix is exact over every whole pattern.
+//
 // Tag (crates/io/src/xdpcount.rs, read by xdp_count's verification), 18
 // bytes big-endian, fits the payload of a 64-byte IPv4 UDP frame:
 //   magic "LT" u16 | stream u16 | seq u48 | tx_ns u64 (0: not stamped)
@@ -27,6 +32,8 @@
 #define FLAG_TS 1
 #define TAG_MAGIC 0x4c54
 #define TAG_LEN 18
+#define MIX_MAX 16
+#define MIX_CLASSES 4
 
 struct gen_cfg {
 	__u32 flows;     // > 1: UDP source port = base_port + n % flows
@@ -40,8 +47,17 @@ struct gen_cfg {
 	__u32 ts_every;  // >= 1: TX time on runs n with n % ts_every == 0, else 0
 	__u32 tag_off;   // NO_SIG or offset of the 18-byte tag
 	__u32 tag_every; // >= 1: TX time in the tag when seq % tag_every == 0
-	__u32 pad;
+	__u32 mix_n;     // 0: every frame is the template; else a mix of frame
+	                 // lengths repeating every mix_n (<= MIX_MAX) frames
 	__u64 hdr[8];    // the template's first 64 bytes
+	// The mix (an IMIX): frame seq (the tag's sequence number) is
+	// mix_len[mix_class[seq % mix_n]] bytes long, its first
+	// mix_hdr_len[class] bytes from mix_hdr[class] (the headers with that
+	// length's IPv4 total length, checksum and UDP length).
+	__u8 mix_class[MIX_MAX];
+	__u32 mix_len[MIX_CLASSES];
+	__u32 mix_hdr_len[MIX_CLASSES];
+	__u64 mix_hdr[MIX_CLASSES][8];
 };
 
 struct gen_stats {
@@ -159,14 +175,45 @@ int xdp_gen(struct xdp_md *ctx)
 		st->last_ns = t;
 		st->last_runs = n;
 	}
-	// A DuT may have rewritten this frame in place on its last trip (MACs,
-	// TTL, checksum: the page is shared): restore the template's headers.
-	__u64 *w = data;
+	// A mix of lengths: this frame's length from its sequence number (the
+	// tag's, taken here once), set with bpf_xdp_adjust_tail (the length
+	// a page had on its last trip may stay: the kernel resets a recycled
+	// frame only when its start moved), then its class's headers.
+	__u64 seq = 0;
+	int have_seq = 0;
+	if (cfg->mix_n) {
+		__u64 *ctr = bpf_map_lookup_elem(&gen_seq, &k);
+		if (!ctr)
+			goto bad;
+		seq = __sync_fetch_and_add(ctr, 1);
+		have_seq = 1;
+		__u32 pos = seq % cfg->mix_n;
+		if (pos >= MIX_MAX)
+			goto bad;
+		__u32 cls = cfg->mix_class[pos] & (MIX_CLASSES - 1);
+		int delta = (int)cfg->mix_len[cls] - (int)(data_end - data);
+		if (delta && bpf_xdp_adjust_tail(ctx, delta))
+			goto bad;
+		data = (void *)(long)ctx->data;
+		data_end = (void *)(long)ctx->data_end;
+		__u64 *w = data;
 #pragma unroll
-	for (int i = 0; i < 8; i++) {
-		if ((__u32)(i * 8) >= cfg->hdr_len || (void *)(w + i + 1) > data_end)
-			break;
-		w[i] = cfg->hdr[i];
+		for (int i = 0; i < 8; i++) {
+			if ((__u32)(i * 8) >= cfg->mix_hdr_len[cls] || (void *)(w + i + 1) > data_end)
+				break;
+			w[i] = cfg->mix_hdr[cls][i];
+		}
+	} else {
+		// A DuT may have rewritten this frame in place on its last trip
+		// (MACs, TTL, checksum: the page is shared): restore the
+		// template's headers.
+		__u64 *w = data;
+#pragma unroll
+		for (int i = 0; i < 8; i++) {
+			if ((__u32)(i * 8) >= cfg->hdr_len || (void *)(w + i + 1) > data_end)
+				break;
+			w[i] = cfg->hdr[i];
+		}
 	}
 	if (cfg->flows > 1) {
 		__u32 off = cfg->port_off;
@@ -218,10 +265,12 @@ int xdp_gen(struct xdp_md *ctx)
 		__u8 *p = data + off;
 		if ((void *)(p + TAG_LEN) > data_end)
 			goto bad;
-		__u64 *ctr = bpf_map_lookup_elem(&gen_seq, &k);
-		if (!ctr)
-			goto bad;
-		__u64 seq = __sync_fetch_and_add(ctr, 1);
+		if (!have_seq) {
+			__u64 *ctr = bpf_map_lookup_elem(&gen_seq, &k);
+			if (!ctr)
+				goto bad;
+			seq = __sync_fetch_and_add(ctr, 1);
+		}
 		__u32 head = __builtin_bswap32((TAG_MAGIC << 16) | (cfg->stream & 0xffff));
 		__u64 s = __builtin_bswap64(seq << 16); // 48 bits, big-endian
 		__builtin_memcpy(p, &head, 4);

@@ -137,7 +137,23 @@ pub struct GenConfig {
     /// what [`crate::xdpcount::XdpCount::attach_verified`] verifies. Fits
     /// the 18 payload bytes of a 64-byte IPv4 UDP frame.
     pub tag: Option<TagConfig>,
+    /// A mix of frame lengths (bytes without FCS) repeating in this order,
+    /// frame n taking entry n % len by the tag's sequence number (an
+    /// IMIX, [`IMIX_CSIT`]): the template is cut to each length (it must be
+    /// the longest; IPv4 UDP; at most [`MIX_MAX`] entries of at most
+    /// [`MIX_CLASSES`] distinct lengths, each at least 60 bytes). Needs
+    /// the tag (not the signature or the bare TX time).
+    pub mix: Option<&'static [u16]>,
 }
+
+/// Most entries of a [`GenConfig::mix`] pattern.
+pub const MIX_MAX: usize = 16;
+/// Most distinct lengths in a [`GenConfig::mix`].
+pub const MIX_CLASSES: usize = 4;
+
+/// FD.io CSIT's IPv4 IMIX: 64, 570 and 1518-byte frames (with FCS) in the
+/// ratio 7:4:1, interleaved over 12 frames (lengths here without FCS).
+pub const IMIX_CSIT: [u16; 12] = [60, 60, 566, 60, 566, 60, 1514, 60, 566, 60, 566, 60];
 
 /// Where the tag goes ([`GenConfig::tag`]) and how often it carries a TX time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -250,8 +266,12 @@ struct RawGenCfg {
     ts_every: u32,
     tag_off: u32,
     tag_every: u32,
-    _pad: u32,
+    mix_n: u32,
     hdr: [u64; HDR_RESTORE / 8],
+    mix_class: [u8; MIX_MAX],
+    mix_len: [u32; MIX_CLASSES],
+    mix_hdr_len: [u32; MIX_CLASSES],
+    mix_hdr: [[u64; HDR_RESTORE / 8]; MIX_CLASSES],
 }
 // SAFETY: plain old data, no padding.
 unsafe impl aya::Pod for RawGenCfg {}
@@ -395,6 +415,93 @@ pub struct XdpGen {
 
 /// Where the UDP header of an IPv4/IPv6 frame starts (after up to two VLAN
 /// tags), and whether it is IPv6. `None` for anything else.
+/// The mix's classes in `raw`: each distinct length with the template's
+/// headers rewritten for it (IPv4 total length and checksum, UDP length).
+fn set_mix(
+    raw: &mut RawGenCfg,
+    frame: &[u8],
+    mix: &[u16],
+    udp: Option<(usize, bool)>,
+    cfg: &GenConfig,
+    what: &str,
+) -> Result<(), PortError> {
+    let e = |m: String| PortError::new(format!("{what}: frame mix: {m}"));
+    if mix.is_empty() || mix.len() > MIX_MAX {
+        return Err(e(format!("{} entries (1 to {MIX_MAX})", mix.len())));
+    }
+    let Some((u, false)) = udp else {
+        return Err(e("needs an IPv4 UDP template".into()));
+    };
+    if cfg.signature.is_some() || cfg.timestamp.is_some() {
+        return Err(e(
+            "goes with the tag, not the signature or the bare TX time".into(),
+        ));
+    }
+    // The IPv4 header: after the Ethernet header and up to two VLAN tags
+    // (udp_offset found it there).
+    let mut l3 = 14;
+    while l3 + 4 <= u
+        && matches!(
+            u16::from_be_bytes([frame[l3 - 2], frame[l3 - 1]]),
+            0x8100 | 0x88a8
+        )
+    {
+        l3 += 4;
+    }
+    let ihl = u - l3;
+    let mut classes: Vec<u16> = Vec::new();
+    for (i, &len) in mix.iter().enumerate() {
+        let l = len as usize;
+        if l > frame.len() || l < 60 || l < u + 8 {
+            return Err(e(format!(
+                "a {len}-byte frame (60 bytes up to the template's {})",
+                frame.len()
+            )));
+        }
+        if let Some(t) = cfg.tag {
+            if t.offset + TAG_LEN > l {
+                return Err(e(format!(
+                    "the tag at {} does not fit in {len} bytes",
+                    t.offset
+                )));
+            }
+        }
+        let c = match classes.iter().position(|&x| x == len) {
+            Some(c) => c,
+            None if classes.len() < MIX_CLASSES => {
+                classes.push(len);
+                classes.len() - 1
+            }
+            None => return Err(e(format!("more than {MIX_CLASSES} distinct lengths"))),
+        };
+        raw.mix_class[i] = c as u8;
+    }
+    for (c, &len) in classes.iter().enumerate() {
+        let l = len as usize;
+        let mut h = frame[..l.min(HDR_RESTORE)].to_vec();
+        let ip_len = (l - l3) as u16;
+        h[l3 + 2..l3 + 4].copy_from_slice(&ip_len.to_be_bytes());
+        h[l3 + 10] = 0;
+        h[l3 + 11] = 0;
+        let ck = linerate_wire::checksum::checksum(&h[l3..l3 + ihl]);
+        h[l3 + 10..l3 + 12].copy_from_slice(&ck.to_be_bytes());
+        if u + 6 <= h.len() {
+            h[u + 4..u + 6].copy_from_slice(&((l - u) as u16).to_be_bytes());
+            // The payload varies per frame: no UDP checksum (IPv4).
+            let end = (u + 8).min(h.len());
+            h[u + 6..end].fill(0);
+        }
+        let restore = (h.len() / 8) * 8;
+        raw.mix_len[c] = l as u32;
+        raw.mix_hdr_len[c] = restore as u32;
+        for (w, b) in raw.mix_hdr[c].iter_mut().zip(h[..restore].chunks_exact(8)) {
+            *w = u64::from_ne_bytes(b.try_into().expect("8-byte chunk"));
+        }
+    }
+    raw.mix_n = mix.len() as u32;
+    Ok(())
+}
+
 fn udp_offset(f: &[u8]) -> Option<(usize, bool)> {
     let mut off = 12;
     let mut et = u16::from_be_bytes([*f.get(off)?, *f.get(off + 1)?]);
@@ -557,6 +664,9 @@ impl XdpGen {
                 frame[u + 6] = 0;
                 frame[u + 7] = 0;
             }
+        }
+        if let Some(mix) = cfg.mix {
+            set_mix(&mut raw, &frame, mix, udp, &cfg, &what)?;
         }
         // Header restore: whole 8-byte words that fit in the frame.
         let restore = (frame.len().min(HDR_RESTORE) / 8) * 8;

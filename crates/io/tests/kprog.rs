@@ -863,3 +863,153 @@ fn verified_frames_stale_foreign_and_duplicates() {
     .join()
     .unwrap();
 }
+
+/// The IMIX: 64, 570 and 1518-byte frames (with FCS) in the ratio 7:4:1,
+/// counted independently of linerate by tshark on what tcpdump captured
+/// on the receiving veth; every frame's IPv4 header checksum and UDP
+/// length fit its length, and each carries its tag.
+#[test]
+fn gen_imix_sizes_in_the_ratio_seven_four_one() {
+    use linerate_io::xdpgen::{TagConfig, IMIX_CSIT};
+    use std::io::{BufRead, BufReader};
+    require_tool("tcpdump");
+    require_tool("tshark");
+    // Mixes that cannot be sent are refused, naming why.
+    static TOO_LONG: [u16; 2] = [60, 1600];
+    static FIVE: [u16; 5] = [60, 100, 200, 300, 400];
+    static SHORT: [u16; 1] = [50];
+    let tag = Some(TagConfig {
+        offset: IPV4_UDP_PAYLOAD,
+        every: 1,
+    });
+    for (mix, sig, want) in [
+        (&TOO_LONG[..], false, "a 1600-byte frame"),
+        (&FIVE[..], false, "more than 4 distinct lengths"),
+        (&SHORT[..], false, "a 50-byte frame"),
+        (&IMIX_CSIT[..], true, "not the signature"),
+    ] {
+        let cfg = GenConfig {
+            tag: if sig { None } else { tag },
+            signature: sig.then_some(SigConfig {
+                offset: IPV4_UDP_PAYLOAD,
+                stream: 0,
+                sample_every: 1,
+            }),
+            mix: Some(mix),
+            ..Default::default()
+        };
+        let e = XdpGen::new("lo", &frame(1514), cfg).err().unwrap().to_string();
+        assert!(e.contains(want), "{e}");
+    }
+    let bed = Bed::new(&["g", "s"]);
+    bed.veth(0, "g0", 1, "d0");
+    let (g, s) = (bed.ns(0), bed.ns(1));
+    let dir = common::TempDir::new("imix");
+    let pcap = dir.join("imix.pcap");
+    const N: u64 = 24_000;
+    // NAPI on d0 (an XDP program passing everything): XDP_TX'd frames
+    // reach the stack, and tcpdump, only then.
+    let s2 = s.clone();
+    let counter = std::thread::spawn(move || {
+        enter(&s2);
+        XdpCount::attach("d0", AttachMode::Native, true).unwrap()
+    })
+    .join()
+    .unwrap();
+    let mut dump = Command::new("ip")
+        .args([
+            "netns", "exec", &s, "tcpdump", "-i", "d0", "-n", "-s", "96", "-B", "65536",
+        ])
+        .args(["-c", &N.to_string(), "-w"])
+        .arg(&pcap)
+        .arg("udp")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    /// Killed when the test ends, also by a failure.
+    struct Reaped(std::process::Child);
+    impl Drop for Reaped {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let err = dump.stderr.take().unwrap();
+    let mut dump = Reaped(dump);
+    let mut lines = BufReader::new(err).lines();
+    // tcpdump says "listening on d0" once its socket is bound.
+    loop {
+        let l = lines.next().expect("tcpdump ended").unwrap();
+        if l.contains("listening on") {
+            break;
+        }
+    }
+    std::thread::spawn(move || {
+        enter(&g);
+        let cfg = GenConfig {
+            flows: 4,
+            tag: Some(TagConfig {
+                offset: IPV4_UDP_PAYLOAD,
+                every: 17,
+            }),
+            mix: Some(&IMIX_CSIT),
+            ..Default::default()
+        };
+        let mut gen = XdpGen::new("g0", &frame(1514), cfg).unwrap();
+        gen.set_rate(Some(200_000.0)).unwrap();
+        assert_eq!(gen.run(N, &AtomicBool::new(false)).unwrap().sent, N);
+    })
+    .join()
+    .unwrap();
+    wait_count(&counter, N, "the IMIX at d0");
+    let t = std::time::Instant::now();
+    while dump.0.try_wait().unwrap().is_none() {
+        if t.elapsed() > Duration::from_secs(10) {
+            // Fewer than N captured: SIGINT makes tcpdump close the file.
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(dump.0.id() as i32, libc::SIGINT) };
+            let _ = dump.0.wait();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop(counter);
+    let out = run(&[
+        "tshark",
+        "-r",
+        pcap.to_str().unwrap(),
+        "-o",
+        "ip.check_checksum:TRUE",
+        "-T",
+        "fields",
+        "-e",
+        "frame.len",
+        "-e",
+        "ip.len",
+        "-e",
+        "udp.length",
+        "-e",
+        "ip.checksum.status",
+    ]);
+    let mut by_len: std::collections::BTreeMap<u32, u64> = Default::default();
+    for l in out.lines() {
+        let f: Vec<&str> = l.split('\t').collect();
+        let len: u32 = f[0].parse().unwrap();
+        assert_eq!(f[1].parse::<u32>().unwrap(), len - 14, "{l}");
+        assert_eq!(f[2].parse::<u32>().unwrap(), len - 34, "{l}");
+        // Wireshark's checksum status: 0 bad, 1 good, 2 unverified.
+        assert_eq!(f[3], "1", "IPv4 header checksum not good: {l}");
+        *by_len.entry(len).or_default() += 1;
+    }
+    let total: u64 = by_len.values().sum();
+    // tcpdump may miss a few under load: a sample of at least 90 %.
+    assert!(total >= N * 9 / 10, "{total} of {N} captured: {by_len:?}");
+    assert_eq!(by_len.keys().copied().collect::<Vec<_>>(), [60, 566, 1514]);
+    for (len, share) in [(60, 7.0 / 12.0), (566, 4.0 / 12.0), (1514, 1.0 / 12.0)] {
+        let got = by_len[&len] as f64 / total as f64;
+        assert!(
+            (got - share).abs() <= 0.01 * share,
+            "{len} bytes: {got:.4} of the frames, want {share:.4} within 1 %: {by_len:?}"
+        );
+    }
+}

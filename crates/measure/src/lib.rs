@@ -4,6 +4,7 @@
 
 pub mod bench;
 pub mod experiment;
+pub mod frame_size;
 pub mod fuzz;
 pub mod guard;
 pub mod report;

@@ -7,6 +7,7 @@ use linerate_measure::bench::rfc2544::{Rfc2544Config, STANDARD_SIZES};
 use linerate_measure::bench::{
     self, history, to_report, BenchConfig, DutResult, Rfc2544Bench, Rfc2544Result,
 };
+use linerate_measure::frame_size;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -84,8 +85,9 @@ pub struct Args {
     /// Also the peers (kept for compatibility: they are in the default set).
     #[arg(long, hide = true)]
     pub peers: bool,
-    /// Frame sizes in bytes on the wire with FCS (64..=1518), comma separated.
-    #[arg(long, value_delimiter = ',', default_values_t = STANDARD_SIZES.to_vec())]
+    /// Frame sizes in bytes on the wire with FCS (64..=1518), comma separated; "imix" is FD.io
+    /// CSIT's IPv4 IMIX (64, 570 and 1518 bytes, 7:4:1, interleaved), its own row.
+    #[arg(long, value_delimiter = ',', default_values_t = STANDARD_SIZES.to_vec(), value_parser = frame_size::parse)]
     pub sizes: Vec<u32>,
     /// Seconds of traffic per trial (RFC 2544 suggests 60 for a formal result; short trials
     /// favour DuTs with deep buffers, which hide a backlog until the trial ends).
@@ -330,9 +332,7 @@ fn pct_arg(name: &str, v: f64, max: f64) -> Result<f64> {
 fn size_or_none(s: &str) -> std::result::Result<u32, String> {
     match s.trim() {
         "" | "none" => Ok(0),
-        t => t
-            .parse()
-            .map_err(|e| format!("'{t}' is not a frame size ({e})")),
+        t => frame_size::parse(t),
     }
 }
 
@@ -346,8 +346,8 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
     };
     sizes.dedup();
     for s in sizes.iter().chain(&a.frame_loss_sizes).chain(&a.b2b_sizes) {
-        if !(64..=1518).contains(s) {
-            bail!("frame size {s}: must be 64..=1518 (bytes on the wire, with FCS)");
+        if !frame_size::is_valid(*s) {
+            bail!("frame size {s}: must be 64..=1518 (bytes on the wire, with FCS) or imix");
         }
     }
     if sizes.is_empty() {
@@ -482,7 +482,7 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
         }
         last = i;
         let at = if size > 0 {
-            format!(" {size} B")
+            format!(" {}", frame_size::label_b(size))
         } else {
             String::new()
         };
@@ -646,8 +646,8 @@ fn print_rfc2544(
         if let Some(l) = &e.trial.latency {
             writeln!(
                 o,
-                "empty bed (generator -> veth -> sink, no DuT) {} B at {:.1} Mpps: latency p50 {:.1} us, p99 {:.1} us, min {:.1} us, max {:.1} us{}",
-                e.frame_size,
+                "empty bed (generator -> veth -> sink, no DuT) {} at {:.1} Mpps: latency p50 {:.1} us, p99 {:.1} us, min {:.1} us, max {:.1} us{}",
+                frame_size::label_b(e.frame_size),
                 e.rate_pps / 1e6,
                 l.p50_ns / 1e3,
                 l.p99_ns / 1e3,
@@ -695,7 +695,10 @@ fn print_rfc2544(
                     ),
                     format!(
                         "{:.2}",
-                        linerate_measure::report::l1_gbps(v / 1e6, s.frame_size as f64)
+                        linerate_measure::report::l1_gbps(
+                            v / 1e6,
+                            frame_size::wire_bytes(s.frame_size)
+                        )
                     ),
                     format!(
                         "{:.3}-{:.3}",
@@ -755,7 +758,7 @@ fn print_rfc2544(
                 o,
                 "{:<20} {:>5} {:>10} {:>8} {:>15} {:>10} {:>26} {:>9}  {}",
                 r.name,
-                s.frame_size,
+                frame_size::label(s.frame_size),
                 tp,
                 g,
                 spread,
@@ -839,7 +842,7 @@ fn print_rfc2544(
                     o,
                     "{:<20} {:>5}  loss {}  b2b {}",
                     r.name,
-                    s.frame_size,
+                    frame_size::label(s.frame_size),
                     if fl.is_empty() {
                         "-".into()
                     } else {

@@ -35,6 +35,7 @@ pub struct Run {
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Point {
     pub dut: String,
+    #[serde(with = "crate::frame_size::serde_size")]
     pub frame_size: u32,
     pub throughput_pps: f64,
     /// The partial-drop rate (runs before it was measured have none).

@@ -218,6 +218,7 @@ pub type Progress3<'a> = &'a mut dyn FnMut(&str, u32, &str);
 /// itself adds to every DuT's latency.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct EmptyBed {
+    #[serde(with = "crate::frame_size::serde_size")]
     pub frame_size: u32,
     /// The rate of the latency trial.
     pub rate_pps: f64,

@@ -223,6 +223,8 @@ pub struct Latency {
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct TrialRecord {
     pub procedure: Procedure,
+    /// Bytes on the wire with FCS, or [`crate::frame_size::IMIX`] ("imix" in JSON).
+    #[serde(with = "crate::frame_size::serde_size")]
     pub frame_size: u32,
     /// Rate asked of the generator (None: top speed).
     pub requested_pps: Option<f64>,
@@ -485,6 +487,8 @@ pub struct Burst {
 /// Everything measured at one frame size.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct SizeResult {
+    /// Bytes on the wire with FCS, or [`crate::frame_size::IMIX`] ("imix" in JSON).
+    #[serde(with = "crate::frame_size::serde_size")]
     pub frame_size: u32,
     /// The generator's top speed (offered at overload).
     pub max_offered_pps: f64,
@@ -931,7 +935,8 @@ pub fn run_size(
             return Ok(r);
         }
         return Err(format!(
-            "{size}-byte frames: the generator sent nothing at top speed"
+            "{}: the generator sent nothing at top speed",
+            crate::frame_size::label_b(size)
         ));
     }
     r.max_offered_pps = probe.offered_pps;

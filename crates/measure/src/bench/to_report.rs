@@ -205,7 +205,9 @@ pub fn report_data(
             points: Vec::new(),
         };
         for s in &r.sizes {
-            if let Some(v) = s.throughput_pps {
+            // The throughput-by-size chart has fixed sizes only (the
+            // IMIX is a row of the table).
+            if let (Some(v), false) = (s.throughput_pps, s.frame_size == crate::frame_size::IMIX) {
                 tp.points.push((s.frame_size as f64, v / 1e6));
             }
             summary.rows.push(summary_row(r, s, empty));
@@ -234,7 +236,7 @@ pub fn report_data(
                     / s.back_to_back.len() as f64;
                 b2b.rows.push(vec![
                     r.name.clone(),
-                    s.frame_size.to_string(),
+                    crate::frame_size::label(s.frame_size),
                     n.join(", "),
                     format!("{mean:.0}"),
                 ]);
@@ -242,7 +244,7 @@ pub fn report_data(
             for t in &s.trials {
                 trials.rows.push(vec![
                     r.name.clone(),
-                    t.frame_size.to_string(),
+                    crate::frame_size::label(t.frame_size),
                     procedure_name(t.procedure).into(),
                     t.requested_pps
                         .map(|v| format!("{:.4}", v / 1e6))
@@ -308,7 +310,7 @@ pub fn report_data(
                 .filter_map(|e| {
                     let l = e.trial.latency.as_ref()?;
                     Some(vec![
-                        e.frame_size.to_string(),
+                        crate::frame_size::label(e.frame_size),
                         l.samples.to_string(),
                         us(l.min_ns),
                         us(l.p50_ns),
@@ -407,7 +409,7 @@ pub fn procedure_name(p: Procedure) -> &'static str {
 }
 
 fn summary_row(r: &Rfc2544Result, s: &SizeResult, empty: &[super::EmptyBed]) -> Vec<String> {
-    let size = s.frame_size as f64;
+    let size = crate::frame_size::wire_bytes(s.frame_size);
     let (tp, gbps) = match s.throughput_pps {
         Some(v) => (
             format!(
@@ -456,7 +458,7 @@ fn summary_row(r: &Rfc2544Result, s: &SizeResult, empty: &[super::EmptyBed]) -> 
     let disagree = s.kernel_disagreements;
     vec![
         r.name.clone(),
-        s.frame_size.to_string(),
+        crate::frame_size::label(s.frame_size),
         tp,
         gbps,
         spread,

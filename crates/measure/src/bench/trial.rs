@@ -56,7 +56,8 @@ pub fn stamp_every(every: u32, flows: u32) -> u32 {
 }
 
 struct GenCmd {
-    frame_len: usize,
+    /// Bytes on the wire with FCS, or the IMIX.
+    frame_size: u32,
     stream: u16,
     batch: u32,
     pps: Option<f64>,
@@ -88,19 +89,28 @@ impl GenServer {
             // request fails with "generator thread is gone".
             let _ = in_netns(&ns, move || {
                 super::pin(cpu);
-                let mut gens: HashMap<usize, XdpGen> = HashMap::new();
+                let mut gens: HashMap<u32, XdpGen> = HashMap::new();
                 while let Ok(c) = crx.recv() {
                     let res = (|| -> Result<GenStats, String> {
-                        let g = match gens.entry(c.frame_len) {
+                        let g = match gens.entry(c.frame_size) {
                             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
                             std::collections::hash_map::Entry::Vacant(v) => {
-                                let frame = super::udp_frame(&addrs, c.frame_len);
+                                // The IMIX: the longest frame, cut to each
+                                // length in the program.
+                                let imix = c.frame_size == crate::frame_size::IMIX;
+                                let len = if imix {
+                                    1514
+                                } else {
+                                    c.frame_size as usize - 4
+                                };
+                                let frame = super::udp_frame(&addrs, len);
                                 let cfg = GenConfig {
                                     flows,
                                     tag: Some(TagConfig {
                                         offset: TAG_OFFSET,
                                         every: ts_every,
                                     }),
+                                    mix: imix.then_some(&xdpgen::IMIX_CSIT[..]),
                                     ..GenConfig::default()
                                 };
                                 v.insert(XdpGen::new("g0", &frame, cfg).map_err(|e| e.to_string())?)
@@ -282,7 +292,6 @@ impl<'a> BedTrials<'a> {
 
 impl Trials for BedTrials<'_> {
     fn trial(&mut self, spec: &TrialSpec) -> Result<TrialRecord, String> {
-        let frame_len = spec.frame_size as usize - 4;
         if self.runs > 0 && !self.settle.is_zero() {
             // The restabilisation wait of RFC 2544 section 23 (a protocol
             // wait, not a wait for readiness); cut short by a stop.
@@ -318,7 +327,7 @@ impl Trials for BedTrials<'_> {
         let late_before = c0.since(&base).verified + c0.since(&base).beyond;
         let k0 = self.counters()?;
         let g = self.gen.run(GenCmd {
-            frame_len,
+            frame_size: spec.frame_size,
             stream: self.stream,
             batch,
             pps: spec.rate_pps,

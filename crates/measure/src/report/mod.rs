@@ -358,10 +358,15 @@ pub fn render_html(d: &ReportData) -> String {
     for size in &sizes {
         let here: Vec<&LatencySeries> =
             d.latency.iter().filter(|l| l.frame_size == *size).collect();
-        let _ = writeln!(o, "<h3>{size}-byte frames</h3>");
+        let name = if *size == crate::frame_size::IMIX {
+            "IMIX frames (64, 570, 1518 bytes, 7:4:1)".to_string()
+        } else {
+            format!("{size}-byte frames")
+        };
+        let _ = writeln!(o, "<h3>{name}</h3>");
         let cdf = Chart {
             id: format!("lat-cdf-{size}"),
-            title: format!("Latency CDF, {size}-byte frames"),
+            title: format!("Latency CDF, {name}"),
             x: Axis::log("latency (ns)"),
             y: Axis::linear("fraction of samples").range(0.0, 1.0),
             lines: here
@@ -376,7 +381,7 @@ pub fn render_html(d: &ReportData) -> String {
         figure(
             &mut o,
             &svg::line_chart(&cdf),
-            &format!("Cumulative distribution of the latency of {size}-byte frames (log scale)."),
+            &format!("Cumulative distribution of the latency of {name} (log scale)."),
         );
         let hists: Vec<Hist> = here
             .iter()
@@ -403,16 +408,14 @@ pub fn render_html(d: &ReportData) -> String {
             &mut o,
             &svg::histogram_chart(
                 &format!("lat-hist-{size}"),
-                &format!("Latency histogram, {size}-byte frames"),
+                &format!("Latency histogram, {name}"),
                 x,
                 &hists,
             ),
-            &format!(
-                "Histogram of the latency of {size}-byte frames, in percent of each DuT's samples."
-            ),
+            &format!("Histogram of the latency of {name}, in percent of each DuT's samples."),
         );
         let mut t = Table {
-            title: format!("Latency percentiles, {size}-byte frames"),
+            title: format!("Latency percentiles, {name}"),
             header: [
                 "DuT", "samples", "min", "mean", "p50", "p90", "p99", "p99.9", "max",
             ]
