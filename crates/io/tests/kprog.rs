@@ -898,7 +898,10 @@ fn gen_imix_sizes_in_the_ratio_seven_four_one() {
             mix: Some(mix),
             ..Default::default()
         };
-        let e = XdpGen::new("lo", &frame(1514), cfg).err().unwrap().to_string();
+        let e = XdpGen::new("lo", &frame(1514), cfg)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains(want), "{e}");
     }
     let bed = Bed::new(&["g", "s"]);
