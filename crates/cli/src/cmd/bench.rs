@@ -23,6 +23,12 @@ in-kernel XDP generator on one core, queues drained before the sink's XDP counte
 latency at that rate (one-way, timestamped in the generator, histogrammed at the sink), frame loss
 from 100 % of the generator's top speed down, and back-to-back bursts.
 
+One search gives the non-drop rate (NDR, the throughput: no loss, or --loss-tolerance) and the
+partial-drop rate (PDR, loss <= --pdr-loss, 0.5 %), as FD.io CSIT's MLRsearch. --sizes takes
+\"imix\" (64, 570 and 1518-byte frames, 7:4:1, interleaved) beside the fixed sizes. After the
+searches every DuT's latency is measured once more at one load, the same for all
+(--latency-rate, default half the slowest DuT's NDR), so that DuTs are compared at equal load.
+
 Verified frames: every frame carries a tag (the trial's stream id, a sequence number, a TX time);
 the sink counts a frame as received only if it is this trial's and its sequence number is new.
 Foreign frames, late frames of an earlier trial, duplicates and reordering are counted apart; a
@@ -59,6 +65,7 @@ built-in DuTs that are commands are such files too (crates/measure/duts/).
 Examples:
   linerate bench                                 # every available DuT, all sizes, report in linerate-report.html
   linerate bench --dut-file examples/dut-ipfwd-nft.toml --dut linux-ipfwd --sizes 64,1518
+  linerate bench --dut linux-bridge --dut linerate-afxdp --sizes 64,imix --pdr-loss 0.5 --latency-rate 50%
   linerate bench --quick                         # 64 and 1518 bytes, short trials: a first look in ~2 min
   linerate bench --dut linux-bridge --dut linerate-xdp --sizes 64,512,1518 --trial 5 --repetitions 3
   linerate bench --loss-tolerance 0.1 --resolution 0.5 --json bench.json --report bench.html
@@ -126,6 +133,12 @@ pub struct Args {
     /// 1; --strict: 20, RFC 2544 26.2's number]. A latency trial that loses frames is flagged.
     #[arg(long, value_name = "N")]
     pub latency_trials: Option<usize>,
+    /// The load at which every DuT's latency is measured once more, the same for all, so that
+    /// they are compared at one load (RFC 2544's latency is at each DuT's own throughput):
+    /// "N%" of the slowest DuT's NDR at each size, a rate in frames/s, or "off". With two
+    /// DuTs or more.
+    #[arg(long, value_name = "N%|PPS|off", default_value = "50%", value_parser = common_load)]
+    pub latency_rate: bench::CommonLoad,
     /// Seconds of idle time before every trial for the DuT to restabilise [default: 0;
     /// --strict: 5, RFC 2544 section 23]. The drain after each trial waits for the DuT's
     /// queues to empty either way.
@@ -329,6 +342,25 @@ fn pct_arg(name: &str, v: f64, max: f64) -> Result<f64> {
 }
 
 /// A frame size, or 0 for "none" / an empty list (dropped later).
+fn common_load(s: &str) -> std::result::Result<bench::CommonLoad, String> {
+    let t = s.trim();
+    if t == "off" {
+        return Ok(bench::CommonLoad::Off);
+    }
+    if let Some(p) = t.strip_suffix('%') {
+        return match p.trim().parse::<f64>() {
+            Ok(v) if v > 0.0 && v <= 100.0 => Ok(bench::CommonLoad::OfSlowest(v / 100.0)),
+            _ => Err(format!("{t:?}: a percentage over 0 and at most 100")),
+        };
+    }
+    match t.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 1.0 => Ok(bench::CommonLoad::Pps(v)),
+        _ => Err(format!(
+            "{t:?}: N% (of the slowest DuT's NDR), a rate in frames/s (at least 1) or off"
+        )),
+    }
+}
+
 fn size_or_none(s: &str) -> std::result::Result<u32, String> {
     match s.trim() {
         "" | "none" => Ok(0),
@@ -434,6 +466,11 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
         sink_cpu: a.sink_cpu,
         bed_name: a.name.clone(),
         env: dut_env(&exe, a.dut_cpu),
+        common_load: if a.no_latency {
+            bench::CommonLoad::Off
+        } else {
+            a.latency_rate
+        },
     };
     // Earlier runs, read before the run: an unreadable file ends it now.
     let history_file = if a.no_history {
@@ -767,6 +804,60 @@ fn print_rfc2544(
                 ratio,
                 note.join("; ")
             )?;
+        }
+    }
+    // Latency at the common load: every DuT at one rate per size.
+    let mut common: Vec<String> = Vec::new();
+    for r in results {
+        for s in &r.sizes {
+            let (Some(rate), Some(l)) = (s.common_latency_pps, s.common_latency_merged.as_ref())
+            else {
+                continue;
+            };
+            let own = empty
+                .iter()
+                .find(|e| e.frame_size == s.frame_size)
+                .and_then(|e| e.trial.latency.as_ref())
+                .map_or(String::new(), |b| {
+                    format!(" ({:+.1})", (l.p50_ns - b.p50_ns) / 1e3)
+                });
+            let bad = s
+                .common_latency_trials
+                .iter()
+                .filter(|&&i| s.trials[i].lost > 0 || !s.trials[i].invalid.is_empty())
+                .count();
+            common.push(format!(
+                "{:<20} {:>5} {:>10.3} {:>26} {:>10.1}  {}",
+                r.name,
+                frame_size::label(s.frame_size),
+                rate / 1e6,
+                format!("{:.1}/{:.1}{own}", l.p50_ns / 1e3, l.p99_ns / 1e3),
+                l.max_ns / 1e3,
+                if bad > 0 {
+                    format!("{bad} trial(s) lost frames or stayed invalid")
+                } else {
+                    String::new()
+                }
+            ));
+        }
+    }
+    if !common.is_empty() {
+        writeln!(
+            o,
+            "\nLatency at a common load (the same rate for every DuT: {}):\n{:<20} {:>5} {:>10} {:>26} {:>10}  note",
+            match cfg.common_load {
+                bench::CommonLoad::OfSlowest(f) => format!("{:.0} % of the slowest DuT's NDR at each size", f * 100.0),
+                bench::CommonLoad::Pps(p) => format!("{p:.0} frames/s"),
+                bench::CommonLoad::Off => String::new(),
+            },
+            "DuT",
+            "bytes",
+            "Mpps",
+            "lat p50/p99 (-empty) us",
+            "max us"
+        )?;
+        for l in common {
+            writeln!(o, "{l}")?;
         }
     }
     let spreads: Vec<String> = results

@@ -361,6 +361,7 @@ impl BenchRunner {
                 cpu: s.dut_cpu,
                 ..self.env.clone()
             },
+            common_load: bench::CommonLoad::Off,
         };
         let r = bench::run_rfc2544(&cfg, duts, stop, &mut |_, _, _| {})
             .into_iter()

@@ -153,6 +153,68 @@ pub struct Rfc2544Bench {
     /// Bed name prefix (a counter is appended); None: "lr" + pid + counter.
     pub bed_name: Option<String>,
     pub env: DutEnv,
+    /// The load of the latency compared across DuTs ([`CommonLoad`]).
+    pub common_load: CommonLoad,
+}
+
+/// The rate at which every DuT's latency is measured once more after the
+/// throughput searches, the same for all of them.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CommonLoad {
+    /// None.
+    Off,
+    /// This fraction of the slowest DuT's NDR at each size.
+    OfSlowest(f64),
+    /// This rate (frames/s) at every size.
+    Pps(f64),
+}
+
+/// Default [`CommonLoad`]: half the slowest DuT's NDR.
+pub const COMMON_LOAD_FRACTION: f64 = 0.5;
+
+/// The common load at each size: (size, rate), from the DuTs that finished.
+pub fn common_rates(load: CommonLoad, results: &[Rfc2544Result]) -> Vec<(u32, f64)> {
+    let ok: Vec<&Rfc2544Result> = results.iter().filter(|r| r.status == "ok").collect();
+    let Some(first) = ok.first() else {
+        return Vec::new();
+    };
+    first
+        .sizes
+        .iter()
+        .filter_map(|s| {
+            let size = s.frame_size;
+            let rate = match load {
+                CommonLoad::Off => return None,
+                CommonLoad::Pps(p) => p,
+                CommonLoad::OfSlowest(f) => {
+                    let slowest = ok
+                        .iter()
+                        .map(|r| {
+                            r.sizes
+                                .iter()
+                                .find(|x| x.frame_size == size)
+                                .and_then(|x| x.throughput_pps)
+                                .unwrap_or(0.0)
+                        })
+                        .fold(f64::INFINITY, f64::min);
+                    f * slowest
+                }
+            };
+            (rate >= 1.0).then_some((size, rate))
+        })
+        .collect()
+}
+
+/// What one session of a DuT on a fresh bed does.
+#[derive(Clone, Copy)]
+enum Session<'a> {
+    /// Every procedure with the first throughput search.
+    First,
+    /// Throughput search number n (from 0) at every size.
+    Further(usize),
+    /// Latency at the common load at each (size, rate).
+    CommonLoad(&'a [(u32, f64)]),
 }
 
 /// The RFC 2544 result for one DuT.
@@ -386,7 +448,12 @@ pub fn run_rfc2544(
             }
             let r = &mut out[i];
             let bed_name = cfg.bed_name.as_ref().map(|p| format!("{p}{i}"));
-            if let Err(e) = rfc2544_dut(cfg, d.as_mut(), bed_name, stop, r, pass, progress) {
+            let session = if pass == 0 {
+                Session::First
+            } else {
+                Session::Further(pass)
+            };
+            if let Err(e) = rfc2544_dut(cfg, d.as_mut(), bed_name, stop, r, session, progress) {
                 // A trial cut short by the stop (the check trial included,
                 // which then "does not forward") is an interruption.
                 r.status = if stop.load(Ordering::SeqCst) {
@@ -405,6 +472,34 @@ pub fn run_rfc2544(
             progress(&name, 0, &r.status);
         }
     }
+    // The latency of every DuT at one load (under the slowest's NDR).
+    let rates = if cfg.procedures.latency && out.iter().filter(|r| r.status == "ok").count() > 1 {
+        common_rates(cfg.common_load, &out)
+    } else {
+        Vec::new()
+    };
+    if !rates.is_empty() {
+        for (i, d) in duts.iter_mut().enumerate() {
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+            let r = &mut out[i];
+            if r.status != "ok" {
+                continue;
+            }
+            let t0 = Instant::now();
+            let bed_name = cfg.bed_name.as_ref().map(|p| format!("{p}{i}"));
+            let session = Session::CommonLoad(&rates);
+            if let Err(e) = rfc2544_dut(cfg, d.as_mut(), bed_name, stop, r, session, progress) {
+                r.status = if stop.load(Ordering::SeqCst) {
+                    "interrupted".into()
+                } else {
+                    format!("latency at the common load: {e}")
+                };
+            }
+            r.seconds += t0.elapsed().as_secs_f64();
+        }
+    }
     let bed = rfc2544::bed_spread(out.iter().map(|r| r.sizes.as_slice())).unwrap_or(0.0);
     for r in &mut out {
         r.throughput_spread = r.throughput_spread_own.map(|own| own.max(bed));
@@ -421,9 +516,14 @@ fn rfc2544_dut(
     bed_name: Option<String>,
     stop: &Arc<AtomicBool>,
     r: &mut Rfc2544Result,
-    pass: usize,
+    session: Session,
     progress: Progress3,
 ) -> Result<(), DutError> {
+    let pass = match session {
+        Session::First => 0,
+        Session::Further(n) => n,
+        Session::CommonLoad(_) => usize::MAX,
+    };
     let name = d.name();
     progress(&name, 0, "building the test bed");
     let bed_cfg = TestbedConfig {
@@ -539,11 +639,26 @@ fn rfc2544_dut(
             )));
         }
         let mut p = |size: u32, what: &str| progress(&name, size, what);
-        if pass == 0 {
-            r.sizes = rfc2544::first_pass(&cfg.procedures, &mut trials, &mut p).map_err(failed)?;
-        } else {
-            rfc2544::further_pass(&cfg.procedures, &mut trials, &mut r.sizes, pass, &mut p)
-                .map_err(failed)?;
+        match session {
+            Session::First => {
+                r.sizes =
+                    rfc2544::first_pass(&cfg.procedures, &mut trials, &mut p).map_err(failed)?;
+            }
+            Session::Further(n) => {
+                rfc2544::further_pass(&cfg.procedures, &mut trials, &mut r.sizes, n, &mut p)
+                    .map_err(failed)?;
+            }
+            Session::CommonLoad(rates) => {
+                for &(size, rate) in rates {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    if let Some(s) = r.sizes.iter_mut().find(|s| s.frame_size == size) {
+                        rfc2544::common_latency(&cfg.procedures, &mut trials, s, rate, &mut p)
+                            .map_err(failed)?;
+                    }
+                }
+            }
         }
         Ok(())
     });
@@ -731,4 +846,49 @@ fn stopped(stop: &AtomicBool) -> Result<(), DutError> {
         return Err(failed("interrupted"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(name: &str, status: &str, tp: &[(u32, f64)]) -> Rfc2544Result {
+        let mut r = Rfc2544Result::new(name, String::new(), String::new());
+        r.status = status.into();
+        r.sizes = tp
+            .iter()
+            .map(|&(size, v)| rfc2544::SizeResult {
+                frame_size: size,
+                throughput_pps: Some(v),
+                ..Default::default()
+            })
+            .collect();
+        r
+    }
+
+    /// The common load: a fraction of the slowest finished DuT's NDR per
+    /// size (failed DuTs left out), or one rate for every size.
+    #[test]
+    fn common_rates_follow_the_slowest_finished_dut() {
+        let rs = vec![
+            result("a", "ok", &[(64, 1e6), (1518, 0.5e6)]),
+            result("b", "ok", &[(64, 0.4e6), (1518, 0.8e6)]),
+            result("c", "failed: x", &[(64, 1e3)]),
+        ];
+        assert_eq!(
+            common_rates(CommonLoad::OfSlowest(0.5), &rs),
+            vec![(64, 0.2e6), (1518, 0.25e6)]
+        );
+        assert_eq!(
+            common_rates(CommonLoad::Pps(1e5), &rs),
+            vec![(64, 1e5), (1518, 1e5)]
+        );
+        assert!(common_rates(CommonLoad::Off, &rs).is_empty());
+        // A DuT where nothing passed: no rate at that size.
+        let zero = vec![
+            result("a", "ok", &[(64, 0.0)]),
+            result("b", "ok", &[(64, 1e6)]),
+        ];
+        assert!(common_rates(CommonLoad::OfSlowest(0.5), &zero).is_empty());
+    }
 }

@@ -517,6 +517,11 @@ pub struct SizeResult {
     /// With more than one latency trial: all of them merged (histograms
     /// summed, min and max over all, mean over every sample).
     pub latency_merged: Option<Latency>,
+    /// Latency at the common load (a rate every DuT of the run sustains,
+    /// [`common_latency`]): the rate and the trials, merged when several.
+    pub common_latency_pps: Option<f64>,
+    pub common_latency_trials: Vec<usize>,
+    pub common_latency_merged: Option<Latency>,
     /// (offered load fraction of max_offered_pps, offered pps, loss ratio).
     pub frame_loss: Vec<(f64, f64, f64)>,
     pub back_to_back: Vec<Burst>,
@@ -580,6 +585,9 @@ impl SizeResult {
             latency_trial: None,
             latency_trials: Vec::new(),
             latency_merged: None,
+            common_latency_pps: None,
+            common_latency_trials: Vec::new(),
+            common_latency_merged: None,
             frame_loss: Vec::new(),
             back_to_back: Vec::new(),
             kernel_disagreements: 0,
@@ -1319,6 +1327,40 @@ fn frame_loss(
     Ok(())
 }
 
+/// Latency at `rate` (the same for every DuT of a run, under the slowest
+/// one's throughput), so that DuTs are compared at one load and not each
+/// at its own throughput: `latency_trials` trials, merged.
+pub fn common_latency(
+    cfg: &Rfc2544Config,
+    t: &mut dyn Trials,
+    r: &mut SizeResult,
+    rate: f64,
+    progress: Progress,
+) -> Result<(), String> {
+    let n = cfg.latency_trials.max(1);
+    r.common_latency_pps = Some(rate);
+    for k in 0..n {
+        if t.stopped() {
+            break;
+        }
+        progress(
+            r.frame_size,
+            &format!("latency at the common load {} ({}/{n})", mpps(rate), k + 1),
+        );
+        let mut s = spec(r.frame_size, Procedure::Latency, Some(rate), cfg);
+        s.latency = true;
+        let rec = valid_trial(t, r, &s, "latency at the common load", progress)?;
+        let i = r.push(rec);
+        r.common_latency_trials.push(i);
+    }
+    r.common_latency_merged = Latency::merge(
+        r.common_latency_trials
+            .iter()
+            .filter_map(|&i| r.trials[i].latency.as_ref()),
+    );
+    Ok(())
+}
+
 /// RFC 2544 26.4: the longest burst at the top speed forwarded without loss.
 fn back_to_back(
     cfg: &Rfc2544Config,
@@ -1945,6 +1987,28 @@ mod tests {
         let one = run(&cfg1, &mut Model::new(1e6, 0.0, 4e6), &mut |_, _| {}).unwrap();
         assert!(one[0].latency_merged.is_none());
         assert_eq!(one[0].latency().unwrap().samples, 10);
+    }
+
+    /// The common load's latency: its trials at the rate asked, merged.
+    #[test]
+    fn common_load_latency_runs_at_the_rate_given() {
+        let mut m = Model::new(1e6, 256.0, 4e6);
+        let cfg = Rfc2544Config {
+            latency_trials: 3,
+            ..search_only(vec![64], 1)
+        };
+        let mut r = run(&cfg, &mut m, &mut |_, _| {}).unwrap().remove(0);
+        common_latency(&cfg, &mut m, &mut r, 250e3, &mut |_, _| {}).unwrap();
+        assert_eq!(r.common_latency_pps, Some(250e3));
+        assert_eq!(r.common_latency_trials.len(), 3);
+        for &i in &r.common_latency_trials {
+            let t = &r.trials[i];
+            assert_eq!(t.procedure, Procedure::Latency);
+            assert_eq!(t.requested_pps, Some(250e3));
+            assert_eq!(t.lost, 0);
+        }
+        let merged = r.common_latency_merged.as_ref().unwrap();
+        assert_eq!(merged.samples, 30);
     }
 
     #[test]

@@ -285,6 +285,55 @@ pub fn report_data(
         }
     }
     d.tables.push(summary);
+    let common: Vec<Vec<String>> = results
+        .iter()
+        .flat_map(|r| {
+            r.sizes.iter().filter_map(move |s| {
+                let rate = s.common_latency_pps?;
+                let l = s.common_latency_merged.as_ref()?;
+                let lost: u64 = s
+                    .common_latency_trials
+                    .iter()
+                    .map(|&i| s.trials[i].lost)
+                    .sum();
+                Some(vec![
+                    r.name.clone(),
+                    crate::frame_size::label(s.frame_size),
+                    f3(rate / 1e6),
+                    l.samples.to_string(),
+                    us(l.p50_ns),
+                    us(l.p99_ns),
+                    us(l.max_ns),
+                    lost.to_string(),
+                ])
+            })
+        })
+        .collect();
+    if !common.is_empty() {
+        d.tables.push(Table {
+            title: match cfg.common_load {
+                super::CommonLoad::OfSlowest(f) => format!(
+                    "Latency at a common load: every DuT at {:.0} % of the slowest DuT's \
+                     throughput (NDR) at each size, the same rate for all",
+                    f * 100.0
+                ),
+                _ => "Latency at a common load: every DuT at the same rate".into(),
+            },
+            header: [
+                "DuT",
+                "frame (B)",
+                "rate (Mpps)",
+                "samples",
+                "p50 (us)",
+                "p99 (us)",
+                "max (us)",
+                "frames lost",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: common,
+        });
+    }
     if !empty.is_empty() {
         d.tables.push(Table {
             title: format!(
