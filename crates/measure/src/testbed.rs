@@ -154,7 +154,8 @@ pub struct TestbedConfig {
     pub threaded_dut_only: bool,
     /// Give the veths IPv6 addresses (else IPv6 is disabled on them).
     pub ipv6: bool,
-    /// Receive packet steering (RPS) of d0 to this CPU: the kernel's work
+    /// Receive packet steering (RPS) of d0 (and d1, which receives in
+    /// traffic both ways) to this CPU: the kernel's work
     /// on the frames d0 receives after its XDP hook (the bridge, routing,
     /// packet sockets: the kernel DuTs' forwarding) runs on this CPU, not
     /// on the CPU that runs d0's NAPI (the generator's, which sends to d0).
@@ -232,7 +233,7 @@ pub struct TestbedInfo {
     pub mtu: Option<u32>,
     pub threaded_napi: bool,
     pub napi_threads: Vec<NapiThread>,
-    /// RPS of d0 to this CPU ([`TestbedConfig::rps_cpu`]).
+    /// RPS of d0 and d1 to this CPU ([`TestbedConfig::rps_cpu`]).
     #[serde(default)]
     pub rps_cpu: Option<usize>,
     pub dut_mode: DutMode,
@@ -279,6 +280,26 @@ impl FrameAddrs {
             dst_ip: info.sink.ipv4,
             src_ip6: info.gen.ipv6,
             dst_ip6: info.sink.ipv6,
+        }
+    }
+}
+
+impl FrameAddrs {
+    /// The reverse direction: a generator in the sink's namespace sends
+    /// from s0 to the generator's address (dst MAC d1's, or g0's for the
+    /// bridge), for traffic both ways.
+    pub fn reverse(info: &TestbedInfo, mode: DutMode) -> FrameAddrs {
+        let dst_mac = match mode {
+            DutMode::Bridge => info.gen.mac,
+            DutMode::IpForward | DutMode::None => info.dut_out.mac,
+        };
+        FrameAddrs {
+            src_mac: info.sink.mac,
+            dst_mac,
+            src_ip: info.sink.ipv4,
+            dst_ip: info.gen.ipv4,
+            src_ip6: info.sink.ipv6,
+            dst_ip6: info.gen.ipv6,
         }
     }
 }
@@ -826,22 +847,24 @@ impl Testbed {
         Ok(())
     }
 
-    /// RPS: every RX queue of d0 steers to `cpu` (a hex CPU mask in
+    /// RPS: every RX queue of d0, and of d1 (which receives only in
+    /// traffic both ways), steers to `cpu` (a hex CPU mask in
     /// `queues/rx-N/rps_cpus`; the stack then queues each received skb to
     /// that CPU's backlog, `net.core.netdev_max_backlog` deep).
     fn steer_rx(&mut self, cpu: usize) -> Result<()> {
         if cpu >= 64 {
             return err(format!("RPS CPU {cpu}: at most 63"));
         }
-        let f = self.info.dut_in.clone();
         let mask = format!("{:x}", 1u64 << cpu);
-        let script = format!(
-            "for q in /sys/class/net/{}/queues/rx-*; do echo {mask} > $q/rps_cpus || exit 1; done",
-            f.name
-        );
-        sysfs_script(&f.ns, &script, || {
-            format!("RPS of {} in '{}' to CPU {cpu}", f.name, f.ns)
-        })?;
+        for f in [self.info.dut_in.clone(), self.info.dut_out.clone()] {
+            let script = format!(
+                "for q in /sys/class/net/{}/queues/rx-*; do echo {mask} > $q/rps_cpus || exit 1; done",
+                f.name
+            );
+            sysfs_script(&f.ns, &script, || {
+                format!("RPS of {} in '{}' to CPU {cpu}", f.name, f.ns)
+            })?;
+        }
         self.info.rps_cpu = Some(cpu);
         Ok(())
     }

@@ -66,6 +66,7 @@ Examples:
   linerate bench                                 # every available DuT, all sizes, report in linerate-report.html
   linerate bench --dut-file examples/dut-ipfwd-nft.toml --dut linux-ipfwd --sizes 64,1518
   linerate bench --dut linux-bridge --dut linerate-afxdp --sizes 64,imix --pdr-loss 0.5 --latency-rate 50%
+  linerate bench --dut linux-bridge --dut linerate-xdp --direction uni,bi --sizes 64   # one way and both ways
   linerate bench --quick                         # 64 and 1518 bytes, short trials: a first look in ~2 min
   linerate bench --dut linux-bridge --dut linerate-xdp --sizes 64,512,1518 --trial 5 --repetitions 3
   linerate bench --loss-tolerance 0.1 --resolution 0.5 --json bench.json --report bench.html
@@ -133,6 +134,11 @@ pub struct Args {
     /// 1; --strict: 20, RFC 2544 26.2's number]. A latency trial that loses frames is flagged.
     #[arg(long, value_name = "N")]
     pub latency_trials: Option<usize>,
+    /// Traffic one way (g0 -> s0), both ways at once (RFC 2544 section 14: half the rate each
+    /// way, each direction counted and verified on its own; the throughput is the aggregate at
+    /// which neither loses), or both measurements side by side ("uni,bi").
+    #[arg(long, value_delimiter = ',', default_value = "uni", value_parser = direction)]
+    pub direction: Vec<bench::Direction>,
     /// The load at which every DuT's latency is measured once more, the same for all, so that
     /// they are compared at one load (RFC 2544's latency is at each DuT's own throughput):
     /// "N%" of the slowest DuT's NDR at each size, a rate in frames/s, or "off". With two
@@ -342,6 +348,14 @@ fn pct_arg(name: &str, v: f64, max: f64) -> Result<f64> {
 }
 
 /// A frame size, or 0 for "none" / an empty list (dropped later).
+fn direction(s: &str) -> std::result::Result<bench::Direction, String> {
+    match s.trim() {
+        "uni" => Ok(bench::Direction::Uni),
+        "bi" => Ok(bench::Direction::Bi),
+        t => Err(format!("{t:?}: uni (one way) or bi (both ways at once)")),
+    }
+}
+
 fn common_load(s: &str) -> std::result::Result<bench::CommonLoad, String> {
     let t = s.trim();
     if t == "off" {
@@ -466,6 +480,7 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
         sink_cpu: a.sink_cpu,
         bed_name: a.name.clone(),
         env: dut_env(&exe, a.dut_cpu),
+        directions: a.direction.clone(),
         common_load: if a.no_latency {
             bench::CommonLoad::Off
         } else {
@@ -509,7 +524,16 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
         a.dut_cpu
     );
     // Further repetitions come in further passes over every DuT.
-    let names: Vec<String> = duts.iter().map(|d| d.name()).collect();
+    let names: Vec<String> = duts
+        .iter()
+        .flat_map(|d| {
+            cfg.directions.iter().map(move |dir| match dir {
+                bench::Direction::Uni => d.name(),
+                bench::Direction::Bi => format!("{} bi", d.name()),
+            })
+        })
+        .collect();
+    let n = names.len();
     let passes = cfg.procedures.repetitions;
     let (mut pass, mut last) = (1, 0);
     let mut progress = |name: &str, size: u32, what: &str| {
@@ -623,7 +647,7 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
             } else {
                 format!("{}: ", r.origin)
             };
-            format!("{at}DuT {}: {}", r.name, r.status)
+            format!("{at}DuT {}: {}", r.label(), r.status)
         })
         .collect::<Vec<_>>();
     if let Some(last) = failed.pop() {
@@ -710,16 +734,16 @@ fn print_rfc2544(
         "lat p50/p99 (-empty) us",
         "vs bridge"
     )?;
-    let bridge = |size: u32| {
+    let bridge = |size: u32, dir: bench::Direction| {
         results
             .iter()
-            .find(|r| r.name == "linux-bridge")
+            .find(|r| r.name == "linux-bridge" && r.direction == dir)
             .and_then(|r| r.sizes.iter().find(|s| s.frame_size == size))
             .and_then(|s| s.throughput_pps)
     };
     for r in results {
         if r.sizes.is_empty() {
-            writeln!(o, "{:<20} {:>5} {:>10}  {}", r.name, "-", "-", r.status)?;
+            writeln!(o, "{:<20} {:>5} {:>10}  {}", r.label(), "-", "-", r.status)?;
             continue;
         }
         for s in &r.sizes {
@@ -742,7 +766,7 @@ fn print_rfc2544(
                         s.throughput_min_pps.unwrap_or(v) / 1e6,
                         s.throughput_max_pps.unwrap_or(v) / 1e6
                     ),
-                    bridge(s.frame_size)
+                    bridge(s.frame_size, r.direction)
                         .filter(|b| *b > 0.0)
                         .map(|b| format!("{:.2}x", v / b))
                         .unwrap_or_else(|| "-".into()),
@@ -794,7 +818,7 @@ fn print_rfc2544(
             writeln!(
                 o,
                 "{:<20} {:>5} {:>10} {:>8} {:>15} {:>10} {:>26} {:>9}  {}",
-                r.name,
+                r.label(),
                 frame_size::label(s.frame_size),
                 tp,
                 g,
@@ -828,7 +852,7 @@ fn print_rfc2544(
                 .count();
             common.push(format!(
                 "{:<20} {:>5} {:>10.3} {:>26} {:>10.1}  {}",
-                r.name,
+                r.label(),
                 frame_size::label(s.frame_size),
                 rate / 1e6,
                 format!("{:.1}/{:.1}{own}", l.p50_ns / 1e3, l.p99_ns / 1e3),
@@ -864,7 +888,7 @@ fn print_rfc2544(
         .iter()
         .filter_map(|r| {
             r.throughput_spread
-                .map(|x| format!("{} ±{:.1} %", r.name, x * 100.0))
+                .map(|x| format!("{} ±{:.1} %", r.label(), x * 100.0))
         })
         .collect();
     if !spreads.is_empty() {
@@ -932,7 +956,7 @@ fn print_rfc2544(
                 writeln!(
                     o,
                     "{:<20} {:>5}  loss {}  b2b {}",
-                    r.name,
+                    r.label(),
                     frame_size::label(s.frame_size),
                     if fl.is_empty() {
                         "-".into()

@@ -362,6 +362,7 @@ impl BenchRunner {
                 ..self.env.clone()
             },
             common_load: bench::CommonLoad::Off,
+            directions: vec![bench::Direction::Uni],
         };
         let r = bench::run_rfc2544(&cfg, duts, stop, &mut |_, _, _| {})
             .into_iter()

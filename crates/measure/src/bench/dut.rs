@@ -58,6 +58,10 @@ pub trait Dut {
     fn version(&self) -> String {
         format!("Linux {}", kernel_release())
     }
+    /// Forwards d1 -> d0 as well as d0 -> d1 (for traffic both ways).
+    fn both_ways(&self) -> bool {
+        true
+    }
     /// Where it is described: "built-in", or its spec file.
     fn origin(&self) -> String {
         "built-in".into()

@@ -14,6 +14,7 @@
 //! version = "nft --version"                # optional; shown in the report
 //! ready_timeout = 10                       # seconds until the first probe frames must come out
 //! in_netns = true                          # commands run in the DuT's namespace (default)
+//! both_ways = true                         # forwards d1 -> d0 too (default; --direction bi)
 //! ```
 //!
 //! `start` runs to completion (exit 0: started; exit 3: unavailable, the
@@ -86,6 +87,7 @@ struct SpecFile {
     version: Option<String>,
     ready_timeout: Option<f64>,
     in_netns: Option<bool>,
+    both_ways: Option<bool>,
 }
 
 /// A checked DuT spec.
@@ -100,6 +102,8 @@ pub struct DutSpec {
     pub version: Option<String>,
     pub ready_timeout: Duration,
     pub in_netns: bool,
+    /// Forwards d1 -> d0 too (default): measured both ways with `--direction bi`.
+    pub both_ways: bool,
     /// Where it came from ("FILE" or "built-in NAME"), for errors.
     pub origin: String,
     /// `{spec_dir}`.
@@ -200,6 +204,7 @@ impl DutSpec {
             version: f.version,
             ready_timeout,
             in_netns: f.in_netns.unwrap_or(true),
+            both_ways: f.both_ways.unwrap_or(true),
             origin: origin.to_string(),
             dir: dir.to_path_buf(),
         })
@@ -536,6 +541,9 @@ impl Dut for SpecDut {
     }
     fn ready_timeout(&self) -> Duration {
         self.spec.ready_timeout
+    }
+    fn both_ways(&self) -> bool {
+        self.spec.both_ways
     }
     fn origin(&self) -> String {
         if self.spec.origin.starts_with("built-in") {

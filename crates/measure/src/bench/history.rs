@@ -133,7 +133,7 @@ pub fn run_of(date: &str, machine: &str, settings: &str, results: &[Rfc2544Resul
         .flat_map(|r| {
             r.sizes.iter().filter_map(|s: &SizeResult| {
                 s.throughput_pps.map(|tp| Point {
-                    dut: r.name.clone(),
+                    dut: r.label(),
                     frame_size: s.frame_size,
                     throughput_pps: tp,
                     pdr_pps: s.pdr_pps,

@@ -155,6 +155,9 @@ pub struct Rfc2544Bench {
     pub env: DutEnv,
     /// The load of the latency compared across DuTs ([`CommonLoad`]).
     pub common_load: CommonLoad,
+    /// Every DuT is measured in each of these (a DuT that forwards one
+    /// way only is skipped for [`Direction::Bi`]).
+    pub directions: Vec<Direction>,
 }
 
 /// The rate at which every DuT's latency is measured once more after the
@@ -227,6 +230,8 @@ pub struct Rfc2544Result {
     pub status: String,
     /// Where the DuT is described ("built-in" or its spec file).
     pub origin: String,
+    /// One way (g0 -> s0) or both at once.
+    pub direction: Direction,
     /// Seconds from the DuT's start until probe frames came through.
     pub ready_s: Option<f64>,
     /// The forwarding check made before the procedures.
@@ -256,6 +261,7 @@ impl Rfc2544Result {
             description,
             version,
             origin: "built-in".into(),
+            direction: Direction::Uni,
             ready_s: None,
             status: "ok".into(),
             check: None,
@@ -271,6 +277,27 @@ impl Rfc2544Result {
 
 /// Frames per readiness probe (at 20 kpps; 95 % must come through).
 const READY_PROBE_FRAMES: u64 = 200;
+
+impl Rfc2544Result {
+    /// The DuT's name, with " bi" for both directions.
+    pub fn label(&self) -> String {
+        match self.direction {
+            Direction::Uni => self.name.clone(),
+            Direction::Bi => format!("{} bi", self.name),
+        }
+    }
+}
+
+/// The directions of traffic through a DuT (RFC 2544 section 14).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Direction {
+    /// g0 -> d0 -> d1 -> s0.
+    Uni,
+    /// Both at once, half the rate each way; the throughput is the
+    /// aggregate at which neither direction loses.
+    Bi,
+}
 
 /// Progress: (DuT, frame size or 0, what is happening).
 pub type Progress3<'a> = &'a mut dyn FnMut(&str, u32, &str);
@@ -430,24 +457,37 @@ pub fn run_rfc2544(
     stop: &Arc<AtomicBool>,
     progress: Progress3,
 ) -> Vec<Rfc2544Result> {
+    // Every DuT in every direction asked: one result each.
+    let jobs: Vec<(usize, Direction)> = (0..duts.len())
+        .flat_map(|i| cfg.directions.iter().map(move |&dir| (i, dir)))
+        .collect();
     let mut out: Vec<Rfc2544Result> = Vec::new();
     for pass in 0..cfg.procedures.repetitions.max(1) {
-        for (i, d) in duts.iter_mut().enumerate() {
+        for (j, &(i, dir)) in jobs.iter().enumerate() {
+            let d = &mut duts[i];
             if stop.load(Ordering::SeqCst) {
                 break;
             }
-            if pass > 0 && out.get(i).is_none_or(|r| r.status != "ok") {
+            if pass > 0 && out.get(j).is_none_or(|r| r.status != "ok") {
                 continue;
             }
             let t0 = Instant::now();
-            let name = d.name();
             if pass == 0 {
-                let mut r = Rfc2544Result::new(&name, d.describe(), d.version());
+                let mut r = Rfc2544Result::new(&d.name(), d.describe(), d.version());
                 r.origin = d.origin();
+                r.direction = dir;
+                if dir == Direction::Bi && !d.both_ways() {
+                    r.status = "skipped: forwards one way only".into();
+                }
                 out.push(r);
             }
-            let r = &mut out[i];
-            let bed_name = cfg.bed_name.as_ref().map(|p| format!("{p}{i}"));
+            let r = &mut out[j];
+            if r.status != "ok" {
+                progress(&r.label(), 0, &r.status);
+                continue;
+            }
+            let label = r.label();
+            let bed_name = cfg.bed_name.as_ref().map(|p| format!("{p}{j}"));
             let session = if pass == 0 {
                 Session::First
             } else {
@@ -469,27 +509,35 @@ pub fn run_rfc2544(
             }
             r.throughput_spread_own = rfc2544::repeat_spread(&r.sizes);
             r.seconds += t0.elapsed().as_secs_f64();
-            progress(&name, 0, &r.status);
+            progress(&label, 0, &r.status);
         }
     }
-    // The latency of every DuT at one load (under the slowest's NDR).
-    let rates = if cfg.procedures.latency && out.iter().filter(|r| r.status == "ok").count() > 1 {
-        common_rates(cfg.common_load, &out)
-    } else {
-        Vec::new()
-    };
-    if !rates.is_empty() {
-        for (i, d) in duts.iter_mut().enumerate() {
+    // The latency of every DuT at one load (under the slowest's NDR), per
+    // direction.
+    for &dir in &cfg.directions {
+        let group: Vec<Rfc2544Result> =
+            out.iter().filter(|r| r.direction == dir).cloned().collect();
+        let rates =
+            if cfg.procedures.latency && group.iter().filter(|r| r.status == "ok").count() > 1 {
+                common_rates(cfg.common_load, &group)
+            } else {
+                Vec::new()
+            };
+        if rates.is_empty() {
+            continue;
+        }
+        for (j, &(i, jdir)) in jobs.iter().enumerate() {
             if stop.load(Ordering::SeqCst) {
                 break;
             }
-            let r = &mut out[i];
-            if r.status != "ok" {
+            let r = &mut out[j];
+            if jdir != dir || r.status != "ok" {
                 continue;
             }
             let t0 = Instant::now();
-            let bed_name = cfg.bed_name.as_ref().map(|p| format!("{p}{i}"));
+            let bed_name = cfg.bed_name.as_ref().map(|p| format!("{p}{j}"));
             let session = Session::CommonLoad(&rates);
+            let d = &mut duts[i];
             if let Err(e) = rfc2544_dut(cfg, d.as_mut(), bed_name, stop, r, session, progress) {
                 r.status = if stop.load(Ordering::SeqCst) {
                     "interrupted".into()
@@ -524,7 +572,7 @@ fn rfc2544_dut(
         Session::Further(n) => n,
         Session::CommonLoad(_) => usize::MAX,
     };
-    let name = d.name();
+    let name = r.label();
     progress(&name, 0, "building the test bed");
     let bed_cfg = TestbedConfig {
         name: bed_name,
@@ -559,6 +607,27 @@ fn rfc2544_dut(
             return Err(failed(e));
         }
     };
+    // Both ways: a second verified counter on g0 for the reverse frames.
+    let mut rev_sink = if r.direction == Direction::Bi {
+        let ns_gen = bed.ns_gen().to_string();
+        match bed.in_netns(&ns_gen, || {
+            XdpCount::attach_verified("g0", AttachMode::Native, false, trial::TAG_OFFSET)
+        }) {
+            Ok(Ok(s)) => Some(s),
+            Ok(Err(e)) => {
+                drop(sink);
+                let _ = bed.down();
+                return Err(failed(format!("reverse sink counter on g0: {e}")));
+            }
+            Err(e) => {
+                drop(sink);
+                let _ = bed.down();
+                return Err(failed(e));
+            }
+        }
+    } else {
+        None
+    };
     progress(&name, 0, "starting");
     let started = d.start(&mut bed, &cfg.env);
     let result = started.and_then(|()| {
@@ -580,6 +649,9 @@ fn rfc2544_dut(
         }
         let addrs = FrameAddrs::for_mode(bed.info(), d.mode());
         let mut trials = bed_trials(&bed, &mut sink, addrs, cfg, stop);
+        if let Some(rs) = rev_sink.as_mut() {
+            trials = trials.both_ways(rs, FrameAddrs::reverse(bed.info(), d.mode()));
+        }
         use rfc2544::Trials;
         let size0 = cfg.procedures.sizes.first().copied().unwrap_or(64);
         // Ready? Probe frames until they come out of d1: readiness is
@@ -664,6 +736,7 @@ fn rfc2544_dut(
     });
     let acct = d.stop(&bed);
     drop(sink);
+    drop(rev_sink);
     let _ = bed.down();
     result?;
     let acct = acct?;

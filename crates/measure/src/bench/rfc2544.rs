@@ -261,9 +261,75 @@ pub struct TrialRecord {
     pub verify: Verification,
     pub kernel: KernelCheck,
     pub latency: Option<Latency>,
+    /// Both directions at once: each direction's own record (forward g0
+    /// -> s0, then reverse s0 -> g0; the reverse's kernel counters are of
+    /// s0 sending, d1 receiving, d0 sending, g0 receiving). The counts
+    /// above are their sums, the loss ratio the larger of the two (the
+    /// trial passes only when neither direction loses), the latency both
+    /// merged.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub directions: Vec<TrialRecord>,
 }
 
 impl TrialRecord {
+    /// The record of a trial in both directions from each direction's
+    /// (see [`TrialRecord::directions`]).
+    pub fn both_ways(spec: &TrialSpec, dirs: Vec<TrialRecord>) -> TrialRecord {
+        let sum = |f: fn(&TrialRecord) -> u64| dirs.iter().map(f).sum::<u64>();
+        let max = |f: fn(&TrialRecord) -> f64| dirs.iter().map(f).fold(0.0, f64::max);
+        let (sent, received) = (sum(|d| d.sent), sum(|d| d.received));
+        let mut r = TrialRecord::new(spec, sent, received, max(|d| d.tx_seconds));
+        r.lost = sum(|d| d.lost);
+        r.loss_ratio = max(|d| d.loss_ratio);
+        r.offered_pps = dirs.iter().map(|d| d.offered_pps).sum();
+        r.forwarded_pps = dirs.iter().map(|d| d.forwarded_pps).sum();
+        r.drain_ms = max(|d| d.drain_ms);
+        r.gen_late_max_us = max(|d| d.gen_late_max_us);
+        r.gen_batch = dirs.first().map_or(0, |d| d.gen_batch);
+        r.verify = Verification {
+            foreign: sum(|d| d.verify.foreign),
+            stale: sum(|d| d.verify.stale),
+            duplicates: sum(|d| d.verify.duplicates),
+            reordered: sum(|d| d.verify.reordered),
+            unchecked: sum(|d| d.verify.unchecked),
+        };
+        r.kernel = KernelCheck {
+            gen_iface_tx: sum(|d| d.kernel.gen_iface_tx),
+            gen_iface_xmit_errors: sum(|d| d.kernel.gen_iface_xmit_errors),
+            dut_in_rx: sum(|d| d.kernel.dut_in_rx),
+            dut_out_tx: sum(|d| d.kernel.dut_out_tx),
+            sink_iface_rx: sum(|d| d.kernel.sink_iface_rx),
+            ..Default::default()
+        };
+        let worst = |f: fn(&KernelCheck) -> f64| {
+            dirs.iter()
+                .map(|d| f(&d.kernel))
+                .max_by(|a, b| a.abs().total_cmp(&b.abs()))
+                .unwrap_or(0.0)
+        };
+        r.kernel.offered_diff_pct = worst(|k| k.offered_diff_pct);
+        r.kernel.dut_in_diff_pct = worst(|k| k.dut_in_diff_pct);
+        r.kernel.dut_out_diff_pct = worst(|k| k.dut_out_diff_pct);
+        r.kernel.forwarded_diff_pct = worst(|k| k.forwarded_diff_pct);
+        r.kernel.agrees = dirs.iter().all(|d| d.kernel.agrees);
+        r.latency = if dirs.iter().any(|d| d.latency.is_some()) {
+            Latency::merge(dirs.iter().filter_map(|d| d.latency.as_ref()))
+        } else {
+            None
+        };
+        let names = ["forward", "reverse"];
+        r.invalid = dirs
+            .iter()
+            .enumerate()
+            .flat_map(|(i, d)| {
+                let name = names.get(i).copied().unwrap_or("path");
+                d.invalid.iter().map(move |w| format!("{name}: {w}"))
+            })
+            .collect();
+        r.directions = dirs;
+        r
+    }
+
     /// A record from the counts (kernel check judged here).
     pub fn new(spec: &TrialSpec, sent: u64, received: u64, tx_seconds: f64) -> TrialRecord {
         let lost = sent.saturating_sub(received);
@@ -298,6 +364,7 @@ impl TrialRecord {
             verify: Verification::default(),
             kernel: KernelCheck::default(),
             latency: None,
+            directions: Vec::new(),
         }
     }
 

@@ -98,7 +98,7 @@ pub fn environment(cfg: &Rfc2544Bench, results: &[Rfc2544Result]) -> Vec<(String
     ];
     for r in results {
         env.push((
-            format!("DuT {}", r.name),
+            format!("DuT {}", r.label()),
             format!("{} ({})", r.description, r.version),
         ));
     }
@@ -184,7 +184,7 @@ pub fn report_data(
     for r in results {
         if r.status != "ok" && r.sizes.is_empty() {
             summary.rows.push(vec![
-                r.name.clone(),
+                r.label(),
                 "-".into(),
                 r.status.clone(),
                 String::new(),
@@ -201,7 +201,7 @@ pub fn report_data(
             continue;
         }
         let mut tp = Series {
-            dut: r.name.clone(),
+            dut: r.label(),
             points: Vec::new(),
         };
         for s in &r.sizes {
@@ -213,12 +213,12 @@ pub fn report_data(
             summary.rows.push(summary_row(r, s, empty));
             if let Some(l) = s.latency() {
                 if l.samples > 0 {
-                    d.latency.push(latency_series(&r.name, s.frame_size, l));
+                    d.latency.push(latency_series(&r.label(), s.frame_size, l));
                 }
             }
             if !s.frame_loss.is_empty() && s.frame_size == first_loss_size(results) {
                 d.frame_loss.push(Series {
-                    dut: r.name.clone(),
+                    dut: r.label(),
                     points: s
                         .frame_loss
                         .iter()
@@ -235,7 +235,7 @@ pub fn report_data(
                 let mean = s.back_to_back.iter().map(|b| b.frames as f64).sum::<f64>()
                     / s.back_to_back.len() as f64;
                 b2b.rows.push(vec![
-                    r.name.clone(),
+                    r.label(),
                     crate::frame_size::label(s.frame_size),
                     n.join(", "),
                     format!("{mean:.0}"),
@@ -243,7 +243,7 @@ pub fn report_data(
             }
             for t in &s.trials {
                 trials.rows.push(vec![
-                    r.name.clone(),
+                    r.label(),
                     crate::frame_size::label(t.frame_size),
                     procedure_name(t.procedure).into(),
                     t.requested_pps
@@ -297,7 +297,7 @@ pub fn report_data(
                     .map(|&i| s.trials[i].lost)
                     .sum();
                 Some(vec![
-                    r.name.clone(),
+                    r.label(),
                     crate::frame_size::label(s.frame_size),
                     f3(rate / 1e6),
                     l.samples.to_string(),
@@ -382,7 +382,7 @@ pub fn report_data(
             r.throughput_spread.map(|x| {
                 let n = r.sizes.iter().map(|s| s.searches.len()).max().unwrap_or(0);
                 vec![
-                    r.name.clone(),
+                    r.label(),
                     pct(Some(x)),
                     pct(r.throughput_spread_own),
                     pct(r.throughput_spread_history),
@@ -506,7 +506,7 @@ fn summary_row(r: &Rfc2544Result, s: &SizeResult, empty: &[super::EmptyBed]) -> 
         .unwrap_or_else(|| "-".into());
     let disagree = s.kernel_disagreements;
     vec![
-        r.name.clone(),
+        r.label(),
         crate::frame_size::label(s.frame_size),
         tp,
         gbps,

@@ -76,6 +76,7 @@ impl GenServer {
     #[allow(clippy::too_many_arguments)]
     fn start(
         ns: String,
+        ifname: &'static str,
         cpu: usize,
         addrs: FrameAddrs,
         flows: u32,
@@ -113,7 +114,9 @@ impl GenServer {
                                     mix: imix.then_some(&xdpgen::IMIX_CSIT[..]),
                                     ..GenConfig::default()
                                 };
-                                v.insert(XdpGen::new("g0", &frame, cfg).map_err(|e| e.to_string())?)
+                                v.insert(
+                                    XdpGen::new(ifname, &frame, cfg).map_err(|e| e.to_string())?,
+                                )
                             }
                         };
 
@@ -139,12 +142,18 @@ impl GenServer {
         }
     }
 
-    fn run(&self, c: GenCmd) -> Result<GenStats, String> {
+    /// Hand the generator a run; [`GenServer::wait`] gives its account.
+    fn submit(&self, c: GenCmd) -> Result<(), String> {
         self.tx
             .as_ref()
             .ok_or("generator stopped")?
             .send(c)
-            .map_err(|_| "generator thread is gone (could not enter the generator's namespace?)")?;
+            .map_err(|_| {
+                "generator thread is gone (could not enter the generator's namespace?)".to_string()
+            })
+    }
+
+    fn wait(&self) -> Result<GenStats, String> {
         self.rx
             .recv()
             .map_err(|_| "generator thread ended".to_string())?
@@ -160,7 +169,8 @@ impl Drop for GenServer {
     }
 }
 
-/// Interface counters of the four bed interfaces plus g0's XDP xmit errors.
+/// Interface counters of the four bed interfaces plus the XDP xmit errors
+/// of the two generators' interfaces (g0, and s0 for the reverse path).
 #[derive(Clone, Copy, Default)]
 struct BedCounters {
     g0: IfaceStats,
@@ -168,20 +178,40 @@ struct BedCounters {
     d0: IfaceStats,
     d1: IfaceStats,
     s0: IfaceStats,
+    s0_xmit_err: u64,
 }
 
-/// Trials on a running test bed with a started DuT.
-pub struct BedTrials<'a> {
-    bed: &'a Testbed,
+/// One direction through the DuT: a generator and the sink that verifies
+/// its frames.
+struct Path<'a> {
+    gen: GenServer,
     sink: &'a mut XdpCount,
     /// The stream of the last trial (each trial is a new one).
     stream: u16,
     /// The sink's counts when the last trial was read: frames of that
     /// trial verified after it (before the stream moved on) are late too.
     last: Option<CountStats>,
+    /// Forward (g0 -> d0 -> d1 -> s0) or reverse (s0 -> d1 -> d0 -> g0).
+    reverse: bool,
+}
+
+/// What a path had before a trial.
+struct Before {
+    h0: Option<LatencyHistogram>,
+    c0: CountStats,
+    base: CountStats,
+    late_before: u64,
+}
+
+/// Trials on a running test bed with a started DuT: one direction
+/// (generator on g0, sink on s0), or both at once ([`BedTrials::both_ways`]).
+pub struct BedTrials<'a> {
+    bed: &'a Testbed,
+    paths: Vec<Path<'a>>,
     /// Every n-th frame carries a TX time (n shares no factor with the flows).
     pub ts_every: u32,
-    gen: GenServer,
+    gen_cpu: usize,
+    flows: u32,
     stop: Arc<AtomicBool>,
     /// Longest wait for the sink count to settle after a trial.
     pub max_drain: Duration,
@@ -213,6 +243,7 @@ impl<'a> BedTrials<'a> {
         let ts_every = stamp_every(ts_every, flows);
         let gen = GenServer::start(
             bed.ns_gen().to_string(),
+            "g0",
             gen_cpu,
             addrs,
             flows,
@@ -221,11 +252,16 @@ impl<'a> BedTrials<'a> {
         );
         BedTrials {
             bed,
-            stream: sink.stream(),
-            last: None,
-            sink,
+            paths: vec![Path {
+                gen,
+                stream: sink.stream(),
+                last: None,
+                sink,
+                reverse: false,
+            }],
             ts_every,
-            gen,
+            gen_cpu,
+            flows,
             stop,
             max_drain: Duration::from_secs(2),
             direct: false,
@@ -233,6 +269,31 @@ impl<'a> BedTrials<'a> {
             runs: 0,
             lat_batch: HashMap::new(),
         }
+    }
+
+    /// Both directions at once (RFC 2544 section 14): a second generator
+    /// in the sink's namespace sends `addrs` (the reverse frames) out of
+    /// s0 and `sink`, attached verified on g0, counts them. A trial's rate
+    /// is the aggregate, half each way; its record holds both directions
+    /// (`directions`), and it passes only when neither loses.
+    pub fn both_ways(mut self, sink: &'a mut XdpCount, addrs: FrameAddrs) -> Self {
+        let gen = GenServer::start(
+            self.bed.ns_sink().to_string(),
+            "s0",
+            self.gen_cpu,
+            addrs,
+            self.flows,
+            self.ts_every,
+            self.stop.clone(),
+        );
+        self.paths.push(Path {
+            gen,
+            stream: sink.stream(),
+            last: None,
+            sink,
+            reverse: true,
+        });
+        self
     }
 
     /// For the empty bed: `sink` is attached to d0 (in the DuT's
@@ -245,25 +306,37 @@ impl<'a> BedTrials<'a> {
     fn counters(&self) -> Result<BedCounters, String> {
         let b = self.bed;
         let e = |x: crate::testbed::TestbedError| x.to_string();
-        let g0_xmit_err = in_netns(b.ns_gen(), || {
-            linerate_io::xdpfwd::veth_xdp_xmit_errors("g0").unwrap_or(0)
-        })
-        .map_err(e)?;
+        let xmit_err = |ns: &str, ifname: &'static str| {
+            in_netns(ns, move || {
+                linerate_io::xdpfwd::veth_xdp_xmit_errors(ifname).unwrap_or(0)
+            })
+            .map_err(e)
+        };
         Ok(BedCounters {
             g0: iface_stats(b.ns_gen(), "g0").map_err(e)?,
-            g0_xmit_err,
+            g0_xmit_err: xmit_err(b.ns_gen(), "g0")?,
             d0: iface_stats(b.ns_dut(), "d0").map_err(e)?,
             d1: iface_stats(b.ns_dut(), "d1").map_err(e)?,
             s0: iface_stats(b.ns_sink(), "s0").map_err(e)?,
+            s0_xmit_err: if self.paths.len() > 1 {
+                xmit_err(b.ns_sink(), "s0")?
+            } else {
+                0
+            },
         })
     }
 
     /// Wait until the sink's count stops moving (the DuT's queues drained):
     /// it must not change over 3 polls 20 ms apart, or reach `expect`
     /// frames of this trial.
-    fn drain(&self, expect: u64, base: &CountStats) -> Result<(CountStats, Duration), String> {
+    fn drain(
+        &self,
+        sink: &XdpCount,
+        expect: u64,
+        base: &CountStats,
+    ) -> Result<(CountStats, Duration), String> {
         let t = Instant::now();
-        let read = || self.sink.read().map_err(|e| e.to_string());
+        let read = || sink.read().map_err(|e| e.to_string());
         let mine = |c: &CountStats| c.since(base).verified + c.since(base).beyond;
         let mut last = read()?;
         let mut still = 0;
@@ -290,6 +363,19 @@ impl<'a> BedTrials<'a> {
     }
 }
 
+/// A trial's share for one of `n` paths (`i` from 0): the rate split
+/// evenly, the frames too (the first paths take the odd ones).
+fn share(spec: &TrialSpec, i: usize, n: usize) -> TrialSpec {
+    let mut s = spec.clone();
+    if n > 1 {
+        s.rate_pps = spec.rate_pps.map(|r| r / n as f64);
+        s.frames = spec
+            .frames
+            .map(|f| f / n as u64 + u64::from((i as u64) < f % n as u64));
+    }
+    s
+}
+
 impl Trials for BedTrials<'_> {
     fn trial(&mut self, spec: &TrialSpec) -> Result<TrialRecord, String> {
         if self.runs > 0 && !self.settle.is_zero() {
@@ -301,85 +387,137 @@ impl Trials for BedTrials<'_> {
             }
         }
         self.runs += 1;
-        // A new stream: frames of earlier trials are stale from here on.
-        self.stream = self.stream.wrapping_add(1);
-        self.sink
-            .set_stream(self.stream)
-            .map_err(|e| e.to_string())?;
-        let h0 = if spec.latency {
-            Some(self.sink.latency().map_err(|e| e.to_string())?)
-        } else {
-            None
-        };
+        let n = self.paths.len();
         // Latency trials: small batches (a stamped frame leaves only when
-        // its batch is flushed, after the batch's later runs).
+        // its batch is flushed, after the batch's later runs), by each
+        // generator's own rate.
         let batch = match (spec.latency, spec.rate_pps) {
-            (true, Some(r)) => {
-                latency_batch(r).max(self.lat_batch.get(&spec.frame_size).copied().unwrap_or(1))
-            }
+            (true, Some(r)) => latency_batch(r / n as f64)
+                .max(self.lat_batch.get(&spec.frame_size).copied().unwrap_or(1)),
             _ => 0,
         };
-        let c0 = self.sink.read().map_err(|e| e.to_string())?;
-        // Since the last trial was counted: its own frames that arrived
-        // before the stream moved on (verified then), and stale and foreign
-        // frames at any time up to the end of this trial.
-        let base = self.last.unwrap_or(c0);
-        let late_before = c0.since(&base).verified + c0.since(&base).beyond;
+        let mut before = Vec::with_capacity(n);
+        for p in &mut self.paths {
+            // A new stream: frames of earlier trials are stale from here on.
+            p.stream = p.stream.wrapping_add(1);
+            p.sink.set_stream(p.stream).map_err(|e| e.to_string())?;
+            let h0 = if spec.latency {
+                Some(p.sink.latency().map_err(|e| e.to_string())?)
+            } else {
+                None
+            };
+            let c0 = p.sink.read().map_err(|e| e.to_string())?;
+            // Since the last trial was counted: its own frames that arrived
+            // before the stream moved on (verified then), and stale and
+            // foreign frames at any time up to the end of this trial.
+            let base = p.last.unwrap_or(c0);
+            let late_before = c0.since(&base).verified + c0.since(&base).beyond;
+            before.push(Before {
+                h0,
+                c0,
+                base,
+                late_before,
+            });
+        }
         let k0 = self.counters()?;
-        let g = self.gen.run(GenCmd {
-            frame_size: spec.frame_size,
-            stream: self.stream,
-            batch,
-            pps: spec.rate_pps,
-            frames: spec.frames,
-            duration: spec.duration,
-        })?;
-        let (c1, drained) = self.drain(g.sent, &c0)?;
+        // Both generators at once; then each one's account.
+        for (i, p) in self.paths.iter().enumerate() {
+            let s = share(spec, i, n);
+            p.gen.submit(GenCmd {
+                frame_size: spec.frame_size,
+                stream: p.stream,
+                batch,
+                pps: s.rate_pps,
+                frames: s.frames,
+                duration: spec.duration,
+            })?;
+        }
+        let mut gens = Vec::with_capacity(n);
+        for p in &self.paths {
+            gens.push(p.gen.wait());
+        }
+        let gens = gens
+            .into_iter()
+            .collect::<Result<Vec<GenStats>, String>>()?;
+        let mut after = Vec::with_capacity(n);
+        for (p, (b, g)) in self.paths.iter().zip(before.iter().zip(&gens)) {
+            after.push(self.drain(p.sink, g.sent, &b.c0)?);
+        }
         let k1 = self.counters()?;
-        self.last = Some(c1);
-        let d = c1.since(&c0);
-        // Received: this trial's frames, each once (unchecked ones past the
-        // duplicate bitmap count too).
-        let received = d.verified + d.beyond;
-        // The time the frames took to leave, from the generator program's
-        // stamps: the wall time of the run adds the calls' set-up and
-        // teardown (~35 ms each), in which nothing is sent.
-        let tx_ns = if g.send_ns > 0 {
-            g.send_ns
+        let mut recs = Vec::with_capacity(n);
+        for (i, ((p, b), (g, (c1, drained)))) in self
+            .paths
+            .iter_mut()
+            .zip(&before)
+            .zip(gens.iter().zip(&after))
+            .enumerate()
+        {
+            let s = share(spec, i, n);
+            p.last = Some(*c1);
+            let d = c1.since(&b.c0);
+            // Received: this trial's frames, each once (unchecked ones past
+            // the duplicate bitmap count too).
+            let received = d.verified + d.beyond;
+            // The time the frames took to leave, from the generator
+            // program's stamps: the wall time of the run adds the calls'
+            // set-up and teardown (~35 ms each), in which nothing is sent.
+            let tx_ns = if g.send_ns > 0 {
+                g.send_ns
+            } else {
+                g.duration_ns
+            };
+            let mut rec = TrialRecord::new(&s, g.sent, received, tx_ns as f64 / 1e9);
+            rec.drain_ms = drained.as_secs_f64() * 1e3;
+            rec.gen_late_max_us = g.late_max_ns as f64 / 1e3;
+            let between = c1.since(&b.base);
+            rec.verify = Verification {
+                foreign: between.foreign,
+                stale: between.stale + b.late_before,
+                duplicates: d.dup,
+                reordered: d.reordered,
+                unchecked: d.beyond,
+            };
+            let diff = |a: u64, b: u64| a.saturating_sub(b);
+            rec.kernel = if p.reverse {
+                // The reverse path's ends: s0 sends, d1 takes in, d0
+                // sends on, g0 receives.
+                KernelCheck {
+                    gen_iface_tx: diff(k1.s0.tx_packets, k0.s0.tx_packets),
+                    gen_iface_xmit_errors: diff(k1.s0_xmit_err, k0.s0_xmit_err),
+                    dut_in_rx: diff(k1.d1.rx_packets, k0.d1.rx_packets),
+                    dut_out_tx: diff(k1.d0.tx_packets, k0.d0.tx_packets),
+                    sink_iface_rx: diff(k1.g0.rx_packets, k0.g0.rx_packets),
+                    ..Default::default()
+                }
+            } else {
+                KernelCheck {
+                    gen_iface_tx: diff(k1.g0.tx_packets, k0.g0.tx_packets),
+                    gen_iface_xmit_errors: diff(k1.g0_xmit_err, k0.g0_xmit_err),
+                    dut_in_rx: diff(k1.d0.rx_packets, k0.d0.rx_packets),
+                    dut_out_tx: diff(k1.d1.tx_packets, k0.d1.tx_packets),
+                    sink_iface_rx: diff(k1.s0.rx_packets, k0.s0.rx_packets),
+                    ..Default::default()
+                }
+            };
+            if self.direct {
+                // d0 is the sink's interface; no DuT sends anything out.
+                rec.kernel.sink_iface_rx = rec.kernel.dut_in_rx;
+                rec.kernel.dut_out_tx = d.packets;
+            }
+            rec.kernel.judge(g.sent, d.packets);
+            if let Some(h0) = &b.h0 {
+                let h = p.sink.latency().map_err(|e| e.to_string())?.since(h0);
+                rec.latency = Some(latency_of(&h, &d, c1));
+            }
+            rec.gen_batch = if batch == 0 { 64 } else { batch };
+            rec.validate(&s);
+            recs.push(rec);
+        }
+        let rec = if n == 1 {
+            recs.pop().expect("one path")
         } else {
-            g.duration_ns
+            TrialRecord::both_ways(spec, recs)
         };
-        let mut rec = TrialRecord::new(spec, g.sent, received, tx_ns as f64 / 1e9);
-        rec.drain_ms = drained.as_secs_f64() * 1e3;
-        rec.gen_late_max_us = g.late_max_ns as f64 / 1e3;
-        let between = c1.since(&base);
-        rec.verify = Verification {
-            foreign: between.foreign,
-            stale: between.stale + late_before,
-            duplicates: d.dup,
-            reordered: d.reordered,
-            unchecked: d.beyond,
-        };
-        rec.kernel = KernelCheck {
-            gen_iface_tx: k1.g0.tx_packets.saturating_sub(k0.g0.tx_packets),
-            gen_iface_xmit_errors: k1.g0_xmit_err.saturating_sub(k0.g0_xmit_err),
-            dut_in_rx: k1.d0.rx_packets.saturating_sub(k0.d0.rx_packets),
-            dut_out_tx: k1.d1.tx_packets.saturating_sub(k0.d1.tx_packets),
-            sink_iface_rx: k1.s0.rx_packets.saturating_sub(k0.s0.rx_packets),
-            ..Default::default()
-        };
-        if self.direct {
-            // d0 is the sink's interface; no DuT sends anything out.
-            rec.kernel.sink_iface_rx = rec.kernel.dut_in_rx;
-            rec.kernel.dut_out_tx = d.packets;
-        }
-        rec.kernel.judge(g.sent, d.packets);
-        if let Some(h0) = h0 {
-            let h = self.sink.latency().map_err(|e| e.to_string())?.since(&h0);
-            rec.latency = Some(latency_of(&h, &d, &c1));
-        }
-        rec.gen_batch = if batch == 0 { 64 } else { batch };
-        rec.validate(spec);
         if batch > 0
             && rec
                 .invalid
