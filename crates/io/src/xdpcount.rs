@@ -51,7 +51,9 @@ struct CountCfg {
     ts_off: u32,
     tag_off: u32,
     stream: u32,
-    _pad: u32,
+    /// 0 or an IPv4 address in network order whose ARP requests the
+    /// program passes to the stack, uncounted.
+    arp_ip: u32,
 }
 // SAFETY: plain old data, no padding.
 unsafe impl aya::Pod for CountCfg {}
@@ -76,6 +78,7 @@ struct RawCountStats {
     reordered: u64,
     cur: u64,
     next_seq: u64,
+    arp_passed: u64,
 }
 // SAFETY: plain old data, no padding.
 unsafe impl aya::Pod for RawCountStats {}
@@ -118,6 +121,9 @@ pub struct CountStats {
     /// verified frames (None: none timed yet).
     pub stream_lat_min_ns: Option<u64>,
     pub stream_lat_max_ns: Option<u64>,
+    /// ARP requests for the address of [`XdpCount::pass_arp`] passed to
+    /// the stack (not in `packets`).
+    pub arp_passed: u64,
 }
 
 impl CountStats {
@@ -137,6 +143,7 @@ impl CountStats {
             dup: self.dup.saturating_sub(earlier.dup),
             beyond: self.beyond.saturating_sub(earlier.beyond),
             reordered: self.reordered.saturating_sub(earlier.reordered),
+            arp_passed: self.arp_passed.saturating_sub(earlier.arp_passed),
             ..*self
         }
     }
@@ -219,6 +226,18 @@ impl XdpCount {
         XdpCount::attach_full(ifname, mode, pass, None, None, Some(tag_offset))
     }
 
+    /// Pass ARP requests for `ip` to the stack without counting them (the
+    /// tester's address on an external port: a packet socket answers them,
+    /// so that a router delivers to it, as in TRex's L3 mode); None: count
+    /// them as every other frame.
+    pub fn pass_arp(&mut self, ip: Option<std::net::Ipv4Addr>) -> Result<(), PortError> {
+        let mut cfg = self.cfg;
+        cfg.arp_ip = ip.map_or(0, |ip| u32::from_ne_bytes(ip.octets()));
+        set_cfg(&mut self.prog, &self.what, cfg)?;
+        self.cfg = cfg;
+        Ok(())
+    }
+
     /// Start verifying `stream` (a trial): frames of any other stream are
     /// stale from now on. Clears the duplicate bitmap this stream uses
     /// (one 16 MiB memset), then switches the program over.
@@ -282,7 +301,7 @@ impl XdpCount {
             ts_off: ts_offset.map_or(NO_SEQ, |o| o as u32),
             tag_off: tag_offset.map_or(NO_SEQ, |o| o as u32),
             stream: 0,
-            _pad: 0,
+            arp_ip: 0,
         };
         set_cfg(&mut prog, &what, cfg)?;
         let seen = match tag_offset {
@@ -322,6 +341,7 @@ impl XdpCount {
             s.dup += v.dup;
             s.beyond += v.beyond;
             s.reordered += v.reordered;
+            s.arp_passed += v.arp_passed;
             if self.cfg.tag_off != NO_SEQ && v.cur == cur && v.lat_min != 0 {
                 s.stream_lat_min_ns =
                     Some(s.stream_lat_min_ns.map_or(v.lat_min, |m| m.min(v.lat_min)));

@@ -1016,3 +1016,56 @@ fn gen_imix_sizes_in_the_ratio_seven_four_one() {
         );
     }
 }
+
+/// The sink passes ARP requests for the tester's address to the stack
+/// (external ports, l3: the tester's packet socket answers them) without
+/// counting them; a request for another address is counted (foreign) and
+/// dropped like every other frame.
+#[test]
+fn count_passes_arp_for_its_address_only() {
+    let bed = Bed::new(&["g", "s"]);
+    bed.veth(0, "g0", 1, "d0");
+    let (g, s) = (bed.ns(0), bed.ns(1));
+    std::thread::spawn(move || {
+        enter(&s);
+        let mut sink =
+            XdpCount::attach_verified("d0", AttachMode::Native, false, IPV4_UDP_PAYLOAD).unwrap();
+        sink.pass_arp(Some(std::net::Ipv4Addr::new(10, 9, 2, 2)))
+            .unwrap();
+        let seen = Raw::open("d0");
+        enter(&g);
+        let raw = Raw::open("g0");
+        let ask = |ip: [u8; 4]| {
+            let mut f = [0u8; 42];
+            f[..6].copy_from_slice(&[0xff; 6]);
+            f[6..12].copy_from_slice(&SRC);
+            f[12..14].copy_from_slice(&[0x08, 0x06]);
+            f[14..22].copy_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
+            f[22..28].copy_from_slice(&SRC);
+            f[28..32].copy_from_slice(&[10, 9, 2, 1]);
+            f[38..42].copy_from_slice(&ip);
+            // SAFETY: f is valid for its length; the socket is ours.
+            let n = unsafe { libc::send(raw.0, f.as_ptr().cast(), f.len(), 0) };
+            assert_eq!(n, 42);
+        };
+        let arps = |v: Vec<Vec<u8>>| -> Vec<[u8; 4]> {
+            v.into_iter()
+                .filter(|f| f.len() >= 42 && f[12..14] == [0x08, 0x06])
+                .map(|f| f[38..42].try_into().unwrap())
+                .collect()
+        };
+        ask([10, 9, 2, 2]);
+        assert_eq!(arps(seen.recv(4)), vec![[10, 9, 2, 2]]);
+        ask([10, 9, 2, 3]);
+        assert!(arps(seen.recv(4)).is_empty());
+        let c = sink.read().unwrap();
+        assert_eq!(c.arp_passed, 1);
+        assert_eq!(
+            (c.packets, c.foreign),
+            (1, 1),
+            "the other request: counted, foreign"
+        );
+    })
+    .join()
+    .unwrap();
+}

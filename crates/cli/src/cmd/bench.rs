@@ -67,6 +67,8 @@ Examples:
   linerate bench --dut-file examples/dut-ipfwd-nft.toml --dut linux-ipfwd --sizes 64,1518
   linerate bench --dut linux-bridge --dut linerate-afxdp --sizes 64,imix --pdr-loss 0.5 --latency-rate 50%
   linerate bench --dut linux-bridge --dut linerate-xdp --direction uni,bi --sizes 64   # one way and both ways
+  linerate bench --port-a eth1 --port-b eth2 --port-mode l2                            # your switch between eth1 and eth2
+  linerate bench --port-a eth1 --port-b eth2 --port-mode l3 --tester-a 10.1.0.2 --gateway-a 10.1.0.1 --tester-b 10.2.0.2
   linerate bench --quick                         # 64 and 1518 bytes, short trials: a first look in ~2 min
   linerate bench --dut linux-bridge --dut linerate-xdp --sizes 64,512,1518 --trial 5 --repetitions 3
   linerate bench --loss-tolerance 0.1 --resolution 0.5 --json bench.json --report bench.html
@@ -83,6 +85,28 @@ pub struct Args {
     /// Only these DuTs (repeatable; see the list below).
     #[arg(long = "dut")]
     pub duts: Vec<String>,
+    /// External ports: no test bed; the generator sends out of this interface of this machine
+    /// towards your DuT (another machine, a VM, a namespace you built) and the sink counts on
+    /// --port-b. Needs --port-mode.
+    #[arg(long, value_name = "IF", requires_all = ["port_b", "port_mode"], conflicts_with_all = ["duts", "dut_files"])]
+    pub port_a: Option<String>,
+    /// External ports: the interface the DuT sends the traffic back to.
+    #[arg(long, value_name = "IF", requires = "port_a")]
+    pub port_b: Option<String>,
+    /// External ports: l2 (a switch: learning frames are sent first, RFC 2544 section 23) or
+    /// l3 (a router: give --tester-a, --gateway-a and --tester-b; the gateway's MAC is resolved
+    /// by ARP and the tester answers ARP for its address on port B, as TRex's L3 mode does).
+    #[arg(long, value_name = "l2|l3", requires = "port_a", value_parser = ["l2", "l3"])]
+    pub port_mode: Option<String>,
+    /// l3: the tester's IPv4 address on port A (the traffic's source).
+    #[arg(long, value_name = "IP")]
+    pub tester_a: Option<std::net::Ipv4Addr>,
+    /// l3: the DuT's address on port A's side (the gateway the tester sends to).
+    #[arg(long, value_name = "IP")]
+    pub gateway_a: Option<std::net::Ipv4Addr>,
+    /// l3: the tester's IPv4 address on port B (the traffic's destination).
+    #[arg(long, value_name = "IP")]
+    pub tester_b: Option<std::net::Ipv4Addr>,
     /// Also (or, without --dut, only) the DuT this TOML file describes (repeatable): its
     /// start/run/stop commands with placeholders for the bed; see "Your own DuT" below.
     #[arg(long = "dut-file", value_name = "FILE")]
@@ -348,6 +372,50 @@ fn pct_arg(name: &str, v: f64, max: f64) -> Result<f64> {
 }
 
 /// A frame size, or 0 for "none" / an empty list (dropped later).
+/// The external ports asked for, checked (None: the namespace bed).
+fn external_ports(a: &Args) -> Result<Option<bench::external::External>> {
+    use bench::external::{ExtMode, External, L3Port};
+    let (Some(pa), Some(pb), Some(mode)) = (&a.port_a, &a.port_b, &a.port_mode) else {
+        if a.tester_a.is_some() || a.gateway_a.is_some() || a.tester_b.is_some() {
+            bail!(
+                "--tester-a, --gateway-a and --tester-b go with --port-a/--port-b --port-mode l3"
+            );
+        }
+        return Ok(None);
+    };
+    if a.direction.contains(&bench::Direction::Bi) {
+        bail!("--direction bi: external ports are measured one way (A -> B)");
+    }
+    let mode = match mode.as_str() {
+        "l3" => {
+            let (Some(ta), Some(ga), Some(tb)) = (a.tester_a, a.gateway_a, a.tester_b) else {
+                bail!("--port-mode l3: give --tester-a, --gateway-a and --tester-b");
+            };
+            ExtMode::L3 {
+                a: L3Port {
+                    ip: ta,
+                    gateway: ga,
+                },
+                b: L3Port {
+                    ip: tb,
+                    gateway: std::net::Ipv4Addr::UNSPECIFIED,
+                },
+            }
+        }
+        _ => {
+            if a.tester_a.is_some() || a.gateway_a.is_some() || a.tester_b.is_some() {
+                bail!("--port-mode l2: --tester-a, --gateway-a and --tester-b are for l3");
+            }
+            ExtMode::L2
+        }
+    };
+    Ok(Some(External {
+        port_a: pa.clone(),
+        port_b: pb.clone(),
+        mode,
+    }))
+}
+
 fn direction(s: &str) -> std::result::Result<bench::Direction, String> {
     match s.trim() {
         "uni" => Ok(bench::Direction::Uni),
@@ -421,7 +489,12 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
     if resolution <= 0.0 {
         bail!("--resolution 0: must be above 0 %");
     }
-    let mut duts = select_duts(&a, !a.no_peers)?;
+    let external = external_ports(&a)?;
+    let mut duts = if external.is_some() {
+        Vec::new()
+    } else {
+        select_duts(&a, !a.no_peers)?
+    };
     let exe = std::env::current_exe()?;
     let procedures = Rfc2544Config {
         sizes: sizes.clone(),
@@ -488,7 +561,9 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
         },
     };
     // Earlier runs, read before the run: an unreadable file ends it now.
-    let history_file = if a.no_history {
+    // Runs against external DuTs are not kept: the history pools runs of
+    // the same DuTs, which it cannot tell apart behind two interfaces.
+    let history_file = if a.no_history || external.is_some() {
         None
     } else {
         a.history.clone().or_else(history::default_path)
@@ -533,6 +608,11 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
             })
         })
         .collect();
+    let names = if external.is_some() {
+        vec!["external".to_string()]
+    } else {
+        names
+    };
     let n = names.len();
     let passes = cfg.procedures.repetitions;
     let (mut pass, mut last) = (1, 0);
@@ -557,8 +637,9 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
             t0.elapsed().as_secs_f64()
         );
     };
-    // The measurement's own latency first: the generator straight into the sink.
-    let empty = if cfg.procedures.latency {
+    // The measurement's own latency first: the generator straight into the
+    // sink (on the namespace bed; not for external ports).
+    let empty = if cfg.procedures.latency && external.is_none() {
         bench::empty_bed(&cfg, &stop, &mut progress).unwrap_or_else(|e| {
             eprintln!("empty bed: {e} (no latency baseline)");
             Vec::new()
@@ -566,7 +647,10 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
     } else {
         Vec::new()
     };
-    let mut results = bench::run_rfc2544(&cfg, &mut duts, &stop, &mut progress);
+    let mut results = match &external {
+        Some(ext) => vec![bench::external::run(&cfg, ext, &stop, &mut progress)],
+        None => bench::run_rfc2544(&cfg, &mut duts, &stop, &mut progress),
+    };
     drop(duts);
     let interrupted = stop.load(std::sync::atomic::Ordering::SeqCst);
     if interrupted {
@@ -597,7 +681,14 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
         } else {
             Box::new(std::io::stdout().lock())
         };
-        print_rfc2544(&mut out, &results, &empty, &cfg, history.as_ref())?;
+        print_rfc2544(
+            &mut out,
+            &results,
+            &empty,
+            &cfg,
+            history.as_ref(),
+            external.is_some(),
+        )?;
     }
     if let Some(p) = &a.json {
         let v = serde_json::json!({
@@ -693,6 +784,7 @@ fn print_rfc2544(
     empty: &[bench::EmptyBed],
     cfg: &Rfc2544Bench,
     history: Option<&history::Summary>,
+    external: bool,
 ) -> Result<()> {
     writeln!(o)?;
     writeln!(
@@ -701,7 +793,14 @@ fn print_rfc2544(
         cfg.procedures.loss_tolerance * 100.0,
         cfg.procedures.pdr_loss * 100.0,
         dut::kernel_release(),
-        bench::cpu_placement(cfg)
+        if external {
+            format!(
+                "generator on CPU {}; the DuT is external (its CPUs are its own)",
+                cfg.gen_cpu
+            )
+        } else {
+            bench::cpu_placement(cfg)
+        }
     )?;
     for e in empty {
         if let Some(l) = &e.trial.latency {

@@ -11,6 +11,7 @@
 pub mod dut;
 pub mod dut_spec;
 pub mod dut_switch;
+pub mod external;
 pub mod history;
 pub mod rfc2544;
 pub mod to_report;
@@ -652,63 +653,18 @@ fn rfc2544_dut(
         if let Some(rs) = rev_sink.as_mut() {
             trials = trials.both_ways(rs, FrameAddrs::reverse(bed.info(), d.mode()));
         }
-        use rfc2544::Trials;
         let size0 = cfg.procedures.sizes.first().copied().unwrap_or(64);
-        // Ready? Probe frames until they come out of d1: readiness is
-        // measured, never slept for (a DuT may take milliseconds or seconds
-        // to attach).
-        progress(&name, 0, "waiting for the first frames through");
-        let t_ready = Instant::now();
-        let mut probes = 0u32;
-        loop {
-            stopped(stop)?;
-            d.alive()?;
-            let p = trials
-                .trial(&rfc2544::TrialSpec {
-                    frame_size: size0,
-                    rate_pps: Some(20_000.0),
-                    frames: Some(READY_PROBE_FRAMES),
-                    duration: Duration::from_millis(10),
-                    latency: false,
-                    procedure: rfc2544::Procedure::Check,
-                })
-                .map_err(failed)?;
-            probes += 1;
-            if p.received * 100 >= READY_PROBE_FRAMES * 95 {
-                break;
-            }
-            if t_ready.elapsed() >= d.ready_timeout() {
-                d.alive()?;
-                return Err(failed(format!(
-                    "never forwarded: {probes} probes of {READY_PROBE_FRAMES} frames in {:.1} s after the start, the last with {} of its frames through (ready_timeout {:.0} s)",
-                    t_ready.elapsed().as_secs_f64(),
-                    p.received,
-                    d.ready_timeout().as_secs_f64()
-                )));
-            }
-        }
+        let (ready_s, check) = ready_and_check(
+            &mut trials,
+            size0,
+            d.ready_timeout(),
+            &mut || d.alive(),
+            stop,
+            &mut |w| progress(&name, 0, w),
+        )?;
         if pass == 0 {
-            r.ready_s = Some(t_ready.elapsed().as_secs_f64());
-        }
-        // Does it forward at all? 2000 frames at 20 kpps.
-        let check = trials
-            .trial(&rfc2544::TrialSpec {
-                frame_size: size0,
-                rate_pps: Some(20_000.0),
-                frames: Some(2000),
-                duration: Duration::from_millis(100),
-                latency: false,
-                procedure: rfc2544::Procedure::Check,
-            })
-            .map_err(failed)?;
-        let got = check.received;
-        if pass == 0 {
+            r.ready_s = Some(ready_s);
             r.check = Some(check);
-        }
-        if got < 1900 {
-            return Err(failed(format!(
-                "does not forward: {got} of 2000 check frames at 20 kpps arrived"
-            )));
         }
         let mut p = |size: u32, what: &str| progress(&name, size, what);
         match session {
@@ -744,6 +700,70 @@ fn rfc2544_dut(
         r.dut_account = acct;
     }
     Ok(())
+}
+
+/// Wait for a started DuT to forward, then check that it does: probe
+/// frames (200 at 20 kpps) until 95 % come out (readiness is measured,
+/// never slept for: a DuT may take milliseconds or seconds to attach), at
+/// most `timeout`; then 2000 frames at 20 kpps of which 95 % must arrive.
+/// (Seconds until ready, the check trial.)
+pub(crate) fn ready_and_check(
+    trials: &mut dyn rfc2544::Trials,
+    size0: u32,
+    timeout: Duration,
+    alive: &mut dyn FnMut() -> Result<(), DutError>,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(f64, rfc2544::TrialRecord), DutError> {
+    progress("waiting for the first frames through");
+    let t_ready = Instant::now();
+    let mut probes = 0u32;
+    loop {
+        stopped(stop)?;
+        alive()?;
+        let p = trials
+            .trial(&rfc2544::TrialSpec {
+                frame_size: size0,
+                rate_pps: Some(20_000.0),
+                frames: Some(READY_PROBE_FRAMES),
+                duration: Duration::from_millis(10),
+                latency: false,
+                procedure: rfc2544::Procedure::Check,
+            })
+            .map_err(failed)?;
+        probes += 1;
+        if p.received * 100 >= READY_PROBE_FRAMES * 95 {
+            break;
+        }
+        if t_ready.elapsed() >= timeout {
+            alive()?;
+            return Err(failed(format!(
+                "never forwarded: {probes} probes of {READY_PROBE_FRAMES} frames in {:.1} s after the start, the last with {} of its frames through (ready_timeout {:.0} s)",
+                t_ready.elapsed().as_secs_f64(),
+                p.received,
+                timeout.as_secs_f64()
+            )));
+        }
+    }
+    let ready_s = t_ready.elapsed().as_secs_f64();
+    // Does it forward at all? 2000 frames at 20 kpps.
+    let check = trials
+        .trial(&rfc2544::TrialSpec {
+            frame_size: size0,
+            rate_pps: Some(20_000.0),
+            frames: Some(2000),
+            duration: Duration::from_millis(100),
+            latency: false,
+            procedure: rfc2544::Procedure::Check,
+        })
+        .map_err(failed)?;
+    if check.received < 1900 {
+        return Err(failed(format!(
+            "does not forward: {} of 2000 check frames at 20 kpps arrived",
+            check.received
+        )));
+    }
+    Ok((ready_s, check))
 }
 
 /// One trial: fresh bed, DuT up, generator on, count, tear everything down.

@@ -85,6 +85,10 @@ pub enum Procedure {
 /// the generator's and the sink's counts.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct KernelCheck {
+    /// An external DuT: its ports' counters are not read (`dut_in_rx` and
+    /// `dut_out_tx` then repeat the generator's and the sink's counts).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub dut_unseen: bool,
     /// Frames the generator's interface transmitted (tx_packets) plus the
     /// ones the veth refused (XDP xmit errors): what the generator offered.
     pub gen_iface_tx: u64,

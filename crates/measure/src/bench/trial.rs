@@ -76,7 +76,7 @@ impl GenServer {
     #[allow(clippy::too_many_arguments)]
     fn start(
         ns: String,
-        ifname: &'static str,
+        ifname: String,
         cpu: usize,
         addrs: FrameAddrs,
         flows: u32,
@@ -115,7 +115,7 @@ impl GenServer {
                                     ..GenConfig::default()
                                 };
                                 v.insert(
-                                    XdpGen::new(ifname, &frame, cfg).map_err(|e| e.to_string())?,
+                                    XdpGen::new(&ifname, &frame, cfg).map_err(|e| e.to_string())?,
                                 )
                             }
                         };
@@ -175,8 +175,9 @@ impl Drop for GenServer {
 struct BedCounters {
     g0: IfaceStats,
     g0_xmit_err: u64,
-    d0: IfaceStats,
-    d1: IfaceStats,
+    /// The DuT's ports (None: an external DuT, whose counters are not ours).
+    d0: Option<IfaceStats>,
+    d1: Option<IfaceStats>,
     s0: IfaceStats,
     s0_xmit_err: u64,
 }
@@ -203,10 +204,37 @@ struct Before {
     late_before: u64,
 }
 
+/// Where the trials send and count: the generator's and the sink's
+/// interfaces (each in a network namespace: a name, or a path such as
+/// `/proc/self/ns/net` for this process's own), and the DuT's ports when
+/// their counters can be read (the namespace bed; not an external DuT).
+#[derive(Clone, Debug)]
+pub struct Ends {
+    pub gen_ns: String,
+    pub gen_if: String,
+    pub sink_ns: String,
+    pub sink_if: String,
+    /// (namespace, port facing the generator, port facing the sink).
+    pub dut: Option<(String, String, String)>,
+}
+
+impl Ends {
+    /// The namespace bed: g0 -> d0 | d1 -> s0.
+    pub fn of_bed(bed: &Testbed) -> Ends {
+        Ends {
+            gen_ns: bed.ns_gen().into(),
+            gen_if: "g0".into(),
+            sink_ns: bed.ns_sink().into(),
+            sink_if: "s0".into(),
+            dut: Some((bed.ns_dut().into(), "d0".into(), "d1".into())),
+        }
+    }
+}
+
 /// Trials on a running test bed with a started DuT: one direction
 /// (generator on g0, sink on s0), or both at once ([`BedTrials::both_ways`]).
 pub struct BedTrials<'a> {
-    bed: &'a Testbed,
+    ends: Ends,
     paths: Vec<Path<'a>>,
     /// Every n-th frame carries a TX time (n shares no factor with the flows).
     pub ts_every: u32,
@@ -232,7 +260,28 @@ impl<'a> BedTrials<'a> {
     /// [`TAG_OFFSET`]; `ts_every`: timestamp every n-th frame (raised to the
     /// next number sharing no factor with `flows`: [`stamp_every`]).
     pub fn new(
-        bed: &'a Testbed,
+        bed: &Testbed,
+        sink: &'a mut XdpCount,
+        addrs: FrameAddrs,
+        gen_cpu: usize,
+        flows: u32,
+        ts_every: u32,
+        stop: Arc<AtomicBool>,
+    ) -> BedTrials<'a> {
+        BedTrials::on(
+            Ends::of_bed(bed),
+            sink,
+            addrs,
+            gen_cpu,
+            flows,
+            ts_every,
+            stop,
+        )
+    }
+
+    /// As [`BedTrials::new`], between any two interfaces ([`Ends`]).
+    pub fn on(
+        ends: Ends,
         sink: &'a mut XdpCount,
         addrs: FrameAddrs,
         gen_cpu: usize,
@@ -242,8 +291,8 @@ impl<'a> BedTrials<'a> {
     ) -> BedTrials<'a> {
         let ts_every = stamp_every(ts_every, flows);
         let gen = GenServer::start(
-            bed.ns_gen().to_string(),
-            "g0",
+            ends.gen_ns.clone(),
+            ends.gen_if.clone(),
             gen_cpu,
             addrs,
             flows,
@@ -251,7 +300,7 @@ impl<'a> BedTrials<'a> {
             stop.clone(),
         );
         BedTrials {
-            bed,
+            ends,
             paths: vec![Path {
                 gen,
                 stream: sink.stream(),
@@ -278,8 +327,8 @@ impl<'a> BedTrials<'a> {
     /// (`directions`), and it passes only when neither loses.
     pub fn both_ways(mut self, sink: &'a mut XdpCount, addrs: FrameAddrs) -> Self {
         let gen = GenServer::start(
-            self.bed.ns_sink().to_string(),
-            "s0",
+            self.ends.sink_ns.clone(),
+            self.ends.sink_if.clone(),
             self.gen_cpu,
             addrs,
             self.flows,
@@ -304,22 +353,29 @@ impl<'a> BedTrials<'a> {
     }
 
     fn counters(&self) -> Result<BedCounters, String> {
-        let b = self.bed;
+        let b = &self.ends;
         let e = |x: crate::testbed::TestbedError| x.to_string();
-        let xmit_err = |ns: &str, ifname: &'static str| {
+        let xmit_err = |ns: &str, ifname: &str| {
             in_netns(ns, move || {
                 linerate_io::xdpfwd::veth_xdp_xmit_errors(ifname).unwrap_or(0)
             })
             .map_err(e)
         };
+        let (d0, d1) = match &b.dut {
+            Some((ns, i, o)) => (
+                Some(iface_stats(ns, i).map_err(e)?),
+                Some(iface_stats(ns, o).map_err(e)?),
+            ),
+            None => (None, None),
+        };
         Ok(BedCounters {
-            g0: iface_stats(b.ns_gen(), "g0").map_err(e)?,
-            g0_xmit_err: xmit_err(b.ns_gen(), "g0")?,
-            d0: iface_stats(b.ns_dut(), "d0").map_err(e)?,
-            d1: iface_stats(b.ns_dut(), "d1").map_err(e)?,
-            s0: iface_stats(b.ns_sink(), "s0").map_err(e)?,
+            g0: iface_stats(&b.gen_ns, &b.gen_if).map_err(e)?,
+            g0_xmit_err: xmit_err(&b.gen_ns, &b.gen_if)?,
+            d0,
+            d1,
+            s0: iface_stats(&b.sink_ns, &b.sink_if).map_err(e)?,
             s0_xmit_err: if self.paths.len() > 1 {
-                xmit_err(b.ns_sink(), "s0")?
+                xmit_err(&b.sink_ns, &b.sink_if)?
             } else {
                 0
             },
@@ -478,14 +534,17 @@ impl Trials for BedTrials<'_> {
                 unchecked: d.beyond,
             };
             let diff = |a: u64, b: u64| a.saturating_sub(b);
+            let dut = |f: fn(&IfaceStats) -> u64, one: fn(&BedCounters) -> Option<IfaceStats>| {
+                Some(diff(f(&one(&k1)?), f(&one(&k0)?)))
+            };
             rec.kernel = if p.reverse {
                 // The reverse path's ends: s0 sends, d1 takes in, d0
                 // sends on, g0 receives.
                 KernelCheck {
                     gen_iface_tx: diff(k1.s0.tx_packets, k0.s0.tx_packets),
                     gen_iface_xmit_errors: diff(k1.s0_xmit_err, k0.s0_xmit_err),
-                    dut_in_rx: diff(k1.d1.rx_packets, k0.d1.rx_packets),
-                    dut_out_tx: diff(k1.d0.tx_packets, k0.d0.tx_packets),
+                    dut_in_rx: dut(|s| s.rx_packets, |k| k.d1).unwrap_or(0),
+                    dut_out_tx: dut(|s| s.tx_packets, |k| k.d0).unwrap_or(0),
                     sink_iface_rx: diff(k1.g0.rx_packets, k0.g0.rx_packets),
                     ..Default::default()
                 }
@@ -493,12 +552,20 @@ impl Trials for BedTrials<'_> {
                 KernelCheck {
                     gen_iface_tx: diff(k1.g0.tx_packets, k0.g0.tx_packets),
                     gen_iface_xmit_errors: diff(k1.g0_xmit_err, k0.g0_xmit_err),
-                    dut_in_rx: diff(k1.d0.rx_packets, k0.d0.rx_packets),
-                    dut_out_tx: diff(k1.d1.tx_packets, k0.d1.tx_packets),
+                    dut_in_rx: dut(|s| s.rx_packets, |k| k.d0).unwrap_or(0),
+                    dut_out_tx: dut(|s| s.tx_packets, |k| k.d1).unwrap_or(0),
                     sink_iface_rx: diff(k1.s0.rx_packets, k0.s0.rx_packets),
                     ..Default::default()
                 }
             };
+            if self.ends.dut.is_none() {
+                // An external DuT: its ports are not ours to read; the
+                // check covers what left the generator's port and what
+                // reached the sink's.
+                rec.kernel.dut_unseen = true;
+                rec.kernel.dut_in_rx = rec.kernel.gen_iface_tx;
+                rec.kernel.dut_out_tx = d.packets;
+            }
             if self.direct {
                 // d0 is the sink's interface; no DuT sends anything out.
                 rec.kernel.sink_iface_rx = rec.kernel.dut_in_rx;
