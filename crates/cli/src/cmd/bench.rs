@@ -163,6 +163,12 @@ pub struct Args {
     /// which neither loses), or both measurements side by side ("uni,bi").
     #[arg(long, value_delimiter = ',', default_value = "uni", value_parser = direction)]
     pub direction: Vec<bench::Direction>,
+    /// Both ways: the CPU of the reverse generator (in the sink's namespace). Default: the
+    /// generator's, which the two then share in time slices (on this kind of 2-CPU machine
+    /// each falls ~8 ms behind at a time, and trials above ~0.25 Mpps per direction are
+    /// invalid for it): give a third CPU where there is one.
+    #[arg(long, value_name = "CPU")]
+    pub reverse_gen_cpu: Option<usize>,
     /// The load at which every DuT's latency is measured once more, the same for all, so that
     /// they are compared at one load (RFC 2544's latency is at each DuT's own throughput):
     /// "N%" of the slowest DuT's NDR at each size, a rate in frames/s, or "off". With two
@@ -554,6 +560,7 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
         bed_name: a.name.clone(),
         env: dut_env(&exe, a.dut_cpu),
         directions: a.direction.clone(),
+        reverse_gen_cpu: a.reverse_gen_cpu,
         common_load: if a.no_latency {
             bench::CommonLoad::Off
         } else {
@@ -627,7 +634,10 @@ fn run_rfc2544(mut a: Args) -> Result<()> {
         } else {
             String::new()
         };
-        let of = if passes > 1 {
+        // After the searches' passes: the latency at the common load.
+        let of = if pass > passes {
+            "common load, ".to_string()
+        } else if passes > 1 {
             format!("pass {pass}/{passes}, ")
         } else {
             String::new()
@@ -833,6 +843,16 @@ fn print_rfc2544(
         "lat p50/p99 (-empty) us",
         "vs bridge"
     )?;
+    // The measurement's own share of a p50: " (p50 minus the empty bed's)".
+    let minus_empty = |size: u32, l: &linerate_measure::bench::rfc2544::Latency| {
+        empty
+            .iter()
+            .find(|e| e.frame_size == size)
+            .and_then(|e| e.trial.latency.as_ref())
+            .map_or(String::new(), |b| {
+                format!(" ({:+.1})", (l.p50_ns - b.p50_ns) / 1e3)
+            })
+    };
     let bridge = |size: u32, dir: bench::Direction| {
         results
             .iter()
@@ -886,15 +906,12 @@ fn print_rfc2544(
                 .latency()
                 .filter(|l| l.samples > 0)
                 .map(|l| {
-                    // The measurement's own share: the empty bed's p50.
-                    let own = empty
-                        .iter()
-                        .find(|e| e.frame_size == s.frame_size)
-                        .and_then(|e| e.trial.latency.as_ref())
-                        .map_or(String::new(), |b| {
-                            format!(" ({:+.1})", (l.p50_ns - b.p50_ns) / 1e3)
-                        });
-                    format!("{:.1}/{:.1}{own}", l.p50_ns / 1e3, l.p99_ns / 1e3)
+                    format!(
+                        "{:.1}/{:.1}{}",
+                        l.p50_ns / 1e3,
+                        l.p99_ns / 1e3,
+                        minus_empty(s.frame_size, l)
+                    )
                 })
                 .unwrap_or_else(|| "-".into());
             let mut note = Vec::new();
@@ -937,13 +954,7 @@ fn print_rfc2544(
             else {
                 continue;
             };
-            let own = empty
-                .iter()
-                .find(|e| e.frame_size == s.frame_size)
-                .and_then(|e| e.trial.latency.as_ref())
-                .map_or(String::new(), |b| {
-                    format!(" ({:+.1})", (l.p50_ns - b.p50_ns) / 1e3)
-                });
+            let own = minus_empty(s.frame_size, l);
             let bad = s
                 .common_latency_trials
                 .iter()

@@ -235,45 +235,26 @@ pub fn send_learning(ifname: &str, src: [u8; 6], dst: [u8; 6], n: usize) -> Resu
     Ok(())
 }
 
-/// A thread answering ARP requests for the tester's address on a port
-/// (the sink's XDP program passes them up to its packet socket), until it
-/// is dropped.
-pub struct ArpResponder {
+/// A thread that runs until its value is dropped (the ARP responder, the
+/// relearning): the flag it polls, set and joined on drop.
+pub struct Background {
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-impl ArpResponder {
-    pub fn start(ifname: &str, mac: [u8; 6], ip: Ipv4Addr) -> Result<ArpResponder, String> {
-        use linerate_wire::arp::{ArpPacket, OP_REPLY, OP_REQUEST};
-        let s = Raw::open(ifname, ETH_P_ARP)?;
+impl Background {
+    fn spawn(f: impl FnOnce(&AtomicBool) + Send + 'static) -> Background {
         let stop = Arc::new(AtomicBool::new(false));
         let s2 = stop.clone();
-        let thread = std::thread::spawn(move || {
-            let mut buf = [0u8; 2048];
-            while !s2.load(Ordering::SeqCst) {
-                let Some(n) = s.recv(&mut buf) else { continue };
-                if n < 42 || buf[12..14] != ETH_P_ARP.to_be_bytes() {
-                    continue;
-                }
-                let Ok(p) = ArpPacket::new_checked(&buf[14..n]) else {
-                    continue;
-                };
-                if p.operation() != OP_REQUEST || p.target_ip() != ip.octets() {
-                    continue;
-                }
-                let (asker, asker_ip) = (p.sender_mac(), Ipv4Addr::from(p.sender_ip()));
-                let _ = s.send(&arp_frame(OP_REPLY, asker, mac, ip, asker, asker_ip));
-            }
-        });
-        Ok(ArpResponder {
+        let thread = std::thread::spawn(move || f(&s2));
+        Background {
             stop,
             thread: Some(thread),
-        })
+        }
     }
 }
 
-impl Drop for ArpResponder {
+impl Drop for Background {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(t) = self.thread.take() {
@@ -282,42 +263,45 @@ impl Drop for ArpResponder {
     }
 }
 
-/// A thread sending a learning frame from port B every `every` until it is
-/// dropped (a switch ages its entries out, 300 s in Linux, and port B never
-/// sends otherwise).
-pub struct Relearn {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Relearn {
-    pub fn start(ifname: String, src: [u8; 6], dst: [u8; 6], every: Duration) -> Relearn {
-        let stop = Arc::new(AtomicBool::new(false));
-        let s2 = stop.clone();
-        let thread = std::thread::spawn(move || {
-            let mut t = Instant::now();
-            while !s2.load(Ordering::SeqCst) {
-                if t.elapsed() >= every {
-                    let _ = send_learning(&ifname, src, dst, 1);
-                    t = Instant::now();
-                }
-                std::thread::sleep(Duration::from_millis(50));
+/// Answer ARP requests for the tester's address `ip` on `ifname` with
+/// `mac` (the sink's XDP program passes them up to this packet socket),
+/// until the value is dropped.
+pub fn arp_responder(ifname: &str, mac: [u8; 6], ip: Ipv4Addr) -> Result<Background, String> {
+    use linerate_wire::arp::{ArpPacket, OP_REPLY, OP_REQUEST};
+    let s = Raw::open(ifname, ETH_P_ARP)?;
+    Ok(Background::spawn(move |stop| {
+        let mut buf = [0u8; 2048];
+        while !stop.load(Ordering::SeqCst) {
+            let Some(n) = s.recv(&mut buf) else { continue };
+            if n < 42 || buf[12..14] != ETH_P_ARP.to_be_bytes() {
+                continue;
             }
-        });
-        Relearn {
-            stop,
-            thread: Some(thread),
+            let Ok(p) = ArpPacket::new_checked(&buf[14..n]) else {
+                continue;
+            };
+            if p.operation() != OP_REQUEST || p.target_ip() != ip.octets() {
+                continue;
+            }
+            let (asker, asker_ip) = (p.sender_mac(), Ipv4Addr::from(p.sender_ip()));
+            let _ = s.send(&arp_frame(OP_REPLY, asker, mac, ip, asker, asker_ip));
         }
-    }
+    }))
 }
 
-impl Drop for Relearn {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+/// A learning frame from port B every `every` until the value is dropped
+/// (a switch ages its entries out, 300 s in Linux, and port B never sends
+/// otherwise).
+pub fn relearn(ifname: String, src: [u8; 6], dst: [u8; 6], every: Duration) -> Background {
+    Background::spawn(move |stop| {
+        let mut t = Instant::now();
+        while !stop.load(Ordering::SeqCst) {
+            if t.elapsed() >= every {
+                let _ = send_learning(&ifname, src, dst, 1);
+                t = Instant::now();
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
-    }
+    })
 }
 
 /// Run the RFC 2544 procedures against the DuT between `ext`'s ports, in
@@ -415,7 +399,7 @@ fn session(
         ExtMode::L3 { a, b } => {
             sink.pass_arp(Some(b.ip))
                 .map_err(|e| fail(format!("ARP on {}: {e}", ext.port_b)))?;
-            _responder = Some(ArpResponder::start(&ext.port_b, mac_b, b.ip).map_err(fail)?);
+            _responder = Some(arp_responder(&ext.port_b, mac_b, b.ip).map_err(fail)?);
             progress(
                 name,
                 0,
@@ -448,7 +432,7 @@ fn session(
             std::thread::sleep(LEARNING_GAP);
             send_learning(&ext.port_a, mac_a, mac_b, 4).map_err(fail)?;
             std::thread::sleep(LEARNING_GAP);
-            _relearn = Some(Relearn::start(
+            _relearn = Some(relearn(
                 ext.port_b.clone(),
                 mac_b,
                 mac_a,

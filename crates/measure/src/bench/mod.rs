@@ -159,6 +159,8 @@ pub struct Rfc2544Bench {
     /// Every DuT is measured in each of these (a DuT that forwards one
     /// way only is skipped for [`Direction::Bi`]).
     pub directions: Vec<Direction>,
+    /// CPU of the reverse generator (both ways); None: `gen_cpu`.
+    pub reverse_gen_cpu: Option<usize>,
 }
 
 /// The rate at which every DuT's latency is measured once more after the
@@ -651,7 +653,11 @@ fn rfc2544_dut(
         let addrs = FrameAddrs::for_mode(bed.info(), d.mode());
         let mut trials = bed_trials(&bed, &mut sink, addrs, cfg, stop);
         if let Some(rs) = rev_sink.as_mut() {
-            trials = trials.both_ways(rs, FrameAddrs::reverse(bed.info(), d.mode()));
+            trials = trials.both_ways(
+                rs,
+                FrameAddrs::reverse(bed.info(), d.mode()),
+                cfg.reverse_gen_cpu,
+            );
         }
         let size0 = cfg.procedures.sizes.first().copied().unwrap_or(64);
         let (ready_s, check) = ready_and_check(

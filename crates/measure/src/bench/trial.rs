@@ -196,6 +196,18 @@ struct Path<'a> {
     reverse: bool,
 }
 
+impl<'a> Path<'a> {
+    fn new(gen: GenServer, sink: &'a mut XdpCount, reverse: bool) -> Path<'a> {
+        Path {
+            gen,
+            stream: sink.stream(),
+            last: None,
+            sink,
+            reverse,
+        }
+    }
+}
+
 /// What a path had before a trial.
 struct Before {
     h0: Option<LatencyHistogram>,
@@ -301,13 +313,7 @@ impl<'a> BedTrials<'a> {
         );
         BedTrials {
             ends,
-            paths: vec![Path {
-                gen,
-                stream: sink.stream(),
-                last: None,
-                sink,
-                reverse: false,
-            }],
+            paths: vec![Path::new(gen, sink, false)],
             ts_every,
             gen_cpu,
             flows,
@@ -325,23 +331,25 @@ impl<'a> BedTrials<'a> {
     /// s0 and `sink`, attached verified on g0, counts them. A trial's rate
     /// is the aggregate, half each way; its record holds both directions
     /// (`directions`), and it passes only when neither loses.
-    pub fn both_ways(mut self, sink: &'a mut XdpCount, addrs: FrameAddrs) -> Self {
+    /// `cpu`: the reverse generator's CPU (None: the forward one's, where
+    /// the two share the CPU in time slices: on two CPUs each direction
+    /// then falls some milliseconds behind its schedule at a time).
+    pub fn both_ways(
+        mut self,
+        sink: &'a mut XdpCount,
+        addrs: FrameAddrs,
+        cpu: Option<usize>,
+    ) -> Self {
         let gen = GenServer::start(
             self.ends.sink_ns.clone(),
             self.ends.sink_if.clone(),
-            self.gen_cpu,
+            cpu.unwrap_or(self.gen_cpu),
             addrs,
             self.flows,
             self.ts_every,
             self.stop.clone(),
         );
-        self.paths.push(Path {
-            gen,
-            stream: sink.stream(),
-            last: None,
-            sink,
-            reverse: true,
-        });
+        self.paths.push(Path::new(gen, sink, true));
         self
     }
 
