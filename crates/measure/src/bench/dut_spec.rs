@@ -231,6 +231,12 @@ pub fn expand(template: &str, value: impl Fn(&str) -> Option<String>) -> Result<
             return Err("a `{` without its `}` (write `{{` for a brace)".into());
         };
         let name = &tail[1..end];
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            return Err(format!(
+                "a `{{` at byte {} starts no placeholder (write `{{{{` for a brace)",
+                template.len() - tail.len()
+            ));
+        }
         match value(name) {
             Some(v) => out.push_str(&v),
             None => {
@@ -697,6 +703,13 @@ mod tests {
             .contains("unknown placeholder {nope}"));
         assert!(expand("a { b", v).unwrap_err().contains("without its"));
         assert!(expand("a } b", v).unwrap_err().contains("lone"));
+        // Found by the fuzzer: text between braces that is no name (here
+        // with a newline) is not echoed into the one-line error.
+        let e = expand("x {spec_dir(\n} y", v).unwrap_err();
+        assert!(
+            e.contains("starts no placeholder") && !e.contains('\n'),
+            "{e}"
+        );
     }
 
     #[test]
