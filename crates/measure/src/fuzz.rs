@@ -247,7 +247,7 @@ mod tests {
         let two = format!("{line}\n{}\n", line.replace("1.5e6", "1.7e6"));
         fuzz_history(two.as_bytes());
         fuzz_history(b"\xff\n{}\n");
-        for e in std::fs::read_dir(dir).unwrap() {
+        for e in std::fs::read_dir(&dir).unwrap() {
             let p = e.unwrap().path();
             if p.file_name().unwrap().to_string_lossy().starts_with("dut-")
                 && p.extension().is_some_and(|x| x == "toml")
@@ -260,6 +260,11 @@ mod tests {
         fuzz_dut_spec(
             b"name = \"a\"\ndescription = \"b\"\nmode = \"l2\"\nstart = \"{{ {d0} }}\"\n",
         );
+        // The committed corpus, crashes the fuzzer found included.
+        let corpus = dir.join("../fuzz/corpus/dut_spec");
+        for e in std::fs::read_dir(corpus).unwrap() {
+            fuzz_dut_spec(&std::fs::read(e.unwrap().path()).unwrap());
+        }
         fuzz_guard(b"bed lr-1\npid 1234 99\ngroup 1234\npeer ns /x.sh\nunbed lr-1\ndone\n");
     }
 }
