@@ -8,7 +8,7 @@
 use linerate_io::xdp::AttachMode;
 use linerate_io::xdpcount::XdpCount;
 use linerate_measure::bench::rfc2544::{Procedure, TrialRecord, TrialSpec, Trials};
-use linerate_measure::bench::trial::{BedTrials, TAG_OFFSET};
+use linerate_measure::bench::trial::{BedTrials, Ends, TAG_OFFSET};
 use linerate_measure::testbed::{self, DutMode, FrameAddrs, Testbed, TestbedConfig};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -195,7 +195,7 @@ fn with_faulty_dut(faults: Faults, f: impl FnOnce(&mut BedTrials)) {
     let addrs = FrameAddrs::for_mode(bed.info(), DutMode::None);
     let gen_stop = Arc::new(AtomicBool::new(false));
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let mut t = BedTrials::new(&bed, &mut sink, addrs, 0, 64, 16, gen_stop);
+        let mut t = BedTrials::new(Ends::of_bed(&bed), &mut sink, addrs, 0, 64, 16, gen_stop);
         f(&mut t);
     }));
     stop.store(true, Ordering::Relaxed);

@@ -456,7 +456,7 @@ fn session(
         sink_if: ext.port_b.clone(),
         dut: None,
     };
-    let mut trials = super::trial::BedTrials::on(
+    let mut trials = super::trial::BedTrials::new(
         ends,
         &mut sink,
         addrs,

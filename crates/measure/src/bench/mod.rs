@@ -332,7 +332,7 @@ fn bed_trials<'a>(
     stop: &Arc<AtomicBool>,
 ) -> trial::BedTrials<'a> {
     let mut t = trial::BedTrials::new(
-        bed,
+        trial::Ends::of_bed(bed),
         sink,
         addrs,
         cfg.gen_cpu,

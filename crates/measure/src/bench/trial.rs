@@ -268,31 +268,12 @@ pub struct BedTrials<'a> {
 }
 
 impl<'a> BedTrials<'a> {
-    /// `sink` must have been attached with [`XdpCount::attach_verified`] at
-    /// [`TAG_OFFSET`]; `ts_every`: timestamp every n-th frame (raised to the
-    /// next number sharing no factor with `flows`: [`stamp_every`]).
+    /// Trials from `ends.gen_if` to `ends.sink_if` (the bed's:
+    /// [`Ends::of_bed`]). `sink` must have been attached with
+    /// [`XdpCount::attach_verified`] at [`TAG_OFFSET`]; `ts_every`:
+    /// timestamp every n-th frame (raised to the next number sharing no
+    /// factor with `flows`: [`stamp_every`]).
     pub fn new(
-        bed: &Testbed,
-        sink: &'a mut XdpCount,
-        addrs: FrameAddrs,
-        gen_cpu: usize,
-        flows: u32,
-        ts_every: u32,
-        stop: Arc<AtomicBool>,
-    ) -> BedTrials<'a> {
-        BedTrials::on(
-            Ends::of_bed(bed),
-            sink,
-            addrs,
-            gen_cpu,
-            flows,
-            ts_every,
-            stop,
-        )
-    }
-
-    /// As [`BedTrials::new`], between any two interfaces ([`Ends`]).
-    pub fn on(
         ends: Ends,
         sink: &'a mut XdpCount,
         addrs: FrameAddrs,
