@@ -111,6 +111,13 @@ struct {
 // A frame late (the program did not run for a while: between calls,
 // preempted) goes out as soon as it runs, so the long-run count keeps to
 // the schedule; `max_late` records the worst such slip.
+// With `max_lag` set, a frame more than max_lag late does not start a
+// catch-up burst: the schedule slips (start_ns moves on, compare-and-swap)
+// so that the frame is due now and the ones after it keep their spacing.
+// The stream then has a gap where the program did not run instead of a
+// burst after it: what latency trials need (an even load; a burst queues
+// in the DuT and its frames' latency is the generator's, not the DuT's).
+// `slipped` sums the slips (ns) and `slips` counts them.
 // User space may run two calls at once on two CPUs (overlapping so that
 // the program always runs while the other call tears down): a frame is
 // claimed by a compare-and-swap on `sent`, so the count stays exact.
@@ -122,6 +129,9 @@ struct gen_pace {
 	__u64 span_ns;  // no frame at or after start_ns + span_ns
 	__u64 sent;     // frames sent under this schedule (atomic)
 	__u64 max_late; // largest now - due of a sent frame (ns; racy max)
+	__u64 max_lag;  // 0: catch up; else slip the schedule past this lateness
+	__u64 slipped;  // ns the schedule slipped in all (atomic)
+	__u64 slips;    // how many times it slipped (atomic)
 };
 
 struct {
@@ -158,6 +168,17 @@ int xdp_gen(struct xdp_md *ctx)
 		__u64 due = start + ((done * pc->gap_fp) >> 16);
 		if (now < due)
 			goto idle;
+		if (pc->max_lag && now - due > pc->max_lag) {
+			// Slip: move the start so that frame `done` is due now. The
+			// other CPU may have slipped or sent meanwhile: then retry on
+			// the next run with its schedule.
+			__u64 lag = now - due;
+			if (__sync_val_compare_and_swap(&pc->start_ns, start, start + lag) != start)
+				goto idle;
+			__sync_fetch_and_add(&pc->slipped, lag);
+			__sync_fetch_and_add(&pc->slips, 1);
+			due = now;
+		}
 		if (__sync_val_compare_and_swap(&pc->sent, done, done + 1) != done)
 			goto idle; // the other CPU took frame `done`
 		// How late the schedule ran (a catch-up burst follows a late

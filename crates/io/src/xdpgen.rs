@@ -47,7 +47,9 @@
 //!   exactly n; `run_for(d)` sends floor(pps * d) (frames due before the end
 //!   still leave up to [`END_GRACE`] after it, none later). A frame the
 //!   program could not send on time (thread preempted) leaves as soon as
-//!   it runs again (a catch-up burst), which keeps the long-run rate.
+//!   it runs again (a catch-up burst), which keeps the long-run rate;
+//!   with [`XdpGen::set_max_lag`] the schedule slips instead (a gap in the
+//!   stream, no burst: for latency trials).
 //!   Measured (kernel 6.18, 2 busy vCPUs, veth, 1 s of 1 ms receiver
 //!   samples): rate error -0.8 to -2.3 % over wall time at 10 kpps..4 Mpps
 //!   (count exact; the error is the start and the last call's end), CV of
@@ -209,6 +211,11 @@ pub struct GenStats {
     /// and the largest.
     pub late_sum_ns: u64,
     pub late_max_ns: u64,
+    /// [`Pacing::InProgram`] with [`XdpGen::set_max_lag`]: how long the
+    /// schedule slipped in all instead of catching up (the stream's gaps),
+    /// and how many times.
+    pub slipped_ns: u64,
+    pub slips: u64,
     /// The time the frames took to leave, from the program's own stamps
     /// (every 64th frame): without the ~35 ms of set-up and teardown of
     /// each BPF_PROG_RUN call in which nothing leaves (unpaced runs: the
@@ -304,7 +311,14 @@ struct RawPace {
     sent: u64,
     /// Largest lateness of a sent frame (ns), kept by the program.
     max_late: u64,
+    /// 0: catch up after a late run; else slip the schedule past this (ns).
+    max_lag: u64,
+    /// ns the schedule slipped in all, and how many times.
+    slipped: u64,
+    slips: u64,
 }
+// The program's struct: ten u64 (aya also checks the map's value size).
+const _: () = assert!(std::mem::size_of::<RawPace>() == 10 * 8);
 // SAFETY: plain old data, no padding.
 unsafe impl aya::Pod for RawPace {}
 
@@ -406,6 +420,9 @@ pub struct XdpGen {
     batch_size: u32,
     pps: Option<f64>,
     pacing: Pacing,
+    /// [`Pacing::InProgram`]: slip the schedule instead of catching up
+    /// ([`XdpGen::set_max_lag`]).
+    max_lag: Option<Duration>,
     /// [`Pacing::InProgram`]: (program runs per ns, fixed cost of a call
     /// in ns), measured once.
     calib: Option<(f64, f64)>,
@@ -708,6 +725,7 @@ impl XdpGen {
             ctx,
             batch_size: cfg.batch_size,
             pps: cfg.pps,
+            max_lag: None,
             pacing: cfg.pacing,
             calib: None,
             raw,
@@ -754,6 +772,20 @@ impl XdpGen {
         }
         self.pps = pps;
         Ok(())
+    }
+
+    /// [`Pacing::InProgram`]: what a frame that is due late does (the
+    /// thread was preempted, between two calls). `None` (the default): it
+    /// leaves at once and the frames due after it follow at top speed until
+    /// the schedule is met (a catch-up burst, which keeps the long-run rate
+    /// and count). `Some(lag)`: a frame more than `lag` late makes the
+    /// schedule slip so that it is due now; the frames after it keep their
+    /// spacing, the stream has a gap instead of a burst, and a timed run
+    /// sends fewer frames ([`GenStats::slipped_ns`] says how much time the
+    /// gaps took). For latency measurement: a burst queues in the device
+    /// under test and its frames' latency would be the generator's.
+    pub fn set_max_lag(&mut self, lag: Option<Duration>) {
+        self.max_lag = lag;
     }
 
     /// Change the frames per kernel batch between runs (0: the kernel's
@@ -1141,6 +1173,10 @@ impl XdpGen {
             span_ns: prog_end_ns - start_ns,
             sent: 0,
             max_late: 0,
+            // At least 1 ns: 0 means "catch up".
+            max_lag: self.max_lag.map_or(0, |d| (d.as_nanos() as u64).max(1)),
+            slipped: 0,
+            slips: 0,
         })?;
         let runner = self.runner();
         // Runs per ns (f64 bits), refined by every call.
@@ -1231,7 +1267,10 @@ impl XdpGen {
             st.syscalls += 1;
             p = self.pace_get()?;
         }
-        st.late_max_ns = self.pace_get()?.max_late;
+        let p = self.pace_get()?;
+        st.late_max_ns = p.max_late;
+        st.slipped_ns = p.slipped;
+        st.slips = p.slips;
         let (sent, idle) = self.stats()?;
         st.sent = sent - base;
         st.idle_runs = idle - idle0;

@@ -686,6 +686,78 @@ fn gen_in_program_pacing_exact_count_seq_and_stop() {
     .unwrap();
 }
 
+fn pin_to(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t with one bit set, for the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        assert_eq!(
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+            0
+        );
+    }
+}
+
+/// With a max lag, a generator kept off its CPU (a busy thread shares it)
+/// slips its schedule instead of catching up: no frame leaves more than
+/// the lag late, the slips are counted, and the count stays exact.
+/// Without one it never slips.
+#[test]
+fn gen_max_lag_slips_instead_of_catching_up() {
+    use linerate_io::xdpgen::Pacing;
+    let bed = Bed::new(&["g", "s"]);
+    bed.veth(0, "g0", 1, "d0");
+    let (g, s) = (bed.ns(0), bed.ns(1));
+    std::thread::spawn(move || {
+        enter(&s);
+        let sink =
+            XdpCount::attach_with_seq("d0", AttachMode::Native, false, Some(IPV4_UDP_PAYLOAD + 8))
+                .unwrap();
+        enter(&g);
+        pin_to(0);
+        let cfg = GenConfig {
+            pps: Some(100_000.0),
+            pacing: Pacing::InProgram,
+            signature: Some(SigConfig {
+                offset: IPV4_UDP_PAYLOAD,
+                stream: 3,
+                sample_every: 1,
+            }),
+            ..Default::default()
+        };
+        let mut gen = XdpGen::new("g0", &frame(66), cfg).unwrap();
+        let never = AtomicBool::new(false);
+        // Without a max lag: no slip, whatever the scheduler does.
+        let st = gen.run_for(Duration::from_millis(100), &never).unwrap();
+        assert_eq!((st.slips, st.slipped_ns), (0, 0), "{st:?}");
+        let mut total = st.sent;
+        // A busy thread on the same CPU: the scheduler shares it, so the
+        // generator's threads are kept off it for whole time slices.
+        let spin = std::sync::Arc::new(AtomicBool::new(true));
+        let sp = spin.clone();
+        let h = std::thread::spawn(move || {
+            pin_to(0);
+            while sp.load(Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+        });
+        gen.set_max_lag(Some(Duration::from_micros(20)));
+        let st = gen.run_for(Duration::from_millis(400), &never).unwrap();
+        spin.store(false, Ordering::Relaxed);
+        h.join().unwrap();
+        assert!(st.slips > 0 && st.slipped_ns > 0, "{st:?}");
+        assert!(st.late_max_ns <= 20_000, "a frame left late: {st:?}");
+        assert!(st.sent > 0 && st.sent <= 40_000, "{st:?}");
+        total += st.sent;
+        wait_count(&sink, total, "sink on d0");
+        let c = sink.read().unwrap();
+        assert_eq!(c.packets, total, "{c:?} {st:?}");
+        assert_eq!(c.max_seq, Some(total - 1));
+    })
+    .join()
+    .unwrap();
+}
+
 /// Rate error and smoothness of both pacing modes at 10k..4M pps: the
 /// receiver's counter is sampled every 1 ms for 1 s by another thread;
 /// printed: achieved rate vs asked, and the coefficient of variation of

@@ -12,7 +12,9 @@
 //! an earlier trial (late), duplicates and reordering are counted apart
 //! ([`super::rfc2544::Verification`]).
 
-use super::rfc2544::{KernelCheck, Latency, TrialRecord, TrialSpec, Trials, Verification};
+use super::rfc2544::{
+    KernelCheck, Latency, TrialRecord, TrialSpec, Trials, Verification, LATENCY_MAX_LAG,
+};
 use crate::testbed::{iface_stats, in_netns, FrameAddrs, IfaceStats, Testbed};
 use linerate_io::xdpcount::{CountStats, LatencyHistogram, XdpCount};
 use linerate_io::xdpgen::{self, GenConfig, GenStats, TagConfig, XdpGen};
@@ -63,6 +65,8 @@ struct GenCmd {
     pps: Option<f64>,
     frames: Option<u64>,
     duration: Duration,
+    /// Slip the schedule instead of catching up ([`XdpGen::set_max_lag`]).
+    max_lag: Option<Duration>,
 }
 
 /// The generator thread: lives in the generator's namespace, pinned.
@@ -123,6 +127,7 @@ impl GenServer {
                         g.set_rate(c.pps).map_err(|e| e.to_string())?;
                         g.set_stream(c.stream).map_err(|e| e.to_string())?;
                         g.set_batch_size(c.batch).map_err(|e| e.to_string())?;
+                        g.set_max_lag(c.max_lag);
                         match c.frames {
                             Some(n) => g.run(n, &stop),
                             None => g.run_for(c.duration, &stop),
@@ -475,6 +480,9 @@ impl Trials for BedTrials<'_> {
                 pps: s.rate_pps,
                 frames: s.frames,
                 duration: spec.duration,
+                // Latency trials keep an even load: a late generator leaves
+                // a gap, not a catch-up burst that would queue in the DuT.
+                max_lag: spec.latency.then_some(LATENCY_MAX_LAG),
             })?;
         }
         let mut gens = Vec::with_capacity(n);
@@ -506,14 +514,18 @@ impl Trials for BedTrials<'_> {
             // The time the frames took to leave, from the generator
             // program's stamps: the wall time of the run adds the calls'
             // set-up and teardown (~35 ms each), in which nothing is sent.
+            // A slipped schedule's gaps are not part of the offered load.
             let tx_ns = if g.send_ns > 0 {
                 g.send_ns
             } else {
                 g.duration_ns
-            };
+            }
+            .saturating_sub(g.slipped_ns);
             let mut rec = TrialRecord::new(&s, g.sent, received, tx_ns as f64 / 1e9);
             rec.drain_ms = drained.as_secs_f64() * 1e3;
             rec.gen_late_max_us = g.late_max_ns as f64 / 1e3;
+            rec.gen_slipped_us = g.slipped_ns as f64 / 1e3;
+            rec.gen_slips = g.slips;
             let between = c1.since(&b.base);
             rec.verify = Verification {
                 foreign: between.foreign,
