@@ -24,46 +24,12 @@
 //! true do end` cannot keep the process alive.
 
 use anyhow::{anyhow, Result};
+pub use linerate_pipeline::generate::run::GenControl;
 use mlua::{HookTriggers, Lua, LuaOptions, StdLib, Value, VmState};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Generator-side counters of one stream.
-#[derive(Clone, Debug, Default)]
-pub struct StreamCounters {
-    pub name: String,
-    pub packets: u64,
-    pub bytes: u64,
-    /// Rate over the last second (or since start).
-    pub pps: f64,
-}
-
-/// Receiver-side counters of one stream.
-#[derive(Clone, Debug, Default)]
-pub struct RxCounters {
-    pub name: String,
-    pub packets: u64,
-    pub lost: u64,
-    pub reordered: u64,
-    pub duplicates: u64,
-    pub p50_ns: Option<u64>,
-    pub p99_ns: Option<u64>,
-}
-
-/// What a script may do to a running generator.
-pub trait GenControl: Send + Sync {
-    fn streams(&self) -> Vec<String>;
-    fn set_rate_pps(&self, stream: &str, pps: f64) -> Result<(), String>;
-    fn set_paused(&self, stream: &str, paused: bool) -> Result<(), String>;
-    fn stats(&self) -> Vec<StreamCounters>;
-    fn rx(&self) -> Option<Vec<RxCounters>>;
-    /// Ask the generator to end.
-    fn stop(&self);
-    /// True once the generator ended (count/duration reached or stopped).
-    fn finished(&self) -> bool;
-}
 
 fn lua_err(e: String) -> mlua::Error {
     mlua::Error::RuntimeError(e)
@@ -367,6 +333,8 @@ mod tests {
         paused: Mutex<Vec<(String, bool)>>,
         stopped: AtomicBool,
     }
+    use linerate_pipeline::generate::run::{RxCounters, StreamCounters};
+
     impl GenControl for Fake {
         fn streams(&self) -> Vec<String> {
             vec!["a".into(), "b".into()]

@@ -33,7 +33,7 @@ pub enum LinkState {
 /// The coarse monotonic clock in nanoseconds (vDSO, no system call).
 #[inline(always)]
 fn coarse_ns() -> u64 {
-    crate::clock::clock_ns(libc::CLOCK_MONOTONIC_COARSE)
+    crate::time::clock_ns(libc::CLOCK_MONOTONIC_COARSE)
 }
 
 /// The interface under one port half (see the module docs).

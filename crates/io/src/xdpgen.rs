@@ -1317,7 +1317,7 @@ fn wait_mono(t: u64, stop: &AtomicBool) {
 
 /// CLOCK_MONOTONIC in ns (the clock of `bpf_ktime_get_ns`).
 fn mono_ns() -> u64 {
-    crate::clock::clock_ns(libc::CLOCK_MONOTONIC)
+    crate::time::clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 /// How long before a slice's deadline the paced loop stops sleeping and
@@ -1353,7 +1353,7 @@ fn wait_until(t: Instant, stop: &AtomicBool) {
 
 /// CPU time of the calling thread (0 if the clock cannot be read).
 fn thread_cpu_ns() -> u64 {
-    crate::clock::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+    crate::time::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// An untagged IPv4/UDP frame of `frame_len` bytes (at least 42; without

@@ -1,6 +1,6 @@
-//! Measurement: the test bed of namespaces and veth pairs, the TSC clock,
-//! the bench, full factorial experiments with ANOVA, HTML reports, and the
-//! watchdog that cleans up after a killed process.
+//! Measurement: the test bed of namespaces and veth pairs, the bench, full
+//! factorial experiments with ANOVA, HTML reports, and the watchdog that
+//! cleans up after a killed process.
 
 pub mod bench;
 pub mod experiment;
@@ -9,4 +9,3 @@ pub mod fuzz;
 pub mod guard;
 pub mod report;
 pub mod testbed;
-pub mod tsc;

@@ -12,8 +12,8 @@
 //! (`recv`), processing (MAC rewrite and accounting), TX (`send` + `flush`)
 //! and buffer management (`release`). Empty polls are counted apart.
 
+use linerate_io::time::rdtsc;
 use linerate_io::{Batch, DropReason, RxPort, StageCounters, StageSnapshot, TxPort};
-use linerate_measure::tsc::rdtsc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -2,8 +2,8 @@
 //! reordering, duplicates and latency from linerate's signatures.
 
 use anyhow::{bail, Context, Result};
-use linerate_io::{Batch, OpenOptions};
-use linerate_pipeline::count::{clock, Clock, Receiver};
+use linerate_io::OpenOptions;
+use linerate_pipeline::count::{clock, receive_loop, Clock, Receiver, Until};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -58,78 +58,6 @@ pub struct Args {
     pub xdp: bool,
 }
 
-/// When a receive loop ends (besides the stop flag and the end of a finite source).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Until {
-    pub deadline: Option<Instant>,
-    pub packets: Option<u64>,
-    /// No packet for this long after the first one.
-    pub idle: Option<Duration>,
-}
-
-/// Receive from an open port into `rx` until stopped; calls `tick` once a second.
-pub fn receive_loop(
-    port: &mut linerate_io::Port,
-    rx: &mut Receiver,
-    batch: usize,
-    stop: &AtomicBool,
-    until: Until,
-    mut tick: impl FnMut(&mut Receiver),
-) -> Result<()> {
-    let Until {
-        deadline,
-        packets: max_packets,
-        idle,
-    } = until;
-    let mut b = Batch::new(batch);
-    let mut last_tick = Instant::now();
-    let mut last_pkt = Instant::now();
-    let mut got_any = false;
-    let mut empty = 0u32;
-    loop {
-        let n = port.rx.recv(&mut b)?;
-        if n > 0 {
-            // One clock read per batch (vDSO, no syscall).
-            rx.on_batch(b.pkts(), clock::monotonic_ns());
-            port.rx.release(&mut b);
-            got_any = true;
-            empty = 0;
-        } else {
-            empty += 1;
-            if port.rx.at_end() {
-                break;
-            }
-            if empty > 256 {
-                port.rx.wait(10)?;
-            }
-        }
-        // Cheap checks every turn; the clock only every 64 empty turns or per batch.
-        if n > 0 || empty.is_multiple_of(64) {
-            let now = Instant::now();
-            if n > 0 {
-                last_pkt = now;
-            }
-            if stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| now >= d) {
-                break;
-            }
-            if let (Some(i), true) = (idle, got_any) {
-                if now - last_pkt >= i {
-                    break;
-                }
-            }
-            if now - last_tick >= Duration::from_secs(1) {
-                rx.clock_mut().refresh();
-                tick(rx);
-                last_tick = now;
-            }
-        }
-        if max_packets.is_some_and(|m| rx.counters().packets >= m) {
-            break;
-        }
-    }
-    Ok(())
-}
-
 pub fn run(a: Args) -> Result<()> {
     if !(1..=linerate_io::MAX_BATCH).contains(&a.batch) {
         bail!(
@@ -171,7 +99,7 @@ pub fn run(a: Args) -> Result<()> {
     // A port that fails (its interface went away) ends the loop; what was
     // counted up to then is still reported and written, then the error.
     let looped = receive_loop(
-        &mut port,
+        port.rx.as_mut(),
         &mut rx,
         a.batch,
         &stop,
@@ -210,7 +138,7 @@ pub fn run(a: Args) -> Result<()> {
     } else {
         out!("{}", report.to_text());
     }
-    looped
+    Ok(looped?)
 }
 
 /// `--xdp`: the in-kernel counter ([`XdpCount`], native mode) on the

@@ -1,8 +1,8 @@
 //! `linerate fwd PORT_A PORT_B`: bidirectional L2 forwarding.
 
 use anyhow::{bail, Context, Result};
+use linerate_io::time as tsc;
 use linerate_io::{OpenOptions, StageSnapshot};
-use linerate_measure::tsc;
 use linerate_pipeline::fwd::{
     self, CyclesSnapshot, Direction, DirectionReport, MacRewrite, Polling,
 };

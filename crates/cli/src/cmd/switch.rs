@@ -2,8 +2,8 @@
 //! switch-ctl`: its control client over a Unix socket.
 
 use anyhow::{bail, Context, Result};
+use linerate_io::time as tsc;
 use linerate_io::OpenOptions;
-use linerate_measure::tsc;
 use linerate_pipeline::control::{Conn, Handler, Limits, Listener, Server};
 use linerate_pipeline::switch::actions::{Group, Meter};
 use linerate_pipeline::switch::ctl::Request;

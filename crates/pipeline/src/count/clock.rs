@@ -89,8 +89,8 @@ impl Clock {
 
     /// [`Clock::Tsc`] calibrated now.
     pub fn tsc() -> Clock {
-        let hz = linerate_measure::tsc::tsc_hz();
-        let tsc0 = linerate_measure::tsc::rdtsc();
+        let hz = linerate_io::time::tsc_hz();
+        let tsc0 = linerate_io::time::rdtsc();
         let mono0 = monotonic_ns();
         Clock::Tsc { hz, tsc0, mono0 }
     }

@@ -16,6 +16,7 @@
 
 pub mod clock;
 pub mod report;
+pub mod run;
 pub mod seq;
 
 #[cfg(test)]
@@ -28,6 +29,7 @@ use linerate_wire::signature::{self, FLAG_TS};
 
 pub use clock::{monotonic_ns, Clock};
 pub use report::{LatencySummary, Report, Snapshot, StreamLive, StreamReport, Totals};
+pub use run::{receive_loop, Until};
 pub use seq::{SeqClass, SeqWindow, WINDOW};
 
 /// Default cap on tracked streams.

@@ -26,6 +26,7 @@ pub mod field;
 pub mod http_trace;
 pub mod pacer;
 pub mod profile;
+pub mod run;
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -50,6 +51,11 @@ impl std::fmt::Display for GenError {
     }
 }
 impl std::error::Error for GenError {}
+impl From<PortError> for GenError {
+    fn from(e: PortError) -> GenError {
+        GenError(e.0)
+    }
+}
 
 /// Smallest and largest frame (without FCS).
 pub const MIN_FRAME: usize = 60;

@@ -1,10 +1,28 @@
-//! The time-stamp counter: cycles for per-stage profiles and a cheap clock.
+//! Time for every layer above `io`: the kernel's clocks read without a
+//! system call (vDSO), and the time-stamp counter: cycles for per-stage
+//! profiles and a cheap clock.
 //!
 //! These VMs have no hardware PMU, but the TSC is constant and invariant
 //! (`constant_tsc nonstop_tsc` in /proc/cpuinfo), so TSC ticks are wall
 //! time at a fixed rate and serve as "cycles" as in seed 000 Table II.
 
 use std::time::{Duration, Instant};
+
+/// The clock `id` (`libc::CLOCK_MONOTONIC`, `CLOCK_MONOTONIC_COARSE`,
+/// `CLOCK_REALTIME`, `CLOCK_THREAD_CPUTIME_ID`...) in nanoseconds; 0 if the
+/// clock cannot be read.
+#[inline(always)]
+pub fn clock_ns(id: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer.
+    if unsafe { libc::clock_gettime(id, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
 
 /// Read the TSC (no serialisation: we time whole batches, so a few cycles of
 /// reordering are noise).
