@@ -15,6 +15,7 @@ pub mod batch;
 pub mod bpf;
 pub mod counters;
 pub mod file;
+pub mod host;
 pub mod link;
 pub mod mem;
 pub mod pcap;

@@ -22,22 +22,7 @@ use std::time::{Duration, Instant};
 /// same type the in-kernel forwarder takes).
 pub use linerate_io::xdpfwd::MacPair as MacRewrite;
 
-/// Parse `aa:bb:cc:dd:ee:ff`.
-pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
-    let mut m = [0u8; 6];
-    let mut it = s.split(':');
-    for b in m.iter_mut() {
-        let p = it.next()?;
-        if p.is_empty() || p.len() > 2 {
-            return None;
-        }
-        *b = u8::from_str_radix(p, 16).ok()?;
-    }
-    if it.next().is_some() {
-        return None;
-    }
-    Some(m)
-}
+pub use linerate_wire::ethernet::parse_mac;
 
 /// TSC cycles spent per stage (one writer, read by the reporter).
 #[derive(Default, Debug)]

@@ -5,6 +5,21 @@ pub const HEADER_LEN: usize = 14;
 
 /// A MAC address.
 pub type Mac = [u8; 6];
+
+/// Parse a MAC address written `aa:bb:cc:dd:ee:ff` (or with `-`): six
+/// groups of one or two hex digits. `None` for anything else.
+pub fn parse_mac(s: &str) -> Option<Mac> {
+    let mut m = [0u8; 6];
+    let mut it = s.split([':', '-']);
+    for b in m.iter_mut() {
+        let p = it.next()?;
+        if p.is_empty() || p.len() > 2 {
+            return None;
+        }
+        *b = u8::from_str_radix(p, 16).ok()?;
+    }
+    it.next().is_none().then_some(m)
+}
 /// The broadcast MAC address.
 pub const BROADCAST: Mac = [0xff; 6];
 

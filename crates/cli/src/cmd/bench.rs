@@ -2,7 +2,6 @@
 
 use anyhow::{bail, Result};
 use linerate_measure::bench::dut::{self, Dut, DutEnv};
-use linerate_measure::bench::dut_spec::{DutSpec, SpecDut};
 use linerate_measure::bench::rfc2544::{Rfc2544Config, STANDARD_SIZES};
 use linerate_measure::bench::{
     self, history, to_report, BenchConfig, DutResult, Rfc2544Bench, Rfc2544Result,
@@ -259,69 +258,9 @@ pub struct Args {
     pub repeat: usize,
 }
 
-pub(crate) fn all_duts() -> Vec<Box<dyn Dut>> {
-    dut::builtin()
-}
-
-const DEFAULT: [&str; 6] = [
-    "linux-bridge",
-    "linux-ipfwd",
-    "linerate-afpacket",
-    "linerate-afxdp",
-    "linerate-xdp",
-    "xdp-redirect-bare",
-];
-const PEERS: [&str; 3] = ["testpmd-af_xdp", "testpmd-af_packet", "ovs-afxdp"];
-
-/// The DuTs asked for, in order (the built-in ones, then the spec files);
-/// errors name an unknown one, or the spec file and its field.
+/// The DuTs asked for, in order (see [`dut::select`]).
 fn select_duts(a: &Args, peers: bool) -> Result<Vec<Box<dyn Dut>>> {
-    let known: Vec<String> = all_duts().iter().map(|d| d.name()).collect();
-    let mut specs: Vec<Box<dyn Dut>> = Vec::new();
-    let mut names: Vec<String> = Vec::new();
-    for f in &a.dut_files {
-        let s = DutSpec::load(f).map_err(anyhow::Error::msg)?;
-        if known.contains(&s.name) {
-            bail!(
-                "{}: field `name`: {:?} is a built-in DuT's name; choose another",
-                f.display(),
-                s.name
-            );
-        }
-        if names.contains(&s.name) {
-            bail!(
-                "{}: field `name`: {:?} is taken by an earlier --dut-file",
-                f.display(),
-                s.name
-            );
-        }
-        names.push(s.name.clone());
-        specs.push(Box::new(SpecDut::new(s)));
-    }
-    for d in &a.duts {
-        if !known.contains(d) {
-            bail!(
-                "--dut {d}: unknown device under test (known: {}; or describe yours with --dut-file)",
-                known.join(", ")
-            );
-        }
-    }
-    let want: Vec<String> = if !a.duts.is_empty() || !specs.is_empty() {
-        a.duts.clone()
-    } else {
-        let mut w: Vec<String> = DEFAULT.iter().map(|s| s.to_string()).collect();
-        if peers {
-            w.extend(PEERS.iter().map(|s| s.to_string()));
-        }
-        w
-    };
-    let mut duts: Vec<Box<dyn Dut>> = all_duts()
-        .into_iter()
-        .filter(|d| want.contains(&d.name()))
-        .collect();
-    duts.sort_by_key(|d| want.iter().position(|w| *w == d.name()));
-    duts.extend(specs);
-    Ok(duts)
+    dut::select(&a.duts, &a.dut_files, peers).map_err(anyhow::Error::msg)
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -1152,12 +1091,7 @@ fn run_overload(a: Args) -> Result<()> {
     Ok(())
 }
 
-fn kernel_release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .unwrap_or_default()
-        .trim()
-        .to_string()
-}
+use linerate_io::host::kernel_release;
 
 fn print_table(results: &[DutResult], frame: usize) -> Result<()> {
     let bridge = results

@@ -87,17 +87,8 @@ pub fn check_links(w: &mut [linerate_io::link::LinkWatch]) -> Result<()> {
 
 /// Pin the calling thread to one CPU.
 pub fn pin_to_cpu(cpu: usize) -> Result<()> {
-    // SAFETY: cpu_set_t is plain data; sched_setaffinity(0) targets this thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            anyhow::bail!(
-                "cannot pin to CPU {cpu}: {}",
-                std::io::Error::last_os_error()
-            );
-        }
-    }
+    linerate_io::host::pin_to_cpu(cpu)
+        .map_err(|e| anyhow::anyhow!("cannot pin to CPU {cpu}: {e}"))?;
     Ok(())
 }
 

@@ -127,7 +127,7 @@ impl BenchCheck for BenchSpec {
     fn apply(&mut self, factor: &str, level: &str) -> Result<()> {
         match factor {
             "dut" => {
-                let known: Vec<String> = super::bench::all_duts().iter().map(|d| d.name()).collect();
+                let known: Vec<String> = linerate_measure::bench::dut::builtin().iter().map(|d| d.name()).collect();
                 if !known.iter().any(|k| k == level) {
                     bail!(
                         "dut '{level}': unknown device under test (known: {})",
@@ -286,7 +286,7 @@ impl Runner for BenchRunner {
         for (f, l) in levels {
             s.apply(f, l)?;
         }
-        let mut duts: Vec<_> = super::bench::all_duts()
+        let mut duts: Vec<_> = linerate_measure::bench::dut::builtin()
             .into_iter()
             .filter(|d| d.name() == s.dut)
             .collect();

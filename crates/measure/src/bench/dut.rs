@@ -78,13 +78,7 @@ pub trait Dut {
     }
 }
 
-/// `uname -r`.
-pub fn kernel_release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .unwrap_or_default()
-        .trim()
-        .to_string()
-}
+pub use linerate_io::host::kernel_release;
 
 /// A bare XDP_REDIRECT through a devmap (no counters, no rewrite): the
 /// reference for the in-kernel forwarding cost.
@@ -294,6 +288,74 @@ pub fn builtin() -> Vec<Box<dyn Dut>> {
 
 /// The text of the built-in spec `ovs-afxdp` (the base of `ovs-afxdp-10k`).
 pub(crate) const OVS_AFXDP: &str = include_str!("../../duts/ovs-afxdp.toml");
+
+/// The default DuTs of `linerate bench` (no `--dut`, no `--dut-file`).
+pub const DEFAULT: [&str; 6] = [
+    "linux-bridge",
+    "linux-ipfwd",
+    "linerate-afpacket",
+    "linerate-afxdp",
+    "linerate-xdp",
+    "xdp-redirect-bare",
+];
+/// The peers added to the default unless asked not to.
+pub const PEERS: [&str; 3] = ["testpmd-af_xdp", "testpmd-af_packet", "ovs-afxdp"];
+
+/// The DuTs asked for, in order: the built-in ones named in `names`, then
+/// the spec files (with neither: [`DEFAULT`], and [`PEERS`] when `peers`).
+/// Errors name an unknown DuT, or the spec file and its field.
+pub fn select(
+    names: &[String],
+    files: &[std::path::PathBuf],
+    peers: bool,
+) -> Result<Vec<Box<dyn Dut>>, String> {
+    let known: Vec<String> = builtin().iter().map(|d| d.name()).collect();
+    let mut specs: Vec<Box<dyn Dut>> = Vec::new();
+    let mut taken: Vec<String> = Vec::new();
+    for f in files {
+        let s = super::dut_spec::DutSpec::load(f)?;
+        if known.contains(&s.name) {
+            return Err(format!(
+                "{}: field `name`: {:?} is a built-in DuT's name; choose another",
+                f.display(),
+                s.name
+            ));
+        }
+        if taken.contains(&s.name) {
+            return Err(format!(
+                "{}: field `name`: {:?} is taken by an earlier --dut-file",
+                f.display(),
+                s.name
+            ));
+        }
+        taken.push(s.name.clone());
+        specs.push(Box::new(super::dut_spec::SpecDut::new(s)));
+    }
+    for d in names {
+        if !known.contains(d) {
+            return Err(format!(
+                "--dut {d}: unknown device under test (known: {}; or describe yours with --dut-file)",
+                known.join(", ")
+            ));
+        }
+    }
+    let want: Vec<String> = if !names.is_empty() || !specs.is_empty() {
+        names.to_vec()
+    } else {
+        let mut w: Vec<String> = DEFAULT.iter().map(|s| s.to_string()).collect();
+        if peers {
+            w.extend(PEERS.iter().map(|s| s.to_string()));
+        }
+        w
+    };
+    let mut duts: Vec<Box<dyn Dut>> = builtin()
+        .into_iter()
+        .filter(|d| want.contains(&d.name()))
+        .collect();
+    duts.sort_by_key(|d| want.iter().position(|w| *w == d.name()));
+    duts.extend(specs);
+    Ok(duts)
+}
 
 #[cfg(test)]
 mod tests {

@@ -916,14 +916,10 @@ pub fn udp_frame(a: &FrameAddrs, len: usize) -> Vec<u8> {
     )
 }
 
-/// Pin the calling thread to `cpu` (best effort).
+/// Pin the calling thread to `cpu` (best effort: unpinned, the trial's
+/// own checks still hold).
 pub fn pin(cpu: usize) {
-    // SAFETY: plain data; affects the calling thread only.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
+    let _ = linerate_io::host::pin_to_cpu(cpu);
 }
 
 // ------------------------------------------------------ bed names (--name)

@@ -209,18 +209,7 @@ fn err(stream: &str, what: impl std::fmt::Display) -> GenError {
     GenError(format!("stream '{stream}': {what}"))
 }
 
-fn parse_mac(s: &str) -> Option<[u8; 6]> {
-    let mut m = [0u8; 6];
-    let mut it = s.split([':', '-']);
-    for b in m.iter_mut() {
-        let p = it.next()?;
-        if p.is_empty() || p.len() > 2 {
-            return None;
-        }
-        *b = u8::from_str_radix(p, 16).ok()?;
-    }
-    it.next().is_none().then_some(m)
-}
+use linerate_wire::ethernet::parse_mac;
 
 fn parse_hex(s: &str) -> Option<Vec<u8>> {
     let s = s.trim_start_matches("0x");

@@ -219,21 +219,11 @@ fn parse_int_masked(s: &str, max: u64, maskable: bool) -> Result<(u64, u64), Str
     }
 }
 
+/// A MAC address as the 48-bit number the match keys hold.
 fn parse_mac(s: &str) -> Result<u64, String> {
-    let mut v = 0u64;
-    let mut n = 0;
-    for part in s.split(':') {
-        if part.is_empty() || part.len() > 2 || n >= 6 {
-            return Err(format!("'{s}' is not a MAC address"));
-        }
-        let b = u8::from_str_radix(part, 16).map_err(|_| format!("'{s}' is not a MAC address"))?;
-        v = (v << 8) | b as u64;
-        n += 1;
-    }
-    if n != 6 {
-        return Err(format!("'{s}' is not a MAC address"));
-    }
-    Ok(v)
+    let m = linerate_wire::ethernet::parse_mac(s)
+        .ok_or_else(|| format!("'{s}' is not a MAC address"))?;
+    Ok(m.iter().fold(0u64, |v, &b| (v << 8) | b as u64))
 }
 
 fn parse_mac_masked(s: &str) -> Result<(u64, u64), String> {
