@@ -21,6 +21,7 @@ pub mod mem;
 pub mod pcap;
 pub mod pool;
 pub mod port;
+pub mod rng;
 pub mod time;
 pub mod uri;
 pub mod xdp;

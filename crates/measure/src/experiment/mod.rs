@@ -11,6 +11,7 @@
 mod analysis;
 mod design;
 mod report;
+pub mod runner;
 pub mod spec;
 
 pub use analysis::{
