@@ -18,6 +18,77 @@ pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The CPUs the calling thread may run on.
+pub fn affinity() -> std::io::Result<libc::cpu_set_t> {
+    // SAFETY: a zeroed cpu_set_t is valid; the kernel fills it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(set)
+    }
+}
+
+/// Set the CPUs the calling thread may run on (async-signal-safe: usable
+/// between fork and exec).
+pub fn set_affinity(set: &libc::cpu_set_t) -> std::io::Result<()> {
+    // SAFETY: `set` is a valid cpu_set_t; sched_setaffinity(0) targets
+    // the calling thread only.
+    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Keeps the calling thread off one CPU until dropped (then its old CPUs
+/// again). Threads and processes it starts meanwhile inherit the mask.
+pub struct OffCpu(libc::cpu_set_t);
+
+impl OffCpu {
+    /// Off `cpu`, unless that would leave the thread no CPU (then `None`).
+    pub fn new(cpu: usize) -> Option<OffCpu> {
+        let old = affinity().ok()?;
+        let mut set = old;
+        if cpu >= libc::CPU_SETSIZE as usize {
+            return None;
+        }
+        // SAFETY: cpu is below CPU_SETSIZE (checked above).
+        unsafe { libc::CPU_CLR(cpu, &mut set) };
+        // SAFETY: plain read of the set.
+        if unsafe { libc::CPU_COUNT(&set) } == 0 {
+            return None;
+        }
+        set_affinity(&set).ok()?;
+        Some(OffCpu(old))
+    }
+    /// The mask the thread had before (for children that should run
+    /// anywhere, set between fork and exec).
+    pub fn before(&self) -> libc::cpu_set_t {
+        self.0
+    }
+}
+
+impl Drop for OffCpu {
+    fn drop(&mut self) {
+        let _ = set_affinity(&self.0);
+    }
+}
+
+/// Every online CPU (the mask a process started afresh would have).
+pub fn every_cpu() -> libc::cpu_set_t {
+    // SAFETY: sysconf has no preconditions; a zeroed cpu_set_t is valid
+    // and CPU_SET is bounded by CPU_SETSIZE below.
+    unsafe {
+        let n = libc::sysconf(libc::_SC_NPROCESSORS_ONLN).max(1) as usize;
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for i in 0..n.min(libc::CPU_SETSIZE as usize) {
+            libc::CPU_SET(i, &mut set);
+        }
+        set
+    }
+}
+
 /// `uname -r` (empty when it cannot be read).
 pub fn kernel_release() -> String {
     std::fs::read_to_string("/proc/sys/kernel/osrelease")
@@ -37,5 +108,33 @@ mod tests {
         .join()
         .unwrap();
         assert!(!super::kernel_release().is_empty());
+    }
+
+    #[test]
+    fn off_cpu_keeps_the_thread_off_and_restores_its_mask() {
+        std::thread::spawn(|| {
+            let before = super::affinity().unwrap();
+            // SAFETY: plain reads of the set.
+            let n = unsafe { libc::CPU_COUNT(&before) };
+            let g = super::OffCpu::new(0);
+            if n < 2 {
+                // Off the only CPU: refused, nothing changed.
+                assert!(g.is_none());
+                return;
+            }
+            let g = g.unwrap();
+            let now = super::affinity().unwrap();
+            // SAFETY: plain reads of the sets.
+            unsafe {
+                assert!(!libc::CPU_ISSET(0, &now));
+                assert_eq!(libc::CPU_COUNT(&now), n - 1);
+            }
+            drop(g);
+            let after = super::affinity().unwrap();
+            // SAFETY: plain reads of the sets.
+            unsafe { assert_eq!(libc::CPU_COUNT(&after), n) };
+        })
+        .join()
+        .unwrap();
     }
 }

@@ -80,6 +80,21 @@ pub trait Dut {
 
 pub use linerate_io::host::kernel_release;
 
+/// A DuT's processes run on every CPU (they pin what they pin themselves),
+/// whatever CPUs the bench keeps its own threads on
+/// ([`linerate_io::host::OffCpu`]).
+pub(crate) fn on_every_cpu(cmd: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    let all = linerate_io::host::every_cpu();
+    // SAFETY: sched_setaffinity is async-signal-safe; `all` is a copy.
+    unsafe {
+        cmd.pre_exec(move || {
+            let _ = linerate_io::host::set_affinity(&all);
+            Ok(())
+        })
+    }
+}
+
 /// A bare XDP_REDIRECT through a devmap (no counters, no rewrite): the
 /// reference for the in-kernel forwarding cost.
 pub struct BareRedirect(Option<XdpRedirectBare>);
@@ -130,6 +145,7 @@ impl LinerateChild {
     /// namespace.
     pub fn start(&mut self, bed: &Testbed, env: &DutEnv, args: &[String]) -> Result<(), DutError> {
         let mut cmd = Command::new("ip");
+        on_every_cpu(&mut cmd);
         cmd.args(["netns", "exec", bed.ns_dut()])
             .arg(&env.linerate)
             .args(args)
@@ -216,6 +232,7 @@ impl Drop for LinerateChild {
 pub(crate) fn run_script(cmd: &mut Command) -> std::io::Result<std::process::Output> {
     use std::os::unix::process::CommandExt;
     crate::guard::die_with_parent(cmd);
+    on_every_cpu(cmd);
     let child = cmd
         .process_group(0)
         .stdin(Stdio::null())

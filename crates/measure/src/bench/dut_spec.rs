@@ -618,6 +618,7 @@ impl Dut for SpecDut {
             use std::os::unix::process::CommandExt;
             let mut c = self.command("run", &run, &ns)?;
             crate::guard::die_with_parent(&mut c);
+            super::dut::on_every_cpu(&mut c);
             let spawned = c
                 .process_group(0)
                 .stdin(Stdio::null())
