@@ -4,12 +4,11 @@
 use anyhow::{bail, Context, Result};
 use linerate_io::time as tsc;
 use linerate_io::OpenOptions;
-use linerate_pipeline::control::{Conn, Handler, Limits, Listener, Server};
+use linerate_pipeline::control::{Handler, Limits, Listener, Server};
 use linerate_pipeline::switch::actions::{Group, Meter};
-use linerate_pipeline::switch::ctl::Request;
+use linerate_pipeline::switch::ctl::{cache_json, ports_json, Shared, SwitchCtl};
 use linerate_pipeline::switch::datapath::{
-    CacheCounters, Datapath, Polling, PortCounters, SwitchCounters, SwitchCycles, SwitchPort,
-    SwitchSnapshot,
+    CacheCounters, Datapath, Polling, SwitchCycles, SwitchPort, SwitchSnapshot,
 };
 use linerate_pipeline::switch::table::{mono_ns, Control, FlowTable};
 use linerate_pipeline::switch::Rule;
@@ -89,14 +88,6 @@ pub struct Args {
     pub quiet: bool,
 }
 
-/// What the control server and the reporter read.
-struct Shared {
-    ctl: Arc<Control>,
-    ports: Vec<(u32, String, Arc<PortCounters>)>,
-    cache: Arc<CacheCounters>,
-    counters: Arc<SwitchCounters>,
-}
-
 /// The rule lines of a flows/groups/meters file: numbered from 1, trimmed,
 /// without blank lines and `#` comments.
 fn rule_lines(s: &str) -> impl Iterator<Item = (usize, &str)> {
@@ -135,89 +126,6 @@ fn keep_freed_memory() {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
         libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
     }
-}
-
-/// Check, make room for and add `rules` to `t` (emptying `rules`). On an
-/// error `t` may hold part of them: callers edit through
-/// [`Control::try_edit`], which then puts the table back.
-fn add_batch(t: &mut FlowTable, rules: &mut Vec<Rule>, now: u64) -> Result<(), String> {
-    for r in rules.iter() {
-        t.check(r).map_err(|e| format!("rule '{r}': {e}"))?;
-    }
-    if rules.len() > 1 {
-        t.reserve_for(rules);
-    }
-    for r in rules.drain(..) {
-        t.add_flow(r, now)?;
-    }
-    Ok(())
-}
-
-/// Add `rules` all or nothing, as one new table version.
-fn add_rules(ctl: &Control, mut rules: Vec<Rule>) -> Result<usize, String> {
-    let n = rules.len();
-    ctl.try_edit(|t| add_batch(t, &mut rules, mono_ns()))
-        .map(|()| n)
-}
-
-/// Rules parsed per batch by `add-flows`: a large request is parsed and
-/// added in pieces this size, so no vector of a million parsed rules is
-/// built (and page-faulted in) first.
-const ADD_CHUNK: usize = 4096;
-
-/// Most rule lines one `add-flows` request may carry.
-const MAX_ADD_FLOWS: usize = 16 << 20;
-
-/// `add-flows N`: read `N` rule lines (from `next_line`) and parse them, in
-/// chunks, with no lock held: a slow client holds up nothing. Then add them
-/// all or nothing as one new table version, the only step that takes the
-/// table's edit lock. Every line is read even after an error (the protocol
-/// continues after them). Returns (rules added, seconds spent receiving
-/// and parsing).
-fn add_flows_stream(
-    ctl: &Control,
-    mut next_line: impl FnMut() -> Result<Option<String>, String>,
-    n: usize,
-) -> Result<(usize, f64), String> {
-    if n > MAX_ADD_FLOWS {
-        return Err(format!(
-            "add-flows {n}: at most {MAX_ADD_FLOWS} rules per request"
-        ));
-    }
-    let t = Instant::now();
-    let mut chunks: Vec<Vec<Rule>> = Vec::new();
-    let mut chunk = Vec::with_capacity(ADD_CHUNK.min(n));
-    let mut err = None;
-    for i in 0..n {
-        let Some(l) = next_line()? else {
-            return Err(format!("add-flows: got {i} of {n} rule lines"));
-        };
-        if err.is_some() {
-            continue;
-        }
-        match Rule::parse(l.trim()) {
-            Ok(x) => chunk.push(x),
-            Err(e) => err = Some(format!("line {}: {e}", i + 1)),
-        }
-        if chunk.len() == ADD_CHUNK {
-            chunks.push(std::mem::replace(
-                &mut chunk,
-                Vec::with_capacity(ADD_CHUNK.min(n - i)),
-            ));
-        }
-    }
-    if let Some(e) = err {
-        return Err(e);
-    }
-    chunks.push(chunk);
-    let parse = t.elapsed().as_secs_f64();
-    let now = mono_ns();
-    ctl.try_edit(|t| {
-        for mut c in chunks {
-            add_batch(t, &mut c, now)?;
-        }
-        Ok((n, parse))
-    })
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -421,40 +329,6 @@ fn print_interval(json: bool, t: f64, dt: f64, d: &SwitchSnapshot, dc: [u64; 3],
     );
 }
 
-fn cache_json(sh: &Shared) -> Value {
-    let c = &sh.cache;
-    let (hits, misses) = (c.emc_hits.load(Relaxed), c.emc_misses.load(Relaxed));
-    let lookups = c.cls_lookups.load(Relaxed);
-    let searched = c.subtables_searched.load(Relaxed);
-    let (rules, subtables) = {
-        let t = sh.ctl.current();
-        (t.len(), t.classifier().subtables())
-    };
-    json!({
-        "emc_hits": hits, "emc_misses": misses,
-        "emc_hit_rate": if hits + misses > 0 { hits as f64 / (hits + misses) as f64 } else { 0.0 },
-        "emc_inserts": c.emc_inserts.load(Relaxed),
-        "emc_skipped_inserts": c.emc_skipped_inserts.load(Relaxed),
-        "emc_bypassed": c.emc_bypassed.load(Relaxed),
-        "classifier_lookups": lookups, "classifier_matched": c.cls_matched.load(Relaxed),
-        "subtables_searched": searched,
-        "subtables_per_lookup": if lookups > 0 { searched as f64 / lookups as f64 } else { 0.0 },
-        "rules": rules, "subtables": subtables,
-    })
-}
-
-fn ports_json(sh: &Shared) -> Value {
-    sh.ports
-        .iter()
-        .map(|(n, uri, c)| {
-            json!({"port": n, "uri": uri,
-                "rx_packets": c.rx_packets.load(Relaxed), "rx_bytes": c.rx_bytes.load(Relaxed),
-                "tx_packets": c.tx_packets.load(Relaxed), "tx_bytes": c.tx_bytes.load(Relaxed),
-                "tx_dropped": c.tx_dropped.load(Relaxed)})
-        })
-        .collect()
-}
-
 fn final_report(
     a: &Args,
     elapsed: f64,
@@ -546,100 +420,6 @@ fn final_report(
         bail!("internal accounting error: received != forwarded + drops");
     }
     Ok(())
-}
-
-// ---- control socket ----
-
-/// The switch's answers on its control socket: one JSON object per request,
-/// with `"ok"`.
-struct SwitchCtl(Arc<Shared>);
-
-impl Handler for SwitchCtl {
-    fn handle(&self, line: &str, conn: &mut Conn) -> String {
-        match handle(line, conn, &self.0) {
-            Ok(mut v) => {
-                v["ok"] = json!(true);
-                v.to_string()
-            }
-            Err(e) => self.error(&e),
-        }
-    }
-    fn error(&self, msg: &str) -> String {
-        json!({"ok": false, "error": msg}).to_string()
-    }
-}
-
-fn handle(line: &str, conn: &mut Conn, sh: &Shared) -> Result<Value, String> {
-    let ctl = &sh.ctl;
-    match Request::parse(line)? {
-        Request::AddFlow(rule) => {
-            add_rules(ctl, vec![rule])?;
-            Ok(json!({"added": 1}))
-        }
-        Request::AddFlows(n) => {
-            let t = Instant::now();
-            let (k, parse_seconds) = add_flows_stream(ctl, || conn.read_line(), n)?;
-            Ok(
-                json!({"added": k, "seconds": t.elapsed().as_secs_f64() - parse_seconds,
-                      "receive_parse_seconds": parse_seconds}),
-            )
-        }
-        Request::DelFlows(spec) => {
-            let n = ctl.edit(|t| t.del_flows(spec.as_ref()));
-            Ok(json!({"deleted": n}))
-        }
-        Request::DumpFlows(spec) => {
-            let now = mono_ns();
-            // The published version: no lock (its counters are the live ones).
-            let (lines, stats): (Vec<String>, Vec<Value>) = {
-                let t = ctl.current();
-                t.flows_matching(spec.as_ref())
-                    .iter()
-                    .map(|e| {
-                        let st = &e.stats;
-                        let raw = json!({
-                            "priority": e.rule.priority,
-                            "packets": st.packets.load(Relaxed),
-                            "bytes": st.bytes.load(Relaxed),
-                            "created_ns": e.created_ns,
-                            "first_hit_ns": st.first_hit_ns.load(Relaxed),
-                            "last_hit_ns": st.last_hit_ns.load(Relaxed),
-                        });
-                        (FlowTable::dump_line(e, now), raw)
-                    })
-                    .unzip()
-            };
-            Ok(json!({"flows": lines, "stats": stats, "now_ns": now}))
-        }
-        Request::DumpPorts => Ok(json!({"ports": ports_json(sh)})),
-        Request::DumpGroups => {
-            let v: Vec<String> = {
-                let t = ctl.current();
-                let mut g: Vec<&Group> = t.groups().collect();
-                g.sort_by_key(|g| g.id);
-                g.iter()
-                    .map(|g| {
-                        let b: Vec<String> = g
-                            .ports
-                            .iter()
-                            .map(|p| format!(",bucket=output:{p}"))
-                            .collect();
-                        format!("group_id={},type=all{}", g.id, b.concat())
-                    })
-                    .collect()
-            };
-            Ok(json!({"groups": v}))
-        }
-        Request::AddGroup(g) => {
-            ctl.edit(|t| t.add_group(g));
-            Ok(json!({}))
-        }
-        Request::AddMeter(m) => {
-            ctl.edit(|t| t.add_meter(m));
-            Ok(json!({}))
-        }
-        Request::CacheStats => Ok(cache_json(sh)),
-    }
 }
 
 // ---- switch-ctl ----
@@ -763,94 +543,4 @@ pub fn run_ctl(a: CtlArgs) -> Result<()> {
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::io::{BufRead, Cursor};
-
-    /// The lines of `r`, as the control socket hands them out.
-    fn lines(r: &mut Cursor<String>) -> impl FnMut() -> Result<Option<String>, String> + '_ {
-        move || {
-            let mut l = String::new();
-            match r.read_line(&mut l) {
-                Ok(0) => Ok(None),
-                Ok(_) => Ok(Some(l.trim_end_matches('\n').to_string())),
-                Err(e) => Err(e.to_string()),
-            }
-        }
-    }
-
-    fn rules(n: usize, bad_at: Option<(usize, &str)>) -> String {
-        let mut s = String::new();
-        for i in 0..n {
-            match bad_at {
-                Some((b, text)) if b == i => s.push_str(text),
-                _ => s.push_str(&format!(
-                    "priority=10,udp,nw_dst=10.0.{}.{},tp_dst=9,actions=output:2",
-                    (i >> 8) & 255,
-                    i & 255
-                )),
-            }
-            s.push('\n');
-        }
-        s.push_str("after\n");
-        s
-    }
-
-    fn control() -> Arc<Control> {
-        let mut t = FlowTable::new();
-        t.add_flow(Rule::parse("priority=1,actions=drop").unwrap(), 0)
-            .unwrap();
-        Control::new(t)
-    }
-
-    /// What the reader holds after the request: the next command line.
-    fn rest(r: &mut impl BufRead) -> String {
-        let mut l = String::new();
-        r.read_line(&mut l).unwrap();
-        l
-    }
-
-    #[test]
-    fn add_flows_adds_every_chunk_as_one_version() {
-        let ctl = control();
-        let n = ADD_CHUNK * 2 + 5;
-        let mut r = Cursor::new(rules(n, None));
-        let (k, _) = add_flows_stream(&ctl, lines(&mut r), n).unwrap();
-        assert_eq!(k, n);
-        assert_eq!(ctl.current().len(), n + 1);
-        assert_eq!(rest(&mut r), "after\n");
-    }
-
-    #[test]
-    fn add_flows_is_all_or_nothing() {
-        // A parse error, and a rule the table refuses in a later chunk
-        // (after whole chunks went into the control copy): neither the
-        // published table nor the control copy keeps any of the request,
-        // and every line of it is consumed.
-        for (at, bad, want) in [
-            (3, "priority=5,udp,tp_dst=99999,actions=output:2", "line 4"),
-            (ADD_CHUNK + 7, "priority=5,ip,actions=group:7", "group 7"),
-        ] {
-            let ctl = control();
-            let n = ADD_CHUNK * 2;
-            let mut r = Cursor::new(rules(n, Some((at, bad))));
-            let e = add_flows_stream(&ctl, lines(&mut r), n).unwrap_err();
-            assert!(e.contains(want), "{e}");
-            assert_eq!(rest(&mut r), "after\n", "{want}");
-            assert_eq!(ctl.current().len(), 1, "{want}: published");
-            assert_eq!(ctl.read(|t| t.len()), 1, "{want}: control copy");
-        }
-    }
-
-    #[test]
-    fn add_flows_short_stream_is_an_error() {
-        let ctl = control();
-        let mut r = Cursor::new("priority=10,ip,actions=drop\n".to_string());
-        let e = add_flows_stream(&ctl, lines(&mut r), 3).unwrap_err();
-        assert!(e.contains("got 1 of 3"), "{e}");
-        assert_eq!(ctl.read(|t| t.len()), 1);
-    }
 }
