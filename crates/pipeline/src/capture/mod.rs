@@ -22,6 +22,7 @@ pub mod pcapng;
 pub mod spsc;
 pub mod steer;
 pub mod ted;
+pub mod worker;
 
 pub use analyser::{Analyser, AnalyserAction, HttpAnalyser, HttpConfig, HttpStats};
 pub use filter::Filter;

@@ -1,0 +1,408 @@
+//! The capture's workers (seed 002's consumers): what each worker does with
+//! the packets its forwarder kept (the analyser, the pcapng writer, an
+//! output port), the worker loop of the dispatcher steering, the stats the
+//! workers publish, and the answers on the capture's control socket
+//! (`stats`, `shunt`). `linerate capture` builds these from its options.
+
+use super::ctl::Request as CtlRequest;
+use super::{Analyser, AnalyserAction, CaptureWriter, ForwarderShared, WorkerRx};
+use crate::control::{Conn, Handler};
+use linerate_io::{DropReason, Pkt, TxPort};
+use linerate_wire::FlowKey;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What a worker publishes for the stats.
+#[derive(Default)]
+pub struct WorkerShared {
+    pub taken: AtomicU64,
+    pub written: AtomicU64,
+    /// `--out`: packets the port took, and packets it refused (TX ring full).
+    pub out_sent: AtomicU64,
+    pub out_dropped: AtomicU64,
+    pub acknowledged: AtomicU64,
+    pub queue_used: AtomicU64,
+    pub queue_capacity: AtomicU64,
+    pub events: Mutex<Vec<(&'static str, u64)>>,
+    pub files: Mutex<Vec<PathBuf>>,
+}
+
+/// Shunt requests from the control socket for one forwarder owner.
+#[derive(Default)]
+pub struct Inbox {
+    pending: AtomicBool,
+    keys: Mutex<Vec<FlowKey>>,
+}
+
+impl Inbox {
+    pub fn push(&self, k: FlowKey) {
+        self.keys.lock().unwrap_or_else(|e| e.into_inner()).push(k);
+        self.pending.store(true, Relaxed);
+    }
+    /// Once per batch: one relaxed load; the lock only when something is pending.
+    pub fn take(&self, mut f: impl FnMut(FlowKey)) {
+        if self.pending.swap(false, Relaxed) {
+            let v = std::mem::take(&mut *self.keys.lock().unwrap_or_else(|e| e.into_inner()));
+            v.into_iter().for_each(&mut f);
+        }
+    }
+}
+
+/// What the control socket, the reporter and the final report read.
+pub struct Shared {
+    pub steering: &'static str,
+    pub port: String,
+    pub pinned: bool,
+    pub fwd: Vec<Arc<ForwarderShared>>,
+    pub workers: Vec<Arc<WorkerShared>>,
+    pub inboxes: Vec<Arc<Inbox>>,
+    pub kernel: Mutex<Vec<(&'static str, u64)>>,
+    pub t0: Instant,
+}
+
+impl Shared {
+    /// The stats as JSON (once a second, `stats` on the socket, the end).
+    pub fn snapshot(&self) -> Value {
+        let mut tot = [0u64; DropReason::COUNT];
+        let (mut rx, mut fw, mut ack, mut wr) = (0u64, 0u64, 0u64, 0u64);
+        let (mut os, mut od) = (0u64, 0u64);
+        let mut events_tot: Vec<(&'static str, u64)> = Vec::new();
+        let workers: Vec<Value> = self
+            .fwd
+            .iter()
+            .zip(&self.workers)
+            .enumerate()
+            .map(|(w, (f, ws))| {
+                let r = f.snapshot();
+                let mut drops = serde_json::Map::new();
+                for d in [
+                    DropReason::Ted,
+                    DropReason::Shunt,
+                    DropReason::Filter,
+                    DropReason::RingFull,
+                    DropReason::Malformed,
+                ] {
+                    let v = r.stage.drops[d as usize];
+                    tot[d as usize] += v;
+                    drops.insert(d.name().into(), v.into());
+                }
+                rx += r.stage.received;
+                fw += r.stage.passed;
+                ack += ws.acknowledged.load(Relaxed);
+                wr += ws.written.load(Relaxed);
+                os += ws.out_sent.load(Relaxed);
+                od += ws.out_dropped.load(Relaxed);
+                let ev = ws.events.lock().map(|e| e.clone()).unwrap_or_default();
+                for (k, v) in &ev {
+                    match events_tot.iter_mut().find(|(n, _)| n == k) {
+                        Some(e) => e.1 += v,
+                        None => events_tot.push((k, *v)),
+                    }
+                }
+                json!({
+                    "worker": w,
+                    "received": r.stage.received,
+                    "forwarded": r.stage.passed,
+                    "dropped": drops,
+                    "priority": r.priority,
+                    "ted_threshold": r.ted_threshold,
+                    "flows": r.flows_occupied,
+                    "flow_evictions": r.flow_evictions,
+                    "queue_used": ws.queue_used.load(Relaxed),
+                    "queue_capacity": ws.queue_capacity.load(Relaxed),
+                    "taken": ws.taken.load(Relaxed),
+                    "written": ws.written.load(Relaxed),
+                    "acknowledged": ws.acknowledged.load(Relaxed),
+                    "out_sent": ws.out_sent.load(Relaxed),
+                    "out_dropped": ws.out_dropped.load(Relaxed),
+                    "events": ev.iter().map(|(k, v)| ((*k).to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
+                })
+            })
+            .collect();
+        let mut drops = serde_json::Map::new();
+        for d in [
+            DropReason::Ted,
+            DropReason::Shunt,
+            DropReason::Filter,
+            DropReason::RingFull,
+            DropReason::Malformed,
+        ] {
+            drops.insert(d.name().into(), tot[d as usize].into());
+        }
+        let kernel = self.kernel.lock().map(|k| k.clone()).unwrap_or_default();
+        json!({
+            "t": self.t0.elapsed().as_secs_f64(),
+            "port": self.port,
+            "steering": self.steering,
+            "pinned": self.pinned,
+            "totals": {
+                "received": rx,
+                "forwarded": fw,
+                "dropped": drops,
+                "written": wr,
+                "acknowledged": ack,
+                "out_sent": os,
+                "out_dropped": od,
+                "events": events_tot.iter().map(|(k, v)| ((*k).to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
+            },
+            "workers": workers,
+            "kernel": kernel.iter().map(|(k, v)| ((*k).to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
+        })
+    }
+}
+
+fn ctl_line(line: &str, shared: &Shared) -> String {
+    match CtlRequest::parse(line) {
+        Ok(CtlRequest::Stats) => shared.snapshot().to_string(),
+        Ok(CtlRequest::Shunt(k)) => {
+            for i in &shared.inboxes {
+                i.push(k);
+            }
+            "ok".into()
+        }
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+/// The capture's answers on its control socket (`--ctl`).
+pub struct CaptureCtl(pub Arc<Shared>);
+
+impl Handler for CaptureCtl {
+    fn handle(&self, line: &str, _conn: &mut Conn) -> String {
+        ctl_line(line, &self.0)
+    }
+}
+
+/// CLOCK_REALTIME in ns (capture files' record times).
+pub fn realtime_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// ns since `t0`.
+pub fn monotonic_ns(t0: Instant) -> u64 {
+    t0.elapsed().as_nanos() as u64
+}
+
+/// `--out`: a worker's kept packets sent out of a port. Each packet is
+/// copied into a staging slot (the memory it came in is handed back to its
+/// ring before the send) and the slots go out as one batch: one send and
+/// one flush per batch, no allocation per packet.
+pub struct OutPort {
+    tx: Box<dyn TxPort>,
+    buf: Vec<u8>,
+    pkts: Vec<Pkt>,
+    slot: usize,
+    sent: u64,
+    dropped: u64,
+}
+
+impl OutPort {
+    pub fn new(tx: Box<dyn TxPort>, batch: usize, slot: usize) -> OutPort {
+        OutPort {
+            tx,
+            buf: vec![0; batch * slot],
+            pkts: Vec::with_capacity(batch),
+            slot,
+            sent: 0,
+            dropped: 0,
+        }
+    }
+
+    #[inline]
+    pub fn push(&mut self, data: &[u8]) -> Result<(), String> {
+        if self.pkts.len() == self.pkts.capacity() {
+            self.send()?;
+        }
+        let len = data.len().min(self.slot);
+        let off = self.pkts.len() * self.slot;
+        let dst = &mut self.buf[off..off + len];
+        dst.copy_from_slice(&data[..len]);
+        // SAFETY: the descriptor points at this packet's own slot of `buf`,
+        // which is never resized and outlives the send; `send` clears the
+        // descriptors before a slot is written again.
+        self.pkts
+            .push(unsafe { Pkt::from_raw(dst.as_mut_ptr(), len as u32, 0, 0) });
+        Ok(())
+    }
+
+    /// Send what is staged; what the TX ring refuses is counted as dropped.
+    pub fn send(&mut self) -> Result<(), String> {
+        if self.pkts.is_empty() {
+            return Ok(());
+        }
+        let n = self.tx.send(&self.pkts).map_err(|e| e.to_string())?;
+        self.tx.flush().map_err(|e| e.to_string())?;
+        self.sent += n as u64;
+        self.dropped += (self.pkts.len() - n) as u64;
+        self.pkts.clear();
+        Ok(())
+    }
+}
+
+/// The consumer part of a worker: analyser, writer and output port.
+pub struct Consumer {
+    analyser: Option<Box<dyn Analyser>>,
+    writer: Option<CaptureWriter>,
+    out: Option<OutPort>,
+    pub shared: Arc<WorkerShared>,
+    pub taken: u64,
+    error: Option<String>,
+    /// The capture's stop flag: the first error of a writer or output port
+    /// (a full disk, an interface gone) stops the whole capture, which then
+    /// closes its files whole and exits with that error.
+    stop: Arc<AtomicBool>,
+}
+
+impl Consumer {
+    #[cold]
+    fn fail(&mut self, e: String) {
+        if self.error.is_none() {
+            self.error = Some(e);
+            self.stop.store(true, Relaxed);
+        }
+    }
+
+    /// One packet; returns a shunt request if the analyser made one.
+    #[inline]
+    pub fn on_packet(&mut self, data: &[u8], orig_len: usize, ts_ns: u64) -> Option<FlowKey> {
+        self.taken += 1;
+        // After a failure (the capture is stopping) the writer and the
+        // output port are left alone: their error is sticky.
+        if self.error.is_none() {
+            if let Some(w) = self.writer.as_mut() {
+                if let Err(e) = w.write(data, orig_len, ts_ns) {
+                    self.fail(e);
+                }
+            }
+            if let Some(Err(e)) = self.out.as_mut().map(|o| o.push(data)) {
+                self.fail(e);
+            }
+        }
+        match self.analyser.as_mut().map(|a| a.on_packet(data, ts_ns)) {
+            Some(AnalyserAction::Shunt(k)) => Some(k),
+            _ => None,
+        }
+    }
+
+    /// Once per batch.
+    pub fn after_batch(&mut self, now: Instant, publish_events: bool) {
+        if let Some(w) = self.writer.as_mut() {
+            let r = w.tick(now);
+            self.shared.written.store(w.records(), Relaxed);
+            self.shared.acknowledged.store(w.acknowledged(), Relaxed);
+            if let Err(e) = r {
+                self.fail(e);
+            }
+        }
+        if let Some(o) = self.out.as_mut() {
+            let r = o.send();
+            self.shared.out_sent.store(o.sent, Relaxed);
+            self.shared.out_dropped.store(o.dropped, Relaxed);
+            if let Err(e) = r {
+                self.fail(e);
+            }
+        }
+        self.shared.taken.store(self.taken, Relaxed);
+        if publish_events {
+            if let (Some(a), Ok(mut e)) = (self.analyser.as_ref(), self.shared.events.lock()) {
+                *e = a.events();
+            }
+        }
+    }
+
+    pub fn finish(mut self) -> Result<(), String> {
+        self.after_batch(Instant::now(), true);
+        if let Some(w) = self.writer.take() {
+            let r = w.finish();
+            self.shared.written.store(r.records, Relaxed);
+            self.shared.acknowledged.store(r.acknowledged, Relaxed);
+            if let Ok(mut f) = self.shared.files.lock() {
+                *f = r.files;
+            }
+            if let Some(e) = r.error {
+                self.fail(e);
+            }
+        }
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A worker of the dispatcher steering: batches from its ring into its
+/// consumer, shunt requests back to its forwarder, until the dispatcher is
+/// gone and the ring is empty.
+pub fn dispatcher_worker(mut rx: WorkerRx, mut c: Consumer, batch: usize) -> Result<(), String> {
+    let mut shunts: Vec<FlowKey> = Vec::with_capacity(batch);
+    let mut empty = 0u32;
+    let mut last_events = Instant::now();
+    let g = rx.gauge();
+    c.shared.queue_capacity.store(g.capacity() as u64, Relaxed);
+    loop {
+        // Read before recv: a ring that is empty after the dispatcher was
+        // seen gone holds nothing more (it flushes before it goes).
+        let gone = rx.dispatcher_gone();
+        let n = rx.recv(batch, |s| {
+            if let Some(k) = c.on_packet(s.bytes(), s.orig_len as usize, s.ts_ns) {
+                if shunts.len() < shunts.capacity() {
+                    shunts.push(k);
+                }
+            }
+        });
+        for k in shunts.drain(..) {
+            rx.shunt(&k);
+        }
+        if n > 0 || empty.is_multiple_of(64) {
+            let now = Instant::now();
+            let ev = now.duration_since(last_events) >= Duration::from_millis(500);
+            if ev {
+                last_events = now;
+            }
+            c.shared.queue_used.store(g.used() as u64, Relaxed);
+            c.after_batch(now, ev);
+        }
+        if n == 0 {
+            empty = empty.wrapping_add(1);
+            if gone {
+                break;
+            }
+            if empty > 256 {
+                std::thread::sleep(Duration::from_micros(200));
+            } else {
+                std::hint::spin_loop();
+            }
+        } else {
+            empty = 0;
+        }
+    }
+    c.finish()
+}
+
+impl Consumer {
+    /// A worker's consumer; `stop` is the capture's stop flag (the first
+    /// error of a writer or output port sets it).
+    pub fn new(
+        analyser: Option<Box<dyn Analyser>>,
+        writer: Option<CaptureWriter>,
+        out: Option<OutPort>,
+        shared: Arc<WorkerShared>,
+        stop: Arc<AtomicBool>,
+    ) -> Consumer {
+        Consumer {
+            analyser,
+            writer,
+            out,
+            shared,
+            taken: 0,
+            error: None,
+            stop,
+        }
+    }
+}
