@@ -783,7 +783,10 @@ impl XdpGen {
     /// spacing, the stream has a gap instead of a burst, and a timed run
     /// sends fewer frames ([`GenStats::slipped_ns`] says how much time the
     /// gaps took). For latency measurement: a burst queues in the device
-    /// under test and its frames' latency would be the generator's.
+    /// under test and its frames' latency would be the generator's. The
+    /// program's end moves with the slips: a timed run ([`XdpGen::run_for`])
+    /// may send up to the slipped time after its end plus [`END_GRACE`];
+    /// the bench's trials are counted runs ([`XdpGen::run`]).
     pub fn set_max_lag(&mut self, lag: Option<Duration>) {
         self.max_lag = lag;
     }
