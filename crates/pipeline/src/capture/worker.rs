@@ -15,6 +15,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// The reasons a capture forwarder drops for, as the stats list them.
+const CAPTURE_DROPS: [DropReason; 5] = [
+    DropReason::Ted,
+    DropReason::Shunt,
+    DropReason::Filter,
+    DropReason::RingFull,
+    DropReason::Malformed,
+];
+
 /// What a worker publishes for the stats.
 #[derive(Default)]
 pub struct WorkerShared {
@@ -78,13 +87,7 @@ impl Shared {
             .map(|(w, (f, ws))| {
                 let r = f.snapshot();
                 let mut drops = serde_json::Map::new();
-                for d in [
-                    DropReason::Ted,
-                    DropReason::Shunt,
-                    DropReason::Filter,
-                    DropReason::RingFull,
-                    DropReason::Malformed,
-                ] {
+                for d in CAPTURE_DROPS {
                     let v = r.stage.drops[d as usize];
                     tot[d as usize] += v;
                     drops.insert(d.name().into(), v.into());
@@ -123,13 +126,7 @@ impl Shared {
             })
             .collect();
         let mut drops = serde_json::Map::new();
-        for d in [
-            DropReason::Ted,
-            DropReason::Shunt,
-            DropReason::Filter,
-            DropReason::RingFull,
-            DropReason::Malformed,
-        ] {
+        for d in CAPTURE_DROPS {
             drops.insert(d.name().into(), tot[d as usize].into());
         }
         let kernel = self.kernel.lock().map(|k| k.clone()).unwrap_or_default();
