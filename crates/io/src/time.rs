@@ -67,6 +67,32 @@ pub fn tsc_hz() -> f64 {
     *HZ.get_or_init(|| tsc_hz_measure(Duration::from_millis(50)))
 }
 
+/// The system clock's time now, UTC, RFC 3339 to the second
+/// ("2026-11-26T10:15:00Z"), for reports and history files.
+pub fn utc_rfc3339() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    rfc3339(secs)
+}
+
+/// Seconds since 1970-01-01 as UTC, RFC 3339.
+fn rfc3339(secs: u64) -> String {
+    let days = secs / 86400;
+    let (h, m, s) = (secs % 86400 / 3600, secs % 3600 / 60, secs % 60);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(mo <= 2);
+    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}Z")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,5 +104,13 @@ mod tests {
         let b = rdtsc();
         assert!(b > a);
         assert!(hz > 1e8 && hz < 1e10, "TSC at {hz} Hz");
+    }
+
+    #[test]
+    fn rfc3339_dates() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        // 2000-02-29 (a leap day of a century year divisible by 400).
+        assert_eq!(rfc3339(951_782_400 + 3661), "2000-02-29T01:01:01Z");
+        assert_eq!(rfc3339(1_795_000_000), "2026-11-18T11:06:40Z");
     }
 }

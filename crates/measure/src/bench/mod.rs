@@ -14,6 +14,8 @@ pub mod dut_switch;
 pub mod external;
 pub mod history;
 pub mod rfc2544;
+pub mod session;
+pub mod text;
 pub mod to_report;
 pub mod trial;
 

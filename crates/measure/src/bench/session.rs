@@ -1,0 +1,171 @@
+//! One RFC 2544 run of `linerate bench` from start to end: the earlier runs
+//! from the history file, the empty bed's latency, every DuT (or the
+//! external ports), the history update; then what is written from it (the
+//! JSON, the HTML report, the failures that end the run with an error).
+
+use super::external::{self, External};
+use super::{history, to_report, Direction, EmptyBed, Progress3, Rfc2544Bench, Rfc2544Result};
+use crate::bench::dut::Dut;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// What to run: the bench, the external ports instead of the namespace bed,
+/// and the history file (None: neither read nor written).
+pub struct Plan {
+    pub cfg: Rfc2544Bench,
+    pub external: Option<External>,
+    pub history_file: Option<PathBuf>,
+}
+
+/// What a run found.
+pub struct Session {
+    /// UTC, RFC 3339, at the end of the run.
+    pub date: String,
+    pub results: Vec<Rfc2544Result>,
+    pub empty: Vec<EmptyBed>,
+    pub history: Option<history::Summary>,
+    pub interrupted: bool,
+    pub seconds: f64,
+}
+
+impl Plan {
+    /// The rows of the run in the order they are measured (a DuT once per
+    /// direction), for the progress lines.
+    pub fn rows(&self, duts: &[Box<dyn Dut>]) -> Vec<String> {
+        if self.external.is_some() {
+            return vec!["external".to_string()];
+        }
+        duts.iter()
+            .flat_map(|d| {
+                self.cfg.directions.iter().map(move |dir| match dir {
+                    Direction::Uni => d.name(),
+                    Direction::Bi => format!("{} bi", d.name()),
+                })
+            })
+            .collect()
+    }
+
+    /// Run it. `note` gets the lines worth telling the user on the way (the
+    /// history read, an empty bed that failed, a history not written).
+    /// Errors: only an unreadable history file, before anything runs.
+    pub fn run(
+        &self,
+        duts: &mut [Box<dyn Dut>],
+        stop: &Arc<AtomicBool>,
+        progress: Progress3,
+        note: &mut dyn FnMut(&str),
+    ) -> Result<Session, String> {
+        let t0 = Instant::now();
+        let cfg = &self.cfg;
+        // Earlier runs, read before the run: an unreadable file ends it now.
+        let (machine, settings) = (history::machine(), history::settings(cfg));
+        let earlier = match &self.history_file {
+            Some(p) => {
+                let l = history::load(p, &machine, &settings)?;
+                note(&format!(
+                    "history: {} earlier run(s) with these settings on this machine in {}{}",
+                    l.runs.len(),
+                    p.display(),
+                    if l.bad_lines > 0 {
+                        format!(" ({} line(s) that are not a run skipped)", l.bad_lines)
+                    } else {
+                        String::new()
+                    }
+                ));
+                l.runs
+            }
+            None => Vec::new(),
+        };
+        // The measurement's own latency first: the generator straight into
+        // the sink (on the namespace bed; not for external ports).
+        let empty = if cfg.procedures.latency && self.external.is_none() {
+            super::empty_bed(cfg, stop, progress).unwrap_or_else(|e| {
+                note(&format!("empty bed: {e} (no latency baseline)"));
+                Vec::new()
+            })
+        } else {
+            Vec::new()
+        };
+        let mut results = match &self.external {
+            Some(ext) => vec![external::run(cfg, ext, stop, progress)],
+            None => super::run_rfc2544(cfg, duts, stop, progress),
+        };
+        let interrupted = stop.load(Ordering::SeqCst);
+        let date = linerate_io::time::utc_rfc3339();
+        let history = self.history_file.clone().map(|file| {
+            let this = history::run_of(&date, &machine, &settings, &results);
+            let spread = history::between_run_spread(&this, &earlier);
+            history::widen(&mut results, spread);
+            // Only a whole run is kept; a failed write costs the next run's
+            // between-run spread, not this run's results.
+            if !interrupted && !this.results.is_empty() {
+                if let Err(e) = history::append(&file, &this) {
+                    note(&format!("{e}: this run is not kept"));
+                }
+            }
+            history::Summary {
+                file,
+                runs: earlier.len(),
+                spread,
+            }
+        });
+        Ok(Session {
+            date,
+            results,
+            empty,
+            history,
+            interrupted,
+            seconds: t0.elapsed().as_secs_f64(),
+        })
+    }
+}
+
+impl Session {
+    /// Every trial, the environment and the settings, as `--json` writes it.
+    pub fn json(&self, cfg: &Rfc2544Bench) -> serde_json::Value {
+        serde_json::json!({
+            "date": self.date,
+            "environment": to_report::environment(cfg, &self.results),
+            "procedures": cfg.procedures,
+            "history": self.history,
+            "seconds": self.seconds,
+            "interrupted": self.interrupted,
+            "empty_bed": self.empty,
+            "results": self.results,
+        })
+    }
+
+    /// The HTML report with its plots (`line_rate_gbps`: the link speed of
+    /// the line-rate curve).
+    pub fn html(&self, cfg: &Rfc2544Bench, line_rate_gbps: f64) -> String {
+        let d = to_report::report_data(
+            "linerate bench: RFC 2544",
+            &self.date,
+            cfg,
+            &self.results,
+            &self.empty,
+            line_rate_gbps,
+            self.history.as_ref(),
+        );
+        crate::report::render_html(&d)
+    }
+
+    /// The DuTs that failed (did not start, never forwarded, died): one line
+    /// each, naming where the DuT is described.
+    pub fn failures(&self) -> Vec<String> {
+        self.results
+            .iter()
+            .filter(|r| r.status.starts_with("failed") || r.status.starts_with("repetition"))
+            .map(|r| {
+                let at = if r.origin == "built-in" {
+                    String::new()
+                } else {
+                    format!("{}: ", r.origin)
+                };
+                format!("{at}DuT {}: {}", r.label(), r.status)
+            })
+            .collect()
+    }
+}
