@@ -19,6 +19,13 @@ pub struct Plan {
     pub history_file: Option<PathBuf>,
 }
 
+/// The earlier runs of the history file with this machine and settings.
+pub struct Earlier {
+    runs: Vec<history::Run>,
+    machine: String,
+    settings: String,
+}
+
 /// What a run found.
 pub struct Session {
     /// UTC, RFC 3339, at the end of the run.
@@ -47,21 +54,12 @@ impl Plan {
             .collect()
     }
 
-    /// Run it. `note` gets the lines worth telling the user on the way (the
-    /// history read, an empty bed that failed, a history not written).
-    /// Errors: only an unreadable history file, before anything runs.
-    pub fn run(
-        &self,
-        duts: &mut [Box<dyn Dut>],
-        stop: &Arc<AtomicBool>,
-        progress: Progress3,
-        note: &mut dyn FnMut(&str),
-    ) -> Result<Session, String> {
-        let t0 = Instant::now();
-        let cfg = &self.cfg;
-        // Earlier runs, read before the run: an unreadable file ends it now.
-        let (machine, settings) = (history::machine(), history::settings(cfg));
-        let earlier = match &self.history_file {
+    /// The earlier runs in the history file, read before the run: an
+    /// unreadable file ends it before any bed is built. `note` gets one
+    /// line saying what was read.
+    pub fn earlier(&self, note: &mut dyn FnMut(&str)) -> Result<Earlier, String> {
+        let (machine, settings) = (history::machine(), history::settings(&self.cfg));
+        let runs = match &self.history_file {
             Some(p) => {
                 let l = history::load(p, &machine, &settings)?;
                 note(&format!(
@@ -78,6 +76,30 @@ impl Plan {
             }
             None => Vec::new(),
         };
+        Ok(Earlier {
+            runs,
+            machine,
+            settings,
+        })
+    }
+
+    /// Run it. `note` gets the lines worth telling the user on the way (an
+    /// empty bed that failed, a history not written).
+    pub fn run(
+        &self,
+        earlier: Earlier,
+        duts: &mut [Box<dyn Dut>],
+        stop: &Arc<AtomicBool>,
+        progress: Progress3,
+        note: &mut dyn FnMut(&str),
+    ) -> Session {
+        let t0 = Instant::now();
+        let cfg = &self.cfg;
+        let Earlier {
+            runs: earlier,
+            machine,
+            settings,
+        } = earlier;
         // The measurement's own latency first: the generator straight into
         // the sink (on the namespace bed; not for external ports).
         let empty = if cfg.procedures.latency && self.external.is_none() {
@@ -111,14 +133,14 @@ impl Plan {
                 spread,
             }
         });
-        Ok(Session {
+        Session {
             date,
             results,
             empty,
             history,
             interrupted,
             seconds: t0.elapsed().as_secs_f64(),
-        })
+        }
     }
 }
 

@@ -19,6 +19,7 @@ pub mod filter;
 pub mod flowtable;
 pub mod forwarder;
 pub mod pcapng;
+pub mod run;
 pub mod spsc;
 pub mod steer;
 pub mod ted;

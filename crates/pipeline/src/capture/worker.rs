@@ -24,6 +24,51 @@ const CAPTURE_DROPS: [DropReason; 5] = [
     DropReason::Malformed,
 ];
 
+/// The stats snapshot ([`Shared::snapshot`]) as one line of text.
+pub fn text_line(v: &Value) -> String {
+    let t = &v["totals"];
+    let mut s = format!(
+        "{:>7.1}s rx {} fwd {} drop ted {} shunt {} filter {} ring_full {} malformed {} | ack {}",
+        v["t"].as_f64().unwrap_or(0.0),
+        t["received"],
+        t["forwarded"],
+        t["dropped"]["ted"],
+        t["dropped"]["shunt"],
+        t["dropped"]["filter"],
+        t["dropped"]["ring_full"],
+        t["dropped"]["malformed"],
+        t["acknowledged"],
+    );
+    if t["out_sent"].as_u64().unwrap_or(0) + t["out_dropped"].as_u64().unwrap_or(0) > 0 {
+        s += &format!(" | out {} out_drop {}", t["out_sent"], t["out_dropped"]);
+    }
+    if let Some(ws) = v["workers"].as_array() {
+        for w in ws {
+            let th = match w["ted_threshold"].as_u64() {
+                Some(b) => format!("{b}B"),
+                None => "off".into(),
+            };
+            s += &format!(
+                " | w{} rx {} fwd {} q {}/{} ted {}",
+                w["worker"],
+                w["received"],
+                w["forwarded"],
+                w["queue_used"],
+                w["queue_capacity"],
+                th
+            );
+        }
+    }
+    if let Some(ev) = t["events"].as_object() {
+        for k in ["http_request", "http_response", "http_pair"] {
+            if let Some(x) = ev.get(k) {
+                s += &format!(" {k} {x}");
+            }
+        }
+    }
+    s
+}
+
 /// What a worker publishes for the stats.
 #[derive(Default)]
 pub struct WorkerShared {

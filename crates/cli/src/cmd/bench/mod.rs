@@ -37,6 +37,9 @@ fn run_rfc2544(a: Args) -> Result<()> {
         config::select_duts(&a, !a.no_peers)?
     };
     let cfg = &plan.cfg;
+    let earlier = plan
+        .earlier(&mut |l| eprintln!("{l}"))
+        .map_err(anyhow::Error::msg)?;
     let stop = super::common::stop_flag()?;
     let t0 = Instant::now();
     eprintln!(
@@ -79,9 +82,9 @@ fn run_rfc2544(a: Args) -> Result<()> {
             t0.elapsed().as_secs_f64()
         );
     };
-    let s = plan
-        .run(&mut duts, &stop, &mut progress, &mut |l| eprintln!("{l}"))
-        .map_err(anyhow::Error::msg)?;
+    let s = plan.run(earlier, &mut duts, &stop, &mut progress, &mut |l| {
+        eprintln!("{l}")
+    });
     drop(duts);
     if s.interrupted {
         eprintln!("interrupted: test beds and DuTs removed");

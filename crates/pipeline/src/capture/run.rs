@@ -1,0 +1,664 @@
+//! A whole capture (`linerate capture`): open the port(s), start the
+//! workers, run the receive side until the end of the source, the deadline
+//! or `stop`, then drain, join and report.
+//!
+//! Threads, [`Steering::Dispatcher`] (any port): one RX thread reads the
+//! port in batches and runs the software dispatcher (parse, hash,
+//! forwarder, copy into the worker's SPSC ring, publish once per batch);
+//! N worker threads ([`dispatcher_worker`]) pop batches from their rings.
+//! [`Steering::Fanout`] (AF_PACKET ports): each worker opens its own socket
+//! in one PACKET_FANOUT_HASH group (the kernel picks the socket by
+//! `__skb_get_hash_symmetric`, so both directions of a connection reach the
+//! same worker) and runs its own forwarder; TED's queue signal is then the
+//! run of consecutive full batches (a backlog in the kernel ring, see
+//! [`FULL_RUN`]). [`Steering::Queues`] (AF_XDP ports): the same with one
+//! socket per NIC queue.
+
+use super::analyser::{Costly, NullAnalyser};
+use super::worker::{
+    dispatcher_worker, monotonic_ns, realtime_ns, CaptureCtl, Consumer, Inbox, OutPort, Shared,
+    WorkerShared,
+};
+use super::{
+    merge_files, Analyser, CaptureWriter, Dispatcher, Forwarder, ForwarderConfig, HttpAnalyser,
+    HttpConfig, RotateConfig, SteerConfig,
+};
+use crate::control::{Handler, Limits, Listener, Server};
+use linerate_io::{Batch, OpenOptions, Port};
+use linerate_wire::FlowKey;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How packets are spread over the workers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Steering {
+    /// Software dispatcher thread feeding per-worker SPSC rings (any port).
+    Dispatcher,
+    /// AF_PACKET PACKET_FANOUT_HASH: one socket per worker (afpacket: ports).
+    Fanout,
+    /// One AF_XDP socket per worker on queues 0..workers (afxdp: ports).
+    Queues,
+}
+
+/// What a worker runs on the packets its forwarder kept.
+#[derive(Clone, Debug, Default)]
+pub struct AnalyserConfig {
+    /// The HTTP/1.x analyser, with these settings.
+    pub http: Option<HttpConfig>,
+    /// Busy-wait this many ns per packet (a heavy analyser; alone: on a
+    /// analyser that does nothing else).
+    pub cost_ns: u64,
+}
+
+/// A whole capture.
+#[derive(Clone, Debug)]
+pub struct CaptureConfig {
+    /// The port URI (afpacket:IFACE, afxdp:IFACE, pcap:FILE...).
+    pub port: String,
+    pub workers: usize,
+    pub steering: Steering,
+    pub forwarder: ForwarderConfig,
+    pub analyser: AnalyserConfig,
+    /// The workers' pcapng files (`worker` is set per worker).
+    pub write: Option<RotateConfig>,
+    /// At the end, merge the workers' files into `DIR/NAME.pcapng`.
+    pub merge: bool,
+    /// Each worker sends the packets it keeps out of its own port at this URI.
+    pub out: Option<String>,
+    /// Ports are opened with these (`batch`: packets per batch).
+    pub open: OpenOptions,
+    /// Dispatcher steering: slots per worker ring, bytes per slot.
+    pub ring_slots: usize,
+    pub slot_size: usize,
+    /// Pin the threads (RX thread on CPU 0, workers on 1..), where every
+    /// thread has a CPU of its own.
+    pub pin: bool,
+    pub deadline: Option<Instant>,
+    /// Serve the control socket (`shunt`, `stats`) here.
+    pub ctl: Option<PathBuf>,
+}
+
+/// What the caller hears while the capture runs.
+pub enum Event<'a> {
+    /// The port is open: one line saying what runs.
+    Started(String),
+    /// The stats, once a second.
+    Tick(&'a Value),
+}
+
+/// How a capture ended: the final stats (with `files`, and
+/// `merged_records` after a merge) and the first error of the port or a
+/// worker, if one ended it.
+pub struct Finished {
+    pub report: Value,
+    pub error: Option<String>,
+}
+
+/// Named counters published by a thread.
+type Counters = Mutex<Vec<(&'static str, u64)>>;
+
+/// Fanout steering: the kernel ring's fill is not visible through the port,
+/// so TED's queue fraction is the run of consecutive full batches over this
+/// many (a worker that keeps up soon gets a partial batch; one that falls
+/// behind only gets full ones). Queue "used" in the stats is that run times
+/// the batch size, an estimate of the backlog.
+pub const FULL_RUN: usize = 16;
+
+/// Run a capture until the end of its source, its deadline or `stop`.
+/// Errors before the capture starts (a port that does not open, a bad
+/// setting) are returned as `Err`; errors once it runs end it in order
+/// (files closed whole, the final stats made) and are in [`Finished`].
+pub fn run(
+    cfg: &CaptureConfig,
+    stop: &Arc<AtomicBool>,
+    on: &mut dyn FnMut(Event<'_>),
+) -> Result<Finished, String> {
+    let n = cfg.workers;
+    if n == 0 || n > 256 {
+        return Err(format!("--workers {n}: must be 1..=256"));
+    }
+    let wshared: Vec<Arc<WorkerShared>> = (0..n).map(|_| Arc::default()).collect();
+    let mut consumers = Vec::with_capacity(n);
+    for (w, ws) in wshared.iter().enumerate() {
+        let out = match &cfg.out {
+            Some(uri) => {
+                let p =
+                    linerate_io::open(uri, &cfg.open).map_err(|e| format!("--out {uri}: {e}"))?;
+                Some(OutPort::new(p.tx, cfg.open.batch, cfg.slot_size))
+            }
+            None => None,
+        };
+        let writer = match &cfg.write {
+            Some(r) => Some(CaptureWriter::new(RotateConfig {
+                worker: w,
+                ..r.clone()
+            })?),
+            None => None,
+        };
+        consumers.push(Consumer::new(
+            analyser(&cfg.analyser),
+            writer,
+            out,
+            ws.clone(),
+            stop.clone(),
+        ));
+    }
+    let t0 = Instant::now();
+    let (shared, ctl, handles, port_err) = match cfg.steering {
+        Steering::Dispatcher => dispatch(cfg, consumers, wshared, stop, t0, on)?,
+        Steering::Fanout | Steering::Queues => fanout(cfg, consumers, wshared, stop, t0, on)?,
+    };
+    let errs = join_workers(handles, ctl);
+    let mut report = shared.snapshot();
+    let files: Vec<PathBuf> = shared
+        .workers
+        .iter()
+        .flat_map(|w| w.files.lock().map(|f| f.clone()).unwrap_or_default())
+        .collect();
+    report["files"] = json!(files
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>());
+    if let (true, Some(r)) = (cfg.merge, &cfg.write) {
+        let out = r.dir.join(format!("{}.pcapng", r.name));
+        let k = merge_files(&files, &out).map_err(|e| format!("--merge: {e}"))?;
+        report["files"] = json!([out.display().to_string()]);
+        report["merged_records"] = json!(k);
+    }
+    report["final"] = json!(true);
+    Ok(Finished {
+        report,
+        error: port_err.or_else(|| errs.into_iter().next()),
+    })
+}
+
+/// A worker's analyser, if it runs one.
+fn analyser(a: &AnalyserConfig) -> Option<Box<dyn Analyser>> {
+    let inner: Box<dyn Analyser> = match &a.http {
+        Some(h) => Box::new(HttpAnalyser::new(*h)),
+        None if a.cost_ns > 0 => Box::new(NullAnalyser),
+        None => return None,
+    };
+    Some(if a.cost_ns > 0 {
+        Box::new(Costly {
+            inner,
+            cost_ns: a.cost_ns,
+        })
+    } else {
+        inner
+    })
+}
+
+/// Serve the control socket, if asked.
+fn start_ctl(path: Option<&PathBuf>, shared: &Arc<Shared>) -> Result<Option<Server>, String> {
+    let Some(p) = path else { return Ok(None) };
+    let l = Listener::bind(p).map_err(|e| format!("--ctl {e}"))?;
+    let h: Arc<dyn Handler> = Arc::new(CaptureCtl(shared.clone()));
+    Ok(Some(Server::start(l, h, Limits::default())?))
+}
+
+type Running = (
+    Arc<Shared>,
+    Option<Server>,
+    Vec<std::thread::JoinHandle<Result<(), String>>>,
+    Option<String>,
+);
+
+/// Dispatcher steering: the workers on their rings, this thread reads the
+/// port and dispatches until the end; returns with the dispatcher gone (the
+/// workers drain their rings and end).
+fn dispatch(
+    cfg: &CaptureConfig,
+    consumers: Vec<Consumer>,
+    wshared: Vec<Arc<WorkerShared>>,
+    stop: &Arc<AtomicBool>,
+    t0: Instant,
+    on: &mut dyn FnMut(Event<'_>),
+) -> Result<Running, String> {
+    let (n, batch) = (cfg.workers, cfg.open.batch);
+    let mut port = linerate_io::open(&cfg.port, &cfg.open).map_err(|e| e.to_string())?;
+    let keep_ts = matches!(port.info.clock, "kernel-realtime" | "file");
+    let offline = file_at_top_speed(&cfg.port);
+    let (mut d, rxs) = Dispatcher::new(SteerConfig {
+        workers: n,
+        ring_slots: cfg.ring_slots,
+        slot_size: cfg.slot_size,
+        forwarder: cfg.forwarder.clone(),
+    })?;
+    let inbox = Arc::new(Inbox::default());
+    let shared = Arc::new(Shared {
+        steering: "dispatcher",
+        port: port.info.uri.clone(),
+        pinned: cfg.pin,
+        fwd: (0..n).map(|w| d.forwarder(w).shared()).collect(),
+        workers: wshared,
+        inboxes: vec![inbox.clone()],
+        kernel: Mutex::new(Vec::new()),
+        t0,
+    });
+    on(Event::Started(format!(
+        "capture: {} ({}: {}); {} workers, steering dispatcher{}",
+        port.info.uri,
+        port.info.kind,
+        port.info.detail,
+        n,
+        if cfg.pin { ", pinned" } else { "" }
+    )));
+    let ctl = start_ctl(cfg.ctl.as_ref(), &shared)?;
+    let mut handles = Vec::new();
+    for (w, (rx, c)) in rxs.into_iter().zip(consumers).enumerate() {
+        let pin = cfg.pin;
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("capture-w{w}"))
+                .spawn(move || {
+                    if pin {
+                        let _ = linerate_io::host::pin_to_cpu(w + 1);
+                    }
+                    dispatcher_worker(rx, c, batch)
+                })
+                .map_err(|e| format!("starting worker {w}: {e}"))?,
+        );
+    }
+    if cfg.pin {
+        let _ = linerate_io::host::pin_to_cpu(0);
+    }
+    let mut b = Batch::new(batch);
+    let mut empty = 0u32;
+    let mut last_tick = Instant::now();
+    let mut rx_err = None;
+    loop {
+        if offline {
+            // A file read at top speed cannot overflow: read the next batch
+            // only when every worker's ring has room for it. A full ring is
+            // waited out until a quarter of it is free, in 1 ms sleeps: few
+            // wake-ups, the CPUs stay with the workers, and the ring still
+            // holds far more than 1 ms of their work. Per batch with room:
+            // one relaxed load per worker.
+            for w in 0..n {
+                let g = d.gauge(w);
+                if g.capacity() - g.used() < batch {
+                    let want = batch.max(g.capacity() / 4);
+                    while g.capacity() - g.used() < want && !stop.load(Relaxed) {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+            }
+        }
+        match port.rx.recv(&mut b) {
+            Ok(k) if k > 0 => {
+                let now_ns = monotonic_ns(t0);
+                // Shunt requests from the workers apply to this batch
+                // already (one atomic load per worker when none).
+                for w in 0..n {
+                    d.forwarder_mut(w).poll_shunts();
+                }
+                let mut rt = None;
+                for p in b.pkts() {
+                    let ts = if keep_ts && p.ts_ns() != 0 {
+                        p.ts_ns()
+                    } else {
+                        *rt.get_or_insert_with(realtime_ns)
+                    };
+                    d.dispatch_one(p.bytes(), ts, now_ns);
+                }
+                port.rx.release(&mut b);
+                inbox.take(|key| {
+                    let w = super::worker_of(&key, n);
+                    d.forwarder_mut(w).shunt(&key);
+                });
+                d.flush();
+                empty = 0;
+            }
+            Ok(_) => {
+                empty += 1;
+                if port.rx.at_end() {
+                    break;
+                }
+                if empty > 256 {
+                    if let Err(e) = port.rx.wait(10) {
+                        rx_err = Some(e.to_string());
+                        break;
+                    }
+                }
+            }
+            Err(e) => {
+                rx_err = Some(e.to_string());
+                break;
+            }
+        }
+        if empty == 0 || empty.is_multiple_of(64) {
+            let now = Instant::now();
+            if stop.load(Relaxed) || cfg.deadline.is_some_and(|dl| now >= dl) {
+                break;
+            }
+            if now - last_tick >= Duration::from_secs(1) {
+                last_tick = now;
+                d.flush();
+                if let Ok(mut k) = shared.kernel.lock() {
+                    *k = port.rx.kernel_stats().counters;
+                }
+                on(Event::Tick(&shared.snapshot()));
+            }
+        }
+    }
+    d.flush();
+    if let Ok(mut k) = shared.kernel.lock() {
+        *k = port.rx.kernel_stats().counters;
+    }
+    // Workers drain their rings and end once the dispatcher is gone.
+    drop(d);
+    stop.store(true, Relaxed);
+    Ok((shared, ctl, handles, rx_err))
+}
+
+/// A pcap/pcapng file read at top speed (no `rate=` or `speed=` other than
+/// top): the dispatcher then waits for ring room instead of dropping, as
+/// tcpdump -r or Suricata's offline mode never drop.
+fn file_at_top_speed(port: &str) -> bool {
+    linerate_io::Uri::parse(port).is_ok_and(|u| {
+        u.scheme == "pcap"
+            && u.get("rate").is_none()
+            && u.get("speed").is_none_or(|s| s == "top")
+            && u.get("mode").is_none_or(|m| m == "read")
+    })
+}
+
+/// The port URI of worker `w` of `workers` with a steering that gives every
+/// worker its own port: the user's URI plus the fanout group (fanout; one
+/// worker needs no group, and the kernel then skips the per-packet flow
+/// hash) or the queue (queues).
+fn worker_uri(
+    steer: Steering,
+    port: &str,
+    group: u16,
+    w: usize,
+    workers: usize,
+) -> Result<String, String> {
+    let sep = if port.contains('?') { '&' } else { '?' };
+    match steer {
+        Steering::Fanout if port.starts_with("afpacket:") && workers == 1 => Ok(port.to_string()),
+        Steering::Fanout if port.starts_with("afpacket:") => {
+            Ok(format!("{port}{sep}fanout=hash&fanout_group={group}"))
+        }
+        Steering::Fanout => Err(format!(
+            "--steer fanout: needs an afpacket: port (got '{port}'); use --steer dispatcher"
+        )),
+        Steering::Queues if port.starts_with("afxdp:") => {
+            if port.contains("queue=") {
+                return Err(format!(
+                    "--steer queues: '{port}' names a queue; the workers take queues 0..N"
+                ));
+            }
+            Ok(format!("{port}{sep}queue={w}"))
+        }
+        Steering::Queues => Err(format!(
+            "--steer queues: needs an afxdp: port (got '{port}'); use --steer dispatcher"
+        )),
+        Steering::Dispatcher => Ok(port.to_string()),
+    }
+}
+
+/// Fanout and queue steering: every worker reads its own port and runs its
+/// own forwarder; this thread publishes the stats until the end and tells
+/// the workers to stop (they close their files and publish their counts).
+fn fanout(
+    cfg: &CaptureConfig,
+    consumers: Vec<Consumer>,
+    wshared: Vec<Arc<WorkerShared>>,
+    stop: &Arc<AtomicBool>,
+    t0: Instant,
+    on: &mut dyn FnMut(Event<'_>),
+) -> Result<Running, String> {
+    let n = cfg.workers;
+    let group = (std::process::id() & 0xffff) as u16;
+    let uri = worker_uri(cfg.steering, &cfg.port, group, 0, n)?;
+    let mut ports: Vec<Port> = Vec::with_capacity(n);
+    let mut fwds = Vec::with_capacity(n);
+    for w in 0..n {
+        let u = worker_uri(cfg.steering, &cfg.port, group, w, n)?;
+        ports.push(linerate_io::open(&u, &cfg.open).map_err(|e| format!("worker {w}: {u}: {e}"))?);
+        fwds.push(Forwarder::new(cfg.forwarder.clone())?);
+    }
+    let (steering, how) = match cfg.steering {
+        Steering::Queues => (
+            "queues",
+            "one AF_XDP socket per queue, RSS spreads the flows",
+        ),
+        _ => ("fanout", "PACKET_FANOUT_HASH, symmetric"),
+    };
+    let inboxes: Vec<Arc<Inbox>> = (0..n).map(|_| Arc::default()).collect();
+    let shared = Arc::new(Shared {
+        steering,
+        port: uri.clone(),
+        pinned: cfg.pin,
+        fwd: fwds.iter().map(|f| f.shared()).collect(),
+        workers: wshared,
+        inboxes: inboxes.clone(),
+        kernel: Mutex::new(Vec::new()),
+        t0,
+    });
+    on(Event::Started(format!(
+        "capture: {uri} ({}); {n} workers, steering {steering} ({how}){}",
+        ports[0].info.detail,
+        if cfg.pin { ", pinned" } else { "" }
+    )));
+    let ctl = start_ctl(cfg.ctl.as_ref(), &shared)?;
+    let done = Arc::new(AtomicBool::new(false));
+    let kstats: Vec<Arc<Counters>> = (0..n).map(|_| Arc::default()).collect();
+    let mut handles = Vec::new();
+    for (w, ((port, fwd), c)) in ports.into_iter().zip(fwds).zip(consumers).enumerate() {
+        let (dn, inbox, ks) = (done.clone(), inboxes[w].clone(), kstats[w].clone());
+        let (batch, pin) = (cfg.open.batch, cfg.pin);
+        handles.push(std::thread::spawn(move || {
+            if pin {
+                let _ = linerate_io::host::pin_to_cpu(w);
+            }
+            fanout_worker(port, fwd, c, &dn, &inbox, &ks, batch, t0)
+        }));
+    }
+    let mut last_tick = Instant::now();
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        let now = Instant::now();
+        if stop.load(Relaxed)
+            || cfg.deadline.is_some_and(|dl| now >= dl)
+            || handles.iter().any(|h| h.is_finished())
+        {
+            break;
+        }
+        if now - last_tick >= Duration::from_secs(1) {
+            last_tick = now;
+            sum_kernel(&shared, &kstats);
+            on(Event::Tick(&shared.snapshot()));
+        }
+    }
+    done.store(true, Relaxed);
+    // The workers end at `done`; join them before the kernel counts are summed.
+    let errs = join_all(std::mem::take(&mut handles));
+    sum_kernel(&shared, &kstats);
+    Ok((shared, ctl, Vec::new(), errs.into_iter().next()))
+}
+
+/// One worker of fanout/queue steering: its own port, forwarder and
+/// consumer, until `done` or its port fails.
+#[allow(clippy::too_many_arguments)]
+fn fanout_worker(
+    mut port: Port,
+    mut fwd: Forwarder,
+    mut c: Consumer,
+    done: &AtomicBool,
+    inbox: &Inbox,
+    ks: &Counters,
+    batch: usize,
+    t0: Instant,
+) -> Result<(), String> {
+    let mut b = Batch::new(batch);
+    let mut shunts: Vec<FlowKey> = Vec::with_capacity(batch);
+    let mut empty = 0u32;
+    let mut full_run = 0usize;
+    let mut last_events = Instant::now();
+    c.shared
+        .queue_capacity
+        .store((FULL_RUN * batch) as u64, Relaxed);
+    // A port that fails (its interface went away) ends this worker in
+    // order: its files are closed whole and its counts published.
+    let mut port_err = None;
+    while !done.load(Relaxed) {
+        let k = match port.rx.recv(&mut b) {
+            Ok(k) => k,
+            Err(e) => {
+                port_err = Some(e.to_string());
+                break;
+            }
+        };
+        if k > 0 {
+            let now_ns = monotonic_ns(t0);
+            // TED's queue signal: the run of full batches (see FULL_RUN).
+            full_run = if k >= batch {
+                (full_run + 1).min(FULL_RUN)
+            } else {
+                0
+            };
+            fwd.set_queue_fraction(full_run as f64 / FULL_RUN as f64);
+            c.shared
+                .queue_used
+                .store((full_run * batch) as u64, Relaxed);
+            inbox.take(|key| fwd.shunt(&key));
+            let mut rt = None;
+            for p in b.pkts() {
+                let ts = if p.ts_ns() != 0 {
+                    p.ts_ns()
+                } else {
+                    *rt.get_or_insert_with(realtime_ns)
+                };
+                if fwd.decide(p.bytes(), now_ns).is_forward() {
+                    if let Some(key) = c.on_packet(p.bytes(), p.len() as usize, ts) {
+                        if shunts.len() < shunts.capacity() {
+                            shunts.push(key);
+                        }
+                    }
+                }
+            }
+            port.rx.release(&mut b);
+            for key in shunts.drain(..) {
+                fwd.shunt(&key);
+            }
+            fwd.publish();
+            empty = 0;
+        } else {
+            empty += 1;
+            if empty > 64 {
+                if let Err(e) = port.rx.wait(10) {
+                    port_err = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+        if k > 0 || empty.is_multiple_of(64) {
+            let now = Instant::now();
+            let ev = now.duration_since(last_events) >= Duration::from_millis(500);
+            if ev {
+                last_events = now;
+                if let Ok(mut s) = ks.lock() {
+                    *s = port.rx.kernel_stats().counters;
+                }
+            }
+            c.after_batch(now, ev);
+        }
+    }
+    fwd.publish();
+    if let Ok(mut s) = ks.lock() {
+        *s = port.rx.kernel_stats().counters;
+    }
+    let r = c.finish();
+    match port_err {
+        Some(e) => Err(e),
+        None => r,
+    }
+}
+
+fn sum_kernel(shared: &Shared, ks: &[Arc<Counters>]) {
+    let mut tot: Vec<(&'static str, u64)> = Vec::new();
+    for k in ks {
+        for (n, v) in k.lock().map(|x| x.clone()).unwrap_or_default() {
+            match tot.iter_mut().find(|(m, _)| *m == n) {
+                Some(e) => e.1 += v,
+                None => tot.push((n, v)),
+            }
+        }
+    }
+    if let Ok(mut k) = shared.kernel.lock() {
+        *k = tot;
+    }
+}
+
+/// Join the workers: their errors, in order.
+fn join_all(handles: Vec<std::thread::JoinHandle<Result<(), String>>>) -> Vec<String> {
+    handles
+        .into_iter()
+        .filter_map(|h| match h.join() {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e),
+            Err(_) => Some("a worker panicked".into()),
+        })
+        .collect()
+}
+
+/// End of a capture: join the workers (their errors, in order), then stop
+/// the control socket thread and remove its file.
+fn join_workers(
+    handles: Vec<std::thread::JoinHandle<Result<(), String>>>,
+    ctl: Option<Server>,
+) -> Vec<String> {
+    let errs = join_all(handles);
+    // Stops accepting and removes the socket file; clients are not waited for.
+    if let Some(c) = ctl {
+        c.stop();
+    }
+    errs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_files_at_top_speed_are_read_with_backpressure() {
+        assert!(file_at_top_speed("pcap:/t/x.pcapng"));
+        assert!(file_at_top_speed("pcap:/t/x.pcap?speed=top&loop=2"));
+        assert!(!file_at_top_speed("pcap:/t/x.pcap?rate=1000"));
+        assert!(!file_at_top_speed("pcap:/t/x.pcap?speed=original"));
+        assert!(!file_at_top_speed("afpacket:eth0"));
+        assert!(!file_at_top_speed("mem:a?source=60"));
+    }
+
+    #[test]
+    fn worker_ports_by_steering() {
+        let f = Steering::Fanout;
+        let q = Steering::Queues;
+        assert_eq!(
+            worker_uri(f, "afpacket:eth0?ring=v3", 7, 1, 2).unwrap(),
+            "afpacket:eth0?ring=v3&fanout=hash&fanout_group=7"
+        );
+        assert_eq!(
+            worker_uri(f, "afpacket:eth0", 7, 0, 1).unwrap(),
+            "afpacket:eth0"
+        );
+        assert!(worker_uri(f, "pcap:x", 1, 0, 2).is_err());
+        assert!(worker_uri(f, "afxdp:eth0", 1, 0, 2).is_err());
+        assert_eq!(
+            worker_uri(q, "afxdp:eth0", 7, 0, 2).unwrap(),
+            "afxdp:eth0?queue=0"
+        );
+        assert_eq!(
+            worker_uri(q, "afxdp:eth0?mode=native", 7, 3, 2).unwrap(),
+            "afxdp:eth0?mode=native&queue=3"
+        );
+        assert!(worker_uri(q, "afxdp:eth0?queue=1", 7, 0, 2).is_err());
+        assert!(worker_uri(q, "afpacket:eth0", 7, 0, 2).is_err());
+    }
+}
