@@ -95,6 +95,62 @@ pub fn run(
     run_source(&src, &name, ctl, stop, quiet, sandbox)
 }
 
+/// A scenario running beside the generator, in its own thread.
+pub struct Scenario {
+    path: std::path::PathBuf,
+    thread: std::thread::JoinHandle<Result<()>>,
+}
+
+/// Start `path` in a thread of its own; it stops the run when it ends (the
+/// scenario decides when the run ends).
+pub fn spawn(
+    path: &Path,
+    ctl: Arc<dyn GenControl>,
+    stop: Arc<AtomicBool>,
+    quiet: bool,
+    sandbox: Sandbox,
+) -> Scenario {
+    let p = path.to_path_buf();
+    let thread = std::thread::spawn(move || -> Result<()> {
+        let r = run(&p, ctl.clone(), stop, quiet, sandbox);
+        ctl.stop();
+        if let Ok(Ended::Interrupted) = r {
+            eprintln!(
+                "script {}: ended: the run was stopped while it was still running",
+                p.display()
+            );
+        }
+        r.map(|_| ())
+    });
+    Scenario {
+        path: path.to_path_buf(),
+        thread,
+    }
+}
+
+impl Scenario {
+    /// After the run: the script's result. It ends about [`GRACE`] after the
+    /// run (its instruction hook); one stuck in a single long library call
+    /// (a huge string.rep) cannot be interrupted and is left behind with an
+    /// error: the process exits.
+    pub fn finish(self) -> Result<()> {
+        let until = Instant::now() + GRACE + Duration::from_secs(1);
+        while !self.thread.is_finished() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if !self.thread.is_finished() {
+            return Err(anyhow!(
+                "script {}: still running {:.1} s after the run ended (inside one long library call); abandoned",
+                self.path.display(),
+                (GRACE + Duration::from_secs(1)).as_secs_f64()
+            ));
+        }
+        self.thread
+            .join()
+            .map_err(|_| anyhow!("script thread panicked"))?
+    }
+}
+
 /// As [`run`], from a string (tests, `-e`).
 pub fn run_source(
     src: &str,

@@ -26,7 +26,10 @@ pub mod field;
 pub mod http_trace;
 pub mod pacer;
 pub mod profile;
+pub mod replay;
 pub mod run;
+pub mod session;
+pub mod xdp;
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -322,6 +322,163 @@ pub struct RateSpec {
     pub count: Option<u64>,
 }
 
+impl RateSpec {
+    /// A rate as people write it: 1000 or 1000pps, 250kpps, 1.5Mpps; bit
+    /// rates 100Mbps, 10Gbps (L1: frame + FCS + preamble + IFG) or
+    /// 10Gbps@l2 (frame + FCS). Errors name the option (`--rate`).
+    pub fn parse(s: &str) -> Result<RateSpec, String> {
+        let t = s.trim().to_ascii_lowercase();
+        let (v, acct) = match t.split_once('@') {
+            Some((v, "l1")) => (v.to_string(), Some(Accounting::L1)),
+            Some((v, "l2")) => (v.to_string(), Some(Accounting::L2)),
+            Some((_, a)) => return Err(format!("--rate '{s}': accounting '@{a}' is not l1 or l2")),
+            None => (t.clone(), None),
+        };
+        let split = v.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(v.len());
+        let (num, unit) = v.split_at(split);
+        let x: f64 = num
+            .parse()
+            .map_err(|_| format!("--rate '{s}': '{num}' is not a number"))?;
+        let (mult, bits) = match unit {
+            "" | "pps" => (1.0, false),
+            "kpps" => (1e3, false),
+            "mpps" => (1e6, false),
+            "gpps" => (1e9, false),
+            "bps" | "bit" | "bit/s" => (1.0, true),
+            "kbps" | "kbit" | "kbit/s" => (1e3, true),
+            "mbps" | "mbit" | "mbit/s" => (1e6, true),
+            "gbps" | "gbit" | "gbit/s" => (1e9, true),
+            u => {
+                return Err(format!(
+                    "--rate '{s}': unknown unit '{u}' (pps, kpps, Mpps, bps, Mbps, Gbps)"
+                ))
+            }
+        };
+        let r = x * mult;
+        if !(r.is_finite() && r > 0.0) {
+            return Err(format!("--rate '{s}': must be a positive rate"));
+        }
+        if !bits && acct.is_some() {
+            return Err(format!("--rate '{s}': @l1/@l2 applies to bit rates only"));
+        }
+        Ok(RateSpec {
+            pps: (!bits).then_some(r),
+            bps: bits.then_some(r),
+            accounting: acct.unwrap_or(Accounting::L1),
+            ..RateSpec::default()
+        })
+    }
+}
+
+/// One stream described by command-line shortcuts (`linerate gen`'s
+/// --src-ip, --proto, --size, --flows, --rate, --pace ...), as a user of
+/// trafgen or pktgen gives it without a profile file.
+#[derive(Clone, Debug)]
+pub struct Shortcut {
+    pub src_ip: String,
+    pub dst_ip: String,
+    pub src_mac: String,
+    pub dst_mac: String,
+    /// udp, tcp or icmp.
+    pub proto: String,
+    pub sport: u16,
+    pub dport: u16,
+    /// 802.1Q tags, outermost first.
+    pub vlan: Vec<u16>,
+    /// Frame size without FCS, or imix / ipv6-imix; None: the smallest
+    /// frame that holds the headers (and the signature), at least 60.
+    pub size: Option<String>,
+    /// Vary the L4 source port over this many values.
+    pub flows: u32,
+    pub rate: Option<RateSpec>,
+    /// cbr, poisson or burst.
+    pub pace: String,
+    pub burst: u32,
+    pub signature: bool,
+    pub sample_every: u32,
+}
+
+impl Shortcut {
+    /// The stream ("s0"). Errors name the option.
+    pub fn stream(&self) -> Result<StreamSpec, String> {
+        let a = self;
+        let mut s = StreamSpec::udp("s0", &a.src_ip, &a.dst_ip, a.sport, a.dport);
+        s.template.eth_src = a.src_mac.clone();
+        s.template.eth_dst = a.dst_mac.clone();
+        s.template.vlans = a.vlan.clone();
+        s.template.l4 = match a.proto.as_str() {
+            "tcp" => L4Spec::Tcp {
+                sport: a.sport,
+                dport: a.dport,
+                flags: 0x10,
+            },
+            // An echo request of the IP version.
+            "icmp" => L4Spec::Icmp {
+                ty: None,
+                code: 0,
+                id: 1,
+            },
+            _ => L4Spec::Udp {
+                sport: a.sport,
+                dport: a.dport,
+            },
+        };
+        let headers = 14
+            + 4 * a.vlan.len()
+            + if a.dst_ip.contains(':') { 40 } else { 20 }
+            + if a.proto == "tcp" { 20 } else { 8 };
+        // The smallest frame that holds the headers (IPv6 TCP, QinQ: more
+        // than 60 bytes), plus the signature when on.
+        let min_len = headers
+            + if a.signature {
+                linerate_wire::signature::LEN
+            } else {
+                0
+            };
+        let size = a
+            .size
+            .clone()
+            .unwrap_or_else(|| min_len.max(60).to_string());
+        s.size = match size.as_str() {
+            "imix" | "simple" => SizeSpec::Preset("simple".into()),
+            "ipv6-imix" | "ipv6-simple" => SizeSpec::Preset("ipv6-simple".into()),
+            n => SizeSpec::Fixed(
+                n.parse()
+                    .map_err(|_| format!("--size '{n}': a frame size (60..9000) or imix"))?,
+            ),
+        };
+        if a.flows > 1 {
+            if a.proto == "icmp" {
+                return Err("--flows: varies the L4 source port, which ICMP does not have".into());
+            }
+            s.fields.push(FieldSpec {
+                field: FieldName::Sport,
+                op: FieldOp::Inc {
+                    start: None,
+                    step: 1,
+                    count: u64::from(a.flows),
+                },
+            });
+        }
+        if let Some(r) = &a.rate {
+            s.rate = r.clone();
+        }
+        s.rate.mode = match a.pace.as_str() {
+            "poisson" => PaceMode::Poisson,
+            "burst" => PaceMode::Burst,
+            _ => PaceMode::Cbr,
+        };
+        if s.rate.mode == PaceMode::Burst {
+            s.rate.burst = Some(a.burst);
+        }
+        s.signature = SigSpec {
+            enabled: a.signature,
+            sample_every: a.sample_every.max(1),
+        };
+        Ok(s)
+    }
+}
+
 /// Measurement signature.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -407,5 +564,26 @@ impl StreamSpec {
             rate: RateSpec::default(),
             signature: SigSpec::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod rate_tests {
+    use super::*;
+
+    #[test]
+    fn rates_parse() {
+        let p = RateSpec::parse;
+        assert_eq!(p("1000").unwrap().pps, Some(1000.0));
+        assert_eq!(p("250kpps").unwrap().pps, Some(250e3));
+        assert_eq!(p("1.5Mpps").unwrap().pps, Some(1.5e6));
+        let r = p("10Gbps").unwrap();
+        assert_eq!((r.bps, r.accounting), (Some(10e9), Accounting::L1));
+        assert_eq!(p("100Mbps@l2").unwrap().accounting, Accounting::L2);
+        assert!(p("fast").is_err());
+        assert!(p("10furlongs").is_err());
+        assert!(p("-5pps").is_err());
+        assert!(p("1Mpps@l2").is_err());
+        assert!(p("1Gbps@l3").is_err());
     }
 }
