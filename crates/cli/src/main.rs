@@ -35,7 +35,7 @@ enum Command {
     #[command(name = "__reap", hide = true)]
     Reap(cmd::reap::Args),
     Switch(cmd::switch::Args),
-    SwitchCtl(cmd::switch::CtlArgs),
+    SwitchCtl(cmd::switch_ctl::CtlArgs),
     Trace(cmd::trace::Args),
 }
 
@@ -51,7 +51,7 @@ fn main() {
         Command::Capture(a) => cmd::capture::run(a),
         Command::Reap(a) => cmd::reap::run(a),
         Command::Switch(a) => cmd::switch::run(a),
-        Command::SwitchCtl(a) => cmd::switch::run_ctl(a),
+        Command::SwitchCtl(a) => cmd::switch_ctl::run_ctl(a),
         Command::Trace(a) => cmd::trace::run(a),
     };
     // A command's own error first; else a failed write to standard output.

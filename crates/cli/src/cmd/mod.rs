@@ -8,5 +8,6 @@ pub mod fwd_xdp;
 pub mod gen;
 pub mod reap;
 pub mod switch;
+pub mod switch_ctl;
 pub mod testbed;
 pub mod trace;

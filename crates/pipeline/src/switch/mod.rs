@@ -11,6 +11,7 @@ pub mod emc;
 pub mod key;
 pub mod reference;
 pub mod rule;
+pub mod run;
 pub mod table;
 
 pub use classifier::{Classifier, LookupStats, RuleId};

@@ -1,0 +1,387 @@
+//! A whole `linerate switch` run: the table loaded from the rule files,
+//! the ports opened, the datapath in its own thread, the control socket,
+//! a once-a-second tick (table timeouts, the rates) off the datapath, and
+//! the final account.
+
+use super::actions::{Group, Meter};
+use super::ctl::{cache_json, ports_json, Shared, SwitchCtl};
+use super::datapath::{CacheCounters, Datapath, Polling, SwitchCyclesSnapshot, SwitchPort};
+use super::table::{mono_ns, Control, FlowTable};
+use super::Rule;
+use crate::control::{Handler, Limits, Listener, Server};
+use linerate_io::time::tsc_hz;
+use linerate_io::OpenOptions;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The rule lines of a flows/groups/meters file: numbered from 1, trimmed,
+/// without blank lines and `#` comments.
+pub fn rule_lines(s: &str) -> impl Iterator<Item = (usize, &str)> {
+    s.lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim()))
+        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
+}
+
+/// The rule files of a switch (each optional).
+#[derive(Clone, Debug, Default)]
+pub struct RuleFiles {
+    pub flows: Option<PathBuf>,
+    pub groups: Option<PathBuf>,
+    pub meters: Option<PathBuf>,
+}
+
+impl RuleFiles {
+    /// The table: groups and meters first (rules refer to them). Errors
+    /// name the file and line (`flows.txt:3: unknown action 'x'`).
+    pub fn load(&self) -> Result<FlowTable, String> {
+        fn each(
+            p: &Path,
+            what: &str,
+            f: &mut dyn FnMut(&str) -> Result<(), String>,
+        ) -> Result<(), String> {
+            let s = std::fs::read_to_string(p)
+                .map_err(|e| format!("{what} file '{}': {e}", p.display()))?;
+            for (ln, l) in rule_lines(&s) {
+                f(l).map_err(|e| format!("{}:{ln}: {e}", p.display()))?;
+            }
+            Ok(())
+        }
+        let mut table = FlowTable::new();
+        if let Some(p) = &self.groups {
+            each(p, "--groups", &mut |l| {
+                table.add_group(Group::parse(l)?);
+                Ok(())
+            })?;
+        }
+        if let Some(p) = &self.meters {
+            each(p, "--meters", &mut |l| {
+                table.add_meter(Meter::parse(l)?);
+                Ok(())
+            })?;
+        }
+        if let Some(p) = &self.flows {
+            let now = mono_ns();
+            each(p, "--flows", &mut |l| {
+                let r = Rule::parse(l).map_err(|e| e.to_string())?;
+                table
+                    .add_flow(r, now)
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            })?;
+        }
+        Ok(table)
+    }
+}
+
+/// A switch: its ports (OpenFlow number, URI), rules and settings.
+#[derive(Clone, Debug)]
+pub struct SwitchConfig {
+    pub ports: Vec<(u32, String)>,
+    pub rules: RuleFiles,
+    pub ctl: Option<PathBuf>,
+    pub cpu: Option<usize>,
+    pub open: OpenOptions,
+    pub polling: Polling,
+    pub emc: bool,
+    pub profile: bool,
+    pub duration: Option<f64>,
+}
+
+/// What the caller hears while the switch runs.
+pub enum Event<'a> {
+    /// A line saying what was opened (a port, the control socket).
+    Opened(String),
+    /// Once a second: the rates and cache figures of the last interval.
+    Tick(&'a Tick),
+}
+
+/// One second of a running switch.
+pub struct Tick {
+    pub t: f64,
+    pub rx_pps: f64,
+    pub fwd_pps: f64,
+    /// Drops in the interval by reason (only those that happened).
+    pub drops: Vec<(&'static str, u64)>,
+    pub rules: usize,
+    pub emc_hit_rate: f64,
+    pub subtables_per_lookup: f64,
+}
+
+/// The final account.
+pub struct Finished {
+    pub elapsed_s: f64,
+    pub shared: Arc<Shared>,
+    pub cycles: SwitchCyclesSnapshot,
+    pub profile: bool,
+    /// The datapath's error (a port that failed), if one ended it.
+    pub error: Option<String>,
+}
+
+/// Keep freed heap memory in the process for reuse instead of returning it
+/// to the kernel: every rule batch builds a new table version and frees an
+/// old one, and a million-rule version is ~200 MB; given back, each batch
+/// page-faults it in again (a third of the time of inserting 1M rules).
+/// The switch's memory then stays at its high-water mark, as a DPDK
+/// application's preallocated memory does.
+fn keep_freed_memory() {
+    // SAFETY: mallopt only sets allocator parameters; called once at start.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
+    }
+}
+
+/// (EMC hits, classifier lookups = EMC misses, subtables searched).
+fn cache_now(c: &CacheCounters) -> [u64; 3] {
+    [
+        c.emc_hits.load(Relaxed),
+        c.cls_lookups.load(Relaxed),
+        c.subtables_searched.load(Relaxed),
+    ]
+}
+
+/// Run the switch until `stop`, its duration or the end of finite sources.
+pub fn run(
+    cfg: &SwitchConfig,
+    stop: &Arc<AtomicBool>,
+    on: &mut dyn FnMut(Event<'_>),
+) -> Result<Finished, String> {
+    let ctl = Control::new(cfg.rules.load()?);
+    let mut ports = Vec::new();
+    for (n, uri) in &cfg.ports {
+        let p = linerate_io::open(uri, &cfg.open).map_err(|e| format!("port {n}: {e}"))?;
+        on(Event::Opened(format!(
+            "port {n}: {} ({}: {})",
+            p.info.uri, p.info.kind, p.info.detail
+        )));
+        ports.push(SwitchPort::new(*n, uri, p.rx, p.tx));
+    }
+    keep_freed_memory();
+    let mut dp = Datapath::new(ports, ctl.clone(), cfg.open.batch, cfg.emc);
+    let shared = Arc::new(Shared {
+        ctl: ctl.clone(),
+        ports: dp
+            .ports
+            .iter()
+            .map(|p| (p.no, p.uri.clone(), p.counters.clone()))
+            .collect(),
+        cache: dp.cache.clone(),
+        counters: dp.counters.clone(),
+    });
+    let cycles = dp.cycles.clone();
+    let server = match &cfg.ctl {
+        Some(path) => {
+            let l = Listener::bind(path).map_err(|e| format!("--ctl {e}"))?;
+            on(Event::Opened(format!("control socket: {}", path.display())));
+            let h: Arc<dyn Handler> = Arc::new(SwitchCtl(shared.clone()));
+            Some(Server::start(l, h, Limits::default())?)
+        }
+        None => None,
+    };
+    let (polling, profile, cpu) = (cfg.polling, cfg.profile, cfg.cpu);
+    let done = Arc::new(AtomicBool::new(false));
+    let (st, dn) = (stop.clone(), done.clone());
+    let t0 = Instant::now();
+    let worker = std::thread::Builder::new()
+        .name("linerate-switch".into())
+        .spawn(move || -> Result<(), String> {
+            if let Some(c) = cpu {
+                linerate_io::host::pin_to_cpu(c).map_err(|e| format!("CPU {c}: {e}"))?;
+            }
+            let r = dp.run(&st, polling, profile);
+            dn.store(true, Ordering::SeqCst);
+            r.map_err(|e| e.to_string())
+        })
+        .map_err(|e| format!("spawning the datapath thread: {e}"))?;
+
+    // The tick: once a second, never on the datapath.
+    let mut last = shared.counters.snapshot();
+    let mut last_c = cache_now(&shared.cache);
+    let mut last_t = Instant::now();
+    let deadline = cfg
+        .duration
+        .map(|d| t0 + Duration::from_secs_f64(d.max(0.0)));
+    while !done.load(Ordering::SeqCst) && !worker.is_finished() {
+        std::thread::sleep(Duration::from_millis(50));
+        if deadline.is_some_and(|dl| Instant::now() >= dl) {
+            stop.store(true, Ordering::SeqCst);
+        }
+        if last_t.elapsed() >= Duration::from_secs(1) {
+            // Never blocks on a control client: a tick that finds the table
+            // being edited waits for the next second.
+            let _ = ctl.try_tick(mono_ns());
+            let now = shared.counters.snapshot();
+            let now_c = cache_now(&shared.cache);
+            let dt = last_t.elapsed().as_secs_f64();
+            let d = now.delta(&last);
+            let dc: [u64; 3] = std::array::from_fn(|i| now_c[i].wrapping_sub(last_c[i]));
+            on(Event::Tick(&Tick {
+                t: t0.elapsed().as_secs_f64(),
+                rx_pps: d.received as f64 / dt,
+                fwd_pps: d.forwarded as f64 / dt,
+                drops: d.drops_nonzero().collect(),
+                rules: shared.ctl.current().len(),
+                emc_hit_rate: dc[0] as f64 / (dc[0] + dc[1]).max(1) as f64,
+                subtables_per_lookup: dc[2] as f64 / dc[1].max(1) as f64,
+            }));
+            last = now;
+            last_c = now_c;
+            last_t = Instant::now();
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    let r = worker
+        .join()
+        .map_err(|_| "datapath thread panicked".to_string())?;
+    // Stops accepting and removes the socket file at once; clients are not
+    // waited for.
+    if let Some(s) = server {
+        s.stop();
+    }
+    Ok(Finished {
+        elapsed_s: t0.elapsed().as_secs_f64(),
+        shared,
+        cycles: cycles.snapshot(),
+        profile,
+        error: r.err(),
+    })
+}
+
+impl Tick {
+    pub fn json(&self) -> Value {
+        let drops: serde_json::Map<String, Value> = self
+            .drops
+            .iter()
+            .map(|(n, c)| (n.to_string(), json!(c)))
+            .collect();
+        json!({"t": self.t, "rx_pps": self.rx_pps, "fwd_pps": self.fwd_pps,
+               "drops": drops, "rules": self.rules,
+               "emc_hit_rate": self.emc_hit_rate, "subtables_per_lookup": self.subtables_per_lookup})
+    }
+
+    pub fn text(&self) -> String {
+        let drops: Vec<String> = self.drops.iter().map(|(n, c)| format!("{n}={c}")).collect();
+        format!(
+            "{:>7.1}s  rx {:>8.3} Mpps  fwd {:>8.3} Mpps | emc {:>5.1} %  {:.2} subtables/lookup | drops: {}",
+            self.t,
+            self.rx_pps / 1e6,
+            self.fwd_pps / 1e6,
+            self.emc_hit_rate * 100.0,
+            self.subtables_per_lookup,
+            if drops.is_empty() {
+                "none".to_string()
+            } else {
+                drops.join(" ")
+            }
+        )
+    }
+}
+
+impl Finished {
+    /// TSC cycles per packet and stage.
+    fn stages(&self) -> [(&'static str, u64); 6] {
+        let cy = &self.cycles;
+        [
+            ("rx", cy.rx),
+            ("extract", cy.extract),
+            ("lookup", cy.lookup),
+            ("actions", cy.actions),
+            ("tx", cy.tx),
+            ("buffers", cy.buffers),
+        ]
+    }
+
+    /// Whether received = forwarded + drops holds.
+    pub fn balanced(&self) -> bool {
+        self.shared.counters.snapshot().balanced()
+    }
+
+    pub fn json(&self) -> Value {
+        let sh = &self.shared;
+        let s = sh.counters.snapshot();
+        let drops: serde_json::Map<String, Value> = s
+            .drops_nonzero()
+            .map(|(n, c)| (n.to_string(), json!(c)))
+            .collect();
+        let mut v = json!({
+            "elapsed_s": self.elapsed_s, "received": s.received, "received_bytes": s.received_bytes,
+            "forwarded": s.forwarded, "dropped": s.dropped(), "drops": drops,
+            "balanced": s.balanced(), "ports": ports_json(sh), "cache": cache_json(sh),
+        });
+        if self.profile {
+            let pk = s.received.max(1) as f64;
+            let stages = self.stages();
+            let total: u64 = stages.iter().map(|(_, c)| c).sum();
+            let mut per: serde_json::Map<String, Value> = stages
+                .iter()
+                .map(|(n, c)| (n.to_string(), json!(*c as f64 / pk)))
+                .collect();
+            per.insert("total".into(), json!(total as f64 / pk));
+            v["profile"] = json!({"clock": "tsc", "tsc_hz": tsc_hz(), "packets": s.received,
+                "batches": self.cycles.batches, "cycles_per_packet": per,
+                "empty_polls": self.cycles.empty_polls});
+        }
+        v
+    }
+
+    pub fn text(&self) -> String {
+        let sh = &self.shared;
+        let s = sh.counters.snapshot();
+        let mut o = format!("final account after {:.2} s:\n", self.elapsed_s);
+        let by: Vec<String> = s.drops_nonzero().map(|(n, c)| format!("{n}={c}")).collect();
+        o += &format!(
+            "  received {}  forwarded {}  dropped {} ({})  received = forwarded + drops {}\n",
+            s.received,
+            s.forwarded,
+            s.dropped(),
+            if by.is_empty() {
+                "-".to_string()
+            } else {
+                by.join(" ")
+            },
+            if s.balanced() {
+                "holds"
+            } else {
+                "DOES NOT HOLD"
+            }
+        );
+        for (n, uri, c) in &sh.ports {
+            o += &format!(
+                "  port {n:<3} {uri:<24} rx {:>12}  tx {:>12}  tx_dropped {}\n",
+                c.rx_packets.load(Relaxed),
+                c.tx_packets.load(Relaxed),
+                c.tx_dropped.load(Relaxed)
+            );
+        }
+        let c = cache_json(sh);
+        o += &format!(
+            "  cache: emc hit rate {:.1} % ({} hits, {} misses, {} bypassed), classifier {} lookups, {:.2} subtables per lookup, {} rules in {} subtables\n",
+            c["emc_hit_rate"].as_f64().unwrap_or(0.0) * 100.0,
+            c["emc_hits"], c["emc_misses"], c["emc_bypassed"], c["classifier_lookups"],
+            c["subtables_per_lookup"].as_f64().unwrap_or(0.0), c["rules"], c["subtables"]
+        );
+        if self.profile {
+            let pk = s.received.max(1) as f64;
+            let stages = self.stages();
+            let total: u64 = stages.iter().map(|(_, c)| c).sum();
+            o += &format!(
+                "profile (TSC cycles per packet, {:.2} GHz, {} packets in {} batches):\n",
+                tsc_hz() / 1e9,
+                s.received,
+                self.cycles.batches
+            );
+            let h: Vec<String> = stages.iter().map(|(n, _)| format!("{n:>9}")).collect();
+            o += &format!("  {} {:>9}\n", h.join(""), "total");
+            let v: Vec<String> = stages
+                .iter()
+                .map(|(_, c)| format!("{:>9.1}", *c as f64 / pk))
+                .collect();
+            o += &format!("  {} {:>9.1}\n", v.join(""), total as f64 / pk);
+        }
+        o
+    }
+}
