@@ -12,6 +12,8 @@
 //! (`recv`), processing (MAC rewrite and accounting), TX (`send` + `flush`)
 //! and buffer management (`release`). Empty polls are counted apart.
 
+pub mod run;
+
 use linerate_io::time::rdtsc;
 use linerate_io::{Batch, DropReason, RxPort, StageCounters, StageSnapshot, TxPort};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};

@@ -127,7 +127,8 @@ impl GenSession {
             .name("linerate-gen".into())
             .spawn(move || {
                 if let Some(c) = cpu {
-                    linerate_io::host::pin_to_cpu(c).map_err(|e| format!("CPU {c}: {e}"))?;
+                    linerate_io::host::pin_to_cpu(c)
+                        .map_err(|e| format!("cannot pin to CPU {c}: {e}"))?;
                 }
                 let r = run_loop(g, tx, ctl2.clone(), batch, file_port);
                 ctl2.set_finished();
