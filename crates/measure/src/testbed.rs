@@ -48,6 +48,7 @@
 //! (handle the signal, then let the `Testbed` drop), or call [`down_all`].
 
 mod napi;
+pub mod text;
 
 pub use napi::NapiEntry;
 

@@ -11,10 +11,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Args as ClapArgs, Subcommand, ValueEnum};
-use linerate_measure::testbed::{
-    self, DutMode, FrameAddrs, IfaceStats, Testbed, TestbedConfig, TestbedInfo,
-};
-use std::io::Write;
+use linerate_measure::testbed::{self, Testbed, TestbedConfig};
 use std::sync::atomic::Ordering;
 
 #[derive(ClapArgs)]
@@ -186,15 +183,12 @@ fn up(a: UpArgs) -> Result<()> {
         bail!("interrupted; the test bed was removed");
     }
     let info = bed.info().clone();
-    let mut out = std::io::stdout().lock();
     if a.json {
-        writeln!(out, "{}", serde_json::to_string(&info)?)?;
+        outln!("{}", serde_json::to_string(&info)?);
     } else {
-        print_info(&mut out, &info)?;
-        print_examples(&mut out, &info, a.hold)?;
+        out!("{}{}", info.text(), info.examples(a.hold));
     }
-    out.flush()?;
-    drop(out);
+    super::common::stdout_result()?;
     if !a.hold {
         bed.detach();
         return Ok(());
@@ -210,73 +204,6 @@ fn up(a: UpArgs) -> Result<()> {
     }
     if !a.json {
         outln!("test bed {name} removed");
-    }
-    Ok(())
-}
-
-fn print_info(out: &mut impl Write, i: &TestbedInfo) -> std::io::Result<()> {
-    writeln!(out, "test bed {}", i.name)?;
-    writeln!(
-        out,
-        "  {:<20} {:<5} {:<17} {:<15} IPv6",
-        "namespace", "if", "MAC", "IPv4"
-    )?;
-    for f in i.ifaces() {
-        writeln!(
-            out,
-            "  {:<20} {:<5} {:<17} {:<15} {}/{}",
-            f.ns,
-            f.name,
-            f.mac.to_string(),
-            format!("{}/{}", f.ipv4, f.prefix4),
-            f.ipv6,
-            f.prefix6
-        )?;
-    }
-    let mode = match i.dut_mode {
-        DutMode::None => "none (add one with --dut, or run a forwarder on d0/d1)",
-        DutMode::IpForward => "Linux IP forwarding",
-        DutMode::Bridge => "Linux bridge br0 (d0, d1)",
-    };
-    writeln!(out, "  DuT: {mode}")?;
-    let f = FrameAddrs::for_mode(i, i.dut_mode);
-    writeln!(
-        out,
-        "  generator frames: src {} dst {}, IPv4 {} -> {}, IPv6 {} -> {}",
-        f.src_mac, f.dst_mac, f.src_ip, f.dst_ip, f.src_ip6, f.dst_ip6
-    )?;
-    writeln!(out, "  queues per veth: {}", i.queues)?;
-    if let Some(m) = i.mtu {
-        writeln!(out, "  MTU: {m}")?;
-    }
-    for t in &i.napi_threads {
-        let cpu = t.cpu.map(|c| format!(" on cpu {c}")).unwrap_or_default();
-        writeln!(
-            out,
-            "  NAPI thread napi/{}-{} pid {}{cpu} ({})",
-            t.ifname, t.napi_id, t.pid, t.ns
-        )?;
-    }
-    Ok(())
-}
-
-fn print_examples(out: &mut impl Write, i: &TestbedInfo, hold: bool) -> std::io::Result<()> {
-    writeln!(out, "Examples:")?;
-    writeln!(
-        out,
-        "  ip netns exec {} ping -c1 {}",
-        i.ns_gen, i.dut_in.ipv4
-    )?;
-    writeln!(out, "  ip netns exec {} ip -s link show d0", i.ns_dut)?;
-    writeln!(
-        out,
-        "  linerate testbed exec --name {} sink -- ip -s link show s0",
-        i.name
-    )?;
-    if hold {
-        writeln!(out, "Holding: Ctrl-C or SIGTERM removes the bed.")?;
-    } else {
-        writeln!(out, "  linerate testbed down --name {}", i.name)?;
     }
     Ok(())
 }
@@ -311,74 +238,17 @@ fn down(a: DownArgs) -> Result<()> {
     Ok(())
 }
 
-#[derive(serde::Serialize)]
-struct Status {
-    #[serde(flatten)]
-    info: TestbedInfo,
-    alive: bool,
-    owner_alive: bool,
-    stats: Vec<(String, Option<IfaceStats>)>,
-}
-
 fn status(a: StatusArgs) -> Result<()> {
-    let beds = match &a.name {
-        Some(n) => vec![testbed::load(n)?],
-        None => testbed::list(),
-    };
-    let st: Vec<Status> = beds
-        .into_iter()
-        .map(|info| {
-            let alive = testbed::is_alive(&info);
-            let stats = info
-                .ifaces()
-                .iter()
-                .map(|f| {
-                    let s = if alive {
-                        testbed::iface_stats(&f.ns, &f.name).ok()
-                    } else {
-                        None
-                    };
-                    (f.name.clone(), s)
-                })
-                .collect();
-            Status {
-                owner_alive: testbed::owner_alive(&info),
-                alive,
-                stats,
-                info,
-            }
-        })
-        .collect();
-    let mut out = std::io::stdout().lock();
+    let st = testbed::text::status(a.name.as_deref())?;
     if a.json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&st)?)?;
+        outln!("{}", serde_json::to_string_pretty(&st)?);
         return Ok(());
     }
     if st.is_empty() {
-        writeln!(out, "no test beds")?;
+        outln!("no test beds");
     }
     for s in &st {
-        print_info(&mut out, &s.info)?;
-        let state = match (s.alive, s.info.complete) {
-            (true, true) => "up",
-            (true, false) => "being built (or left half built)",
-            (false, _) => "stale: namespaces missing; 'linerate testbed down' removes the record",
-        };
-        writeln!(
-            out,
-            "  state: {state}; made by pid {} ({})",
-            s.info.owner_pid,
-            if s.owner_alive { "running" } else { "gone" }
-        )?;
-        for (ifn, c) in &s.stats {
-            if let Some(c) = c {
-                writeln!(
-                    out,
-                    "  {ifn}: rx {} pkts {} bytes {} dropped, tx {} pkts {} bytes {} dropped",
-                    c.rx_packets, c.rx_bytes, c.rx_dropped, c.tx_packets, c.tx_bytes, c.tx_dropped
-                )?;
-            }
-        }
+        out!("{}", s.text());
     }
     Ok(())
 }
