@@ -6,7 +6,8 @@
 #  3. the traffic generator (scripts/bench_gen.sh: rate accuracy, maximum rate, latency),
 #  4. `linerate bench` with its RFC 2544 defaults (scripts/bench_rfc2544.sh;
 #     BENCH_RFC2544=0 skips it, BENCH_RERUN=1 adds its re-run),
-# and write their sections of docs/BENCHMARKS.md (the switch, DNAC and capture
+#  5. `linerate bench dnac` (seed 002's DNAC experiment),
+# and write their sections of docs/BENCHMARKS.md (the switch and capture
 # sections come from their own scripts and are left as they are).
 # Run as root on an otherwise idle machine.
 set -euo pipefail
@@ -35,3 +36,5 @@ if [ "${BENCH_RFC2544:-1}" = 1 ]; then
     echo "== RFC 2544: scripts/bench_rfc2544.sh" >&2
     scripts/bench_rfc2544.sh
 fi
+echo "== DNAC: linerate bench dnac" >&2
+$lr bench dnac --markdown docs/BENCHMARKS.md --json "$out/dnac.json" --report "$out/dnac.html"

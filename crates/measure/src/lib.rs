@@ -8,4 +8,5 @@ pub mod frame_size;
 pub mod fuzz;
 pub mod guard;
 pub mod report;
+pub mod study;
 pub mod testbed;

@@ -269,7 +269,7 @@ fn fmt_ns(v: Option<f64>) -> String {
     }
 }
 
-fn figure(out: &mut String, svg: &str, caption: &str) {
+pub fn figure(out: &mut String, svg: &str, caption: &str) {
     let _ = writeln!(
         out,
         "<figure>{svg}<figcaption>{}</figcaption></figure>",
@@ -277,7 +277,7 @@ fn figure(out: &mut String, svg: &str, caption: &str) {
     );
 }
 
-fn table_html(out: &mut String, t: &Table) {
+pub fn table_html(out: &mut String, t: &Table) {
     let _ = write!(out, "<table>");
     if !t.title.is_empty() {
         let _ = write!(out, "<caption>{}</caption>", escape(&t.title));
@@ -300,7 +300,7 @@ fn table_html(out: &mut String, t: &Table) {
     out.push_str("</tbody></table>\n");
 }
 
-const CSS: &str = "body{font-family:sans-serif;color:#222;max-width:960px;margin:1.5em auto;padding:0 1em;line-height:1.4}\
+pub const CSS: &str = "body{font-family:sans-serif;color:#222;max-width:960px;margin:1.5em auto;padding:0 1em;line-height:1.4}\
 h1{font-size:1.7em;margin-bottom:.2em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.6em}\
 .date{color:#666;margin-top:0}figure{margin:1em 0}figure svg{display:block;width:100%;max-width:720px;height:auto;border:1px solid #ddd}\
 figcaption{font-size:.9em;color:#444;max-width:720px;margin-top:.3em}\

@@ -10,6 +10,9 @@ use std::path::PathBuf;
     after_help = include_str!("help.txt")
 )]
 pub struct Args {
+    /// A benchmark study instead of the RFC 2544 bench (see `linerate bench STUDY --help`).
+    #[command(subcommand)]
+    pub study: Option<super::study::Study>,
     /// Only these DuTs (repeatable; see the list below).
     #[arg(long = "dut")]
     pub duts: Vec<String>,

@@ -5,6 +5,7 @@
 
 mod args;
 mod config;
+mod study;
 
 pub use args::Args;
 
@@ -14,7 +15,10 @@ use linerate_measure::frame_size;
 use std::io::Write;
 use std::time::Instant;
 
-pub fn run(a: Args) -> Result<()> {
+pub fn run(mut a: Args) -> Result<()> {
+    if let Some(s) = a.study.take() {
+        return study::run(s);
+    }
     config::check_common(&a)?;
     // The cleanup guarantee: a watchdog removes what this run made if it
     // dies without cleaning up itself (SIGKILL, crash).

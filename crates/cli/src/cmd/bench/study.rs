@@ -1,0 +1,107 @@
+//! `linerate bench STUDY`: the benchmark studies of docs/BENCHMARKS.md as
+//! procedures of the binary (`linerate_measure::study`). Each prints its
+//! table, and writes JSON, an HTML page with plots and its Markdown section
+//! on request.
+
+use anyhow::Result;
+use linerate_measure::study::{self, dnac::Dnac, StudyReport};
+use std::path::PathBuf;
+
+#[derive(clap::Subcommand)]
+pub enum Study {
+    /// Seed 002's DNAC experiment: events an HTTP analyser finds with TED on and off, at a
+    /// low rate and at overload (a trace replayed into one capture worker with a heavy
+    /// per-packet cost). About a minute.
+    #[command(after_help = "\
+Examples:
+  linerate bench dnac                                   # the defaults, table on stdout, linerate-dnac.html
+  linerate bench dnac --connections 200 --overload 5 --json dnac.json
+  linerate bench dnac --markdown docs/BENCHMARKS.md     # rewrite its section there")]
+    Dnac(DnacArgs),
+}
+
+/// Where a study's results go.
+#[derive(clap::Args)]
+pub struct Out {
+    /// Write every run as JSON here ("-": standard output, the table then goes to stderr).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write the HTML page with the plots here [default: linerate-STUDY.html].
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Put the study's Markdown section into this file, between <!-- STUDY --> markers
+    /// (replaced in place, or appended).
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+pub struct DnacArgs {
+    /// HTTP downloads in the trace.
+    #[arg(long, default_value_t = 1000)]
+    pub connections: u64,
+    /// Smallest HTTP body in bytes (Pareto tail above it).
+    #[arg(long, default_value_t = 100_000)]
+    pub min_size: u64,
+    /// Busy work per packet in the worker, ns (a heavy analyser).
+    #[arg(long, default_value_t = 10_000)]
+    pub cost_ns: u64,
+    /// The overload: this many times the worker's capacity (over 1).
+    #[arg(long, default_value_t = 10.0)]
+    pub overload: f64,
+    /// The low rate: this fraction of the capacity (between 0 and 1).
+    #[arg(long, default_value_t = 0.2)]
+    pub low_frac: f64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[command(flatten)]
+    pub out: Out,
+}
+
+pub fn run(s: Study) -> Result<()> {
+    let exe = std::env::current_exe()?;
+    let progress = |l: &str| eprintln!("{l}");
+    let (report, out) = match s {
+        Study::Dnac(a) => {
+            let d = Dnac {
+                linerate: exe,
+                connections: a.connections,
+                min_size: a.min_size,
+                cost_ns: a.cost_ns,
+                overload: a.overload,
+                low_frac: a.low_frac,
+                seed: a.seed,
+                ..Dnac::default()
+            };
+            (d.run(&mut { progress }).map_err(anyhow::Error::msg)?, a.out)
+        }
+    };
+    write(&report, &out)
+}
+
+fn write(r: &StudyReport, out: &Out) -> Result<()> {
+    let json_stdout = out.json.as_deref() == Some(std::path::Path::new("-"));
+    if json_stdout {
+        eprint!("{}", r.text());
+        outln!("{}", r.json());
+    } else {
+        out!("{}", r.text());
+    }
+    if let Some(p) = out.json.as_ref().filter(|_| !json_stdout) {
+        linerate_io::file::write_whole(p, format!("{:#}\n", r.json()).as_bytes())
+            .map_err(|e| anyhow::anyhow!("--json {e}"))?;
+        eprintln!("JSON: {}", p.display());
+    }
+    let html = out
+        .report
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("linerate-{}.html", r.name)));
+    linerate_io::file::write_whole(&html, r.html().as_bytes())
+        .map_err(|e| anyhow::anyhow!("--report {e}"))?;
+    eprintln!("report: {}", html.display());
+    if let Some(md) = &out.markdown {
+        study::put_section(md, r.name, &r.markdown()).map_err(anyhow::Error::msg)?;
+        eprintln!("section '{}' of {}", r.name, md.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,235 @@
+//! The benchmark studies that are procedures of the binary (`linerate bench
+//! dnac`, ...): each runs its experiment and returns a [`StudyReport`],
+//! which is printed as a table, written as JSON, as an HTML page with its
+//! plots, and as a Markdown section put into a file between
+//! `<!-- NAME -->` markers (docs/BENCHMARKS.md), the command that
+//! reproduces it named in it.
+//!
+//! The studies drive the `linerate` binary in child processes (its path is
+//! given), as the RFC 2544 bench drives its DuTs: the tester and the thing
+//! measured are separate processes, and measure stays beside the pipelines
+//! rather than on top of them.
+
+pub mod dnac;
+
+use crate::report::svg::{self, escape, Chart};
+use crate::report::{figure, table_html, Table, CSS};
+use serde_json::Value;
+use std::fmt::Write;
+use std::path::Path;
+
+/// What a study found, ready to print and write.
+pub struct StudyReport {
+    /// The section's marker name in the Markdown file (`dnac`).
+    pub name: &'static str,
+    pub title: String,
+    /// UTC, RFC 3339.
+    pub date: String,
+    /// The command that reproduces it.
+    pub command: String,
+    /// (what, value): CPU, kernel, settings.
+    pub environment: Vec<(String, String)>,
+    /// Paragraphs before the tables (Markdown inline code allowed).
+    pub intro: Vec<String>,
+    pub tables: Vec<Table>,
+    pub charts: Vec<(Chart, String)>,
+    /// Paragraphs after the tables: what the figures say.
+    pub findings: Vec<String>,
+    /// Every run's raw result.
+    pub data: Value,
+}
+
+impl StudyReport {
+    /// The tables as aligned text, then the findings.
+    pub fn text(&self) -> String {
+        let mut o = String::new();
+        for t in &self.tables {
+            let _ = writeln!(o, "\n{}", t.title);
+            let w: Vec<usize> = (0..t.header.len())
+                .map(|i| {
+                    t.rows
+                        .iter()
+                        .map(|r| r.get(i).map_or(0, |c| c.chars().count()))
+                        .chain([t.header[i].chars().count()])
+                        .max()
+                        .unwrap_or(0)
+                })
+                .collect();
+            let line = |cells: &[String]| {
+                let c: Vec<String> = cells
+                    .iter()
+                    .zip(&w)
+                    .map(|(c, w)| format!("{c:>w$}"))
+                    .collect();
+                c.join("  ")
+            };
+            let _ = writeln!(o, "{}", line(&t.header));
+            for r in &t.rows {
+                let _ = writeln!(o, "{}", line(r));
+            }
+        }
+        for f in &self.findings {
+            let _ = writeln!(o, "\n{f}");
+        }
+        o
+    }
+
+    /// The Markdown section: title, command, machine, intro, tables,
+    /// findings.
+    pub fn markdown(&self) -> String {
+        let mut o = format!("## {}\n\n", self.title);
+        let env: Vec<String> = self
+            .environment
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        let _ = writeln!(
+            o,
+            "`{}`, {}; {}.\n",
+            self.command,
+            self.date,
+            env.join(", ")
+        );
+        for p in &self.intro {
+            let _ = writeln!(o, "{p}\n");
+        }
+        for t in &self.tables {
+            if !t.title.is_empty() {
+                let _ = writeln!(o, "{}:\n", t.title);
+            }
+            let _ = writeln!(o, "| {} |", t.header.join(" | "));
+            let align: Vec<&str> = (0..t.header.len())
+                .map(|i| if i == 0 { "---" } else { "---:" })
+                .collect();
+            let _ = writeln!(o, "|{}|", align.join("|"));
+            for r in &t.rows {
+                let _ = writeln!(o, "| {} |", r.join(" | "));
+            }
+            o.push('\n');
+        }
+        for f in &self.findings {
+            let _ = writeln!(o, "{f}\n");
+        }
+        o
+    }
+
+    /// One self-contained HTML page with the tables and plots.
+    pub fn html(&self) -> String {
+        let mut o = format!(
+            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title><style>{CSS}</style></head><body>\n<h1>{t}</h1>\n<p class=\"date\">{d}</p>\n",
+            t = escape(&self.title),
+            d = escape(&self.date)
+        );
+        let mut env = Table {
+            title: String::new(),
+            header: vec![],
+            rows: vec![vec!["command".into(), self.command.clone()]],
+        };
+        env.rows.extend(
+            self.environment
+                .iter()
+                .map(|(k, v)| vec![k.clone(), v.clone()]),
+        );
+        o.push_str("<h2>Environment</h2>\n");
+        table_html(&mut o, &env);
+        for p in &self.intro {
+            let _ = writeln!(o, "<p>{}</p>", escape(p));
+        }
+        for (c, cap) in &self.charts {
+            figure(&mut o, &svg::line_chart(c), cap);
+        }
+        for t in &self.tables {
+            table_html(&mut o, t);
+        }
+        for f in &self.findings {
+            let _ = writeln!(o, "<p>{}</p>", escape(f));
+        }
+        o.push_str("</body></html>\n");
+        o
+    }
+
+    /// Everything, for `--json`.
+    pub fn json(&self) -> Value {
+        serde_json::json!({
+            "study": self.name, "title": self.title, "date": self.date, "command": self.command,
+            "environment": self.environment, "tables": self.tables, "data": self.data,
+        })
+    }
+}
+
+/// Put `body` into the Markdown file `md` between `<!-- name -->` and
+/// `<!-- /name -->` (appended with the markers when they are missing), so
+/// each study rewrites its own part of docs/BENCHMARKS.md and leaves the
+/// rest.
+pub fn put_section(md: &Path, name: &str, body: &str) -> Result<(), String> {
+    let (start, end) = (format!("<!-- {name} -->"), format!("<!-- /{name} -->"));
+    let section = format!("{start}\n{}\n{end}\n", body.trim_end());
+    let text = match std::fs::read_to_string(md) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(format!("{}: {e}", md.display())),
+    };
+    let text = match (text.find(&start), text.find(&end)) {
+        (Some(a), Some(b)) if b > a => {
+            let after = (b + end.len() + 1).min(text.len());
+            format!("{}{section}{}", &text[..a], &text[after..])
+        }
+        _ if text.is_empty() => section,
+        _ => format!("{}\n\n{section}", text.trim_end_matches('\n')),
+    };
+    linerate_io::file::write_whole(md, text.as_bytes())
+        .map_err(|e| format!("{}: {e}", md.display()))
+}
+
+/// Run `linerate ARGS` and return its standard output; an exit other than
+/// 0 is an error with the last line of its standard error.
+pub fn linerate(exe: &Path, args: &[&str]) -> Result<String, String> {
+    let out = std::process::Command::new(exe)
+        .args(args)
+        .output()
+        .map_err(|e| format!("{}: {e}", exe.display()))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        return Err(format!(
+            "linerate {}: {}",
+            args.join(" "),
+            err.lines().last().unwrap_or("failed")
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The last line of `out` as JSON (a command's final `--json` object).
+pub fn last_json(what: &str, out: &str) -> Result<Value, String> {
+    let l = out.lines().last().ok_or(format!("{what}: no output"))?;
+    serde_json::from_str(l).map_err(|e| format!("{what}: not JSON ({e}): {l}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_section_is_replaced_in_place_or_appended() {
+        let d = std::env::temp_dir().join(format!("lr-md-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&d);
+        let md = d.join("B.md");
+        std::fs::write(&md, "# B\n\n<!-- a -->\nold\n<!-- /a -->\n\ntail\n").unwrap();
+        put_section(&md, "a", "new\n").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&md).unwrap(),
+            "# B\n\n<!-- a -->\nnew\n<!-- /a -->\n\ntail\n"
+        );
+        put_section(&md, "b", "more").unwrap();
+        assert!(std::fs::read_to_string(&md)
+            .unwrap()
+            .ends_with("tail\n\n<!-- b -->\nmore\n<!-- /b -->\n"));
+        let fresh = d.join("C.md");
+        put_section(&fresh, "c", "x").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&fresh).unwrap(),
+            "<!-- c -->\nx\n<!-- /c -->\n"
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}
