@@ -27,7 +27,7 @@ struct Cli {
 enum Command {
     Fwd(cmd::fwd::Args),
     Testbed(cmd::testbed::Args),
-    Bench(cmd::bench::Args),
+    Bench(Box<cmd::bench::Args>),
     Count(cmd::count::Args),
     Gen(cmd::gen::Args),
     Experiment(cmd::experiment::Args),
@@ -44,7 +44,7 @@ fn main() {
     let r = match cli.command {
         Command::Fwd(a) => cmd::fwd::run(a),
         Command::Testbed(a) => cmd::testbed::run(a),
-        Command::Bench(a) => cmd::bench::run(a),
+        Command::Bench(a) => cmd::bench::run(*a),
         Command::Count(a) => cmd::count::run(a),
         Command::Gen(a) => cmd::gen::run(a),
         Command::Experiment(a) => cmd::experiment::run(a),
