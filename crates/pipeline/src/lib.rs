@@ -3,6 +3,7 @@
 pub mod capture;
 pub mod control;
 pub mod count;
+pub mod event;
 pub mod fuzz;
 pub mod fwd;
 pub mod generate;

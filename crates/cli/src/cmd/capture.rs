@@ -9,8 +9,7 @@
 
 use anyhow::{bail, Result};
 use linerate_io::OpenOptions;
-use linerate_pipeline::capture::run::{self, AnalyserConfig, CaptureConfig, Event, Steering};
-use linerate_pipeline::capture::worker::text_line;
+use linerate_pipeline::capture::run::{self, AnalyserConfig, CaptureConfig, Steering};
 use linerate_pipeline::capture::{Filter, ForwarderConfig, HttpConfig, RotateConfig, TedConfig};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -222,19 +221,13 @@ pub fn run(a: Args) -> Result<()> {
         ctl: a.ctl.clone(),
     };
     let stop = super::common::stop_flag()?;
-    let end = run::run(&cfg, &stop, &mut |e| match e {
-        Event::Started(l) if !a.json => eprintln!("{l}"),
-        Event::Started(_) => {}
-        Event::Tick(_) if a.quiet => {}
-        Event::Tick(v) if a.json => outln!("{v}"),
-        Event::Tick(v) => outln!("{}", text_line(v)),
+    let end = run::run(&cfg, &stop, &mut |e| {
+        super::common::print_event(e, a.json, a.quiet)
     })
     .map_err(anyhow::Error::msg)?;
     let v = &end.report;
-    if a.json {
-        outln!("{v}");
-    } else {
-        outln!("{}", text_line(v));
+    super::common::print_report(v, a.json);
+    if !a.json {
         let files = v["files"].as_array().map_or(0, |f| f.len());
         if let Some(n) = v["merged_records"].as_u64() {
             eprintln!(

@@ -1,6 +1,7 @@
 //! Helpers shared by commands: signals, standard output, CPU pinning.
 
 use anyhow::{Context, Result};
+use linerate_pipeline::event::{Event, Report};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -103,5 +104,29 @@ pub fn xdp_ifname(port: &str) -> Result<String> {
             anyhow::bail!("--xdp: port '{port}' is a {s} port; give an interface (IF or afxdp:IF)")
         }
         None => Ok(port.to_string()),
+    }
+}
+
+/// Print a running pipeline's events: the ports it opened on stderr (not
+/// with `--json`), its once-a-second ticks on stdout (not with `--quiet`).
+pub fn print_event<T: Report>(e: Event<'_, T>, json: bool, quiet: bool) {
+    match e {
+        Event::Opened(l) if !json => eprintln!("{l}"),
+        Event::Opened(_) => {}
+        Event::Tick(_) if quiet => {}
+        Event::Tick(t) => print_report(t, json),
+    }
+}
+
+/// Print a report as one JSON line or as its text.
+pub fn print_report<T: Report>(r: &T, json: bool) {
+    if json {
+        out(format_args!("{}\n", r.json()));
+    } else {
+        let t = r.text();
+        out(format_args!(
+            "{t}{}",
+            if t.ends_with('\n') { "" } else { "\n" }
+        ));
     }
 }

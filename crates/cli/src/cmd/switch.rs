@@ -4,7 +4,9 @@
 use anyhow::{bail, Context, Result};
 use linerate_io::OpenOptions;
 use linerate_pipeline::switch::datapath::Polling;
-use linerate_pipeline::switch::run::{self, Event, RuleFiles, SwitchConfig};
+use linerate_pipeline::switch::run::{self, RuleFiles, SwitchConfig};
+
+use super::common;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -129,21 +131,13 @@ pub fn run(a: Args) -> Result<()> {
         duration: a.duration,
     };
     let stop = super::common::stop_flag()?;
-    let end = run::run(&cfg, &stop, &mut |e| match e {
-        Event::Opened(l) if !a.json => eprintln!("{l}"),
-        Event::Opened(_) => {}
-        Event::Tick(_) if a.quiet => {}
-        Event::Tick(t) if a.json => outln!("{}", t.json()),
-        Event::Tick(t) => outln!("{}", t.text()),
+    let end = run::run(&cfg, &stop, &mut |e| {
+        common::print_event(e, a.json, a.quiet)
     })
     .map_err(anyhow::Error::msg)?;
     // The final account also when a port failed (its interface went away):
     // counters up to that point, then the error.
-    if a.json {
-        outln!("{}", end.json());
-    } else {
-        out!("{}", end.text());
-    }
+    common::print_report(&end, a.json);
     if let Some(e) = end.error {
         bail!("{e}");
     }

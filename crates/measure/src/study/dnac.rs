@@ -226,7 +226,8 @@ impl Dnac {
             runs.iter()
                 .find(|r| r.0 == "high" && r.2 == ted)
                 .map_or(0.0, |r| {
-                    num(&r.3["totals"]["received"]) as f64 / r.3["t"].as_f64().unwrap_or(1.0).max(1e-9)
+                    num(&r.3["totals"]["received"]) as f64
+                        / r.3["t"].as_f64().unwrap_or(1.0).max(1e-9)
                 })
         };
         let chart = Chart {

@@ -81,13 +81,9 @@ pub struct CaptureConfig {
     pub ctl: Option<PathBuf>,
 }
 
-/// What the caller hears while the capture runs.
-pub enum Event<'a> {
-    /// The port is open: one line saying what runs.
-    Started(String),
-    /// The stats, once a second.
-    Tick(&'a Value),
-}
+/// What the caller hears while the capture runs: one line saying what
+/// runs once the port is open, and the stats (JSON) once a second.
+pub type Event<'a> = crate::event::Event<'a, Value>;
 
 /// How a capture ended: the final stats (with `files`, and
 /// `merged_records` after a merge) and the first error of the port or a
@@ -239,7 +235,7 @@ fn dispatch(
         kernel: Mutex::new(Vec::new()),
         t0,
     });
-    on(Event::Started(format!(
+    on(Event::Opened(format!(
         "capture: {} ({}: {}); {} workers, steering dispatcher{}",
         port.info.uri,
         port.info.kind,
@@ -441,7 +437,7 @@ fn fanout(
         kernel: Mutex::new(Vec::new()),
         t0,
     });
-    on(Event::Started(format!(
+    on(Event::Opened(format!(
         "capture: {uri} ({}); {n} workers, steering {steering} ({how}){}",
         ports[0].info.detail,
         if cfg.pin { ", pinned" } else { "" }

@@ -4,6 +4,7 @@
 //! final account with the ports' kernel counters and the cycle profile.
 
 use super::{run_loop, CyclesSnapshot, Direction, DirectionReport, MacRewrite, Polling};
+use crate::event::Report;
 use linerate_io::time::tsc_hz;
 use linerate_io::{KernelStats, OpenOptions, PortInfo, StageSnapshot};
 use serde_json::{json, Value};
@@ -30,13 +31,9 @@ pub struct FwdConfig {
     pub duration: Option<f64>,
 }
 
-/// What the caller hears while the forwarder runs.
-pub enum Event<'a> {
-    /// A port is open: one line saying what it is.
-    Opened(String),
-    /// Once a second: the counters' deltas over the interval.
-    Tick(&'a Tick),
-}
+/// What the caller hears while the forwarder runs: the ports opened, and
+/// once a second the counters' deltas over the interval.
+pub type Event<'a> = crate::event::Event<'a, Tick>;
 
 /// One interval of a running forwarder.
 pub struct Tick {
@@ -205,8 +202,8 @@ fn rate_line(name: &str, d: &StageSnapshot, dt: f64) -> String {
     )
 }
 
-impl Tick {
-    pub fn json(&self) -> Value {
+impl Report for Tick {
+    fn json(&self) -> Value {
         let (d, dt) = (&self.delta, self.dt);
         let dir = |d: &StageSnapshot| {
             json!({"rx_pps": d.received as f64 / dt, "fwd_pps": d.passed as f64 / dt,
@@ -215,7 +212,7 @@ impl Tick {
         json!({"t": self.t, "a2b": dir(&d[0]), "b2a": dir(&d[1])})
     }
 
-    pub fn text(&self) -> String {
+    fn text(&self) -> String {
         let mut drops = String::new();
         for (dir, s) in ["A->B", "B->A"].iter().zip(&self.delta) {
             for (n, c) in s.drops_nonzero() {
@@ -261,8 +258,10 @@ impl Finished {
         }
         (t, self.snaps[0].received + self.snaps[1].received)
     }
+}
 
-    pub fn json(&self) -> Value {
+impl Report for Finished {
+    fn json(&self) -> Value {
         let mut v = json!({
             "mode": "user",
             "elapsed_s": self.elapsed_s,
@@ -282,7 +281,7 @@ impl Finished {
         v
     }
 
-    pub fn text(&self) -> String {
+    fn text(&self) -> String {
         let mut o = format!("final account after {:.2} s:\n", self.elapsed_s);
         o += &format!(
             "  {:<6} {:>12} {:>12} {:>10}  {:<28} received = forwarded + drops\n",

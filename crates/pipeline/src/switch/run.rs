@@ -9,6 +9,7 @@ use super::datapath::{CacheCounters, Datapath, Polling, SwitchCyclesSnapshot, Sw
 use super::table::{mono_ns, Control, FlowTable};
 use super::Rule;
 use crate::control::{Handler, Limits, Listener, Server};
+use crate::event::Report;
 use linerate_io::time::tsc_hz;
 use linerate_io::OpenOptions;
 use serde_json::{json, Value};
@@ -91,13 +92,10 @@ pub struct SwitchConfig {
     pub duration: Option<f64>,
 }
 
-/// What the caller hears while the switch runs.
-pub enum Event<'a> {
-    /// A line saying what was opened (a port, the control socket).
-    Opened(String),
-    /// Once a second: the rates and cache figures of the last interval.
-    Tick(&'a Tick),
-}
+/// What the caller hears while the switch runs: what was opened (a port,
+/// the control socket), and once a second the rates and cache figures of
+/// the last interval.
+pub type Event<'a> = crate::event::Event<'a, Tick>;
 
 /// One second of a running switch.
 pub struct Tick {
@@ -252,8 +250,8 @@ pub fn run(
     })
 }
 
-impl Tick {
-    pub fn json(&self) -> Value {
+impl Report for Tick {
+    fn json(&self) -> Value {
         let drops: serde_json::Map<String, Value> = self
             .drops
             .iter()
@@ -264,7 +262,7 @@ impl Tick {
                "emc_hit_rate": self.emc_hit_rate, "subtables_per_lookup": self.subtables_per_lookup})
     }
 
-    pub fn text(&self) -> String {
+    fn text(&self) -> String {
         let drops: Vec<String> = self.drops.iter().map(|(n, c)| format!("{n}={c}")).collect();
         format!(
             "{:>7.1}s  rx {:>8.3} Mpps  fwd {:>8.3} Mpps | emc {:>5.1} %  {:.2} subtables/lookup | drops: {}",
@@ -300,8 +298,10 @@ impl Finished {
     pub fn balanced(&self) -> bool {
         self.shared.counters.snapshot().balanced()
     }
+}
 
-    pub fn json(&self) -> Value {
+impl Report for Finished {
+    fn json(&self) -> Value {
         let sh = &self.shared;
         let s = sh.counters.snapshot();
         let drops: serde_json::Map<String, Value> = s
@@ -329,7 +329,7 @@ impl Finished {
         v
     }
 
-    pub fn text(&self) -> String {
+    fn text(&self) -> String {
         let sh = &self.shared;
         let s = sh.counters.snapshot();
         let mut o = format!("final account after {:.2} s:\n", self.elapsed_s);

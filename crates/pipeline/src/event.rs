@@ -1,0 +1,27 @@
+//! What a running pipeline tells whoever runs it (the CLI prints it): the
+//! ports it opened, a tick once a second, and at the end its account, each
+//! as JSON or as a line of text.
+
+/// An event of a running pipeline; `T` is its once-a-second tick.
+pub enum Event<'a, T> {
+    /// A port (or socket) is open: one line saying what it is.
+    Opened(String),
+    /// Once a second.
+    Tick(&'a T),
+}
+
+/// Something a pipeline reports, in the two forms the CLI prints.
+pub trait Report {
+    fn json(&self) -> serde_json::Value;
+    fn text(&self) -> String;
+}
+
+/// The capture's stats are JSON already.
+impl Report for serde_json::Value {
+    fn json(&self) -> serde_json::Value {
+        self.clone()
+    }
+    fn text(&self) -> String {
+        crate::capture::worker::text_line(self)
+    }
+}
