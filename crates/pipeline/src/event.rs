@@ -25,3 +25,11 @@ impl Report for serde_json::Value {
         crate::capture::worker::text_line(self)
     }
 }
+
+/// A run's final account.
+pub trait Account: Report {
+    /// The error that ended the run (a port that failed), if one did.
+    fn error(&self) -> Option<&str>;
+    /// Whether received = passed + drops holds at every stage.
+    fn balanced(&self) -> bool;
+}

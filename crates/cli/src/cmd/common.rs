@@ -1,7 +1,7 @@
 //! Helpers shared by commands: signals, standard output, CPU pinning.
 
 use anyhow::{Context, Result};
-use linerate_pipeline::event::{Event, Report};
+use linerate_pipeline::event::{Account, Event, Report};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -129,4 +129,18 @@ pub fn print_report<T: Report>(r: &T, json: bool) {
             if t.ends_with('\n') { "" } else { "\n" }
         ));
     }
+}
+
+/// The end of a run: its final account, also when a port failed (its
+/// interface went away: counters up to that point, then the error); a
+/// broken balance of the counters is an error too.
+pub fn finish<T: Account>(end: &T, json: bool) -> Result<()> {
+    print_report(end, json);
+    if let Some(e) = end.error() {
+        anyhow::bail!("{e}");
+    }
+    if !end.balanced() {
+        anyhow::bail!("internal accounting error: received != forwarded + drops");
+    }
+    Ok(())
 }

@@ -126,14 +126,5 @@ pub fn run(a: Args) -> Result<()> {
         common::print_event(e, a.json, a.quiet)
     })
     .map_err(anyhow::Error::msg)?;
-    // The final account also when a port failed (its interface went away):
-    // counters up to that point, then the error.
-    common::print_report(&end, a.json);
-    if let Some(e) = end.error {
-        bail!("{e}");
-    }
-    if !end.balanced() {
-        bail!("internal accounting error: received != forwarded + drops");
-    }
-    Ok(())
+    common::finish(&end, a.json)
 }

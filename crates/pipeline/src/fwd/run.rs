@@ -4,7 +4,7 @@
 //! final account with the ports' kernel counters and the cycle profile.
 
 use super::{run_loop, CyclesSnapshot, Direction, DirectionReport, MacRewrite, Polling};
-use crate::event::Report;
+use crate::event::{Account, Report};
 use linerate_io::time::tsc_hz;
 use linerate_io::{KernelStats, OpenOptions, PortInfo, StageSnapshot};
 use serde_json::{json, Value};
@@ -239,11 +239,6 @@ impl Finished {
         ]
     }
 
-    /// Whether received = forwarded + drops holds in both directions.
-    pub fn balanced(&self) -> bool {
-        self.reports().iter().all(|r| r.balanced)
-    }
-
     /// Both directions' cycles summed, and the packets they saw.
     fn total_cycles(&self) -> (CyclesSnapshot, u64) {
         let mut t = CyclesSnapshot::default();
@@ -333,5 +328,14 @@ impl Report for Finished {
             );
         }
         o
+    }
+}
+
+impl Account for Finished {
+    fn error(&self) -> Option<&str> {
+        self.error.as_deref()
+    }
+    fn balanced(&self) -> bool {
+        self.reports().iter().all(|r| r.balanced)
     }
 }

@@ -9,7 +9,7 @@ use super::datapath::{CacheCounters, Datapath, Polling, SwitchCyclesSnapshot, Sw
 use super::table::{mono_ns, Control, FlowTable};
 use super::Rule;
 use crate::control::{Handler, Limits, Listener, Server};
-use crate::event::Report;
+use crate::event::{Account, Report};
 use linerate_io::time::tsc_hz;
 use linerate_io::OpenOptions;
 use serde_json::{json, Value};
@@ -293,11 +293,6 @@ impl Finished {
             ("buffers", cy.buffers),
         ]
     }
-
-    /// Whether received = forwarded + drops holds.
-    pub fn balanced(&self) -> bool {
-        self.shared.counters.snapshot().balanced()
-    }
 }
 
 impl Report for Finished {
@@ -384,5 +379,14 @@ impl Report for Finished {
             o += &format!("  {} {:>9.1}\n", v.join(""), total as f64 / pk);
         }
         o
+    }
+}
+
+impl Account for Finished {
+    fn error(&self) -> Option<&str> {
+        self.error.as_deref()
+    }
+    fn balanced(&self) -> bool {
+        self.shared.counters.snapshot().balanced()
     }
 }
