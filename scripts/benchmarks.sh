@@ -7,8 +7,9 @@
 #  4. `linerate bench` with its RFC 2544 defaults (scripts/bench_rfc2544.sh;
 #     BENCH_RFC2544=0 skips it, BENCH_RERUN=1 adds its re-run),
 #  5. `linerate bench dnac` (seed 002's DNAC experiment),
-# and write their sections of docs/BENCHMARKS.md (the switch and capture
-# sections come from their own scripts and are left as they are).
+#  6. `linerate bench capture` (seed 003's capture-method comparison),
+# and write their sections of docs/BENCHMARKS.md (the switch section comes
+# from its own script and is left as it is).
 # Run as root on an otherwise idle machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,3 +39,5 @@ if [ "${BENCH_RFC2544:-1}" = 1 ]; then
 fi
 echo "== DNAC: linerate bench dnac" >&2
 $lr bench dnac --markdown docs/BENCHMARKS.md --json "$out/dnac.json" --report "$out/dnac.html"
+echo "== capture methods: linerate bench capture" >&2
+$lr bench capture --markdown docs/BENCHMARKS.md --json "$out/capture.json" --report "$out/capture.html"

@@ -93,3 +93,79 @@ fn a_study_with_bad_settings_is_one_line_and_writes_nothing() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("overload"), "{err}");
 }
+
+#[test]
+fn capture_study_searches_each_method_and_allocates_the_variation() {
+    let dir = std::env::temp_dir().join(format!("lr-capstudy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (json, html) = (dir.join("c.json"), dir.join("c.html"));
+    let out = linerate_ok(&[
+        "bench",
+        "capture",
+        "--sizes",
+        "64,512",
+        "--methods",
+        "tpacket-v3,xdp-count",
+        "--repetitions",
+        "2",
+        "--trial",
+        "0.3",
+        "--no-scaling",
+        "--json",
+        json.to_str().unwrap(),
+        "--report",
+        html.to_str().unwrap(),
+    ]);
+    assert!(
+        out.contains("Highest loss-free capture rate, 64-byte frames"),
+        "{out}"
+    );
+    assert!(out.contains("Mpps by frame size"), "{out}");
+    // Two factors of two levels each, two replications: the ANOVA table
+    // with both factors and their interaction.
+    assert!(out.contains("Allocation of variation"), "{out}");
+    for row in ["method ", "frame_size ", "Errors "] {
+        assert!(out.lines().any(|l| l.starts_with(row)), "{row}: {out}");
+    }
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let trials = v["data"]["trials"].as_array().unwrap();
+    // At least a top-speed trial per method, size and repetition.
+    assert!(trials.len() >= 8, "{}", trials.len());
+    for t in trials {
+        assert!(t["sent"].as_u64().unwrap() > 0, "{t}");
+        assert_eq!(
+            t["lost"].as_u64().unwrap(),
+            t["sent"]
+                .as_u64()
+                .unwrap()
+                .saturating_sub(t["captured"].as_u64().unwrap()),
+            "{t}"
+        );
+    }
+    assert!(std::fs::read_to_string(&html).unwrap().contains("<svg"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn capture_study_at_one_frame_size_allocates_over_the_methods_only() {
+    let out = linerate_ok(&[
+        "bench",
+        "capture",
+        "--sizes",
+        "64",
+        "--methods",
+        "tpacket-v3,xdp-count",
+        "--repetitions",
+        "2",
+        "--trial",
+        "0.3",
+        "--no-scaling",
+        "--report",
+        "/dev/null",
+    ]);
+    assert!(out.contains("Allocation of variation"), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("method ")), "{out}");
+    assert!(!out.lines().any(|l| l.starts_with("frame_size ")), "{out}");
+    assert!(!out.contains("Mpps by frame size"), "{out}");
+}

@@ -293,7 +293,7 @@ pub fn table_html(out: &mut String, t: &Table) {
     for r in &t.rows {
         out.push_str("<tr>");
         for c in r {
-            let _ = write!(out, "<td>{}</td>", escape(c));
+            let _ = write!(out, "<td>{}</td>", escape(&c.replace("**", "")));
         }
         out.push_str("</tr>");
     }

@@ -291,6 +291,7 @@ impl Dnac {
                 chart,
                 "Request/response pairs the analyser found, in percent of the trace's, at the low rate and at overload, TED off and on.".into(),
             )],
+            blocks: vec![],
             findings: vec![
                 format!(
                     "At overload TED finds {} the requests, {} the responses and {} the request/response pairs that the same worker finds without it (seed 002 reports 2.5-3.2x).",

@@ -10,6 +10,7 @@
 //! measured are separate processes, and measure stays beside the pipelines
 //! rather than on top of them.
 
+pub mod capture;
 pub mod dnac;
 
 use crate::report::svg::{self, escape, Chart};
@@ -33,6 +34,8 @@ pub struct StudyReport {
     pub intro: Vec<String>,
     pub tables: Vec<Table>,
     pub charts: Vec<(Chart, String)>,
+    /// Preformatted blocks after the tables (title, text): an ANOVA table.
+    pub blocks: Vec<(String, String)>,
     /// Paragraphs after the tables: what the figures say.
     pub findings: Vec<String>,
     /// Every run's raw result.
@@ -49,24 +52,37 @@ impl StudyReport {
                 .map(|i| {
                     t.rows
                         .iter()
-                        .map(|r| r.get(i).map_or(0, |c| c.chars().count()))
+                        .map(|r| r.get(i).map_or(0, |c| c.replace("**", "").chars().count()))
                         .chain([t.header[i].chars().count()])
                         .max()
                         .unwrap_or(0)
                 })
                 .collect();
+            // The first column (names) to the left, the figures to the right;
+            // Markdown's bold markers dropped.
             let line = |cells: &[String]| {
                 let c: Vec<String> = cells
                     .iter()
                     .zip(&w)
-                    .map(|(c, w)| format!("{c:>w$}"))
+                    .enumerate()
+                    .map(|(i, (c, w))| {
+                        let c = c.replace("**", "");
+                        if i == 0 {
+                            format!("{c:<w$}")
+                        } else {
+                            format!("{c:>w$}")
+                        }
+                    })
                     .collect();
-                c.join("  ")
+                c.join("  ").trim_end().to_string()
             };
             let _ = writeln!(o, "{}", line(&t.header));
             for r in &t.rows {
                 let _ = writeln!(o, "{}", line(r));
             }
+        }
+        for (t, b) in &self.blocks {
+            let _ = writeln!(o, "\n{t}\n{b}");
         }
         for f in &self.findings {
             let _ = writeln!(o, "\n{f}");
@@ -107,6 +123,9 @@ impl StudyReport {
             }
             o.push('\n');
         }
+        for (t, b) in &self.blocks {
+            let _ = writeln!(o, "{t}:\n\n```\n{}\n```\n", b.trim_end());
+        }
         for f in &self.findings {
             let _ = writeln!(o, "{f}\n");
         }
@@ -140,6 +159,9 @@ impl StudyReport {
         }
         for t in &self.tables {
             table_html(&mut o, t);
+        }
+        for (t, b) in &self.blocks {
+            let _ = writeln!(o, "<h2>{}</h2>\n<pre>{}</pre>", escape(t), escape(b));
         }
         for f in &self.findings {
             let _ = writeln!(o, "<p>{}</p>", escape(f));

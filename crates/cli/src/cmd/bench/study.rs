@@ -4,7 +4,7 @@
 //! on request.
 
 use anyhow::Result;
-use linerate_measure::study::{self, dnac::Dnac, StudyReport};
+use linerate_measure::study::{self, capture::CaptureStudy, dnac::Dnac, StudyReport};
 use std::path::PathBuf;
 
 #[derive(clap::Subcommand)]
@@ -18,6 +18,16 @@ Examples:
   linerate bench dnac --connections 200 --overload 5 --json dnac.json
   linerate bench dnac --markdown docs/BENCHMARKS.md     # rewrite its section there")]
     Dnac(DnacArgs),
+    /// Seed 003's capture-method comparison: the highest loss-free capture rate of plain
+    /// AF_PACKET, TPACKET_V3, AF_XDP, in-kernel XDP counting and tcpdump on the veth bed, the
+    /// CPU each uses, 1 against 2 workers, and the method x frame size ANOVA. Root; about 10 min
+    /// with the defaults.
+    #[command(after_help = "\
+Examples:
+  linerate bench capture                                # every method at 64 and 1024 bytes, twice
+  linerate bench capture --sizes 64 --methods tpacket-v3,afxdp --repetitions 3 --no-scaling
+  linerate bench capture --markdown docs/BENCHMARKS.md  # rewrite its section there")]
+    Capture(CaptureArgs),
 }
 
 /// Where a study's results go.
@@ -58,6 +68,37 @@ pub struct DnacArgs {
     pub out: Out,
 }
 
+#[derive(clap::Args)]
+pub struct CaptureArgs {
+    /// Frame sizes in bytes on the wire with FCS, comma separated.
+    #[arg(long, value_delimiter = ',', default_values_t = vec![64u32, 1024])]
+    pub sizes: Vec<u32>,
+    /// Searches per method and size (the ANOVA's replications).
+    #[arg(long, default_value_t = 2)]
+    pub repetitions: usize,
+    /// Seconds per trial.
+    #[arg(long, default_value_t = 2.0)]
+    pub trial: f64,
+    /// The search stops when its bounds are this many % apart.
+    #[arg(long, default_value_t = 3.0)]
+    pub resolution: f64,
+    /// Methods, comma separated: afpacket-recv, tpacket-v3, afxdp, xdp-count, tcpdump.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "afpacket-recv,tpacket-v3,afxdp,xdp-count,tcpdump"
+    )]
+    pub methods: Vec<String>,
+    /// Worker scaling's analysis costs per packet in ns, comma separated.
+    #[arg(long, value_delimiter = ',', default_values_t = vec![5000u64, 20000])]
+    pub scaling_costs: Vec<u64>,
+    /// No worker scaling.
+    #[arg(long)]
+    pub no_scaling: bool,
+    #[command(flatten)]
+    pub out: Out,
+}
+
 pub fn run(s: Study) -> Result<()> {
     let exe = std::env::current_exe()?;
     let progress = |l: &str| eprintln!("{l}");
@@ -74,6 +115,32 @@ pub fn run(s: Study) -> Result<()> {
                 ..Dnac::default()
             };
             (d.run(&mut { progress }).map_err(anyhow::Error::msg)?, a.out)
+        }
+        Study::Capture(a) => {
+            if !(a.trial.is_finite() && (0.1..=600.0).contains(&a.trial)) {
+                anyhow::bail!("--trial {}: must be 0.1 to 600 seconds", a.trial);
+            }
+            if !(a.resolution.is_finite() && a.resolution > 0.0 && a.resolution <= 50.0) {
+                anyhow::bail!(
+                    "--resolution {}: must be over 0 and at most 50 %",
+                    a.resolution
+                );
+            }
+            let c = CaptureStudy {
+                linerate: exe,
+                sizes: a.sizes,
+                reps: a.repetitions,
+                trial: a.trial,
+                resolution: a.resolution / 100.0,
+                methods: a.methods,
+                scaling_costs: if a.no_scaling {
+                    vec![]
+                } else {
+                    a.scaling_costs
+                },
+                ..CaptureStudy::default()
+            };
+            (c.run(&mut { progress }).map_err(anyhow::Error::msg)?, a.out)
         }
     };
     write(&report, &out)
