@@ -3,11 +3,11 @@
 #  1. `linerate bench --peers` (64-byte frames at overload through every DuT),
 #  2. the pure-CPU forwarder (mem ports) with --profile, and DPDK testpmd
 #     io-forward between two net_null ports, one after the other,
-#  3. the traffic generator (scripts/bench_gen.sh: rate accuracy, maximum rate, latency),
 #  4. `linerate bench` with its RFC 2544 defaults (scripts/bench_rfc2544.sh;
 #     BENCH_RFC2544=0 skips it, BENCH_RERUN=1 adds its re-run),
-#  5. `linerate bench dnac` (seed 002's DNAC experiment),
-#  6. `linerate bench capture` (seed 003's capture-method comparison),
+#  5. `linerate bench gen` (rate accuracy, maximum rate against trafgen, latency),
+#  6. `linerate bench dnac` (seed 002's DNAC experiment),
+#  7. `linerate bench capture` (seed 003's capture-method comparison),
 # and write their sections of docs/BENCHMARKS.md (the switch section comes
 # from its own script and is left as it is).
 # Run as root on an otherwise idle machine.
@@ -29,14 +29,14 @@ $lr fwd 'mem:a?source=60' 'mem:b?sink' --cpu 1 --duration "$secs" --profile --js
 echo "== pure CPU: testpmd io-forward net_null" >&2
 if scripts/peers/dut-testpmd.sh null "$secs" 1 >"$out/testpmd_null.txt" 2>"$out/testpmd_null.err"; then :; else
     echo "testpmd null unavailable: $(tail -1 "$out/testpmd_null.err")" >&2; : >"$out/testpmd_null.txt"; fi
-echo "== traffic generator: scripts/bench_gen.sh" >&2
-BENCH_GEN_SECONDS=$secs scripts/bench_gen.sh "$out/gen" >"$out/gen.md"
 cmd="scripts/benchmarks.sh (BENCH_SECONDS=$secs BENCH_REPEAT=$reps)"
-{ python3 scripts/bench_report.py "$out" "$cmd"; cat "$out/gen.md"; } | python3 scripts/md_section.py overview
+python3 scripts/bench_report.py "$out" "$cmd" | python3 scripts/md_section.py overview
 if [ "${BENCH_RFC2544:-1}" = 1 ]; then
     echo "== RFC 2544: scripts/bench_rfc2544.sh" >&2
     scripts/bench_rfc2544.sh
 fi
+echo "== traffic generator: linerate bench gen" >&2
+$lr bench gen --seconds "$secs" --markdown docs/BENCHMARKS.md --json "$out/gen.json" --report "$out/gen.html"
 echo "== DNAC: linerate bench dnac" >&2
 $lr bench dnac --markdown docs/BENCHMARKS.md --json "$out/dnac.json" --report "$out/dnac.html"
 echo "== capture methods: linerate bench capture" >&2

@@ -169,3 +169,55 @@ fn capture_study_at_one_frame_size_allocates_over_the_methods_only() {
     assert!(!out.lines().any(|l| l.starts_with("frame_size ")), "{out}");
     assert!(!out.contains("Mpps by frame size"), "{out}");
 }
+
+#[test]
+fn gen_study_counts_every_paced_frame_at_the_receiver() {
+    let dir = std::env::temp_dir().join(format!("lr-genstudy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("g.json");
+    let out = linerate_ok(&[
+        "bench",
+        "gen",
+        "--seconds",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+        "--report",
+        dir.join("g.html").to_str().unwrap(),
+    ]);
+    assert!(out.contains("Maximum single-core 64-byte rate"), "{out}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let d = &v["data"];
+    let acc = d["accuracy"].as_array().unwrap();
+    assert_eq!(acc.len(), 11, "7 software-paced rates and 4 --xdp rates");
+    for a in acc {
+        let sent = if a["kind"] == "xdp" {
+            a["gen"]["stats"]["sent"].as_u64().unwrap()
+        } else {
+            a["gen"]["streams"][0]["sent"].as_u64().unwrap()
+        };
+        assert!(sent > 0, "{a}");
+        // The paced rates well below the port's maximum: every frame sent
+        // was counted at d0, no more and no fewer.
+        if a["requested_pps"].as_f64().is_some_and(|r| r <= 100e3) {
+            assert_eq!(a["received"].as_u64(), Some(sent), "{a}");
+        }
+    }
+    // Every sender that ran was counted; the latency of both paths measured
+    // from signed frames.
+    let max = d["max_rate"].as_array().unwrap();
+    assert!(max.len() >= 4, "{max:?}");
+    assert!(
+        max.iter().all(|m| m["rx_packets"].as_u64().unwrap() > 0),
+        "{max:?}"
+    );
+    let lat = d["latency"].as_array().unwrap();
+    assert_eq!(lat.len(), 2);
+    for l in lat {
+        let s = &l["count"]["streams"][0];
+        assert!(s["packets"].as_u64().unwrap() > 0, "{l}");
+        assert!(s["latency"]["p50_ns"].as_u64().unwrap() > 0, "{l}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -14,7 +14,7 @@
 //! the analysis and bound by capture) and the method x frame size ANOVA
 //! (allocation of variation, `measure::experiment`).
 
-use super::{last_json, linerate, StudyReport};
+use super::{has_capture_fd, last_json, linerate, StudyReport};
 use crate::experiment::runner::{analyse, observations_table};
 use crate::experiment::spec::Obs;
 use crate::experiment::Transform;
@@ -148,19 +148,6 @@ fn in_ns(ns: &str, cpus: &str, cmd: &[String]) -> Command {
     c.args(["netns", "exec", ns, "taskset", "-c", cpus])
         .args(cmd);
     c
-}
-
-/// Whether process `pid` holds a socket or a BPF link (it has opened what
-/// it captures with).
-fn has_capture_fd(pid: u32) -> bool {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|d| {
-        d.flatten().any(|e| {
-            std::fs::read_link(e.path()).is_ok_and(|t| {
-                let t = t.to_string_lossy();
-                t.starts_with("socket:") || t.contains("bpf-link") || t.contains("bpf-prog")
-            })
-        })
-    })
 }
 
 struct Bed<'a> {

@@ -12,6 +12,7 @@
 
 pub mod capture;
 pub mod dnac;
+pub mod gen;
 
 use crate::report::svg::{self, escape, Chart};
 use crate::report::{figure, table_html, Table, CSS};
@@ -225,6 +226,19 @@ pub fn linerate(exe: &Path, args: &[&str]) -> Result<String, String> {
 pub fn last_json(what: &str, out: &str) -> Result<Value, String> {
     let l = out.lines().last().ok_or(format!("{what}: no output"))?;
     serde_json::from_str(l).map_err(|e| format!("{what}: not JSON ({e}): {l}"))
+}
+
+/// Whether process `pid` holds a socket or a BPF link (it has opened what
+/// it captures with).
+pub fn has_capture_fd(pid: u32) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|d| {
+        d.flatten().any(|e| {
+            std::fs::read_link(e.path()).is_ok_and(|t| {
+                let t = t.to_string_lossy();
+                t.starts_with("socket:") || t.contains("bpf-link") || t.contains("bpf-prog")
+            })
+        })
+    })
 }
 
 #[cfg(test)]

@@ -4,7 +4,9 @@
 //! on request.
 
 use anyhow::Result;
-use linerate_measure::study::{self, capture::CaptureStudy, dnac::Dnac, StudyReport};
+use linerate_measure::study::{
+    self, capture::CaptureStudy, dnac::Dnac, gen::GenStudy, StudyReport,
+};
 use std::path::PathBuf;
 
 #[derive(clap::Subcommand)]
@@ -28,6 +30,24 @@ Examples:
   linerate bench capture --sizes 64 --methods tpacket-v3,afxdp --repetitions 3 --no-scaling
   linerate bench capture --markdown docs/BENCHMARKS.md  # rewrite its section there")]
     Capture(CaptureArgs),
+    /// The traffic generator: rate accuracy of the software pacer and of --xdp, the maximum
+    /// single-core 64-byte rate against trafgen and the other ports, latency at 10 kpps through
+    /// the Linux bridge and through linerate fwd. Root; about 2.5 min with the defaults.
+    #[command(after_help = "\
+Examples:
+  linerate bench gen                                    # 5 s runs
+  linerate bench gen --seconds 2 --json gen.json
+  linerate bench gen --markdown docs/BENCHMARKS.md      # rewrite its section there")]
+    Gen(GenArgs),
+}
+
+#[derive(clap::Args)]
+pub struct GenArgs {
+    /// Seconds per run.
+    #[arg(long, default_value_t = 5)]
+    pub seconds: u64,
+    #[command(flatten)]
+    pub out: Out,
 }
 
 /// Where a study's results go.
@@ -115,6 +135,14 @@ pub fn run(s: Study) -> Result<()> {
                 ..Dnac::default()
             };
             (d.run(&mut { progress }).map_err(anyhow::Error::msg)?, a.out)
+        }
+        Study::Gen(a) => {
+            let g = GenStudy {
+                peers_dir: linerate_measure::bench::dut::find_peers_dir(&exe),
+                linerate: exe,
+                seconds: a.seconds,
+            };
+            (g.run(&mut { progress }).map_err(anyhow::Error::msg)?, a.out)
         }
         Study::Capture(a) => {
             if !(a.trial.is_finite() && (0.1..=600.0).contains(&a.trial)) {
