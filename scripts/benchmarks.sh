@@ -8,8 +8,8 @@
 #  5. `linerate bench gen` (rate accuracy, maximum rate against trafgen, latency),
 #  6. `linerate bench dnac` (seed 002's DNAC experiment),
 #  7. `linerate bench capture` (seed 003's capture-method comparison),
-# and write their sections of docs/BENCHMARKS.md (the switch section comes
-# from its own script and is left as it is).
+#  8. `linerate bench switch` (flow sweep, rule insertion against Open vSwitch, first hit),
+# and write their sections of docs/BENCHMARKS.md.
 # Run as root on an otherwise idle machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,3 +41,5 @@ echo "== DNAC: linerate bench dnac" >&2
 $lr bench dnac --markdown docs/BENCHMARKS.md --json "$out/dnac.json" --report "$out/dnac.html"
 echo "== capture methods: linerate bench capture" >&2
 $lr bench capture --markdown docs/BENCHMARKS.md --json "$out/capture.json" --report "$out/capture.html"
+echo "== switch: linerate bench switch" >&2
+$lr bench switch --markdown docs/BENCHMARKS.md --json "$out/switch.json" --report "$out/switch.html"

@@ -221,3 +221,75 @@ fn gen_study_counts_every_paced_frame_at_the_receiver() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn switch_study_sweeps_inserts_into_both_switches_and_times_the_first_hit() {
+    let dir = std::env::temp_dir().join(format!("lr-swstudy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("s.json");
+    let out = linerate_ok(&[
+        "bench",
+        "switch",
+        "--seconds",
+        "1",
+        "--rounds",
+        "5",
+        "--ovs-max",
+        "1000",
+        "--json",
+        json.to_str().unwrap(),
+        "--report",
+        dir.join("s.html").to_str().unwrap(),
+    ]);
+    assert!(out.contains("Flow sweep on in-memory ports"), "{out}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let d = &v["data"];
+    let sweep = d["sweep"].as_array().unwrap();
+    assert_eq!(sweep.len(), 10, "5 flow counts, cache on and off");
+    for s in sweep {
+        assert_eq!(s["switch"]["balanced"], true, "{s}");
+        assert!(s["switch"]["received"].as_u64().unwrap() > 0, "{s}");
+    }
+    // One flow always hits the cache; a million flows almost never do.
+    let hit = |n: u64| {
+        sweep
+            .iter()
+            .find(|s| s["flows"] == n && s["emc"] == true)
+            .unwrap()["switch"]["cache"]["emc_hit_rate"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(
+        hit(1) > 0.99 && hit(1_000_000) < 0.1,
+        "{} {}",
+        hit(1),
+        hit(1_000_000)
+    );
+    let ins = d["insert"].as_array().unwrap();
+    let lr: Vec<_> = ins.iter().filter(|i| i["switch"] == "linerate").collect();
+    assert_eq!(lr.len(), 5);
+    assert!(lr.iter().all(|i| i["table_s"].as_f64().unwrap() > 0.0));
+    // Open vSwitch took the 1000 rules (and was not given the larger batches).
+    let ovs: Vec<_> = ins.iter().filter(|i| i["switch"] == "ovs").collect();
+    let o1k = ovs.iter().find(|i| i["rules"] == 1000).expect("ovs 1000");
+    assert_eq!(o1k["flow_count"].as_u64(), Some(1000), "{o1k}");
+    assert!(ovs
+        .iter()
+        .any(|i| i["rules"] == 10_000 && i["skipped"].is_string()));
+    let first = d["first"].as_array().unwrap();
+    assert_eq!(first.len(), 2);
+    for f in first {
+        let l = f["latency_us"].as_array().unwrap();
+        assert_eq!(l.len(), 5);
+        assert!(l.iter().all(|x| x.as_f64().unwrap() > 0.0), "{f}");
+    }
+    // The private Open vSwitch and its namespace are gone.
+    let ns = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .unwrap();
+    let ns = String::from_utf8_lossy(&ns.stdout);
+    assert!(!ns.lines().any(|l| l.starts_with("lrswb-")), "{ns}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

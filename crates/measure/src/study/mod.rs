@@ -13,6 +13,7 @@
 pub mod capture;
 pub mod dnac;
 pub mod gen;
+pub mod switch;
 
 use crate::report::svg::{self, escape, Chart};
 use crate::report::{figure, table_html, Table, CSS};

@@ -16,14 +16,16 @@ use std::io::Write;
 use std::time::Instant;
 
 pub fn run(mut a: Args) -> Result<()> {
-    if let Some(s) = a.study.take() {
-        return study::run(s);
+    if a.study.is_none() {
+        config::check_common(&a)?;
     }
-    config::check_common(&a)?;
     // The cleanup guarantee: a watchdog removes what this run made if it
-    // dies without cleaning up itself (SIGKILL, crash).
+    // dies without cleaning up itself (SIGKILL, crash; a study also on
+    // SIGINT, which ends it at once).
     let guard = super::reap::guard()?;
-    if a.overload {
+    if let Some(s) = a.study.take() {
+        study::run(s)?;
+    } else if a.overload {
         run_overload(a)?;
     } else {
         run_rfc2544(a)?;

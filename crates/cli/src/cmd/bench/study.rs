@@ -5,7 +5,7 @@
 
 use anyhow::Result;
 use linerate_measure::study::{
-    self, capture::CaptureStudy, dnac::Dnac, gen::GenStudy, StudyReport,
+    self, capture::CaptureStudy, dnac::Dnac, gen::GenStudy, switch::SwitchStudy, StudyReport,
 };
 use std::path::PathBuf;
 
@@ -39,6 +39,36 @@ Examples:
   linerate bench gen --seconds 2 --json gen.json
   linerate bench gen --markdown docs/BENCHMARKS.md      # rewrite its section there")]
     Gen(GenArgs),
+    /// The flow-table switch: cycles per packet against active flows (1..1M) with the cache on
+    /// and off, rule insertion 1k..1M against Open vSwitch's userspace datapath, and the time
+    /// from add-flow to the first packet hitting the rule. About 5 min with the defaults.
+    #[command(after_help = "\
+Examples:
+  linerate bench switch                                 # sweep, insert and first
+  linerate bench switch --parts sweep --seconds 5
+  linerate bench switch --markdown docs/BENCHMARKS.md   # rewrite its section there")]
+    Switch(SwitchArgs),
+}
+
+#[derive(clap::Args)]
+pub struct SwitchArgs {
+    /// Which parts, comma separated: sweep, insert, first.
+    #[arg(long, value_delimiter = ',', default_value = "sweep,insert,first", value_parser = ["sweep", "insert", "first"])]
+    pub parts: Vec<String>,
+    /// Seconds per sweep point.
+    #[arg(long, default_value_t = 3)]
+    pub seconds: u64,
+    /// The datapath's CPU.
+    #[arg(long, default_value_t = 1)]
+    pub cpu: usize,
+    /// Open vSwitch gets the insertion batches up to this many rules.
+    #[arg(long, default_value_t = 100_000)]
+    pub ovs_max: u64,
+    /// Rounds of the first-hit measurement per table size.
+    #[arg(long, default_value_t = 200)]
+    pub rounds: usize,
+    #[command(flatten)]
+    pub out: Out,
 }
 
 #[derive(clap::Args)]
@@ -135,6 +165,24 @@ pub fn run(s: Study) -> Result<()> {
                 ..Dnac::default()
             };
             (d.run(&mut { progress }).map_err(anyhow::Error::msg)?, a.out)
+        }
+        Study::Switch(a) => {
+            if a.seconds == 0 || a.rounds == 0 {
+                anyhow::bail!("--seconds and --rounds: at least 1");
+            }
+            let has = |p: &str| a.parts.iter().any(|x| x == p);
+            let s = SwitchStudy {
+                linerate: exe,
+                dir: std::env::temp_dir(),
+                seconds: a.seconds,
+                cpu: a.cpu,
+                ovs_max: a.ovs_max,
+                rounds: a.rounds,
+                sweep: has("sweep"),
+                insert: has("insert"),
+                first: has("first"),
+            };
+            (s.run(&mut { progress }).map_err(anyhow::Error::msg)?, a.out)
         }
         Study::Gen(a) => {
             let g = GenStudy {
