@@ -1,6 +1,7 @@
-//! Measurement: the test bed of namespaces and veth pairs, the bench, full
-//! factorial experiments with ANOVA, HTML reports, and the watchdog that
-//! cleans up after a killed process.
+//! Measurement: the test bed of namespaces and veth pairs, the bench (RFC
+//! 2544 and the studies of docs/BENCHMARKS.md, [`study`]), full factorial
+//! experiments with ANOVA, HTML reports, and the watchdog that cleans up
+//! after a killed process.
 
 pub mod bench;
 pub mod experiment;

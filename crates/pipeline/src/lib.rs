@@ -1,4 +1,9 @@
-//! Pipelines: stages joined by batches. Today the L2 forwarder ([`fwd`]).
+//! Pipelines: stages joined by batches, each with the loop that runs it and
+//! its whole run (open the ports, the threads, a tick once a second, the
+//! final account): the L2 forwarder ([`fwd`]), the flow-table switch
+//! ([`switch`]), the capture layer ([`capture`]), the traffic generator
+//! ([`generate`]) and the receiver ([`count`]); what a run reports
+//! ([`event`]) and the control sockets ([`control`]).
 
 pub mod capture;
 pub mod control;
