@@ -247,14 +247,7 @@ impl Direction {
     }
 }
 
-/// How the loop waits when idle.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Polling {
-    /// Spin on the rings (lowest latency, one core at 100 %).
-    Busy,
-    /// Sleep in poll() when idle (need_wakeup mode).
-    Wait,
-}
+pub use crate::poll::Polling;
 
 /// Run directions to completion on the calling thread until `stop` is set
 /// or every RX is at its end (finite sources). Accounting is exact at

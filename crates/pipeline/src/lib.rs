@@ -12,4 +12,5 @@ pub mod event;
 pub mod fuzz;
 pub mod fwd;
 pub mod generate;
+pub mod poll;
 pub mod switch;

@@ -144,3 +144,20 @@ pub fn finish<T: Account>(end: &T, json: bool) -> Result<()> {
     }
     Ok(())
 }
+
+/// The ports' options and the loop's idle policy of a busy-polling
+/// pipeline (`fwd`, `switch`) from its `--batch`, `--ring` and `--poll`.
+pub fn polling_ports(
+    batch: usize,
+    ring: u32,
+    poll: &str,
+) -> (linerate_io::OpenOptions, linerate_pipeline::poll::Polling) {
+    let polling = linerate_pipeline::poll::Polling::from_name(poll);
+    let open = linerate_io::OpenOptions {
+        batch,
+        ring_size: ring,
+        busy_poll: polling == linerate_pipeline::poll::Polling::Busy,
+        ..linerate_io::OpenOptions::default()
+    };
+    (open, polling)
+}

@@ -1,9 +1,8 @@
 //! `linerate fwd PORT_A PORT_B`: bidirectional L2 forwarding.
 
 use anyhow::{bail, Context, Result};
-use linerate_io::OpenOptions;
 use linerate_pipeline::fwd::run::{self, FwdConfig};
-use linerate_pipeline::fwd::{self, MacRewrite, Polling};
+use linerate_pipeline::fwd::{self, MacRewrite};
 
 use super::common;
 
@@ -101,22 +100,14 @@ pub fn run(a: Args) -> Result<()> {
     if a.mode == "xdp" {
         return super::fwd_xdp::run(&a, rw_ab, rw_ba, stop);
     }
+    let (open, polling) = common::polling_ports(a.batch, a.ring, &a.poll);
     let cfg = FwdConfig {
         port_a: a.port_a.clone(),
         port_b: a.port_b.clone(),
         rewrite_a2b: rw_ab,
         rewrite_b2a: rw_ba,
-        open: OpenOptions {
-            batch: a.batch,
-            ring_size: a.ring,
-            busy_poll: a.poll == "busy",
-            ..OpenOptions::default()
-        },
-        polling: if a.poll == "busy" {
-            Polling::Busy
-        } else {
-            Polling::Wait
-        },
+        open,
+        polling,
         single_core: a.cores == "single",
         cpus: a.cpu.clone(),
         profile: a.profile,

@@ -2,8 +2,6 @@
 //! switch-ctl`: its control client over a Unix socket.
 
 use anyhow::{bail, Context, Result};
-use linerate_io::OpenOptions;
-use linerate_pipeline::switch::datapath::Polling;
 use linerate_pipeline::switch::run::{self, RuleFiles, SwitchConfig};
 
 use super::common;
@@ -106,6 +104,7 @@ pub fn run(a: Args) -> Result<()> {
         }
         ports.push((n, uri));
     }
+    let (open, polling) = common::polling_ports(a.batch, a.ring, &a.poll);
     let cfg = SwitchConfig {
         ports,
         rules: RuleFiles {
@@ -115,17 +114,8 @@ pub fn run(a: Args) -> Result<()> {
         },
         ctl: a.ctl.clone(),
         cpu: a.cpu,
-        open: OpenOptions {
-            batch: a.batch,
-            ring_size: a.ring,
-            busy_poll: a.poll == "busy",
-            ..OpenOptions::default()
-        },
-        polling: if a.poll == "busy" {
-            Polling::Busy
-        } else {
-            Polling::Wait
-        },
+        open,
+        polling,
         emc: !a.no_emc,
         profile: a.profile,
         duration: a.duration,

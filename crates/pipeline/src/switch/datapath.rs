@@ -398,12 +398,7 @@ impl Env for Ctx<'_> {
     }
 }
 
-/// How the loop waits when idle.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Polling {
-    Busy,
-    Wait,
-}
+pub use crate::poll::Polling;
 
 /// The datapath of one core.
 pub struct Datapath {
