@@ -481,9 +481,12 @@ impl Datapath {
             return Ok(0);
         }
         let t1 = if profile { rdtsc() } else { 0 };
-        let now_ns = mono_ns();
         // One lock-free load per batch; this version serves the whole batch.
         let table = self.ctl.current();
+        // The batch's time after the load: a rule's first hit is then never
+        // stamped before the rule was created (a thread preempted between a
+        // clock read and the load had stamped hits 2 ms before creation).
+        let now_ns = mono_ns();
         let tp = Arc::as_ptr(&table) as usize;
         if tp != self.last_table {
             self.last_table = tp;
