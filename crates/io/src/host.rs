@@ -1,8 +1,13 @@
 //! Facts about and settings of the machine the tools run on: CPU pinning,
 //! the kernel's release.
 
-/// Pin the calling thread to one CPU.
-pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
+/// Pin the calling thread to one CPU; the error is one line naming it
+/// ("cannot pin to CPU 9: Invalid argument (os error 22)").
+pub fn pin_to_cpu(cpu: usize) -> Result<(), String> {
+    pin(cpu).map_err(|e| format!("cannot pin to CPU {cpu}: {e}"))
+}
+
+fn pin(cpu: usize) -> std::io::Result<()> {
     if cpu >= libc::CPU_SETSIZE as usize {
         return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
     }

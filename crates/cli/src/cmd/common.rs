@@ -88,9 +88,7 @@ pub fn check_links(w: &mut [linerate_io::link::LinkWatch]) -> Result<()> {
 
 /// Pin the calling thread to one CPU.
 pub fn pin_to_cpu(cpu: usize) -> Result<()> {
-    linerate_io::host::pin_to_cpu(cpu)
-        .map_err(|e| anyhow::anyhow!("cannot pin to CPU {cpu}: {e}"))?;
-    Ok(())
+    linerate_io::host::pin_to_cpu(cpu).map_err(anyhow::Error::msg)
 }
 
 /// `--xdp` (gen, count): the interface named by `port` (IF, afxdp:IF or

@@ -14,7 +14,7 @@
 //! the analysis and bound by capture) and the method x frame size ANOVA
 //! (allocation of variation, `measure::experiment`).
 
-use super::{has_capture_fd, last_json, linerate, StudyReport};
+use super::{has_capture_fd, last_json, linerate, Child, StudyReport};
 use crate::experiment::runner::{analyse, observations_table};
 use crate::experiment::spec::Obs;
 use crate::experiment::Transform;
@@ -23,10 +23,9 @@ use crate::report::svg::{Axis, Chart, Line, Marker, PALETTE};
 use crate::report::Table;
 use crate::testbed::{Testbed, TestbedConfig};
 use serde_json::{json, Value};
-use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 /// The methods compared, by name: (description, command run in the
 /// capture namespace; `{lr}` is the linerate binary).
@@ -163,13 +162,11 @@ impl Bed<'_> {
             .args(["netns", "exec", &self.ns_gen, "ethtool", "-S", "g0"])
             .output()
             .map(|o| {
+                // Lines "     rx_queue_0_xdp_xmit_errors: 12", one per queue.
                 String::from_utf8_lossy(&o.stdout)
                     .lines()
-                    .filter(|l| {
-                        l.trim_start().ends_with(char::is_numeric)
-                            && l.contains("_xdp_xmit_errors:")
-                    })
-                    .filter_map(|l| l.rsplit(':').next()?.trim().parse::<u64>().ok())
+                    .filter_map(|l| l.trim().split_once("_xdp_xmit_errors:"))
+                    .filter_map(|(_, n)| n.trim().parse::<u64>().ok())
                     .sum()
             })
             .unwrap_or(0)
@@ -197,42 +194,11 @@ impl Bed<'_> {
             Some(c) => c,
             None => self.method_cmd(method)?,
         };
-        let mut cap = in_ns(&self.ns_cap, cpus, &cmd)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("{method}: {e}"))?;
-        let r = self.trial_with(&mut cap, method, size, rate);
-        if r.is_err() {
-            let _ = cap.kill();
-            let _ = cap.wait();
-        }
-        r
-    }
-
-    fn trial_with(
-        &self,
-        cap: &mut std::process::Child,
-        method: &str,
-        size: u32,
-        rate: Option<f64>,
-    ) -> Result<Trial, String> {
         // Ready once it holds its socket or XDP link; then a moment for the
-        // ring set-up that follows (bind, mmap, attach).
-        let t0 = Instant::now();
-        while !has_capture_fd(cap.id()) {
-            if let Ok(Some(st)) = cap.try_wait() {
-                let mut e = String::new();
-                if let Some(mut s) = cap.stderr.take() {
-                    let _ = s.read_to_string(&mut e);
-                }
-                return Err(format!("{method} ended early ({st}): {}", e.trim()));
-            }
-            if t0.elapsed() > Duration::from_secs(10) {
-                return Err(format!("{method}: not capturing after 10 s"));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        // ring set-up that follows (bind, mmap, attach). Dropped on an
+        // error: killed and reaped.
+        let mut cap = Child::spawn(&mut in_ns(&self.ns_cap, cpus, &cmd), method)?;
+        cap.wait_ready(Duration::from_secs(10), has_capture_fd)?;
         std::thread::sleep(Duration::from_millis(300));
         let s = self.study;
         let mut gen = vec![
@@ -267,28 +233,7 @@ impl Bed<'_> {
         // Let the method drain its queues, then end it (SIGINT: its final
         // report); a method that does not end in 20 s is killed.
         std::thread::sleep(Duration::from_millis(500));
-        // SAFETY: kill(2) on the child's pid, which is still ours to reap.
-        unsafe {
-            libc::kill(cap.id() as i32, libc::SIGINT);
-        }
-        let pid = cap.id();
-        let watchdog = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_secs(20));
-            // SAFETY: as above; harmless if the process is gone.
-            unsafe {
-                libc::kill(pid as i32, libc::SIGKILL);
-            }
-        });
-        let mut out = String::new();
-        let mut err = String::new();
-        if let Some(mut o) = cap.stdout.take() {
-            let _ = o.read_to_string(&mut out);
-        }
-        if let Some(mut e) = cap.stderr.take() {
-            let _ = e.read_to_string(&mut err);
-        }
-        let _ = cap.wait();
-        drop(watchdog);
+        let (out, err) = cap.finish()?;
         let st = &last_json("generator", &String::from_utf8_lossy(&g.stdout))?["stats"];
         let sent = st["sent"].as_u64().unwrap_or(0);
         let seconds = st["duration_ns"].as_f64().unwrap_or(0.0) / 1e9;

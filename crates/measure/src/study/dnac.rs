@@ -10,7 +10,7 @@
 //!    capacity, each with TED off and on; the events found are compared
 //!    with the ground truth.
 
-use super::{last_json, linerate, StudyReport};
+use super::{last_json, linerate, thousands, StudyReport};
 use crate::report::svg::{Axis, Chart, Line, Marker, PALETTE};
 use crate::report::Table;
 use serde_json::{json, Value};
@@ -52,19 +52,6 @@ impl Default for Dnac {
 
 fn num(v: &Value) -> u64 {
     v.as_u64().unwrap_or(0)
-}
-
-/// 1234567 -> "1,234,567".
-pub fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut o = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            o.push(',');
-        }
-        o.push(c);
-    }
-    o
 }
 
 impl Dnac {
@@ -315,17 +302,5 @@ impl Dnac {
                 "runs": runs.iter().map(|(l, r, t, v)| json!({"load": l, "rate_pps": r, "ted": t, "capture": v})).collect::<Vec<_>>(),
             }),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn thousands_separators() {
-        assert_eq!(super::thousands(0), "0");
-        assert_eq!(super::thousands(999), "999");
-        assert_eq!(super::thousands(1000), "1,000");
-        assert_eq!(super::thousands(445_156), "445,156");
-        assert_eq!(super::thousands(1_234_567), "1,234,567");
     }
 }

@@ -16,14 +16,13 @@
 //! sender); the count is d0's kernel `rx_packets` (for veth it includes
 //! frames handled by XDP; exact).
 
-use super::{has_capture_fd, last_json, StudyReport};
+use super::{has_capture_fd, last_json, Child, StudyReport};
 use crate::report::svg::{Axis, Chart, Line, Marker, PALETTE};
 use crate::report::Table;
 use crate::testbed::{DutMode, Testbed, TestbedConfig};
 use serde_json::{json, Value};
-use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The study's settings.
@@ -34,43 +33,6 @@ pub struct GenStudy {
     pub peers_dir: Option<PathBuf>,
     /// Seconds per run.
     pub seconds: u64,
-}
-
-/// A child in a namespace, killed and reaped when dropped.
-struct Bg(Option<Child>);
-
-impl Drop for Bg {
-    fn drop(&mut self) {
-        if let Some(c) = self.0.as_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Bg {
-    /// SIGINT, then its standard output once it ended (killed after 20 s).
-    fn finish(mut self) -> Result<String, String> {
-        let Some(mut c) = self.0.take() else {
-            return Err("no process".into());
-        };
-        // SAFETY: kill(2) on our own child, not yet reaped.
-        unsafe {
-            libc::kill(c.id() as i32, libc::SIGINT);
-        }
-        let t0 = Instant::now();
-        while c.try_wait().ok().flatten().is_none() {
-            if t0.elapsed() > Duration::from_secs(20) {
-                let _ = c.kill();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let mut out = String::new();
-        if let Some(mut o) = c.stdout.take() {
-            let _ = o.read_to_string(&mut out);
-        }
-        Ok(out)
-    }
 }
 
 fn ns_cmd(ns: &str, args: &[String]) -> Command {
@@ -93,27 +55,13 @@ fn run_ns(ns: &str, args: &[String]) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&o.stdout).into_owned())
 }
 
-/// Start `args` in `ns` and wait until it holds its socket or XDP link.
-fn spawn_ready(ns: &str, args: &[String]) -> Result<Bg, String> {
-    let c = ns_cmd(ns, args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
-    let mut bg = Bg(Some(c));
-    let t0 = Instant::now();
-    loop {
-        let c = bg.0.as_mut().expect("set");
-        if has_capture_fd(c.id()) {
-            break;
-        }
-        if c.try_wait().ok().flatten().is_some() || t0.elapsed() > Duration::from_secs(10) {
-            return Err(format!("{}: did not start", args.join(" ")));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+/// Start `args` in `ns` and wait until it holds its socket or XDP link,
+/// then a moment for the set-up that follows (bind, mmap, attach).
+fn spawn_ready(ns: &str, args: &[String]) -> Result<Child, String> {
+    let mut c = Child::spawn(&mut ns_cmd(ns, args), &args.join(" "))?;
+    c.wait_ready(Duration::from_secs(10), has_capture_fd)?;
     std::thread::sleep(Duration::from_millis(300));
-    Ok(bg)
+    Ok(c)
 }
 
 fn rx_packets(ns: &str, ifname: &str) -> Result<u64, String> {
@@ -224,30 +172,19 @@ impl GenStudy {
         let mut max = Vec::new();
         for (name, cmd) in &senders {
             progress(&format!("2. maximum rate: {name}"));
-            let child = if cmd.first().map(String::as_str) == Some("--") {
-                Command::new(&cmd[1])
-                    .args(&cmd[2..])
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
+            let mut cmd_line = if cmd.first().map(String::as_str) == Some("--") {
+                let mut c = Command::new(&cmd[1]);
+                c.args(&cmd[2..]);
+                c
             } else {
                 ns_cmd(&gns, cmd)
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-            }
-            .map_err(|e| format!("{name}: {e}"))?;
-            let mut c = Bg(Some(child));
+            };
+            let c = Child::spawn(&mut cmd_line, name)?;
             std::thread::sleep(Duration::from_secs(1));
             let (a, t0) = (rx_packets(&dns, "d0")?, Instant::now());
             std::thread::sleep(Duration::from_secs(secs));
             let (b, w) = (rx_packets(&dns, "d0")?, t0.elapsed().as_secs_f64());
-            let st =
-                c.0.as_mut()
-                    .expect("set")
-                    .wait()
-                    .map_err(|e| e.to_string())?;
-            c.0 = None;
+            let st = c.wait()?;
             max.push(
                 json!({"sender": name, "rx_packets": b - a, "window_s": w, "ok": st.success(),
                             "mpps": (b - a) as f64 / w / 1e6}),
@@ -294,7 +231,7 @@ impl GenStudy {
             )?;
             let g = last_json("gen", &run_ns(&i.ns_gen, &self.args(&format!(
                 "gen afpacket:g0 --rate 10kpps --signature --dst-mac {} --duration {secs} --cpu 0 --json --quiet", i.sink.mac)))?)?;
-            let c = last_json("count", &count.finish()?)?;
+            let c = last_json("count", &count.finish()?.0)?;
             if let Some(f) = fwd {
                 f.finish()?;
             }

@@ -19,7 +19,9 @@ use crate::report::svg::{self, escape, Chart};
 use crate::report::{figure, table_html, Table, CSS};
 use serde_json::Value;
 use std::fmt::Write;
+use std::io::Read;
 use std::path::Path;
+use std::time::Duration;
 
 /// What a study found, ready to print and write.
 pub struct StudyReport {
@@ -242,6 +244,119 @@ pub fn has_capture_fd(pid: u32) -> bool {
     })
 }
 
+/// 1234567 -> "1,234,567".
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut o = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            o.push(',');
+        }
+        o.push(c);
+    }
+    o
+}
+
+/// A study's child process (a method, a receiver, a switch) with its
+/// standard output and error piped: ended with SIGINT (its final report),
+/// killed and reaped when dropped first.
+pub struct Child {
+    child: Option<std::process::Child>,
+    what: String,
+}
+
+impl Child {
+    /// Start `cmd` (`what` names it in errors).
+    pub fn spawn(cmd: &mut std::process::Command, what: &str) -> Result<Child, String> {
+        use std::process::Stdio;
+        let c = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("{what}: {e}"))?;
+        Ok(Child {
+            child: Some(c),
+            what: what.to_string(),
+        })
+    }
+
+    pub fn id(&self) -> u32 {
+        self.child.as_ref().map_or(0, |c| c.id())
+    }
+
+    /// Wait until `ready(pid)` holds (at most `limit`); an exit before that
+    /// is an error with the child's standard error.
+    pub fn wait_ready(
+        &mut self,
+        limit: Duration,
+        ready: impl Fn(u32) -> bool,
+    ) -> Result<(), String> {
+        let t0 = std::time::Instant::now();
+        let c = self.child.as_mut().ok_or("no process")?;
+        while !ready(c.id()) {
+            if let Ok(Some(st)) = c.try_wait() {
+                let mut e = String::new();
+                if let Some(mut s) = c.stderr.take() {
+                    let _ = s.read_to_string(&mut e);
+                }
+                return Err(format!("{} ended early ({st}): {}", self.what, e.trim()));
+            }
+            if t0.elapsed() > limit {
+                return Err(format!(
+                    "{}: not ready after {} s",
+                    self.what,
+                    limit.as_secs()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    }
+
+    /// Wait for it to end by itself; its exit status.
+    pub fn wait(mut self) -> Result<std::process::ExitStatus, String> {
+        let mut c = self.child.take().ok_or("no process")?;
+        c.wait().map_err(|e| format!("{}: {e}", self.what))
+    }
+
+    /// SIGINT, then (stdout, stderr) once it ended; one that has not ended
+    /// 20 s later is killed (its output then is what it wrote so far).
+    pub fn finish(mut self) -> Result<(String, String), String> {
+        let mut c = self.child.take().ok_or("no process")?;
+        // SAFETY: kill(2) on our own child, not yet reaped (so its pid is
+        // still ours).
+        unsafe {
+            libc::kill(c.id() as i32, libc::SIGINT);
+        }
+        let t0 = std::time::Instant::now();
+        while c.try_wait().ok().flatten().is_none() {
+            if t0.elapsed() > Duration::from_secs(20) {
+                let _ = c.kill();
+                let _ = c.wait();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let (mut out, mut err) = (String::new(), String::new());
+        if let Some(mut o) = c.stdout.take() {
+            let _ = o.read_to_string(&mut out);
+        }
+        if let Some(mut e) = c.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        Ok((out, err))
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        if let Some(c) = self.child.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,5 +383,14 @@ mod tests {
             "<!-- c -->\nx\n<!-- /c -->\n"
         );
         let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn thousands_separators() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(445_156), "445,156");
+        assert_eq!(thousands(1_234_567), "1,234,567");
     }
 }

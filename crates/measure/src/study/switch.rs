@@ -10,13 +10,13 @@
 //! - first: the time from `switch-ctl add-flow` until the first packet
 //!   hits the new rule, under load (seed 004 Sect. 5.5).
 
-use super::{last_json, linerate, StudyReport};
+use super::{last_json, linerate, Child, StudyReport};
 use crate::report::svg::{Axis, Chart, Line, Marker, PALETTE};
 use crate::report::Table;
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The study's settings.
@@ -89,10 +89,10 @@ fn insert_rules(n: u32) -> String {
     s
 }
 
-/// A running `linerate switch` with a control socket, ended (SIGINT) and
-/// reaped when dropped.
+/// A running `linerate switch` with a control socket (killed and reaped if
+/// dropped before [`Switch::finish`]).
 struct Switch {
-    child: Option<Child>,
+    child: Child,
     sock: PathBuf,
 }
 
@@ -120,32 +120,11 @@ impl Switch {
         if let Some(f) = flows {
             c.arg("--flows").arg(f);
         }
-        let child = c
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("linerate switch: {e}"))?;
+        let mut child = Child::spawn(&mut c, "linerate switch")?;
         // A run that dies leaves no switch behind: the bench's watchdog kills it.
         crate::guard::register_pid(child.id());
-        let mut s = Switch {
-            child: Some(child),
-            sock,
-        };
-        let t0 = Instant::now();
-        while !s.sock.exists() {
-            if s.child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-                .is_some()
-            {
-                return Err("linerate switch ended at start".into());
-            }
-            if t0.elapsed() > Duration::from_secs(60) {
-                return Err("linerate switch: no control socket after 60 s".into());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(s)
+        child.wait_ready(Duration::from_secs(60), |_| sock.exists())?;
+        Ok(Switch { child, sock })
     }
 
     fn ctl(&self, lr: &Path, args: &[&str]) -> Result<Value, String> {
@@ -157,23 +136,8 @@ impl Switch {
     }
 
     /// SIGINT; its final account.
-    fn finish(mut self) -> Result<Value, String> {
-        let c = self.child.take().ok_or("no switch")?;
-        // SAFETY: kill(2) on our own child, not yet reaped.
-        unsafe {
-            libc::kill(c.id() as i32, libc::SIGINT);
-        }
-        let out = c.wait_with_output().map_err(|e| e.to_string())?;
-        last_json("linerate switch", &String::from_utf8_lossy(&out.stdout))
-    }
-}
-
-impl Drop for Switch {
-    fn drop(&mut self) {
-        if let Some(c) = self.child.as_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+    fn finish(self) -> Result<Value, String> {
+        last_json("linerate switch", &self.child.finish()?.0)
     }
 }
 
@@ -531,7 +495,7 @@ impl SwitchStudy {
                     off.push((n, sw))
                 }
                 t.rows.push(vec![
-                    super::dnac::thousands(s["flows"].as_u64().unwrap_or(0)),
+                    super::thousands(s["flows"].as_u64().unwrap_or(0)),
                     if emc { "on" } else { "off" }.into(),
                     format!(
                         "{:.1}",
@@ -619,7 +583,7 @@ impl SwitchStudy {
                 t.rows.push(vec![
                     format!(
                         "{}{}",
-                        super::dnac::thousands(n as u64),
+                        super::thousands(n as u64),
                         if again { " (again)" } else { "" }
                     ),
                     format!("{:.3}", f(&l["parse_s"])),

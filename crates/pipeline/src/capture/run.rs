@@ -143,11 +143,14 @@ pub fn run(
         ));
     }
     let t0 = Instant::now();
-    let (shared, ctl, handles, port_err) = match cfg.steering {
+    let (shared, ctl, error) = match cfg.steering {
         Steering::Dispatcher => dispatch(cfg, consumers, wshared, stop, t0, on)?,
         Steering::Fanout | Steering::Queues => fanout(cfg, consumers, wshared, stop, t0, on)?,
     };
-    let errs = join_workers(handles, ctl);
+    // Stops accepting and removes the socket file; clients are not waited for.
+    if let Some(c) = ctl {
+        c.stop();
+    }
     let mut report = shared.snapshot();
     let files: Vec<PathBuf> = shared
         .workers
@@ -165,10 +168,7 @@ pub fn run(
         report["merged_records"] = json!(k);
     }
     report["final"] = json!(true);
-    Ok(Finished {
-        report,
-        error: port_err.or_else(|| errs.into_iter().next()),
-    })
+    Ok(Finished { report, error })
 }
 
 /// A worker's analyser, if it runs one.
@@ -196,16 +196,13 @@ fn start_ctl(path: Option<&PathBuf>, shared: &Arc<Shared>) -> Result<Option<Serv
     Ok(Some(Server::start(l, h, Limits::default())?))
 }
 
-type Running = (
-    Arc<Shared>,
-    Option<Server>,
-    Vec<std::thread::JoinHandle<Result<(), String>>>,
-    Option<String>,
-);
+/// A capture that ended: its stats, its control socket (still serving), and
+/// the first error of the port or a worker.
+type Ended = (Arc<Shared>, Option<Server>, Option<String>);
 
 /// Dispatcher steering: the workers on their rings, this thread reads the
-/// port and dispatches until the end; returns with the dispatcher gone (the
-/// workers drain their rings and end).
+/// port and dispatches until the end; then the dispatcher is dropped, the
+/// workers drain their rings and end, and are joined.
 fn dispatch(
     cfg: &CaptureConfig,
     consumers: Vec<Consumer>,
@@ -213,7 +210,7 @@ fn dispatch(
     stop: &Arc<AtomicBool>,
     t0: Instant,
     on: &mut dyn FnMut(Event<'_>),
-) -> Result<Running, String> {
+) -> Result<Ended, String> {
     let (n, batch) = (cfg.workers, cfg.open.batch);
     let mut port = linerate_io::open(&cfg.port, &cfg.open).map_err(|e| e.to_string())?;
     let keep_ts = matches!(port.info.clock, "kernel-realtime" | "file");
@@ -348,7 +345,8 @@ fn dispatch(
     // Workers drain their rings and end once the dispatcher is gone.
     drop(d);
     stop.store(true, Relaxed);
-    Ok((shared, ctl, handles, rx_err))
+    let errs = join_all(handles);
+    Ok((shared, ctl, rx_err.or_else(|| errs.into_iter().next())))
 }
 
 /// A pcap/pcapng file read at top speed (no `rate=` or `speed=` other than
@@ -408,7 +406,7 @@ fn fanout(
     stop: &Arc<AtomicBool>,
     t0: Instant,
     on: &mut dyn FnMut(Event<'_>),
-) -> Result<Running, String> {
+) -> Result<Ended, String> {
     let n = cfg.workers;
     let group = (std::process::id() & 0xffff) as u16;
     let uri = worker_uri(cfg.steering, &cfg.port, group, 0, n)?;
@@ -474,9 +472,9 @@ fn fanout(
     }
     done.store(true, Relaxed);
     // The workers end at `done`; join them before the kernel counts are summed.
-    let errs = join_all(std::mem::take(&mut handles));
+    let errs = join_all(handles);
     sum_kernel(&shared, &kstats);
-    Ok((shared, ctl, Vec::new(), errs.into_iter().next()))
+    Ok((shared, ctl, errs.into_iter().next()))
 }
 
 /// One worker of fanout/queue steering: its own port, forwarder and
@@ -602,20 +600,6 @@ fn join_all(handles: Vec<std::thread::JoinHandle<Result<(), String>>>) -> Vec<St
             Err(_) => Some("a worker panicked".into()),
         })
         .collect()
-}
-
-/// End of a capture: join the workers (their errors, in order), then stop
-/// the control socket thread and remove its file.
-fn join_workers(
-    handles: Vec<std::thread::JoinHandle<Result<(), String>>>,
-    ctl: Option<Server>,
-) -> Vec<String> {
-    let errs = join_all(handles);
-    // Stops accepting and removes the socket file; clients are not waited for.
-    if let Some(c) = ctl {
-        c.stop();
-    }
-    errs
 }
 
 #[cfg(test)]

@@ -77,7 +77,7 @@ fn spawn(
                     let mut refs: Vec<&mut Direction> = dirs.iter_mut().collect();
                     run_loop(&mut refs, &stop, polling, profile).map_err(|e| e.to_string())
                 }
-                Err(e) => Err(format!("cannot pin to CPU {}: {e}", cpu.unwrap_or(0))),
+                Err(e) => Err(e),
             };
             stop.store(true, Ordering::SeqCst);
             done.store(true, Ordering::SeqCst);

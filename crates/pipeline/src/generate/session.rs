@@ -51,7 +51,6 @@ pub struct Tick<'a> {
 
 /// How a run ended.
 pub struct GenOutcome {
-    pub names: Vec<String>,
     pub end: GenEnd,
     /// The generator's error (a port that failed), if one ended it.
     pub gen: Result<(), GenError>,
@@ -127,8 +126,7 @@ impl GenSession {
             .name("linerate-gen".into())
             .spawn(move || {
                 if let Some(c) = cpu {
-                    linerate_io::host::pin_to_cpu(c)
-                        .map_err(|e| format!("cannot pin to CPU {c}: {e}"))?;
+                    linerate_io::host::pin_to_cpu(c)?;
                 }
                 let r = run_loop(g, tx, ctl2.clone(), batch, file_port);
                 ctl2.set_finished();
@@ -190,12 +188,7 @@ impl GenSession {
                 )
             }
         };
-        Ok(GenOutcome {
-            names: self.names,
-            end,
-            gen,
-            rx,
-        })
+        Ok(GenOutcome { end, gen, rx })
     }
 }
 
@@ -246,11 +239,11 @@ impl GenOutcome {
             "stream", "packets", "achieved pps", "mean gap", "jitter", "max gap"
         );
         let ns = |x: Option<f64>| x.map_or_else(|| "-".into(), |v| format!("{v:.0} ns"));
-        for (s, n) in end.stats.iter().zip(&self.names) {
+        for s in &end.stats {
             let d = &s.departures;
             o += &format!(
                 "  {:<12} {:>12} {:>14} {:>12} {:>12} {:>12}\n",
-                n,
+                s.name,
                 s.sent_pkts,
                 d.achieved_pps()
                     .map_or_else(|| "-".into(), |p| format!("{p:.0}")),

@@ -188,8 +188,7 @@ pub fn run(
         .name("linerate-switch".into())
         .spawn(move || -> Result<(), String> {
             if let Some(c) = cpu {
-                linerate_io::host::pin_to_cpu(c)
-                    .map_err(|e| format!("cannot pin to CPU {c}: {e}"))?;
+                linerate_io::host::pin_to_cpu(c)?;
             }
             let r = dp.run(&st, polling, profile);
             dn.store(true, Ordering::SeqCst);
