@@ -31,9 +31,14 @@ struct Faults {
     /// Send every n-th frame twice.
     dup_every: u64,
     /// Hold every frame this long (ms) before sending it on; the test may
-    /// change it while the forwarder runs.
+    /// change it while the forwarder runs. [`HOLD`]: keep every frame until
+    /// a frame arrives under another value, then send the held ones first,
+    /// spaced as they came in.
     delay_ms: Option<Arc<AtomicU64>>,
 }
+
+/// `Faults::delay_ms` that holds frames until the next trial's first frame.
+const HOLD: u64 = u64::MAX;
 
 /// A packet socket on `ifname` of the calling thread's namespace: `rx`
 /// receives every frame (large buffer: the forwarder may be descheduled
@@ -100,7 +105,9 @@ fn start_forwarder(ns: String, f: Faults, stop: Arc<AtomicBool>) -> std::thread:
                 // SAFETY: b is a valid buffer of b.len() bytes.
                 unsafe { libc::send(tx, b.as_ptr().cast(), b.len(), 0) };
             };
-            let mut held: VecDeque<(Instant, Vec<u8>)> = VecDeque::new();
+            // (due, frame); frames held under HOLD have no due time until
+            // released, when they get their arrival times' spacing back.
+            let mut held: VecDeque<(Option<Instant>, Instant, Vec<u8>)> = VecDeque::new();
             let mut n = 0u64;
             let mut buf = vec![0u8; 4096];
             while !stop.load(Ordering::Relaxed) {
@@ -140,16 +147,26 @@ fn start_forwarder(ns: String, f: Faults, stop: Arc<AtomicBool>) -> std::thread:
                         continue;
                     }
                     let delay = f.delay_ms.as_ref().map_or(0, |d| d.load(Ordering::Relaxed));
-                    let due = Instant::now() + Duration::from_millis(delay);
+                    let now = Instant::now();
+                    let due = if delay == HOLD {
+                        None
+                    } else {
+                        // Release what HOLD kept, at the pace it came in.
+                        let first = held.iter().find(|h| h.0.is_none()).map(|h| h.1);
+                        for h in held.iter_mut().filter(|h| h.0.is_none()) {
+                            h.0 = Some(now + (h.1 - first.unwrap_or(h.1)));
+                        }
+                        Some(now + Duration::from_millis(delay))
+                    };
                     let frame = buf[..k as usize].to_vec();
                     if f.dup_every > 0 && n.is_multiple_of(f.dup_every) {
-                        held.push_back((due, frame.clone()));
+                        held.push_back((due, now, frame.clone()));
                     }
-                    held.push_back((due, frame));
+                    held.push_back((due, now, frame));
                 }
                 let now = Instant::now();
-                while held.front().is_some_and(|(t, _)| *t <= now) {
-                    let (_, b) = held.pop_front().unwrap();
+                while held.front().is_some_and(|h| h.0.is_some_and(|t| t <= now)) {
+                    let (_, _, b) = held.pop_front().unwrap();
                     send(&b);
                 }
             }
@@ -323,17 +340,18 @@ fn frames_held_200_ms_show_as_latency_and_never_leak_into_the_next_trial() {
             assert!(l.samples > 1000, "{l:?}");
             assert!(l.min_ns >= 200e6 && l.p50_ns >= 200e6, "{l:?}");
             assert!(l.max_ns < 1e9, "{l:?}");
-            // Held longer than the generator's last call lasts after its
-            // last frame (~0.1-0.3 s; more when its schedule slipped on a
-            // loaded machine and the tail call was sized for more frames),
-            // and no drain: the trial loses what is still held, and the
-            // next trial (drain up to 2 s; its own frames, held 1 s too,
-            // are arriving when its generator returns) counts those as late,
-            // never as its own.
-            delay.store(1000, Ordering::Relaxed);
+            // Held until the next trial's first frame, and no drain: the
+            // trial loses every frame (a fixed hold raced the generator's
+            // last call, which on a loaded machine can return more than 1 s
+            // after its last frame), and the next trial counts them as
+            // late, never as its own: the forwarder sends them on, at the
+            // pace they came, after the next trial's stream began.
+            delay.store(HOLD, Ordering::Relaxed);
             t.max_drain = Duration::ZERO;
             let first = trial(t);
-            assert!(first.lost > 1000 && !passes(&first), "{first:#?}");
+            assert!(!passes(&first), "{first:#?}");
+            assert_eq!((first.received, first.lost), (0, first.sent), "{first:#?}");
+            delay.store(0, Ordering::Relaxed);
             t.max_drain = Duration::from_secs(2);
             let next = trial(t);
             assert_eq!(next.verify.stale, first.lost, "{next:#?}");
