@@ -4,11 +4,33 @@
 //! number of readers (the once-a-second reporter). Writers add per batch
 //! with relaxed atomics: no lock, no fence on the data path.
 
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// Why a packet was dropped. Every drop in linerate has exactly one reason.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
+/// A pipeline's reasons to drop a packet: each pipeline has its own
+/// (forwarder: [`DropReason`], switch: `SwDrop`, capture: `CaptureDrop`),
+/// and every drop has exactly one. [`Counters`] and [`Snapshot`] count by
+/// any of them; `received = passed + drops` is kept in one place.
+pub trait Reason: Copy + Eq + std::fmt::Debug + 'static {
+    /// Every reason, in index order.
+    const ALL: &'static [Self];
+    fn name(self) -> &'static str;
+    /// Below [`MAX_REASONS`].
+    fn index(self) -> usize;
+}
+
+/// Room for this many reasons per pipeline (the counter arrays are fixed
+/// size: no allocation, one cache line and a half).
+pub const MAX_REASONS: usize = 12;
+
+/// Whether `R::ALL` lists every reason at its own index and fits the
+/// counter arrays (each reason type's unit test asserts it).
+pub fn reasons_fit<R: Reason>() -> bool {
+    R::ALL.len() <= MAX_REASONS && R::ALL.iter().enumerate().all(|(i, r)| r.index() == i)
+}
+
+/// Why the forwarder (and the I/O under any pipeline) dropped a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DropReason {
     /// The next ring (TX ring, inter-stage ring) had no room.
     RingFull,
@@ -22,26 +44,18 @@ pub enum DropReason {
     Filter,
     /// No output for this packet.
     NoRoute,
-    /// Tail early dropping (capture).
-    Ted,
-    /// Shunted flow (capture).
-    Shunt,
 }
 
-impl DropReason {
-    pub const ALL: [DropReason; 8] = [
+impl Reason for DropReason {
+    const ALL: &'static [DropReason] = &[
         DropReason::RingFull,
         DropReason::TxError,
         DropReason::Malformed,
         DropReason::TooBig,
         DropReason::Filter,
         DropReason::NoRoute,
-        DropReason::Ted,
-        DropReason::Shunt,
     ];
-    pub const COUNT: usize = Self::ALL.len();
-
-    pub fn name(self) -> &'static str {
+    fn name(self) -> &'static str {
         match self {
             DropReason::RingFull => "ring_full",
             DropReason::TxError => "tx_error",
@@ -49,68 +63,120 @@ impl DropReason {
             DropReason::TooBig => "too_big",
             DropReason::Filter => "filter",
             DropReason::NoRoute => "no_route",
-            DropReason::Ted => "ted",
-            DropReason::Shunt => "shunt",
         }
+    }
+    #[inline(always)]
+    fn index(self) -> usize {
+        self as usize
     }
 }
 
-/// Counters of one stage: received = passed + sum(drops) at every quiescent point.
-#[derive(Default, Debug)]
-pub struct StageCounters {
+/// Add `n` to a counter with one writer: load + store is enough and avoids
+/// a locked read-modify-write on the data path.
+#[inline(always)]
+pub fn bump(c: &AtomicU64, n: u64) {
+    c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
+}
+
+/// Counters of one stage, drops by `R`: received = passed + sum(drops) at
+/// every quiescent point. One writer (the stage's thread), any readers.
+#[derive(Debug)]
+pub struct Counters<R: Reason> {
     pub received: AtomicU64,
     pub received_bytes: AtomicU64,
     pub passed: AtomicU64,
     pub passed_bytes: AtomicU64,
-    pub drops: [AtomicU64; DropReason::COUNT],
+    /// By [`Reason::index`].
+    pub drops: [AtomicU64; MAX_REASONS],
+    _r: PhantomData<R>,
 }
 
-/// A plain copy of [`StageCounters`] for reporting and arithmetic.
-#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
-pub struct StageSnapshot {
+/// A plain copy of [`Counters`] for reporting and arithmetic; also the
+/// counts a single thread keeps for itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Snapshot<R: Reason> {
     pub received: u64,
     pub received_bytes: u64,
     pub passed: u64,
     pub passed_bytes: u64,
-    pub drops: [u64; DropReason::COUNT],
+    /// By [`Reason::index`].
+    pub drops: [u64; MAX_REASONS],
+    _r: PhantomData<R>,
 }
 
-impl StageCounters {
-    #[inline(always)]
-    fn bump(c: &AtomicU64, n: u64) {
-        // Single writer: load + store is enough and avoids a locked RMW.
-        c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
+/// The forwarder's counters (and the default of any stage).
+pub type StageCounters = Counters<DropReason>;
+/// A plain copy of [`StageCounters`].
+pub type StageSnapshot = Snapshot<DropReason>;
+
+impl<R: Reason> Default for Counters<R> {
+    fn default() -> Self {
+        Counters {
+            received: AtomicU64::new(0),
+            received_bytes: AtomicU64::new(0),
+            passed: AtomicU64::new(0),
+            passed_bytes: AtomicU64::new(0),
+            drops: Default::default(),
+            _r: PhantomData,
+        }
     }
+}
+
+impl<R: Reason> Default for Snapshot<R> {
+    fn default() -> Self {
+        Snapshot {
+            received: 0,
+            received_bytes: 0,
+            passed: 0,
+            passed_bytes: 0,
+            drops: [0; MAX_REASONS],
+            _r: PhantomData,
+        }
+    }
+}
+
+impl<R: Reason> Counters<R> {
     #[inline(always)]
     pub fn add_received(&self, pkts: u64, bytes: u64) {
-        Self::bump(&self.received, pkts);
-        Self::bump(&self.received_bytes, bytes);
+        bump(&self.received, pkts);
+        bump(&self.received_bytes, bytes);
     }
     #[inline(always)]
     pub fn add_passed(&self, pkts: u64, bytes: u64) {
-        Self::bump(&self.passed, pkts);
-        Self::bump(&self.passed_bytes, bytes);
+        bump(&self.passed, pkts);
+        bump(&self.passed_bytes, bytes);
     }
     #[inline(always)]
-    pub fn add_drop(&self, reason: DropReason, pkts: u64) {
-        Self::bump(&self.drops[reason as usize], pkts);
+    pub fn add_drop(&self, reason: R, pkts: u64) {
+        bump(&self.drops[reason.index()], pkts);
     }
-    pub fn snapshot(&self) -> StageSnapshot {
-        let mut s = StageSnapshot {
+    pub fn snapshot(&self) -> Snapshot<R> {
+        let mut s = Snapshot {
             received: self.received.load(Relaxed),
             received_bytes: self.received_bytes.load(Relaxed),
             passed: self.passed.load(Relaxed),
             passed_bytes: self.passed_bytes.load(Relaxed),
-            drops: [0; DropReason::COUNT],
+            ..Snapshot::default()
         };
         for (d, c) in s.drops.iter_mut().zip(self.drops.iter()) {
             *d = c.load(Relaxed);
         }
         s
     }
+    /// Make these counters read as `s` (a single-threaded stage that keeps
+    /// its own [`Snapshot`] publishes it with a few relaxed stores).
+    pub fn publish(&self, s: &Snapshot<R>) {
+        self.received.store(s.received, Relaxed);
+        self.received_bytes.store(s.received_bytes, Relaxed);
+        self.passed.store(s.passed, Relaxed);
+        self.passed_bytes.store(s.passed_bytes, Relaxed);
+        for r in R::ALL {
+            self.drops[r.index()].store(s.drops[r.index()], Relaxed);
+        }
+    }
 }
 
-impl StageSnapshot {
+impl<R: Reason> Snapshot<R> {
     pub fn dropped(&self) -> u64 {
         self.drops.iter().sum()
     }
@@ -118,26 +184,31 @@ impl StageSnapshot {
     pub fn balanced(&self) -> bool {
         self.received == self.passed + self.dropped()
     }
-    pub fn drop_of(&self, r: DropReason) -> u64 {
-        self.drops[r as usize]
+    pub fn drop_of(&self, r: R) -> u64 {
+        self.drops[r.index()]
+    }
+    /// Count one more drop for `r` (a stage keeping its own counts).
+    #[inline(always)]
+    pub fn count_drop(&mut self, r: R, pkts: u64) {
+        self.drops[r.index()] += pkts;
     }
     /// Non-zero drops as (name, count).
     pub fn drops_nonzero(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
-        DropReason::ALL
+        R::ALL
             .iter()
-            .map(|r| (r.name(), self.drops[*r as usize]))
+            .map(|r| (r.name(), self.drops[r.index()]))
             .filter(|(_, n)| *n > 0)
     }
     /// Difference self - earlier (for per-interval rates).
-    pub fn delta(&self, earlier: &StageSnapshot) -> StageSnapshot {
-        let mut d = StageSnapshot {
+    pub fn delta(&self, earlier: &Snapshot<R>) -> Snapshot<R> {
+        let mut d = Snapshot {
             received: self.received.wrapping_sub(earlier.received),
             received_bytes: self.received_bytes.wrapping_sub(earlier.received_bytes),
             passed: self.passed.wrapping_sub(earlier.passed),
             passed_bytes: self.passed_bytes.wrapping_sub(earlier.passed_bytes),
-            drops: [0; DropReason::COUNT],
+            ..Snapshot::default()
         };
-        for i in 0..DropReason::COUNT {
+        for i in 0..MAX_REASONS {
             d.drops[i] = self.drops[i].wrapping_sub(earlier.drops[i]);
         }
         d
@@ -171,6 +242,11 @@ impl KernelStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn drop_reasons_fit() {
+        assert!(reasons_fit::<DropReason>());
+    }
 
     #[test]
     fn balance_and_delta() {

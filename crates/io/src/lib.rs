@@ -30,6 +30,8 @@ pub mod xdpfwd;
 pub mod xdpgen;
 
 pub use batch::{Batch, Pkt, PktMut, DEFAULT_BATCH, MAX_BATCH};
-pub use counters::{DropReason, KernelStats, StageCounters, StageSnapshot};
+pub use counters::{
+    Counters, DropReason, KernelStats, Reason, Snapshot, StageCounters, StageSnapshot,
+};
 pub use port::{open, OpenOptions, Port, PortError, PortInfo, RxPort, TxPort};
 pub use uri::Uri;

@@ -31,7 +31,7 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
-use linerate_io::counters::{DropReason, StageCounters, StageSnapshot};
+use linerate_io::counters::{Counters, Reason, Snapshot};
 use linerate_wire::frame::L4;
 use linerate_wire::tcp::flags as tcpf;
 use linerate_wire::{parse_frame, FlowKey, Layers};
@@ -47,7 +47,7 @@ pub enum Verdict {
     Forward,
     /// Forwarded as a priority packet (TED does not cut these).
     ForwardPriority,
-    Drop(DropReason),
+    Drop(CaptureDrop),
 }
 
 impl Verdict {
@@ -89,35 +89,51 @@ impl Default for ForwarderConfig {
     }
 }
 
-/// Counts of one forwarder.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ForwarderCounts {
-    pub received: u64,
-    pub received_bytes: u64,
-    pub forwarded: u64,
-    pub forwarded_bytes: u64,
-    /// Priority packets forwarded (included in `forwarded`).
-    pub priority: u64,
-    pub drops: [u64; DropReason::COUNT],
+/// Why a capture forwarder dropped a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CaptureDrop {
+    /// Tail early dropping: the flow is past TED's threshold under load.
+    Ted,
+    /// The flow was shunted (its analyser wants no more of it).
+    Shunt,
+    /// A keep/drop filter said no.
+    Filter,
+    /// The worker's ring had no room.
+    RingFull,
+    /// Truncated or malformed frame.
+    Malformed,
 }
 
-impl ForwarderCounts {
-    pub fn dropped(&self) -> u64 {
-        self.drops.iter().sum()
+impl Reason for CaptureDrop {
+    const ALL: &'static [CaptureDrop] = &[
+        CaptureDrop::Ted,
+        CaptureDrop::Shunt,
+        CaptureDrop::Filter,
+        CaptureDrop::RingFull,
+        CaptureDrop::Malformed,
+    ];
+    fn name(self) -> &'static str {
+        match self {
+            CaptureDrop::Ted => "ted",
+            CaptureDrop::Shunt => "shunt",
+            CaptureDrop::Filter => "filter",
+            CaptureDrop::RingFull => "ring_full",
+            CaptureDrop::Malformed => "malformed",
+        }
     }
-    pub fn drop_of(&self, r: DropReason) -> u64 {
-        self.drops[r as usize]
-    }
-    /// received == forwarded + sum(drops).
-    pub fn balanced(&self) -> bool {
-        self.received == self.forwarded + self.dropped()
+    #[inline(always)]
+    fn index(self) -> usize {
+        self as usize
     }
 }
+
+/// Counts of one forwarder (`passed`: forwarded to its worker).
+pub type ForwarderCounts = Snapshot<CaptureDrop>;
 
 /// What a forwarder publishes for other threads (stats once a second).
 #[derive(Default, Debug)]
 pub struct ForwarderShared {
-    pub stage: StageCounters,
+    pub stage: Counters<CaptureDrop>,
     pub priority: AtomicU64,
     /// TED threshold in bytes, `u64::MAX` when unlimited.
     pub ted_threshold: AtomicU64,
@@ -128,7 +144,7 @@ pub struct ForwarderShared {
 /// A plain copy of [`ForwarderShared`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ForwarderReport {
-    pub stage: StageSnapshot,
+    pub stage: Snapshot<CaptureDrop>,
     pub priority: u64,
     /// `None` when unlimited.
     pub ted_threshold: Option<u64>,
@@ -175,6 +191,8 @@ pub struct Forwarder {
     priority: Option<Arc<Filter>>,
     tcp_control_priority: bool,
     counts: ForwarderCounts,
+    /// Priority packets forwarded (included in `counts.passed`).
+    priority_fwd: u64,
     gauge: Option<Gauge>,
     /// Queue occupancy set by the caller when there is no gauge.
     manual_q: f64,
@@ -199,6 +217,7 @@ impl Forwarder {
             priority: cfg.priority,
             tcp_control_priority: cfg.tcp_control_priority,
             counts: ForwarderCounts::default(),
+            priority_fwd: 0,
             gauge: None,
             manual_q: 0.0,
             shunt_rx: None,
@@ -244,6 +263,10 @@ impl Forwarder {
     pub fn counts(&self) -> ForwarderCounts {
         self.counts
     }
+    /// Priority packets forwarded (included in `counts().passed`).
+    pub fn priority_forwarded(&self) -> u64 {
+        self.priority_fwd
+    }
     pub fn ted(&self) -> &Ted {
         &self.ted
     }
@@ -266,14 +289,8 @@ impl Forwarder {
     pub fn publish(&self) {
         let s = &self.shared;
         let c = &self.counts;
-        s.stage.received.store(c.received, Relaxed);
-        s.stage.received_bytes.store(c.received_bytes, Relaxed);
-        s.stage.passed.store(c.forwarded, Relaxed);
-        s.stage.passed_bytes.store(c.forwarded_bytes, Relaxed);
-        for (d, v) in s.stage.drops.iter().zip(c.drops.iter()) {
-            d.store(*v, Relaxed);
-        }
-        s.priority.store(c.priority, Relaxed);
+        s.stage.publish(c);
+        s.priority.store(self.priority_fwd, Relaxed);
         s.ted_threshold.store(self.ted.threshold_raw(), Relaxed);
         let fs = self.table.stats();
         s.flow_evictions.store(fs.evictions, Relaxed);
@@ -281,8 +298,8 @@ impl Forwarder {
     }
 
     #[inline(always)]
-    fn drop_pkt(&mut self, r: DropReason) -> Verdict {
-        self.counts.drops[r as usize] += 1;
+    fn drop_pkt(&mut self, r: CaptureDrop) -> Verdict {
+        self.counts.count_drop(r, 1);
         Verdict::Drop(r)
     }
 
@@ -323,21 +340,21 @@ impl Forwarder {
             self.table.sweep(now_ns, 2);
         }
         let Some(l) = layers else {
-            return self.drop_pkt(DropReason::Malformed);
+            return self.drop_pkt(CaptureDrop::Malformed);
         };
         if let Some(f) = &self.drop {
             if f.matches(pkt) {
-                return self.drop_pkt(DropReason::Filter);
+                return self.drop_pkt(CaptureDrop::Filter);
             }
         }
         if let Some(f) = &self.keep {
             if !f.matches(pkt) {
-                return self.drop_pkt(DropReason::Filter);
+                return self.drop_pkt(CaptureDrop::Filter);
             }
         }
         let e = self.table.account(key, hash, len, now_ns);
         if e.shunted {
-            return self.drop_pkt(DropReason::Shunt);
+            return self.drop_pkt(CaptureDrop::Shunt);
         }
         let before = e.bytes - len as u64;
         let prio = (self.tcp_control_priority
@@ -345,31 +362,31 @@ impl Forwarder {
             && l.tcp_flags & (tcpf::SYN | tcpf::FIN | tcpf::RST) != 0)
             || self.priority.as_ref().is_some_and(|f| f.matches(pkt));
         if prio {
-            self.counts.priority += 1;
-            self.counts.forwarded += 1;
-            self.counts.forwarded_bytes += len as u64;
+            self.priority_fwd += 1;
+            self.counts.passed += 1;
+            self.counts.passed_bytes += len as u64;
             return Verdict::ForwardPriority;
         }
         if self.ted.cuts(before) {
-            return self.drop_pkt(DropReason::Ted);
+            return self.drop_pkt(CaptureDrop::Ted);
         }
-        self.counts.forwarded += 1;
-        self.counts.forwarded_bytes += len as u64;
+        self.counts.passed += 1;
+        self.counts.passed_bytes += len as u64;
         Verdict::Forward
     }
 
     /// A packet this forwarder forwarded could not be delivered after all
     /// (e.g. its ring was full): count it as a drop for `reason` instead.
-    pub fn undo_forward(&mut self, v: Verdict, bytes: usize, reason: DropReason) {
+    pub fn undo_forward(&mut self, v: Verdict, bytes: usize, reason: CaptureDrop) {
         if !v.is_forward() {
             return;
         }
-        self.counts.forwarded -= 1;
-        self.counts.forwarded_bytes -= bytes as u64;
+        self.counts.passed -= 1;
+        self.counts.passed_bytes -= bytes as u64;
         if v == Verdict::ForwardPriority {
-            self.counts.priority -= 1;
+            self.priority_fwd -= 1;
         }
-        self.counts.drops[reason as usize] += 1;
+        self.counts.count_drop(reason, 1);
     }
 }
 
@@ -405,18 +422,23 @@ mod tests {
     }
 
     #[test]
+    fn capture_drops_fit() {
+        assert!(linerate_io::counters::reasons_fit::<CaptureDrop>());
+    }
+
+    #[test]
     fn shunting_drops_both_directions() {
         let mut f = Forwarder::new(ForwarderConfig::default()).unwrap();
         let mut b = [0u8; 2048];
         let n = tcp(&mut b, true, tcpf::ACK, 100, 1000);
         assert_eq!(f.decide(&b[..n], 1), Verdict::Forward);
         f.shunt(&key(1000).reversed());
-        assert_eq!(f.decide(&b[..n], 2), Verdict::Drop(DropReason::Shunt));
+        assert_eq!(f.decide(&b[..n], 2), Verdict::Drop(CaptureDrop::Shunt));
         let n = tcp(&mut b, false, tcpf::ACK, 100, 1000);
-        assert_eq!(f.decide(&b[..n], 3), Verdict::Drop(DropReason::Shunt));
+        assert_eq!(f.decide(&b[..n], 3), Verdict::Drop(CaptureDrop::Shunt));
         // shunt wins over priority
         let n = tcp(&mut b, false, tcpf::FIN | tcpf::ACK, 0, 1000);
-        assert_eq!(f.decide(&b[..n], 4), Verdict::Drop(DropReason::Shunt));
+        assert_eq!(f.decide(&b[..n], 4), Verdict::Drop(CaptureDrop::Shunt));
         // another connection is unaffected
         let n = tcp(&mut b, true, tcpf::ACK, 100, 1001);
         assert_eq!(f.decide(&b[..n], 5), Verdict::Forward);
@@ -425,10 +447,10 @@ mod tests {
         let h = std::thread::spawn(move || assert!(s.shunt(&key(1001))));
         h.join().unwrap();
         assert_eq!(f.poll_shunts(), 1);
-        assert_eq!(f.decide(&b[..n], 6), Verdict::Drop(DropReason::Shunt));
+        assert_eq!(f.decide(&b[..n], 6), Verdict::Drop(CaptureDrop::Shunt));
         let c = f.counts();
         assert!(c.balanced());
-        assert_eq!(c.drop_of(DropReason::Shunt), 4);
+        assert_eq!(c.drop_of(CaptureDrop::Shunt), 4);
         // after the idle timeout the 5-tuple is a new connection
         let idle = ForwarderConfig::default().idle_timeout_ns;
         assert_eq!(f.decide(&b[..n], 7 + idle), Verdict::Forward);
@@ -461,7 +483,7 @@ mod tests {
             let n = tcp(&mut b, i % 2 == 0, tcpf::ACK, 1000, 2000);
             match f.decide(&b[..n], 100 + i) {
                 Verdict::Forward => fwd += 1,
-                Verdict::Drop(DropReason::Ted) => cut += 1,
+                Verdict::Drop(CaptureDrop::Ted) => cut += 1,
                 v => panic!("{v:?}"),
             }
         }
@@ -506,7 +528,7 @@ mod tests {
         }
         assert!(f2.ted().threshold().is_some());
         let c = f2.counts();
-        assert_eq!(c.priority, 5000);
+        assert_eq!((f2.priority_forwarded(), c.passed), (5000, 5000));
         assert!(c.balanced());
     }
 
@@ -563,25 +585,25 @@ mod tests {
             }
             let v = f.decide(&b[..n], i * 1000);
             if i % 97 == 0 {
-                f.undo_forward(v, n, DropReason::RingFull);
+                f.undo_forward(v, n, CaptureDrop::RingFull);
             }
             assert!(f.counts().balanced(), "at packet {i}");
         }
         let c = f.counts();
         for r in [
-            DropReason::Malformed,
-            DropReason::Filter,
-            DropReason::Shunt,
-            DropReason::Ted,
-            DropReason::RingFull,
+            CaptureDrop::Malformed,
+            CaptureDrop::Filter,
+            CaptureDrop::Shunt,
+            CaptureDrop::Ted,
+            CaptureDrop::RingFull,
         ] {
             assert!(c.drop_of(r) > 0, "{r:?}");
         }
-        assert!(c.priority > 0);
+        assert!(f.priority_forwarded() > 0);
         f.publish();
         let rep = f.shared().snapshot();
         assert!(rep.stage.balanced());
         assert_eq!(rep.stage.received, 20_000);
-        assert_eq!(rep.priority, c.priority);
+        assert_eq!(rep.priority, f.priority_forwarded());
     }
 }

@@ -29,8 +29,8 @@ pub use analyser::{Analyser, AnalyserAction, HttpAnalyser, HttpConfig, HttpStats
 pub use filter::Filter;
 pub use flowtable::{FlowEntry, FlowTable, FlowTableStats};
 pub use forwarder::{
-    Forwarder, ForwarderConfig, ForwarderCounts, ForwarderReport, ForwarderShared, ShuntSender,
-    Verdict,
+    CaptureDrop, Forwarder, ForwarderConfig, ForwarderCounts, ForwarderReport, ForwarderShared,
+    ShuntSender, Verdict,
 };
 pub use pcapng::{merge_files, CaptureWriter, RotateConfig, WriterReport};
 pub use steer::{worker_of, Dispatcher, Slot, SteerConfig, WorkerRx};

@@ -28,10 +28,9 @@
 //! worker takes them in batches ([`WorkerRx::recv`]).
 
 use linerate_io::batch::Pkt;
-use linerate_io::counters::DropReason;
 use linerate_wire::{parse_frame, FlowKey};
 
-use super::forwarder::{Forwarder, ForwarderConfig, ShuntSender, Verdict};
+use super::forwarder::{CaptureDrop, Forwarder, ForwarderConfig, ShuntSender, Verdict};
 use super::spsc::{self, Consumer, Gauge, Producer};
 
 /// The worker of a flow key among `n`: `symmetric_hash mod n`.
@@ -194,8 +193,8 @@ impl Dispatcher {
         if pushed {
             (w, v)
         } else {
-            lane.fwd.undo_forward(v, frame.len(), DropReason::RingFull);
-            (w, Verdict::Drop(DropReason::RingFull))
+            lane.fwd.undo_forward(v, frame.len(), CaptureDrop::RingFull);
+            (w, Verdict::Drop(CaptureDrop::RingFull))
         }
     }
 
@@ -361,8 +360,8 @@ mod tests {
         }
         d.flush();
         let c = d.forwarder(0).counts();
-        assert_eq!(c.drop_of(DropReason::RingFull), 2);
-        assert_eq!(c.forwarded, 8);
+        assert_eq!(c.drop_of(CaptureDrop::RingFull), 2);
+        assert_eq!(c.passed, 8);
         assert!(c.balanced());
         assert_eq!(d.gauge(0).used(), 8);
         let mut got = 0;
@@ -376,7 +375,7 @@ mod tests {
         assert_eq!(got, 8);
         // malformed to worker 0
         let (w, v) = d.dispatch_one(&buf[..20], 0, 11);
-        assert_eq!((w, v), (0, Verdict::Drop(DropReason::Malformed)));
+        assert_eq!((w, v), (0, Verdict::Drop(CaptureDrop::Malformed)));
     }
 
     /// The dispatcher and a worker in two threads, the worker shunting a
@@ -485,7 +484,7 @@ mod tests {
         let (next, seen_after) = worker.join().unwrap();
         assert_eq!(next, ids, "every forwarded packet arrived");
         assert!(c.balanced());
-        assert!(c.drop_of(DropReason::Shunt) > 0, "{c:?}");
+        assert!(c.drop_of(CaptureDrop::Shunt) > 0, "{c:?}");
         // Packets already in the ring when the shunt was sent still arrive,
         // at most a ring's worth (plus one batch in flight).
         assert!(seen_after <= 256 + 32, "{seen_after}");
@@ -562,7 +561,7 @@ mod tests {
                 };
                 let n = build_tcp(&mut buf, &p, &t).unwrap();
                 let (_, v) = d.dispatch_one(&buf[..n], 0, batch * 10_000);
-                if fl & (flags::SYN | flags::FIN) != 0 && v == Verdict::Drop(DropReason::Ted) {
+                if fl & (flags::SYN | flags::FIN) != 0 && v == Verdict::Drop(CaptureDrop::Ted) {
                     prio_cut += 1;
                 }
                 if fl & flags::PSH != 0 && c.sent == 1 && overload && batch > 500 {
@@ -588,8 +587,8 @@ mod tests {
         let c = d.forwarder(0).counts();
         assert!(c.balanced());
         assert_eq!(prio_cut, 0, "TED never cuts SYN/FIN");
-        let ted = c.drop_of(DropReason::Ted);
-        let full = c.drop_of(DropReason::RingFull);
+        let ted = c.drop_of(CaptureDrop::Ted);
+        let full = c.drop_of(CaptureDrop::RingFull);
         eprintln!(
             "closed loop: {c:?} heads {first_data_fwd}/{first_data_total} threshold {:?}..{:?} ted {:?}",
             lowest,

@@ -5,9 +5,11 @@
 //! (`stats`, `shunt`). `linerate capture` builds these from its options.
 
 use super::ctl::Request as CtlRequest;
+use super::forwarder::CaptureDrop;
 use super::{Analyser, AnalyserAction, CaptureWriter, ForwarderShared, WorkerRx};
 use crate::control::{Conn, Handler};
-use linerate_io::{DropReason, Pkt, TxPort};
+use linerate_io::counters::{Reason, MAX_REASONS};
+use linerate_io::{Pkt, TxPort};
 use linerate_wire::FlowKey;
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -16,14 +18,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The reasons a capture forwarder drops for, as the stats list them.
-const CAPTURE_DROPS: [DropReason; 5] = [
-    DropReason::Ted,
-    DropReason::Shunt,
-    DropReason::Filter,
-    DropReason::RingFull,
-    DropReason::Malformed,
-];
-
 /// The stats snapshot ([`Shared::snapshot`]) as one line of text.
 pub fn text_line(v: &Value) -> String {
     let t = &v["totals"];
@@ -120,7 +114,7 @@ pub struct Shared {
 impl Shared {
     /// The stats as JSON (once a second, `stats` on the socket, the end).
     pub fn snapshot(&self) -> Value {
-        let mut tot = [0u64; DropReason::COUNT];
+        let mut tot = [0u64; MAX_REASONS];
         let (mut rx, mut fw, mut ack, mut wr) = (0u64, 0u64, 0u64, 0u64);
         let (mut os, mut od) = (0u64, 0u64);
         let mut events_tot: Vec<(&'static str, u64)> = Vec::new();
@@ -132,9 +126,9 @@ impl Shared {
             .map(|(w, (f, ws))| {
                 let r = f.snapshot();
                 let mut drops = serde_json::Map::new();
-                for d in CAPTURE_DROPS {
-                    let v = r.stage.drops[d as usize];
-                    tot[d as usize] += v;
+                for &d in CaptureDrop::ALL {
+                    let v = r.stage.drop_of(d);
+                    tot[d.index()] += v;
                     drops.insert(d.name().into(), v.into());
                 }
                 rx += r.stage.received;
@@ -171,8 +165,8 @@ impl Shared {
             })
             .collect();
         let mut drops = serde_json::Map::new();
-        for d in CAPTURE_DROPS {
-            drops.insert(d.name().into(), tot[d as usize].into());
+        for &d in CaptureDrop::ALL {
+            drops.insert(d.name().into(), tot[d.index()].into());
         }
         let kernel = self.kernel.lock().map(|k| k.clone()).unwrap_or_default();
         json!({

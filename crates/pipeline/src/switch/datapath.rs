@@ -8,7 +8,7 @@
 //! frames of every port once, flush, release the RX batch.
 //!
 //! Accounting, per received packet (exact after every batch):
-//! `received = forwarded + drops`, where a packet is forwarded when at
+//! `received = passed + drops`, where a packet is passed (forwarded) when at
 //! least one of its copies was taken by a TX ring, and is otherwise
 //! dropped with exactly one reason ([`SwDrop`]). Copies are counted apart
 //! per port (`tx_packets`, `tx_dropped`).
@@ -21,6 +21,7 @@ use super::classifier::RuleId;
 use super::emc::{Emc, DEFAULT_INV_PROB, DEFAULT_SLOTS};
 use super::key::Key;
 use super::table::{mono_ns, Control, FlowTable};
+use linerate_io::counters::{bump, Counters, Reason, Snapshot};
 use linerate_io::time::rdtsc;
 use linerate_io::{Batch, Pkt, PortError, RxPort, TxPort, MAX_BATCH};
 use std::collections::HashMap;
@@ -60,7 +61,11 @@ pub enum SwDrop {
 }
 
 impl SwDrop {
-    pub const ALL: [SwDrop; 9] = [
+    pub const COUNT: usize = <SwDrop as Reason>::ALL.len();
+}
+
+impl Reason for SwDrop {
+    const ALL: &'static [SwDrop] = &[
         SwDrop::NoMatch,
         SwDrop::ActionDrop,
         SwDrop::NoOutput,
@@ -71,9 +76,7 @@ impl SwDrop {
         SwDrop::TooBig,
         SwDrop::TxError,
     ];
-    pub const COUNT: usize = Self::ALL.len();
-
-    pub fn name(self) -> &'static str {
+    fn name(self) -> &'static str {
         match self {
             SwDrop::NoMatch => "no_match",
             SwDrop::ActionDrop => "action_drop",
@@ -86,76 +89,17 @@ impl SwDrop {
             SwDrop::TxError => "tx_error",
         }
     }
+    #[inline(always)]
+    fn index(self) -> usize {
+        self as usize
+    }
 }
 
-#[inline(always)]
-fn bump(c: &AtomicU64, n: u64) {
-    // Single writer: load + store, no locked RMW.
-    c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
-}
-
-/// Switch-wide packet counters (one writer: the datapath).
-#[derive(Debug, Default)]
-pub struct SwitchCounters {
-    pub received: AtomicU64,
-    pub received_bytes: AtomicU64,
-    pub forwarded: AtomicU64,
-    pub drops: [AtomicU64; SwDrop::COUNT],
-}
-
+/// Switch-wide packet counters (one writer: the datapath); `passed`:
+/// packets of which at least one copy was sent.
+pub type SwitchCounters = Counters<SwDrop>;
 /// Plain copy of [`SwitchCounters`].
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct SwitchSnapshot {
-    pub received: u64,
-    pub received_bytes: u64,
-    pub forwarded: u64,
-    pub drops: [u64; SwDrop::COUNT],
-}
-
-impl SwitchCounters {
-    pub fn snapshot(&self) -> SwitchSnapshot {
-        let mut s = SwitchSnapshot {
-            received: self.received.load(Relaxed),
-            received_bytes: self.received_bytes.load(Relaxed),
-            forwarded: self.forwarded.load(Relaxed),
-            drops: [0; SwDrop::COUNT],
-        };
-        for (d, c) in s.drops.iter_mut().zip(&self.drops) {
-            *d = c.load(Relaxed);
-        }
-        s
-    }
-}
-
-impl SwitchSnapshot {
-    pub fn dropped(&self) -> u64 {
-        self.drops.iter().sum()
-    }
-    pub fn balanced(&self) -> bool {
-        self.received == self.forwarded + self.dropped()
-    }
-    pub fn drop_of(&self, r: SwDrop) -> u64 {
-        self.drops[r as usize]
-    }
-    pub fn drops_nonzero(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
-        SwDrop::ALL
-            .iter()
-            .map(|r| (r.name(), self.drops[*r as usize]))
-            .filter(|(_, n)| *n > 0)
-    }
-    pub fn delta(&self, e: &SwitchSnapshot) -> SwitchSnapshot {
-        let mut d = SwitchSnapshot {
-            received: self.received.wrapping_sub(e.received),
-            received_bytes: self.received_bytes.wrapping_sub(e.received_bytes),
-            forwarded: self.forwarded.wrapping_sub(e.forwarded),
-            drops: [0; SwDrop::COUNT],
-        };
-        for i in 0..SwDrop::COUNT {
-            d.drops[i] = self.drops[i].wrapping_sub(e.drops[i]);
-        }
-        d
-    }
-}
+pub type SwitchSnapshot = Snapshot<SwDrop>;
 
 /// Per-port counters (copies sent count once per copy).
 #[derive(Debug, Default)]
@@ -618,7 +562,7 @@ impl Datapath {
         let c = &self.counters;
         bump(&c.received, n as u64);
         bump(&c.received_bytes, bytes);
-        bump(&c.forwarded, fwd);
+        bump(&c.passed, fwd);
         for (k, &d) in drops.iter().enumerate() {
             if d > 0 {
                 bump(&c.drops[k], d);
@@ -809,17 +753,22 @@ mod tests {
     }
 
     #[test]
+    fn switch_drops_fit() {
+        assert!(linerate_io::counters::reasons_fit::<SwDrop>());
+    }
+
+    #[test]
     fn forward_drop_group_flood_meter_accounting() {
         let (s, got) = run(table(&["in_port=1,udp,actions=output:2"]), 100, usize::MAX);
-        assert_eq!((s.forwarded, got[1], got[2]), (100, 100, 0));
+        assert_eq!((s.passed, got[1], got[2]), (100, 100, 0));
         let (s, _) = run(table(&[]), 100, usize::MAX);
         assert_eq!(s.drop_of(SwDrop::NoMatch), 100);
         let (s, _) = run(table(&["actions=drop"]), 100, usize::MAX);
         assert_eq!(s.drop_of(SwDrop::ActionDrop), 100);
         let (s, got) = run(table(&["actions=group:1"]), 100, usize::MAX);
-        assert_eq!((s.forwarded, got[1], got[2]), (100, 100, 100));
+        assert_eq!((s.passed, got[1], got[2]), (100, 100, 100));
         let (s, got) = run(table(&["actions=flood"]), 100, usize::MAX);
-        assert_eq!((s.forwarded, got[0], got[1], got[2]), (100, 0, 100, 100));
+        assert_eq!((s.passed, got[0], got[1], got[2]), (100, 0, 100, 100));
         let (s, _) = run(table(&["actions=output:1"]), 100, usize::MAX);
         assert_eq!(s.drop_of(SwDrop::NoOutput), 100);
         // The bucket holds 10 packets; the rest of the quick burst is metered.
@@ -828,8 +777,8 @@ mod tests {
         assert_eq!(s.drop_of(SwDrop::Metered), 90);
         // TX rings that take only 5 per send.
         let (s, got) = run(table(&["actions=output:2"]), 100, 5);
-        assert_eq!(got[1] as u64, s.forwarded);
-        assert_eq!(s.drop_of(SwDrop::TxFull), 100 - s.forwarded);
+        assert_eq!(got[1] as u64, s.passed);
+        assert_eq!(s.drop_of(SwDrop::TxFull), 100 - s.passed);
     }
 
     #[test]
@@ -849,7 +798,7 @@ mod tests {
             10,
             usize::MAX,
         );
-        assert_eq!(s.forwarded, 10);
+        assert_eq!(s.passed, 10);
         let ctl = table(&["ip,actions=set_field:10.9.9.9->ip_dst,push_vlan:0x8100,output:2"]);
         let (ports, sinks) = bed(1, usize::MAX);
         let mut dp = Datapath::new(ports, ctl.clone(), 32, true);

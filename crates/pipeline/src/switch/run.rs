@@ -220,7 +220,7 @@ pub fn run(
             on(Event::Tick(&Tick {
                 t: t0.elapsed().as_secs_f64(),
                 rx_pps: d.received as f64 / dt,
-                fwd_pps: d.forwarded as f64 / dt,
+                fwd_pps: d.passed as f64 / dt,
                 drops: d.drops_nonzero().collect(),
                 rules: shared.ctl.current().len(),
                 emc_hit_rate: dc[0] as f64 / (dc[0] + dc[1]).max(1) as f64,
@@ -304,7 +304,7 @@ impl Report for Finished {
             .collect();
         let mut v = json!({
             "elapsed_s": self.elapsed_s, "received": s.received, "received_bytes": s.received_bytes,
-            "forwarded": s.forwarded, "dropped": s.dropped(), "drops": drops,
+            "forwarded": s.passed, "dropped": s.dropped(), "drops": drops,
             "balanced": s.balanced(), "ports": ports_json(sh), "cache": cache_json(sh),
         });
         if self.profile {
@@ -331,7 +331,7 @@ impl Report for Finished {
         o += &format!(
             "  received {}  forwarded {}  dropped {} ({})  received = forwarded + drops {}\n",
             s.received,
-            s.forwarded,
+            s.passed,
             s.dropped(),
             if by.is_empty() {
                 "-".to_string()
