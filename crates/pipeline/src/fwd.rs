@@ -14,11 +14,11 @@
 
 pub mod run;
 
+use crate::poll::Poll;
 use linerate_io::time::rdtsc;
 use linerate_io::{Batch, DropReason, RxPort, StageCounters, StageSnapshot, TxPort};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 /// New destination and source MAC written into every forwarded frame (the
 /// same type the in-kernel forwarder takes).
@@ -230,24 +230,56 @@ impl Direction {
         self.rx.wait(timeout_ms)
     }
 
-    /// Flush TX until nothing is in flight or the deadline passes.
-    pub fn drain(&mut self, deadline: Duration) -> Result<(), linerate_io::PortError> {
-        let t = Instant::now();
-        loop {
-            self.tx.flush()?;
-            if self.tx.in_flight() == 0 || t.elapsed() > deadline {
-                return self.tx.finish();
-            }
-            std::thread::sleep(Duration::from_micros(200));
-        }
-    }
-
     pub fn at_end(&self) -> bool {
         self.rx.at_end()
     }
 }
 
 pub use crate::poll::Polling;
+
+/// The directions as the polling core ([`crate::poll::run`]) drives them.
+struct Dirs<'a, 'b> {
+    dirs: &'a mut [&'b mut Direction],
+    profile: bool,
+}
+
+impl Poll for Dirs<'_, '_> {
+    type Error = linerate_io::PortError;
+    #[inline]
+    fn turn(&mut self) -> Result<usize, Self::Error> {
+        let mut got = 0;
+        for d in self.dirs.iter_mut() {
+            got += d.poll(self.profile)?;
+        }
+        Ok(got)
+    }
+    fn at_end(&self) -> bool {
+        self.dirs.iter().all(|d| d.at_end())
+    }
+    fn wait(&mut self, timeout_ms: i32) -> Result<(), Self::Error> {
+        // Each direction in turn, so an idle one never holds up the other
+        // for long. (One poll() over every socket would be tighter; the
+        // port trait does not expose its descriptors.)
+        for d in self.dirs.iter_mut() {
+            d.wait(timeout_ms)?;
+        }
+        Ok(())
+    }
+    fn flush(&mut self) -> Result<usize, Self::Error> {
+        let mut n = 0;
+        for d in self.dirs.iter_mut() {
+            d.tx.flush()?;
+            n += d.tx.in_flight();
+        }
+        Ok(n)
+    }
+    fn finish(&mut self) -> Result<(), Self::Error> {
+        for d in self.dirs.iter_mut() {
+            d.tx.finish()?;
+        }
+        Ok(())
+    }
+}
 
 /// Run directions to completion on the calling thread until `stop` is set
 /// or every RX is at its end (finite sources). Accounting is exact at
@@ -258,39 +290,7 @@ pub fn run_loop(
     polling: Polling,
     profile: bool,
 ) -> Result<(), linerate_io::PortError> {
-    let mut idle_turns = 0u32;
-    loop {
-        let mut got = 0;
-        for d in dirs.iter_mut() {
-            got += d.poll(profile)?;
-        }
-        if stop.load(Relaxed) {
-            break;
-        }
-        if got == 0 {
-            if dirs.iter().all(|d| d.at_end()) {
-                break;
-            }
-            idle_turns = idle_turns.saturating_add(1);
-            if polling == Polling::Wait && idle_turns > 64 {
-                // Sleep in poll() on each direction in turn, 1 ms each, so a
-                // direction that is idle never holds up the other for long.
-                // (One poll() over every socket would be tighter; the port
-                // trait does not expose its descriptors.)
-                for d in dirs.iter_mut() {
-                    d.wait(1)?;
-                }
-            } else {
-                std::hint::spin_loop();
-            }
-        } else {
-            idle_turns = 0;
-        }
-    }
-    for d in dirs.iter_mut() {
-        d.drain(Duration::from_millis(500))?;
-    }
-    Ok(())
+    crate::poll::run(&mut Dirs { dirs, profile }, stop, polling)
 }
 
 /// Final or periodic account of one direction.

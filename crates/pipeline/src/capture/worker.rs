@@ -8,6 +8,7 @@ use super::ctl::Request as CtlRequest;
 use super::forwarder::CaptureDrop;
 use super::{Analyser, AnalyserAction, CaptureWriter, ForwarderShared, WorkerRx};
 use crate::control::{Conn, Handler};
+use crate::poll::Backoff;
 use linerate_io::counters::{Reason, MAX_REASONS};
 use linerate_io::{Pkt, TxPort};
 use linerate_wire::FlowKey;
@@ -377,7 +378,7 @@ impl Consumer {
 /// gone and the ring is empty.
 pub fn dispatcher_worker(mut rx: WorkerRx, mut c: Consumer, batch: usize) -> Result<(), String> {
     let mut shunts: Vec<FlowKey> = Vec::with_capacity(batch);
-    let mut empty = 0u32;
+    let mut idle = Backoff::default();
     let mut last_events = Instant::now();
     let g = rx.gauge();
     c.shared.queue_capacity.store(g.capacity() as u64, Relaxed);
@@ -395,7 +396,7 @@ pub fn dispatcher_worker(mut rx: WorkerRx, mut c: Consumer, batch: usize) -> Res
         for k in shunts.drain(..) {
             rx.shunt(&k);
         }
-        if n > 0 || empty.is_multiple_of(64) {
+        if n > 0 || idle.empty_turns().is_multiple_of(64) {
             let now = Instant::now();
             let ev = now.duration_since(last_events) >= Duration::from_millis(500);
             if ev {
@@ -405,17 +406,12 @@ pub fn dispatcher_worker(mut rx: WorkerRx, mut c: Consumer, batch: usize) -> Res
             c.after_batch(now, ev);
         }
         if n == 0 {
-            empty = empty.wrapping_add(1);
             if gone {
                 break;
             }
-            if empty > 256 {
-                std::thread::sleep(Duration::from_micros(200));
-            } else {
-                std::hint::spin_loop();
-            }
+            idle.idle();
         } else {
-            empty = 0;
+            idle.reset();
         }
     }
     c.finish()

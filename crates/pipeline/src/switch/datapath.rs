@@ -21,13 +21,13 @@ use super::classifier::RuleId;
 use super::emc::{Emc, DEFAULT_INV_PROB, DEFAULT_SLOTS};
 use super::key::Key;
 use super::table::{mono_ns, Control, FlowTable};
+use crate::poll::Poll;
 use linerate_io::counters::{bump, Counters, Reason, Snapshot};
 use linerate_io::time::rdtsc;
 use linerate_io::{Batch, Pkt, PortError, RxPort, TxPort, MAX_BATCH};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 /// Bytes per staged frame (frames and their VLAN pushes up to this size).
 pub const STRIDE: usize = 2048;
@@ -602,51 +602,50 @@ impl Datapath {
     }
 
     /// Run until `stop` is set or every RX port is at its end (finite
-    /// sources). Accounting is exact at return.
+    /// sources), on the polling core ([`crate::poll::run`]). Accounting is
+    /// exact at return.
     pub fn run(
         &mut self,
         stop: &AtomicBool,
         polling: Polling,
         profile: bool,
     ) -> Result<(), PortError> {
-        let mut idle_turns = 0u32;
-        loop {
-            let mut got = 0;
-            for i in 0..self.ports.len() {
-                got += self.poll_port(i, profile)?;
-            }
-            if stop.load(Relaxed) {
-                break;
-            }
-            if got == 0 {
-                if self.ports.iter().all(|p| p.rx.at_end()) {
-                    break;
-                }
-                idle_turns = idle_turns.saturating_add(1);
-                if polling == Polling::Wait && idle_turns > 64 {
-                    // Sleep in poll() on each port in turn, 1 ms at most each.
-                    for p in &mut self.ports {
-                        p.rx.wait(1)?;
-                    }
-                } else {
-                    std::hint::spin_loop();
-                }
-            } else {
-                idle_turns = 0;
-            }
+        crate::poll::run(&mut Turns { dp: self, profile }, stop, polling)
+    }
+}
+
+/// The datapath as the polling core drives it.
+struct Turns<'a> {
+    dp: &'a mut Datapath,
+    profile: bool,
+}
+
+impl Poll for Turns<'_> {
+    type Error = PortError;
+    #[inline]
+    fn turn(&mut self) -> Result<usize, PortError> {
+        let mut got = 0;
+        for i in 0..self.dp.ports.len() {
+            got += self.dp.poll_port(i, self.profile)?;
         }
-        let t = Instant::now();
-        loop {
-            let mut busy = 0;
-            for p in &mut self.ports {
-                p.tx.flush()?;
-                busy += p.tx.in_flight();
-            }
-            if busy == 0 || t.elapsed() > Duration::from_millis(500) {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_micros(200));
+        Ok(got)
+    }
+    fn at_end(&self) -> bool {
+        self.dp.ports.iter().all(|p| p.rx.at_end())
+    }
+    fn wait(&mut self, timeout_ms: i32) -> Result<(), PortError> {
+        for p in &mut self.dp.ports {
+            p.rx.wait(timeout_ms)?;
         }
+        Ok(())
+    }
+    fn flush(&mut self) -> Result<usize, PortError> {
+        let mut busy = 0;
+        for p in &mut self.dp.ports {
+            p.tx.flush()?;
+            busy += p.tx.in_flight();
+        }
+        Ok(busy)
     }
 }
 
