@@ -14,10 +14,11 @@
 
 pub mod run;
 
+use crate::perf::{Cycles, CyclesSnapshot, Stage};
 use crate::poll::Poll;
 use linerate_io::time::rdtsc;
 use linerate_io::{Batch, DropReason, RxPort, StageCounters, StageSnapshot, TxPort};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 /// New destination and source MAC written into every forwarded frame (the
@@ -26,64 +27,42 @@ pub use linerate_io::xdpfwd::MacPair as MacRewrite;
 
 pub use linerate_wire::ethernet::parse_mac;
 
-/// TSC cycles spent per stage (one writer, read by the reporter).
-#[derive(Default, Debug)]
-pub struct StageCycles {
-    pub rx: AtomicU64,
-    pub process: AtomicU64,
-    pub tx: AtomicU64,
-    pub buffers: AtomicU64,
-    /// Cycles of polls that returned nothing.
-    pub idle: AtomicU64,
-    pub batches: AtomicU64,
-    pub empty_polls: AtomicU64,
+/// The forwarder's stages for `--profile`: RX = `recv` (ring read), TX =
+/// `send` + `flush`, buffers = `release`, processing = MAC rewrite and
+/// accounting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FwdStage {
+    Rx,
+    Tx,
+    Buffers,
+    Processing,
 }
 
-/// Plain copy of [`StageCycles`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct CyclesSnapshot {
-    pub rx: u64,
-    pub process: u64,
-    pub tx: u64,
-    pub buffers: u64,
-    pub idle: u64,
-    pub batches: u64,
-    pub empty_polls: u64,
-}
-
-impl StageCycles {
-    #[inline(always)]
-    fn bump(c: &AtomicU64, n: u64) {
-        c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
-    }
-    pub fn snapshot(&self) -> CyclesSnapshot {
-        CyclesSnapshot {
-            rx: self.rx.load(Relaxed),
-            process: self.process.load(Relaxed),
-            tx: self.tx.load(Relaxed),
-            buffers: self.buffers.load(Relaxed),
-            idle: self.idle.load(Relaxed),
-            batches: self.batches.load(Relaxed),
-            empty_polls: self.empty_polls.load(Relaxed),
+impl Stage for FwdStage {
+    const ALL: &'static [FwdStage] = &[
+        FwdStage::Rx,
+        FwdStage::Tx,
+        FwdStage::Buffers,
+        FwdStage::Processing,
+    ];
+    fn name(self) -> &'static str {
+        match self {
+            FwdStage::Rx => "rx",
+            FwdStage::Tx => "tx",
+            FwdStage::Buffers => "buffers",
+            FwdStage::Processing => "processing",
         }
     }
-}
-
-impl CyclesSnapshot {
-    /// Cycles per packet for each stage: (rx, tx, buffers, process, total).
-    pub fn per_packet(&self, packets: u64) -> [f64; 5] {
-        let p = packets.max(1) as f64;
-        let v = [self.rx, self.tx, self.buffers, self.process];
-        let total: u64 = v.iter().sum();
-        [
-            v[0] as f64 / p,
-            v[1] as f64 / p,
-            v[2] as f64 / p,
-            v[3] as f64 / p,
-            total as f64 / p,
-        ]
+    #[inline(always)]
+    fn index(self) -> usize {
+        self as usize
     }
 }
+
+/// TSC cycles spent per stage (one writer, read by the reporter).
+pub type StageCycles = Cycles<FwdStage>;
+/// Plain copy of [`StageCycles`].
+pub type FwdCycles = CyclesSnapshot<FwdStage>;
 
 /// One direction of forwarding: RX of one port into TX of the other.
 pub struct Direction {
@@ -127,8 +106,7 @@ impl Direction {
             // Still reap TX completions so that frames come back while idle.
             self.tx.flush()?;
             if profile {
-                StageCycles::bump(&self.cycles.idle, rdtsc().wrapping_sub(t0));
-                StageCycles::bump(&self.cycles.empty_polls, 1);
+                self.cycles.empty_poll(rdtsc().wrapping_sub(t0));
             }
             return Ok(0);
         }
@@ -195,11 +173,11 @@ impl Direction {
         if profile {
             let t4 = rdtsc();
             let cy = &self.cycles;
-            StageCycles::bump(&cy.rx, t1.wrapping_sub(t0));
-            StageCycles::bump(&cy.process, t2.wrapping_sub(t1));
-            StageCycles::bump(&cy.tx, t3.wrapping_sub(t2));
-            StageCycles::bump(&cy.buffers, t4.wrapping_sub(t3));
-            StageCycles::bump(&cy.batches, 1);
+            cy.add(FwdStage::Rx, t1.wrapping_sub(t0));
+            cy.add(FwdStage::Processing, t2.wrapping_sub(t1));
+            cy.add(FwdStage::Tx, t3.wrapping_sub(t2));
+            cy.add(FwdStage::Buffers, t4.wrapping_sub(t3));
+            cy.batch();
         }
         match tx_err {
             Some(e) => Err(e),
@@ -383,6 +361,11 @@ mod tests {
     }
 
     #[test]
+    fn fwd_stages_fit() {
+        assert!(crate::perf::stages_fit::<FwdStage>());
+    }
+
+    #[test]
     fn forwards_everything_and_accounts() {
         let src = Src {
             frames: frames(&[60, 128, 1514]),
@@ -408,7 +391,7 @@ mod tests {
         assert!(s.balanced());
         let cy = d.cycles.snapshot();
         assert!(cy.batches >= 1000 / 32);
-        assert!(cy.rx > 0 && cy.tx > 0);
+        assert!(cy.of(FwdStage::Rx) > 0 && cy.of(FwdStage::Tx) > 0);
     }
 
     #[test]

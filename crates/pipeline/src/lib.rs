@@ -12,5 +12,6 @@ pub mod event;
 pub mod fuzz;
 pub mod fwd;
 pub mod generate;
+pub mod perf;
 pub mod poll;
 pub mod switch;

@@ -3,7 +3,7 @@
 //! once-a-second rates from the counters (never from the ports), and the
 //! final account with the ports' kernel counters and the cycle profile.
 
-use super::{run_loop, CyclesSnapshot, Direction, DirectionReport, MacRewrite, Polling};
+use super::{run_loop, Direction, DirectionReport, FwdCycles, MacRewrite, Polling};
 use crate::event::{Account, Report};
 use linerate_io::time::tsc_hz;
 use linerate_io::{KernelStats, OpenOptions, PortInfo, StageSnapshot};
@@ -48,7 +48,7 @@ pub struct Finished {
     pub elapsed_s: f64,
     pub info: [PortInfo; 2],
     pub snaps: [StageSnapshot; 2],
-    pub cycles: [CyclesSnapshot; 2],
+    pub cycles: [FwdCycles; 2],
     /// The ports' own counters ("A rx", "B tx", ...).
     pub kernel: Vec<(String, KernelStats)>,
     pub profile: bool,
@@ -240,17 +240,9 @@ impl Finished {
     }
 
     /// Both directions' cycles summed, and the packets they saw.
-    fn total_cycles(&self) -> (CyclesSnapshot, u64) {
-        let mut t = CyclesSnapshot::default();
-        for c in &self.cycles {
-            t.rx += c.rx;
-            t.tx += c.tx;
-            t.buffers += c.buffers;
-            t.process += c.process;
-            t.idle += c.idle;
-            t.batches += c.batches;
-            t.empty_polls += c.empty_polls;
-        }
+    fn total_cycles(&self) -> (FwdCycles, u64) {
+        let mut t = self.cycles[0];
+        t += self.cycles[1];
         (t, self.snaps[0].received + self.snaps[1].received)
     }
 }
@@ -266,10 +258,9 @@ impl Report for Finished {
         });
         if self.profile {
             let (total, pkts) = self.total_cycles();
-            let pp = total.per_packet(pkts);
             v["profile"] = json!({
                 "clock": "tsc", "tsc_hz": tsc_hz(), "packets": pkts, "batches": total.batches,
-                "cycles_per_packet": {"rx": pp[0], "tx": pp[1], "buffers": pp[2], "processing": pp[3], "total": pp[4]},
+                "cycles_per_packet": total.per_packet_json(pkts),
                 "empty_polls": total.empty_polls, "idle_cycles": total.idle,
             });
         }
@@ -306,7 +297,7 @@ impl Report for Finished {
         }
         if self.profile {
             let (total, pkts) = self.total_cycles();
-            let pp = total.per_packet(pkts);
+            let pp: Vec<f64> = total.per_packet(pkts).iter().map(|p| p.1).collect();
             o += &format!(
                 "profile (TSC cycles per packet, {:.2} GHz, {} packets in {} batches):\n",
                 tsc_hz() / 1e9,

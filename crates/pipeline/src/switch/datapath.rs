@@ -21,6 +21,7 @@ use super::classifier::RuleId;
 use super::emc::{Emc, DEFAULT_INV_PROB, DEFAULT_SLOTS};
 use super::key::Key;
 use super::table::{mono_ns, Control, FlowTable};
+use crate::perf::{self, Cycles, CyclesSnapshot};
 use crate::poll::Poll;
 use linerate_io::counters::{bump, Counters, Reason, Snapshot};
 use linerate_io::time::rdtsc;
@@ -127,49 +128,46 @@ pub struct CacheCounters {
     pub subtables_searched: AtomicU64,
 }
 
-/// TSC cycles per stage (one writer).
-#[derive(Debug, Default)]
-pub struct SwitchCycles {
-    pub rx: AtomicU64,
-    pub extract: AtomicU64,
-    pub lookup: AtomicU64,
-    pub actions: AtomicU64,
-    pub tx: AtomicU64,
-    pub buffers: AtomicU64,
-    pub idle: AtomicU64,
-    pub batches: AtomicU64,
-    pub empty_polls: AtomicU64,
+/// The switch's stages for `--profile`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SwStage {
+    Rx,
+    Extract,
+    Lookup,
+    Actions,
+    Tx,
+    Buffers,
 }
 
-/// Plain copy of [`SwitchCycles`].
-#[derive(Debug, Default, Clone, Copy, serde::Serialize)]
-pub struct SwitchCyclesSnapshot {
-    pub rx: u64,
-    pub extract: u64,
-    pub lookup: u64,
-    pub actions: u64,
-    pub tx: u64,
-    pub buffers: u64,
-    pub idle: u64,
-    pub batches: u64,
-    pub empty_polls: u64,
-}
-
-impl SwitchCycles {
-    pub fn snapshot(&self) -> SwitchCyclesSnapshot {
-        SwitchCyclesSnapshot {
-            rx: self.rx.load(Relaxed),
-            extract: self.extract.load(Relaxed),
-            lookup: self.lookup.load(Relaxed),
-            actions: self.actions.load(Relaxed),
-            tx: self.tx.load(Relaxed),
-            buffers: self.buffers.load(Relaxed),
-            idle: self.idle.load(Relaxed),
-            batches: self.batches.load(Relaxed),
-            empty_polls: self.empty_polls.load(Relaxed),
+impl perf::Stage for SwStage {
+    const ALL: &'static [SwStage] = &[
+        SwStage::Rx,
+        SwStage::Extract,
+        SwStage::Lookup,
+        SwStage::Actions,
+        SwStage::Tx,
+        SwStage::Buffers,
+    ];
+    fn name(self) -> &'static str {
+        match self {
+            SwStage::Rx => "rx",
+            SwStage::Extract => "extract",
+            SwStage::Lookup => "lookup",
+            SwStage::Actions => "actions",
+            SwStage::Tx => "tx",
+            SwStage::Buffers => "buffers",
         }
     }
+    #[inline(always)]
+    fn index(self) -> usize {
+        self as usize
+    }
 }
+
+/// TSC cycles per stage (one writer).
+pub type SwitchCycles = Cycles<SwStage>;
+/// Plain copy of [`SwitchCycles`].
+pub type SwitchCyclesSnapshot = CyclesSnapshot<SwStage>;
 
 /// One switch port.
 pub struct SwitchPort {
@@ -419,8 +417,7 @@ impl Datapath {
         if n == 0 {
             self.ports[pi].tx.flush()?;
             if profile {
-                bump(&self.cycles.idle, rdtsc().wrapping_sub(t0));
-                bump(&self.cycles.empty_polls, 1);
+                self.cycles.empty_poll(rdtsc().wrapping_sub(t0));
             }
             return Ok(0);
         }
@@ -587,13 +584,13 @@ impl Datapath {
         if profile {
             let t6 = rdtsc();
             let cy = &self.cycles;
-            bump(&cy.rx, t1.wrapping_sub(t0));
-            bump(&cy.extract, t2.wrapping_sub(t1));
-            bump(&cy.lookup, t3.wrapping_sub(t2));
-            bump(&cy.actions, t4.wrapping_sub(t3));
-            bump(&cy.tx, t5.wrapping_sub(t4));
-            bump(&cy.buffers, t6.wrapping_sub(t5));
-            bump(&cy.batches, 1);
+            cy.add(SwStage::Rx, t1.wrapping_sub(t0));
+            cy.add(SwStage::Extract, t2.wrapping_sub(t1));
+            cy.add(SwStage::Lookup, t3.wrapping_sub(t2));
+            cy.add(SwStage::Actions, t4.wrapping_sub(t3));
+            cy.add(SwStage::Tx, t5.wrapping_sub(t4));
+            cy.add(SwStage::Buffers, t6.wrapping_sub(t5));
+            cy.batch();
         }
         match tx_err {
             Some(e) => Err(e),
@@ -752,8 +749,9 @@ mod tests {
     }
 
     #[test]
-    fn switch_drops_fit() {
+    fn switch_drops_and_stages_fit() {
         assert!(linerate_io::counters::reasons_fit::<SwDrop>());
+        assert!(crate::perf::stages_fit::<SwStage>());
     }
 
     #[test]

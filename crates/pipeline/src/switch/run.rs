@@ -279,21 +279,6 @@ impl Report for Tick {
     }
 }
 
-impl Finished {
-    /// TSC cycles per packet and stage.
-    fn stages(&self) -> [(&'static str, u64); 6] {
-        let cy = &self.cycles;
-        [
-            ("rx", cy.rx),
-            ("extract", cy.extract),
-            ("lookup", cy.lookup),
-            ("actions", cy.actions),
-            ("tx", cy.tx),
-            ("buffers", cy.buffers),
-        ]
-    }
-}
-
 impl Report for Finished {
     fn json(&self) -> Value {
         let sh = &self.shared;
@@ -308,14 +293,7 @@ impl Report for Finished {
             "balanced": s.balanced(), "ports": ports_json(sh), "cache": cache_json(sh),
         });
         if self.profile {
-            let pk = s.received.max(1) as f64;
-            let stages = self.stages();
-            let total: u64 = stages.iter().map(|(_, c)| c).sum();
-            let mut per: serde_json::Map<String, Value> = stages
-                .iter()
-                .map(|(n, c)| (n.to_string(), json!(*c as f64 / pk)))
-                .collect();
-            per.insert("total".into(), json!(total as f64 / pk));
+            let per = self.cycles.per_packet_json(s.received);
             v["profile"] = json!({"clock": "tsc", "tsc_hz": tsc_hz(), "packets": s.received,
                 "batches": self.cycles.batches, "cycles_per_packet": per,
                 "empty_polls": self.cycles.empty_polls});
@@ -360,22 +338,17 @@ impl Report for Finished {
             c["subtables_per_lookup"].as_f64().unwrap_or(0.0), c["rules"], c["subtables"]
         );
         if self.profile {
-            let pk = s.received.max(1) as f64;
-            let stages = self.stages();
-            let total: u64 = stages.iter().map(|(_, c)| c).sum();
+            let per = self.cycles.per_packet(s.received);
             o += &format!(
                 "profile (TSC cycles per packet, {:.2} GHz, {} packets in {} batches):\n",
                 tsc_hz() / 1e9,
                 s.received,
                 self.cycles.batches
             );
-            let h: Vec<String> = stages.iter().map(|(n, _)| format!("{n:>9}")).collect();
-            o += &format!("  {} {:>9}\n", h.join(""), "total");
-            let v: Vec<String> = stages
-                .iter()
-                .map(|(_, c)| format!("{:>9.1}", *c as f64 / pk))
-                .collect();
-            o += &format!("  {} {:>9.1}\n", v.join(""), total as f64 / pk);
+            let h: Vec<String> = per.iter().map(|(n, _)| format!("{n:>9}")).collect();
+            o += &format!("  {}\n", h.join(""));
+            let v: Vec<String> = per.iter().map(|(_, c)| format!("{c:>9.1}")).collect();
+            o += &format!("  {}\n", v.join(""));
         }
         o
     }
