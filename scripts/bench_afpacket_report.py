@@ -95,7 +95,7 @@ print("A trial passes as long as the DuT's RX ring holds the backlog that builds
       "DuT's core) before either ring; a trial that fails with more than 4 ms of it is repeated "
       "once (README). Until 2026-11-26 the lateness was 50-100 ms in nearly every long trial (each "
       "of the generator's calls ran out of runs before the next had set up, "
-      "crates/io/src/xdpgen.rs), and those bursts, not the forwarders, ended the searches near "
+      "crates/io/src/xdp/generator.rs), and those bursts, not the forwarders, ended the searches near "
       "0.06 Mpps.\n")
 print("Goals (issue 19): p50 through `linerate fwd afpacket:d0 afpacket:d1` at 10 kpps <= 50 us: "
       f"{p50.get('v2', 0):.1f} us ({'met' if 0 < p50.get('v2', 1e9) <= 50 else 'NOT met'}; "

@@ -208,6 +208,6 @@ for r in rows:
           f"the generator's longest stall {late:.0f} ms.")
 print("\nFrames short of what was sent were dropped before the pipeline (the AF_XDP RX ring full): when "
       "the in-kernel generator falls behind its schedule (its longest stall above) it sends the frames it "
-      "owes in one catch-up burst (crates/io/src/xdpgen.rs, Pacing::InProgram) that the 2048-frame ring "
+      "owes in one catch-up burst (crates/io/src/xdp/generator.rs, Pacing::InProgram) that the 2048-frame ring "
       "cannot hold.")
 EOF

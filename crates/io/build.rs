@@ -1,17 +1,18 @@
-//! Compile every XDP program in `bpf/*.c` with clang into `$OUT_DIR/NAME.o`.
+//! Compile every XDP program, `src/xdp/NAME.bpf.c` (each beside its
+//! loader `src/xdp/NAME.rs`), with clang into `$OUT_DIR/NAME.bpf.o`.
 use std::path::PathBuf;
 use std::process::Command;
 
 fn main() {
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
-    let dir = PathBuf::from("bpf");
-    println!("cargo:rerun-if-changed=bpf");
+    let dir = PathBuf::from("src/xdp");
+    println!("cargo:rerun-if-changed=src/xdp");
     let clang = std::env::var("CLANG").unwrap_or_else(|_| "clang".to_string());
     let mut entries: Vec<_> = std::fs::read_dir(&dir)
-        .expect("crates/io/bpf exists")
+        .expect("crates/io/src/xdp exists")
         .filter_map(|e| e.ok())
         .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "c"))
+        .filter(|p| p.to_string_lossy().ends_with(".bpf.c"))
         .collect();
     entries.sort();
     for src in entries {
@@ -20,8 +21,7 @@ fn main() {
         let st = Command::new(&clang)
             .args(["-O2", "-g", "-target", "bpf", "-Wall", "-Werror"])
             .arg("-I/usr/include/x86_64-linux-gnu")
-            .arg("-Ibpf")
-            .arg("-c")
+                        .arg("-c")
             .arg(&src)
             .arg("-o")
             .arg(&obj)

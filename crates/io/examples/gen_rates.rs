@@ -16,9 +16,9 @@
 //! cargo run --release -p linerate-io --example gen_rates [seconds]
 //! ```
 use linerate_io::batch::Pkt;
+use linerate_io::xdp::count::XdpCount;
+use linerate_io::xdp::generator::{ipv4_udp_frame, GenConfig, GenStats, XdpGen};
 use linerate_io::xdp::AttachMode;
-use linerate_io::xdpcount::XdpCount;
-use linerate_io::xdpgen::{ipv4_udp_frame, GenConfig, GenStats, XdpGen};
 use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -253,7 +253,7 @@ fn main() -> Result<(), String> {
             sent_rate,
             counted as f64 / wall,
             (sent_rate - pps) / pps * 100.0,
-            linerate_io::xdpgen::slice_for(pps).as_secs_f64() * 1e3,
+            linerate_io::xdp::generator::slice_for(pps).as_secs_f64() * 1e3,
             st.late_sum_ns as f64 / st.slices.max(1) as f64 / 1e3,
             st.late_max_ns as f64 / 1e3,
             st.syscalls,

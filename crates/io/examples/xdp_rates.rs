@@ -26,10 +26,10 @@
 //! `xdp_xmit_errors`: ring full), and rates per CPU second of the
 //! generator thread and of the NAPI kthreads, which are the meaningful
 //! figures when other work shares the CPUs.
+use linerate_io::xdp::count::XdpCount;
+use linerate_io::xdp::fwd::{veth_xdp_xmit_errors, XdpFwd, XdpRedirectBare};
+use linerate_io::xdp::generator::{ipv4_udp_frame, GenConfig, XdpGen, IPV4_UDP_PAYLOAD};
 use linerate_io::xdp::AttachMode;
-use linerate_io::xdpcount::XdpCount;
-use linerate_io::xdpfwd::{veth_xdp_xmit_errors, XdpFwd, XdpRedirectBare};
-use linerate_io::xdpgen::{ipv4_udp_frame, GenConfig, XdpGen, IPV4_UDP_PAYLOAD};
 use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::sync::atomic::AtomicBool;
@@ -261,7 +261,7 @@ fn main() {
         );
         let cfg = GenConfig {
             flows: 1,
-            signature: (len >= IPV4_UDP_PAYLOAD + 24).then_some(linerate_io::xdpgen::SigConfig { offset: IPV4_UDP_PAYLOAD, stream: 0, sample_every: 1 }),
+            signature: (len >= IPV4_UDP_PAYLOAD + 24).then_some(linerate_io::xdp::generator::SigConfig { offset: IPV4_UDP_PAYLOAD, stream: 0, sample_every: 1 }),
             ..Default::default()
         };
         println!(

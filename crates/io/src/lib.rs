@@ -5,14 +5,13 @@
 //! - [`counters`]: per-stage counters, drops by reason;
 //! - [`port`]: the RX/TX traits every backend implements, opened by URI ([`uri`]);
 //! - backends: [`afxdp`], [`afpacket`], [`pcap`], [`mem`];
-//! - [`bpf`]: the XDP programs (C, compiled by `build.rs` with clang);
-//! - in-kernel pieces: [`xdpfwd`] (L2 forwarder), [`xdpgen`] (BPF_PROG_RUN
-//!   live-frames generator), [`xdpcount`] (sink counter).
+//! - [`xdp`]: loading and attaching the XDP programs (C, `xdp/NAME.bpf.c`, compiled by `build.rs` with clang; [`xdp::objects`]);
+//! - in-kernel pieces under [`xdp`]: [`xdp::fwd`] (L2 forwarder), [`xdp::generator`] (BPF_PROG_RUN
+//!   live-frames generator), [`xdp::count`] (sink counter), each beside its program.
 
 pub mod afpacket;
 pub mod afxdp;
 pub mod batch;
-pub mod bpf;
 pub mod counters;
 pub mod file;
 pub mod host;
@@ -25,9 +24,6 @@ pub mod rng;
 pub mod time;
 pub mod uri;
 pub mod xdp;
-pub mod xdpcount;
-pub mod xdpfwd;
-pub mod xdpgen;
 
 pub use batch::{Batch, Pkt, PktMut, DEFAULT_BATCH, MAX_BATCH};
 pub use counters::{

@@ -3,10 +3,10 @@
 //! xdpgen -> xdpfwd -> xdpcount in both directions with MAC rewrite.
 //! Needs root (fails without); waits for counters to reach their counts,
 //! never a fixed time.
+use linerate_io::xdp::count::XdpCount;
+use linerate_io::xdp::fwd::{veth_xdp_xmit_errors, MacPair, MacRewrite, XdpFwd};
+use linerate_io::xdp::generator::{ipv4_udp_frame, GenConfig, SigConfig, XdpGen, IPV4_UDP_PAYLOAD};
 use linerate_io::xdp::AttachMode;
-use linerate_io::xdpcount::XdpCount;
-use linerate_io::xdpfwd::{veth_xdp_xmit_errors, MacPair, MacRewrite, XdpFwd};
-use linerate_io::xdpgen::{ipv4_udp_frame, GenConfig, SigConfig, XdpGen, IPV4_UDP_PAYLOAD};
 use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -556,7 +556,7 @@ fn gen_rate_limit_exact_count_and_stop() {
         enter(&g);
         let cfg = GenConfig {
             pps: Some(100_000.0),
-            pacing: linerate_io::xdpgen::Pacing::Slices,
+            pacing: linerate_io::xdp::generator::Pacing::Slices,
             ..Default::default()
         };
         let mut gen = XdpGen::new("g0", &frame(60), cfg).unwrap();
@@ -599,7 +599,7 @@ fn gen_rate_limit_exact_count_and_stop() {
 /// timed count, and the stop flag.
 #[test]
 fn gen_in_program_pacing_exact_count_seq_and_stop() {
-    use linerate_io::xdpgen::Pacing;
+    use linerate_io::xdp::generator::Pacing;
     let bed = Bed::new(&["g", "s"]);
     bed.veth(0, "g0", 1, "d0");
     let (g, s) = (bed.ns(0), bed.ns(1));
@@ -704,7 +704,7 @@ fn pin_to(cpu: usize) {
 /// Without one it never slips.
 #[test]
 fn gen_max_lag_slips_instead_of_catching_up() {
-    use linerate_io::xdpgen::Pacing;
+    use linerate_io::xdp::generator::Pacing;
     let bed = Bed::new(&["g", "s"]);
     bed.veth(0, "g0", 1, "d0");
     let (g, s) = (bed.ns(0), bed.ns(1));
@@ -766,7 +766,7 @@ fn gen_max_lag_slips_instead_of_catching_up() {
 #[test]
 #[ignore = "timing report that keeps both CPUs busy for ~20 s: run alone with `cargo test --release -p linerate-io --test kprog -- --ignored --nocapture gen_pacing_smoothness_report`"]
 fn gen_pacing_smoothness_report() {
-    use linerate_io::xdpgen::Pacing;
+    use linerate_io::xdp::generator::Pacing;
     let bed = Bed::new(&["g", "s"]);
     bed.veth(0, "g0", 1, "d0");
     let (g, s) = (bed.ns(0), bed.ns(1));
@@ -849,7 +849,7 @@ fn gen_pacing_smoothness_report() {
 /// earlier stream are stale, untagged ones foreign, repeats duplicates.
 #[test]
 fn verified_frames_stale_foreign_and_duplicates() {
-    use linerate_io::xdpgen::TagConfig;
+    use linerate_io::xdp::generator::TagConfig;
     let bed = Bed::new(&["g", "s"]);
     bed.veth(0, "g0", 1, "d0");
     let (g, s) = (bed.ns(0), bed.ns(1));
@@ -942,7 +942,7 @@ fn verified_frames_stale_foreign_and_duplicates() {
 /// length fit its length, and each carries its tag.
 #[test]
 fn gen_imix_sizes_in_the_ratio_seven_four_one() {
-    use linerate_io::xdpgen::{TagConfig, IMIX_CSIT};
+    use linerate_io::xdp::generator::{TagConfig, IMIX_CSIT};
     use std::io::{BufRead, BufReader};
     require_tool("tcpdump");
     require_tool("tshark");

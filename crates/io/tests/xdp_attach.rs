@@ -45,7 +45,8 @@ fn attach_and_detach_on_drop() {
         assert!(idx > 0);
         for mode in [AttachMode::Native, AttachMode::Generic] {
             let mut p =
-                XdpProgram::load(&linerate_io::bpf::XDP_PASS.0, "xdp_pass", "test").unwrap();
+                XdpProgram::load(&linerate_io::xdp::objects::XDP_PASS.0, "xdp_pass", "test")
+                    .unwrap();
             p.attach(idx, mode).unwrap();
             let shown = sh(&["ip", "link", "show", "xa0"]);
             assert!(shown.contains("xdp"), "attached in {mode:?}: {shown}");

@@ -1,7 +1,7 @@
 //! Frame sizes of the bench: bytes on the wire with FCS (64..=1518), or
 //! [`IMIX`], FD.io CSIT's IPv4 IMIX: 64, 570 and 1518-byte frames in the
 //! ratio 7:4:1, interleaved (the generator's
-//! [`linerate_io::xdpgen::IMIX_CSIT`]). The IMIX travels through the same
+//! [`linerate_io::xdp::generator::IMIX_CSIT`]). The IMIX travels through the same
 //! `u32` fields as the fixed sizes (a value no frame has); it reads
 //! "imix" in tables, reports and JSON.
 

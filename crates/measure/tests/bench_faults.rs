@@ -5,8 +5,8 @@
 //! fault must be reported as what it is; none may become a passing trial or
 //! zero loss. Needs root; every bed is removed by Drop, also on failure.
 
+use linerate_io::xdp::count::XdpCount;
 use linerate_io::xdp::AttachMode;
-use linerate_io::xdpcount::XdpCount;
 use linerate_measure::bench::rfc2544::{Procedure, TrialRecord, TrialSpec, Trials};
 use linerate_measure::bench::trial::{BedTrials, Ends, TAG_OFFSET};
 use linerate_measure::testbed::{self, DutMode, FrameAddrs, Testbed, TestbedConfig};

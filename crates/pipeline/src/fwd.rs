@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 /// New destination and source MAC written into every forwarded frame (the
 /// same type the in-kernel forwarder takes).
-pub use linerate_io::xdpfwd::MacPair as MacRewrite;
+pub use linerate_io::xdp::fwd::MacPair as MacRewrite;
 
 pub use linerate_wire::ethernet::parse_mac;
 

@@ -145,8 +145,8 @@ pub fn run(a: Args) -> Result<()> {
 /// interface until a stop condition; once-a-second lines from its per-CPU
 /// counters (one map read each, no per-packet work in user space).
 fn count_xdp(a: &Args, stop: &AtomicBool) -> Result<()> {
+    use linerate_io::xdp::count::XdpCount;
     use linerate_io::xdp::AttachMode;
-    use linerate_io::xdpcount::XdpCount;
     let ifname = super::common::xdp_ifname(&a.port)?;
     let sink = XdpCount::attach(&ifname, AttachMode::Native, false)
         .with_context(|| format!("--xdp on {ifname}"))?;
@@ -160,7 +160,7 @@ fn count_xdp(a: &Args, stop: &AtomicBool) -> Result<()> {
     let (mut prev, mut tick) = (last.packets, t0);
     let mut links = super::common::watch_links(&[&ifname])?;
     let mut link_err;
-    let line = |now: Instant, s: &linerate_io::xdpcount::CountStats, pps: f64| {
+    let line = |now: Instant, s: &linerate_io::xdp::count::CountStats, pps: f64| {
         if a.json {
             serde_json::json!({
                 "t": (now - t0).as_secs_f64(), "mode": "xdp", "interface": ifname,

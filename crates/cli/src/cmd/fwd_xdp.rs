@@ -5,8 +5,8 @@
 use super::common;
 use super::fwd::Args;
 use anyhow::{bail, Result};
+use linerate_io::xdp::fwd::{MacRewrite as XdpRewrite, XdpFwd, XdpFwdCounters, XdpFwdDir};
 use linerate_io::xdp::AttachMode;
-use linerate_io::xdpfwd::{MacRewrite as XdpRewrite, XdpFwd, XdpFwdCounters, XdpFwdDir};
 use linerate_io::Uri;
 use linerate_pipeline::fwd::MacRewrite;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -12,7 +12,7 @@
 //!   mutable; they share only the socket and the UMEM (an `Arc`).
 //! - The fill ring holds twice the RX set (see `open`) and the completion ring the
 //!   whole TX set, so `release` and completion reaping never find them full.
-//! - The XDP program `xsk_redirect` (crates/io/bpf/xsk_redirect.c) sends
+//! - The XDP program `xsk_redirect` (crates/io/src/xdp/xsk_redirect.bpf.c) sends
 //!   the frames of queue N to the socket through `xsks_map[N]`; frames of
 //!   other queues go to the stack. Ports of one process on different queues
 //!   of an interface share one program (the interface holds only one).
@@ -111,8 +111,8 @@ fn if_program(
         return Ok(shared);
     }
     let what = format!("port '{}'", uri.text);
-    let mut prog =
-        XdpProgram::load(&crate::bpf::XSK_REDIRECT.0, "xsk_redirect", &what).map_err(|e| {
+    let mut prog = XdpProgram::load(&crate::xdp::objects::XSK_REDIRECT.0, "xsk_redirect", &what)
+        .map_err(|e| {
             if e.0.contains("EPERM") || e.0.contains("not permitted") || e.0.contains("ermission") {
                 uri.err(PERM_HINT)
             } else {

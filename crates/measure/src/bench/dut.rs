@@ -6,8 +6,8 @@
 //! an `impl Dut`.
 
 use crate::testbed::{DutMode, Testbed};
+use linerate_io::xdp::fwd::XdpRedirectBare;
 use linerate_io::xdp::AttachMode;
-use linerate_io::xdpfwd::XdpRedirectBare;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;

@@ -354,8 +354,8 @@ fn session(
 ) -> Result<(), super::dut::DutError> {
     use super::dut::DutError;
     use super::rfc2544;
+    use linerate_io::xdp::count::XdpCount;
     use linerate_io::xdp::AttachMode;
-    use linerate_io::xdpcount::XdpCount;
     let fail = |m: String| DutError::Failed(m);
     let name = "external";
     if ext.port_a == ext.port_b {

@@ -2,9 +2,9 @@
 //!
 //! For each DuT a fresh test bed is built (gen-ns <-veth-> dut-ns
 //! <-veth-> sink-ns), the DuT is started between d0 and d1, the in-kernel
-//! generator ([`linerate_io::xdpgen`], BPF_PROG_RUN live frames) sends
+//! generator ([`linerate_io::xdp::generator`], BPF_PROG_RUN live frames) sends
 //! 64-byte UDP frames into g0 at overload from CPU `gen_cpu`, and the
-//! sink ([`linerate_io::xdpcount`]) counts what arrives at s0. The rate is
+//! sink ([`linerate_io::xdp::count`]) counts what arrives at s0. The rate is
 //! the sink count over the measurement window after a warm-up, so every
 //! DuT is measured with the same generator and the same counter.
 
@@ -21,9 +21,9 @@ pub mod trial;
 
 use crate::testbed::{self, FrameAddrs, Testbed, TestbedConfig};
 use dut::{Dut, DutEnv, DutError};
+use linerate_io::xdp::count::XdpCount;
+use linerate_io::xdp::generator::{self, GenConfig, XdpGen};
 use linerate_io::xdp::AttachMode;
-use linerate_io::xdpcount::XdpCount;
-use linerate_io::xdpgen::{self, GenConfig, XdpGen};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -818,7 +818,7 @@ fn trial(cfg: &BenchConfig, d: &mut dyn Dut, stop: &Arc<AtomicBool>) -> Result<T
         let outer_stop = stop.clone();
         let ns = ns_gen.clone();
         let gen_thread = std::thread::spawn(move || {
-            crate::testbed::in_netns(&ns, move || -> Result<xdpgen::GenStats, String> {
+            crate::testbed::in_netns(&ns, move || -> Result<generator::GenStats, String> {
                 pin(gen_cpu);
                 let mut g = XdpGen::new(
                     "g0",
@@ -912,7 +912,7 @@ fn sleep_unless(d: Duration, stop: &AtomicBool) {
 /// The bench's test frame: IPv4 UDP 1024 -> 9 (discard) of `len` bytes
 /// (without FCS), addressed as the DuT needs.
 pub fn udp_frame(a: &FrameAddrs, len: usize) -> Vec<u8> {
-    xdpgen::ipv4_udp_frame(
+    generator::ipv4_udp_frame(
         a.dst_mac.0,
         a.src_mac.0,
         a.src_ip.octets(),

@@ -6,7 +6,7 @@
 //! d1 and s0 read before and after every trial.
 //!
 //! Verified frames: every frame carries the generator's tag (stream,
-//! sequence number, TX time; [`linerate_io::xdpgen::TagConfig`]); each
+//! sequence number, TX time; [`linerate_io::xdp::generator::TagConfig`]); each
 //! trial is a new stream, and the sink counts as received only this
 //! stream's frames, each sequence number once. Foreign frames, frames of
 //! an earlier trial (late), duplicates and reordering are counted apart
@@ -16,8 +16,8 @@ use super::rfc2544::{
     KernelCheck, Latency, TrialRecord, TrialSpec, Trials, Verification, LATENCY_MAX_LAG,
 };
 use crate::testbed::{iface_stats, in_netns, FrameAddrs, IfaceStats, Testbed};
-use linerate_io::xdpcount::{CountStats, LatencyHistogram, XdpCount};
-use linerate_io::xdpgen::{self, GenConfig, GenStats, TagConfig, XdpGen};
+use linerate_io::xdp::count::{CountStats, LatencyHistogram, XdpCount};
+use linerate_io::xdp::generator::{self, GenConfig, GenStats, TagConfig, XdpGen};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 /// Where the generator writes its 18-byte tag: the UDP payload (a 64-byte
 /// frame has exactly 18 bytes of it).
-pub const TAG_OFFSET: usize = xdpgen::IPV4_UDP_PAYLOAD;
+pub const TAG_OFFSET: usize = generator::IPV4_UDP_PAYLOAD;
 
 /// Frames per kernel batch of a latency trial at `pps`: a stamped frame
 /// waits for the batch's later runs before it leaves (measured on the
@@ -115,7 +115,7 @@ impl GenServer {
                                         offset: TAG_OFFSET,
                                         every: ts_every,
                                     }),
-                                    mix: imix.then_some(&xdpgen::IMIX_CSIT[..]),
+                                    mix: imix.then_some(&generator::IMIX_CSIT[..]),
                                     ..GenConfig::default()
                                 };
                                 v.insert(
@@ -351,7 +351,7 @@ impl<'a> BedTrials<'a> {
         let e = |x: crate::testbed::TestbedError| x.to_string();
         let xmit_err = |ns: &str, ifname: &str| {
             in_netns(ns, move || {
-                linerate_io::xdpfwd::veth_xdp_xmit_errors(ifname).unwrap_or(0)
+                linerate_io::xdp::fwd::veth_xdp_xmit_errors(ifname).unwrap_or(0)
             })
             .map_err(e)
         };

@@ -1,9 +1,9 @@
 //! `linerate gen --xdp`: one stream sent by the in-kernel generator
-//! (BPF_PROG_RUN live frames, `linerate_io::xdpgen`), its template being
+//! (BPF_PROG_RUN live frames, `linerate_io::xdp::generator`), its template being
 //! the first frame the software generator would send.
 
 use super::{Generator, PaceMode, Profile, RateSpec, StreamSpec};
-use linerate_io::xdpgen::{GenConfig, GenStats, SigConfig, XdpGen};
+use linerate_io::xdp::generator::{GenConfig, GenStats, SigConfig, XdpGen};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! The XDP programs linerate loads, compiled from `crates/io/bpf/*.c` by
+//! The XDP programs linerate loads, compiled from `src/xdp/*.bpf.c` by
 //! `build.rs`. Each constant is the ELF object; load it with
 //! [`crate::xdp::XdpProgram::load`].
 
@@ -18,37 +18,37 @@ macro_rules! bpf_object {
 bpf_object!(
     /// `xdp_pass`: returns XDP_PASS (activates native XDP on a veth receiver).
     XDP_PASS,
-    "xdp_pass.o"
+    "pass.bpf.o"
 );
 
 bpf_object!(
-    /// `xdp_count`: the sink counter (see [`crate::xdpcount`]).
+    /// `xdp_count`: the sink counter (see [`crate::xdp::count`]).
     XDP_COUNT,
-    "xdp_count.o"
+    "count.bpf.o"
 );
 
 bpf_object!(
-    /// `xdp_fwd`: the in-kernel L2 forwarder (see [`crate::xdpfwd`]).
+    /// `xdp_fwd`: the in-kernel L2 forwarder (see [`crate::xdp::fwd`]).
     XDP_FWD,
-    "xdp_fwd.o"
+    "fwd.bpf.o"
 );
 
 bpf_object!(
     /// `xdp_redirect_bare`: a devmap redirect without counters, the
-    /// benchmark reference "bare XDP_REDIRECT" (see [`crate::xdpfwd::XdpRedirectBare`]).
+    /// benchmark reference "bare XDP_REDIRECT" (see [`crate::xdp::fwd::XdpRedirectBare`]).
     XDP_REDIRECT_BARE,
-    "xdp_redirect_bare.o"
+    "redirect_bare.bpf.o"
 );
 
 bpf_object!(
-    /// `xdp_gen`: the generator run by BPF_PROG_RUN with live frames (see [`crate::xdpgen`]).
+    /// `xdp_gen`: the generator run by BPF_PROG_RUN with live frames (see [`crate::xdp::generator`]).
     XDP_GEN,
-    "xdp_gen.o"
+    "generator.bpf.o"
 );
 
 bpf_object!(
     /// `xsk_redirect`: redirects each RX queue to the AF_XDP socket in
     /// `xsks_map` at the queue's index (XDP_PASS when there is none).
     XSK_REDIRECT,
-    "xsk_redirect.o"
+    "xsk_redirect.bpf.o"
 );

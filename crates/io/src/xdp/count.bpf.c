@@ -39,6 +39,7 @@ struct count_cfg {
 	__u32 arp_ip;  // 0, or an IPv4 address (network order) whose ARP
 	               // requests are passed to the stack uncounted
 };
+_Static_assert(sizeof(struct count_cfg) == 24, "struct count_cfg: crates/io/src/xdp/count.rs CountCfg mirrors it (size asserted there too)");
 
 struct count_stats {
 	__u64 packets;
@@ -62,6 +63,7 @@ struct count_stats {
 	__u64 next_seq;  // largest sequence number + 1 this CPU verified in it
 	__u64 arp_passed; // ARP requests for arp_ip passed (not in packets)
 };
+_Static_assert(sizeof(struct count_stats) == 144, "struct count_stats: crates/io/src/xdp/count.rs RawCountStats mirrors it (size asserted there too)");
 
 // Latency histogram, log-linear: values below 16 ns have a bucket each;
 // above, 16 sub-buckets per power of two (bucket width <= 1/16 of the

@@ -15,6 +15,7 @@ struct fwd_dir {
 	__u8 dst[6];
 	__u8 src[6];
 };
+_Static_assert(sizeof(struct fwd_dir) == 20, "struct fwd_dir: crates/io/src/xdp/fwd.rs FwdDir mirrors it (size asserted there too)");
 
 struct fwd_stats {
 	__u64 rx;
@@ -24,6 +25,7 @@ struct fwd_stats {
 	__u64 drop_malformed; // shorter than an Ethernet header
 	__u64 other;          // arrived on an interface we do not serve: passed
 };
+_Static_assert(sizeof(struct fwd_stats) == 48, "struct fwd_stats: crates/io/src/xdp/fwd.rs RawFwdStats mirrors it (size asserted there too)");
 
 // Key 0: A->B (ingress A), key 1: B->A (ingress B).
 struct {

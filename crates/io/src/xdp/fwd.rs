@@ -1,5 +1,5 @@
 //! The in-kernel L2 forwarder (`linerate fwd --mode xdp A B`, the "kernel
-//! module" approach): `bpf/xdp_fwd.c` is attached to both interfaces and
+//! module" approach): `src/xdp/fwd.bpf.c` is attached to both interfaces and
 //! redirects every frame received on A out of B and every frame received on
 //! B out of A through a DEVMAP, optionally rewriting the Ethernet addresses
 //! per direction, and counts per direction and per CPU: received packets
@@ -18,7 +18,7 @@
 //!   on 6.18: `tx_queue_0_xdp_xmit` and `..._xdp_xmit_errors` stay 0, the
 //!   peer's rx stays 0), only in the tracepoint `xdp:xdp_devmap_xmit`
 //!   (drops/err fields). A test bed must therefore attach
-//!   [`crate::bpf::XDP_PASS`] (or a counter, [`crate::xdpcount::XdpCount`])
+//!   [`crate::xdp::objects::XDP_PASS`] (or a counter, [`crate::xdp::count::XdpCount`])
 //!   on the far ends of both veths, or turn GRO on there
 //!   (`ethtool -K PEER gro on`, which also gives the veth a NAPI).
 //! - **Full peer ring.** When the peer's XDP ring (256 frames) is full the
@@ -27,8 +27,8 @@
 //!   See [`veth_xdp_xmit_errors`].
 
 use crate::port::PortError;
+use crate::xdp::count::{ifindex, map_err};
 use crate::xdp::{AttachMode, XdpProgram};
-use crate::xdpcount::{ifindex, map_err};
 use aya::maps::{Array, DevMap, DevMapHash, PerCpuArray};
 
 /// New Ethernet addresses for one direction.
@@ -53,6 +53,8 @@ struct FwdDir {
     dst: [u8; 6],
     src: [u8; 6],
 }
+// The kernel side's struct fwd_dir (src/xdp/fwd.bpf.c) asserts the same size.
+const _: () = assert!(std::mem::size_of::<FwdDir>() == 20);
 // SAFETY: plain old data, no padding (4 + 4 + 6 + 6 = 20, align 4).
 unsafe impl aya::Pod for FwdDir {}
 
@@ -66,6 +68,8 @@ struct RawFwdStats {
     drop_malformed: u64,
     other: u64,
 }
+// The kernel side's struct fwd_stats (src/xdp/fwd.bpf.c) asserts the same size.
+const _: () = assert!(std::mem::size_of::<RawFwdStats>() == 48);
 // SAFETY: plain old data, no padding.
 unsafe impl aya::Pod for RawFwdStats {}
 
@@ -126,7 +130,7 @@ impl XdpFwd {
         }
         let ia = ifindex(ifname_a, &what)?;
         let ib = ifindex(ifname_b, &what)?;
-        let mut prog = XdpProgram::load(&crate::bpf::XDP_FWD.0, "xdp_fwd", &what)?;
+        let mut prog = XdpProgram::load(&crate::xdp::objects::XDP_FWD.0, "xdp_fwd", &what)?;
         let rw = rewrite.unwrap_or_default();
         {
             let e = prog.ebpf_mut();
@@ -208,7 +212,7 @@ impl XdpFwd {
     }
 }
 
-/// The benchmark reference "bare XDP_REDIRECT" (`bpf/xdp_redirect_bare.c`):
+/// The benchmark reference "bare XDP_REDIRECT" (`src/xdp/redirect_bare.bpf.c`):
 /// a DEVMAP_HASH redirect A<->B keyed by the ingress ifindex, with no
 /// counters and no checks. Detached on drop.
 pub struct XdpRedirectBare {
@@ -220,8 +224,11 @@ impl XdpRedirectBare {
         let what = format!("bare XDP_REDIRECT '{ifname_a}'<->'{ifname_b}'");
         let ia = ifindex(ifname_a, &what)?;
         let ib = ifindex(ifname_b, &what)?;
-        let mut prog =
-            XdpProgram::load(&crate::bpf::XDP_REDIRECT_BARE.0, "xdp_redirect_bare", &what)?;
+        let mut prog = XdpProgram::load(
+            &crate::xdp::objects::XDP_REDIRECT_BARE.0,
+            "xdp_redirect_bare",
+            &what,
+        )?;
         {
             let map = prog
                 .ebpf_mut()

@@ -6,6 +6,11 @@
 //! into an orderly exit) and even when the process is killed. On kernels
 //! without XDP links aya falls back to netlink and detaches on drop.
 
+pub mod count;
+pub mod fwd;
+pub mod generator;
+pub mod objects;
+
 use crate::port::PortError;
 use aya::programs::{Xdp, XdpMode};
 use aya::Ebpf;
@@ -51,7 +56,7 @@ pub struct XdpProgram {
 }
 
 impl XdpProgram {
-    /// Load an ELF object (see [`crate::bpf`]) without attaching anything yet.
+    /// Load an ELF object (see [`crate::xdp::objects`]) without attaching anything yet.
     pub fn load(object: &[u8], prog: &str, what: &str) -> Result<XdpProgram, PortError> {
         let mut ebpf = Ebpf::load(object)
             .map_err(|e| PortError::new(format!("{what}: loading the BPF object failed: {e}")))?;

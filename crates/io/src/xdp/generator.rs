@@ -1,4 +1,4 @@
-//! The high-rate in-kernel generator: `bpf/xdp_gen.c` run with
+//! The high-rate in-kernel generator: `src/xdp/generator.bpf.c` run with
 //! `BPF_PROG_RUN` and `BPF_F_TEST_XDP_LIVE_FRAMES` (Linux >= 5.18, the
 //! method of xdp-trafficgen). The kernel builds frames from a template in a
 //! page pool, runs the program on each and, as the program returns
@@ -11,8 +11,8 @@
 //!   2 Mpps. [`XdpGen::run`] uses calls of [`CHUNK`] frames; the stop flag
 //!   is therefore checked about every 0.4 s at 10 Mpps.
 //! - the receiving veth (the peer of the interface we send from) must run
-//!   NAPI: attach an XDP program to it ([`crate::xdpcount::XdpCount`] or
-//!   [`crate::bpf::XDP_PASS`]) or turn GRO on (`ethtool -K PEER gro on`),
+//!   NAPI: attach an XDP program to it ([`crate::xdp::count::XdpCount`] or
+//!   [`crate::xdp::objects::XDP_PASS`]) or turn GRO on (`ethtool -K PEER gro on`),
 //!   otherwise every frame is freed and no counter shows it.
 //! - frames are reused from the page pool as the program left them, so the
 //!   program rewrites every per-packet field on every run: the first 64
@@ -30,7 +30,7 @@
 //! (read from the program's per-CPU counter, so it is exact even when a
 //! call is interrupted by a signal). A frame the driver then refuses (peer
 //! ring full) is lost after that point; for veth it is counted in
-//! `ethtool -S` as `tx_queue_N_xdp_xmit_errors` (see [`crate::xdpfwd::veth_xdp_xmit_errors`]).
+//! `ethtool -S` as `tx_queue_N_xdp_xmit_errors` (see [`crate::xdp::fwd::veth_xdp_xmit_errors`]).
 //!
 //! Rate limiting ([`GenConfig::pps`]), two modes ([`GenConfig::pacing`]):
 //!
@@ -68,8 +68,8 @@
 //!   unpaced maximum the bursts no longer fit and the rate falls short.
 
 use crate::port::PortError;
+use crate::xdp::count::{ifindex, map_err};
 use crate::xdp::XdpProgram;
-use crate::xdpcount::{ifindex, map_err};
 use aya::maps::{Array, PerCpuArray};
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -84,7 +84,7 @@ pub const MAX_FRAME: usize = 3520;
 /// Offset of the payload in an untagged IPv4/UDP frame (14 + 20 + 8).
 pub const IPV4_UDP_PAYLOAD: usize = 42;
 const SIG_LEN: usize = linerate_wire::signature::LEN;
-use crate::xdpcount::TAG_LEN;
+use crate::xdp::count::TAG_LEN;
 
 const NO_SIG: u32 = u32::MAX;
 /// Header bytes the program writes back into every frame before sending it
@@ -132,11 +132,11 @@ pub struct GenConfig {
     /// Write the bare TX time (a big-endian u64, `bpf_ktime_get_ns`, the
     /// last thing before XDP_TX) into the frame: for latency in frames too
     /// short for the signature (a 64-byte IPv4 UDP frame has 18 payload
-    /// bytes). Read by [`crate::xdpcount::XdpCount::attach_latency`].
+    /// bytes). Read by [`crate::xdp::count::XdpCount::attach_latency`].
     pub timestamp: Option<TsConfig>,
     /// Write the 18-byte tag on every frame (magic, stream, a 48-bit
     /// sequence number counted from 0 by [`XdpGen::set_stream`], TX time):
-    /// what [`crate::xdpcount::XdpCount::attach_verified`] verifies. Fits
+    /// what [`crate::xdp::count::XdpCount::attach_verified`] verifies. Fits
     /// the 18 payload bytes of a 64-byte IPv4 UDP frame.
     pub tag: Option<TagConfig>,
     /// A mix of frame lengths (bytes without FCS) repeating in this order,
@@ -280,6 +280,8 @@ struct RawGenCfg {
     mix_hdr_len: [u32; MIX_CLASSES],
     mix_hdr: [[u64; HDR_RESTORE / 8]; MIX_CLASSES],
 }
+// The kernel side's struct gen_cfg (src/xdp/generator.bpf.c) asserts the same size.
+const _: () = assert!(std::mem::size_of::<RawGenCfg>() == 416);
 // SAFETY: plain old data, no padding.
 unsafe impl aya::Pod for RawGenCfg {}
 
@@ -294,10 +296,12 @@ struct RawGenStats {
     last_ns: u64,
     last_runs: u64,
 }
+// The kernel side's struct gen_stats (src/xdp/generator.bpf.c) asserts the same size.
+const _: () = assert!(std::mem::size_of::<RawGenStats>() == 56);
 // SAFETY: plain old data, no padding.
 unsafe impl aya::Pod for RawGenStats {}
 
-/// `struct gen_pace` of `bpf/xdp_gen.c`.
+/// `struct gen_pace` of `src/xdp/generator.bpf.c`.
 #[repr(C)]
 #[derive(Clone, Copy, Default, Debug)]
 struct RawPace {
@@ -317,8 +321,8 @@ struct RawPace {
     slipped: u64,
     slips: u64,
 }
-// The program's struct: ten u64 (aya also checks the map's value size).
-const _: () = assert!(std::mem::size_of::<RawPace>() == 10 * 8);
+// The kernel side's struct gen_pace (src/xdp/generator.bpf.c) asserts the same size.
+const _: () = assert!(std::mem::size_of::<RawPace>() == 80);
 // SAFETY: plain old data, no padding.
 unsafe impl aya::Pod for RawPace {}
 
@@ -692,7 +696,7 @@ impl XdpGen {
             *w = u64::from_ne_bytes(b.try_into().expect("8-byte chunk"));
         }
         let idx = ifindex(ifname, &what)?;
-        let mut prog = XdpProgram::load(&crate::bpf::XDP_GEN.0, "xdp_gen", &what)?;
+        let mut prog = XdpProgram::load(&crate::xdp::objects::XDP_GEN.0, "xdp_gen", &what)?;
         {
             let map = prog
                 .ebpf_mut()

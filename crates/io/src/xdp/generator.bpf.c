@@ -18,7 +18,7 @@
 // length's headers; the pattern repeats every mix_n frames by the tag's
 // sequence number, so the mix is exact over every whole pattern.
 //
-// Tag (crates/io/src/xdpcount.rs, read by xdp_count's verification), 18
+// Tag (crates/io/src/xdp/count.rs, read by xdp_count's verification), 18
 // bytes big-endian, fits the payload of a 64-byte IPv4 UDP frame:
 //   magic "LT" u16 | stream u16 | seq u48 | tx_ns u64 (0: not stamped)
 // on every frame; seq counts from 0 from the last time user space zeroed
@@ -59,6 +59,7 @@ struct gen_cfg {
 	__u32 mix_hdr_len[MIX_CLASSES];
 	__u64 mix_hdr[MIX_CLASSES][8];
 };
+_Static_assert(sizeof(struct gen_cfg) == 416, "struct gen_cfg: crates/io/src/xdp/generator.rs RawGenCfg mirrors it (size asserted there too)");
 
 struct gen_stats {
 	__u64 runs; // program runs on this CPU (frames handed to XDP_TX)
@@ -74,6 +75,7 @@ struct gen_stats {
 	__u64 last_ns;
 	__u64 last_runs;
 };
+_Static_assert(sizeof(struct gen_stats) == 56, "struct gen_stats: crates/io/src/xdp/generator.rs RawGenStats mirrors it (size asserted there too)");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -133,6 +135,7 @@ struct gen_pace {
 	__u64 slipped;  // ns the schedule slipped in all (atomic)
 	__u64 slips;    // how many times it slipped (atomic)
 };
+_Static_assert(sizeof(struct gen_pace) == 80, "struct gen_pace: crates/io/src/xdp/generator.rs RawPace mirrors it (size asserted there too)");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -1,11 +1,11 @@
-//! The in-kernel sink counter (`bpf/xdp_count.c`): an XDP program that
+//! The in-kernel sink counter (`src/xdp/count.bpf.c`): an XDP program that
 //! counts the packets and bytes it receives in a per-CPU array and drops
 //! them (or passes them to the stack). Optionally it reads the big-endian
-//! u64 sequence number that [`crate::xdpgen::XdpGen`] writes and keeps the
+//! u64 sequence number that [`crate::xdp::generator::XdpGen`] writes and keeps the
 //! largest one seen.
 //!
 //! Verified frames ([`XdpCount::attach_verified`]): every frame must carry
-//! the generator's 18-byte tag ([`crate::xdpgen::TagConfig`]: magic,
+//! the generator's 18-byte tag ([`crate::xdp::generator::TagConfig`]: magic,
 //! stream, 48-bit sequence number, TX time). The sink counts a frame as
 //! received only when it carries this trial's stream
 //! ([`XdpCount::set_stream`]) and a sequence number not seen before in it;
@@ -19,7 +19,7 @@
 //! native XDP path (NAPI), which XDP_TX / XDP_REDIRECT into that veth need.
 //!
 //! ```no_run
-//! # use linerate_io::{xdpcount::XdpCount, xdp::AttachMode};
+//! # use linerate_io::xdp::{count::XdpCount, AttachMode};
 //! let sink = XdpCount::attach("d0", AttachMode::Native, false)?;
 //! // ... traffic ...
 //! println!("{} packets", sink.read()?.packets);
@@ -55,6 +55,8 @@ struct CountCfg {
     /// program passes to the stack, uncounted.
     arp_ip: u32,
 }
+// The kernel side's struct count_cfg (src/xdp/count.bpf.c) asserts the same size.
+const _: () = assert!(std::mem::size_of::<CountCfg>() == 24);
 // SAFETY: plain old data, no padding.
 unsafe impl aya::Pod for CountCfg {}
 
@@ -80,6 +82,8 @@ struct RawCountStats {
     next_seq: u64,
     arp_passed: u64,
 }
+// The kernel side's struct count_stats (src/xdp/count.bpf.c) asserts the same size.
+const _: () = assert!(std::mem::size_of::<RawCountStats>() == 144);
 // SAFETY: plain old data, no padding.
 unsafe impl aya::Pod for RawCountStats {}
 
@@ -202,7 +206,7 @@ impl XdpCount {
 
     /// As [`XdpCount::attach`], also recording the one-way latency of
     /// frames carrying the bare TX time that
-    /// [`crate::xdpgen::GenConfig::timestamp`] writes at `ts_offset` (0 there:
+    /// [`crate::xdp::generator::GenConfig::timestamp`] writes at `ts_offset` (0 there:
     /// not timestamped) in a histogram ([`XdpCount::latency`]).
     pub fn attach_latency(
         ifname: &str,
@@ -214,7 +218,7 @@ impl XdpCount {
     }
 
     /// As [`XdpCount::attach`], verifying every frame by the 18-byte tag
-    /// the generator writes at `tag_offset` ([`crate::xdpgen::TagConfig`];
+    /// the generator writes at `tag_offset` ([`crate::xdp::generator::TagConfig`];
     /// see the module documentation) and timing the tagged frames that
     /// carry a TX time. Call [`XdpCount::set_stream`] before each trial.
     pub fn attach_verified(
@@ -294,7 +298,7 @@ impl XdpCount {
             }
         }
         let idx = ifindex(ifname, &what)?;
-        let mut prog = XdpProgram::load(&crate::bpf::XDP_COUNT.0, "xdp_count", &what)?;
+        let mut prog = XdpProgram::load(&crate::xdp::objects::XDP_COUNT.0, "xdp_count", &what)?;
         let cfg = CountCfg {
             pass: pass as u32,
             seq_off: seq_offset.map_or(NO_SEQ, |o| o as u32),
