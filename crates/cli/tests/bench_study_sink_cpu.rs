@@ -44,7 +44,11 @@ fn sink_cpu_study_puts_both_runs_side_by_side_and_leaves_nothing() {
     };
     std::fs::create_dir_all(&c.dir).unwrap();
     let md = c.dir.join("B.md");
-    std::fs::write(&md, "# B\n\n<!-- sink-cpu -->\nold\n<!-- /sink-cpu -->\n\nkept\n").unwrap();
+    std::fs::write(
+        &md,
+        "# B\n\n<!-- sink-cpu -->\nold\n<!-- /sink-cpu -->\n\nkept\n",
+    )
+    .unwrap();
     let (json, html) = (c.dir.join("s.json"), c.dir.join("s.html"));
     let out = linerate_ok(&[
         "bench",
@@ -108,13 +112,21 @@ fn sink_cpu_study_puts_both_runs_side_by_side_and_leaves_nothing() {
         m.starts_with("# B\n\n<!-- sink-cpu -->\n## Where the sink's receive work runs"),
         "{m}"
     );
-    assert!(m.ends_with("<!-- /sink-cpu -->\n\nkept\n") && !m.contains("old"), "{m}");
-    assert!(m.contains("`linerate bench sink-cpu --sizes 64 --repetitions 1"), "{m}");
+    assert!(
+        m.ends_with("<!-- /sink-cpu -->\n\nkept\n") && !m.contains("old"),
+        "{m}"
+    );
+    assert!(
+        m.contains("`linerate bench sink-cpu --sizes 64 --repetitions 1"),
+        "{m}"
+    );
     let t = &v["tables"][0]["rows"][0];
     assert_eq!(t[2], format!("{:.3}", a / 1e6));
     assert_eq!(t[3], format!("{:.3}", b / 1e6));
     assert!(out.contains(&format!("{:.2}x", b / a)), "{out}");
-    assert!(std::fs::read_to_string(&html).unwrap().contains("sink in a thread on CPU 0"));
+    assert!(std::fs::read_to_string(&html)
+        .unwrap()
+        .contains("sink in a thread on CPU 0"));
     // Nothing left: no namespace of the runs' beds.
     assert_eq!(netns_with(&c.prefix), Vec::<String>::new());
 }
@@ -122,8 +134,14 @@ fn sink_cpu_study_puts_both_runs_side_by_side_and_leaves_nothing() {
 #[test]
 fn sink_cpu_study_refuses_bad_options_in_one_line() {
     for (args, says) in [
-        (&["--trial", "0"][..], "--trial 0: must be 0.05 to 3600 seconds"),
-        (&["--repetitions", "0"][..], "--repetitions 0: must be 1 to 100"),
+        (
+            &["--trial", "0"][..],
+            "--trial 0: must be 0.05 to 3600 seconds",
+        ),
+        (
+            &["--repetitions", "0"][..],
+            "--repetitions 0: must be 1 to 100",
+        ),
     ] {
         let out = linerate(&[&["bench", "sink-cpu"][..], args].concat());
         let err = String::from_utf8_lossy(&out.stderr);

@@ -63,7 +63,11 @@ pub fn throughput(s: &Value) -> String {
         None => "-".into(),
         Some(v) => format!(
             "{}{:.3}",
-            if s["generator_limited"] == true { ">=" } else { "" },
+            if s["generator_limited"] == true {
+                ">="
+            } else {
+                ""
+            },
             v / 1e6
         ),
     }
@@ -227,9 +231,7 @@ pub fn rfc2544(run: &Value, command: &str, report: Option<&str>) -> String {
             .iter()
             .map(|s| s["trials"].as_array().map_or(0, |t| t.len()))
             .sum();
-        row.push(
-            f(&r["throughput_spread"]).map_or("-".into(), |v| format!("±{:.1} %", v * 100.0)),
-        );
+        row.push(f(&r["throughput_spread"]).map_or("-".into(), |v| format!("±{:.1} %", v * 100.0)));
         row.push(size_of(run, &name, &lat_size).map_or("-".into(), |s| latency_cell(run, s)));
         row.push(if dis == 0 {
             "agrees".into()
@@ -475,7 +477,15 @@ fn findings(o: &mut String, run: &Value, zs: &[Value]) {
     let swapped: Vec<String> = present
         .windows(2)
         .filter(|w| w[1].1 < w[0].1)
-        .map(|w| format!("{} {:.3} < {} {:.3}", w[1].0, w[1].1 / 1e6, w[0].0, w[0].1 / 1e6))
+        .map(|w| {
+            format!(
+                "{} {:.3} < {} {:.3}",
+                w[1].0,
+                w[1].1 / 1e6,
+                w[0].0,
+                w[0].1 / 1e6
+            )
+        })
         .collect();
     const SEEDS: &str = "the bridge, then IP forwarding, then linerate's user-space AF_XDP path, \
                          then its XDP path, which the generator cannot overload";
@@ -585,9 +595,10 @@ mod tests {
             "Date 2026-11-26T05:14:08Z, 540 s for the whole run. Command: `linerate bench --markdown B.md`."
         ), "{m}");
         assert!(m.contains("- CPU: Test CPU, 2 cores online\n"), "{m}");
-        assert!(m.contains(
-            "| DuT | 64 B | 1518 B | re-run spread | latency 64 B | kernel check |"
-        ), "{m}");
+        assert!(
+            m.contains("| DuT | 64 B | 1518 B | re-run spread | latency 64 B | kernel check |"),
+            "{m}"
+        );
         // Median with min-max, one figure where the searches agree; the
         // latency minus the empty bed's; the skipped DuT's status.
         assert!(m.contains(
@@ -595,7 +606,10 @@ mod tests {
         ), "{m}");
         assert!(m.contains("| linerate-xdp | >=4.190 | - | - |"), "{m}");
         assert!(m.contains("| ovs-afxdp | skipped: not installed |"), "{m}");
-        assert!(m.contains("| 64 B | 11765 | 0.3 | 0.5 | 0.6 | 14.6 |"), "{m}");
+        assert!(
+            m.contains("| 64 B | 11765 | 0.3 | 0.5 | 0.6 | 14.6 |"),
+            "{m}"
+        );
         // Validity: 2 sizes x 3 trials; one offered short (repeated), one
         // behind (not repeated: counted as fail); foreign frames 3 per size.
         assert!(
@@ -622,7 +636,10 @@ mod tests {
         r["results"][1]["sizes"][0]["throughput_pps"] = json!(900_000.0);
         r["history"] = Value::Null;
         let m = rfc2544(&r, "x", None);
-        assert!(m.contains("At 64 bytes the order is that of seeds 000 and 001"), "{m}");
+        assert!(
+            m.contains("At 64 bytes the order is that of seeds 000 and 001"),
+            "{m}"
+        );
         assert!(m.contains("`--no-history`"), "{m}");
         assert!(!m.contains("is `"), "{m}");
         // Not neighbours in the seeds' order, but the wrong way round once

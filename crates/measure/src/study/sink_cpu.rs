@@ -38,7 +38,9 @@ impl Default for SinkCpuStudy {
         SinkCpuStudy {
             linerate: PathBuf::from("linerate"),
             dir: std::env::temp_dir(),
-            duts: ["linerate-afxdp", "linux-bridge", "linux-ipfwd"].map(String::from).to_vec(),
+            duts: ["linerate-afxdp", "linux-bridge", "linux-ipfwd"]
+                .map(String::from)
+                .to_vec(),
             sizes: vec!["64".into(), "1518".into()],
             repetitions: 2,
             trial: 0.2,
@@ -51,7 +53,9 @@ impl Default for SinkCpuStudy {
 impl SinkCpuStudy {
     /// The options of both runs (without `--json` and `--sink-cpu`).
     fn bench_args(&self) -> Vec<String> {
-        let mut a: Vec<String> = ["bench", "--no-report", "--no-history"].map(String::from).to_vec();
+        let mut a: Vec<String> = ["bench", "--no-report", "--no-history"]
+            .map(String::from)
+            .to_vec();
         for d in &self.duts {
             a.extend(["--dut".into(), d.clone()]);
         }

@@ -144,7 +144,12 @@ pub struct Args {
     pub markdown: Option<PathBuf>,
     /// The section's marker name for --markdown (another run, a switch comparison, writes its
     /// own section).
-    #[arg(long, value_name = "NAME", default_value = "rfc2544", requires = "markdown")]
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "rfc2544",
+        requires = "markdown"
+    )]
     pub section: String,
     /// Keep this run's throughput results in this file and widen the stated re-run spread by
     /// the spread between the earlier runs kept there (same CPU, kernel and settings; the newest

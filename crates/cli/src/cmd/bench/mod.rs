@@ -124,7 +124,11 @@ fn run_rfc2544(a: Args) -> Result<()> {
     }
     if let Some(md) = &a.markdown {
         if s.interrupted {
-            eprintln!("interrupted: section '{}' of {} left as it was", a.section, md.display());
+            eprintln!(
+                "interrupted: section '{}' of {} left as it was",
+                a.section,
+                md.display()
+            );
         } else {
             let report = (!a.no_report).then(|| a.report.display().to_string());
             let body = s.markdown(cfg, &command_line(), report.as_deref());
