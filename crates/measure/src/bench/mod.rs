@@ -13,6 +13,7 @@ pub mod dut_spec;
 pub mod dut_switch;
 pub mod external;
 pub mod history;
+pub mod markdown;
 pub mod rfc2544;
 pub mod session;
 pub mod text;

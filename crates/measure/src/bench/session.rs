@@ -159,6 +159,13 @@ impl Session {
         })
     }
 
+    /// The Markdown section of docs/BENCHMARKS.md ([`super::markdown`]):
+    /// `command` the command line as given, `report` the HTML report's path
+    /// when one was written.
+    pub fn markdown(&self, cfg: &Rfc2544Bench, command: &str, report: Option<&str>) -> String {
+        super::markdown::rfc2544(&self.json(cfg), command, report)
+    }
+
     /// The HTML report with its plots (`line_rate_gbps`: the link speed of
     /// the line-rate curve).
     pub fn html(&self, cfg: &Rfc2544Bench, line_rate_gbps: f64) -> String {

@@ -13,6 +13,7 @@
 pub mod capture;
 pub mod dnac;
 pub mod gen;
+pub mod sink_cpu;
 pub mod switch;
 
 use crate::report::svg::{self, escape, Chart};
@@ -311,6 +312,18 @@ impl Child {
             std::thread::sleep(Duration::from_millis(20));
         }
         Ok(())
+    }
+
+    /// Its standard output and error, for the caller to read as it runs.
+    pub fn take_pipes(
+        &mut self,
+    ) -> (
+        Option<std::process::ChildStdout>,
+        Option<std::process::ChildStderr>,
+    ) {
+        self.child
+            .as_mut()
+            .map_or((None, None), |c| (c.stdout.take(), c.stderr.take()))
     }
 
     /// Wait for it to end by itself; its exit status.

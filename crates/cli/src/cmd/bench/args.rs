@@ -137,6 +137,20 @@ pub struct Args {
     /// Write every trial as JSON to this file ("-": standard output, the table then goes to stderr).
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Put the run's Markdown section (the machine, the tables, what the figures say) into this
+    /// file between <!-- SECTION --> markers (replaced in place, or appended), e.g.
+    /// docs/BENCHMARKS.md.
+    #[arg(long, value_name = "FILE", conflicts_with = "overload")]
+    pub markdown: Option<PathBuf>,
+    /// The section's marker name for --markdown (another run, a switch comparison, writes its
+    /// own section).
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "rfc2544",
+        requires = "markdown"
+    )]
+    pub section: String,
     /// Keep this run's throughput results in this file and widen the stated re-run spread by
     /// the spread between the earlier runs kept there (same CPU, kernel and settings; the newest
     /// 20) [default: $LINERATE_HISTORY, else $XDG_STATE_HOME or ~/.local/state, then

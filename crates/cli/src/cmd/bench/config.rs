@@ -130,6 +130,14 @@ pub fn rfc2544_plan(a: &Args) -> Result<Plan> {
     if sizes.is_empty() {
         bail!("--sizes: give at least one frame size");
     }
+    if a.section.is_empty()
+        || !a
+            .section
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        bail!("--section {:?}: letters, digits, '-' and '_'", a.section);
+    }
     if !(a.trial.is_finite() && (0.05..=3600.0).contains(&a.trial)) {
         bail!("--trial {}: must be 0.05 to 3600 seconds", a.trial);
     }

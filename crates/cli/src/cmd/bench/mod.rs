@@ -6,6 +6,7 @@
 mod args;
 mod config;
 mod study;
+mod study_sink_cpu;
 
 pub use args::Args;
 
@@ -121,6 +122,21 @@ fn run_rfc2544(a: Args) -> Result<()> {
             .map_err(|e| anyhow::anyhow!("--report {e}"))?;
         eprintln!("report: {}", a.report.display());
     }
+    if let Some(md) = &a.markdown {
+        if s.interrupted {
+            eprintln!(
+                "interrupted: section '{}' of {} left as it was",
+                a.section,
+                md.display()
+            );
+        } else {
+            let report = (!a.no_report).then(|| a.report.display().to_string());
+            let body = s.markdown(cfg, &command_line(), report.as_deref());
+            linerate_measure::study::put_section(md, &a.section, &body)
+                .map_err(anyhow::Error::msg)?;
+            eprintln!("section '{}' of {}", a.section, md.display());
+        }
+    }
     eprintln!("done in {:.0} s", t0.elapsed().as_secs_f64());
     // A DuT that failed fails the run: one line each.
     let mut failed = s.failures();
@@ -182,4 +198,21 @@ fn run_overload(a: Args) -> Result<()> {
         text::overload(&mut std::io::stdout().lock(), &results, a.frame_size)?;
     }
     Ok(())
+}
+
+/// This process's command line as given, "linerate" first, an argument
+/// with spaces or quotes quoted (the command that reproduces the run).
+fn command_line() -> String {
+    let mut v = vec!["linerate".to_string()];
+    v.extend(std::env::args().skip(1).map(|x| {
+        if !x.is_empty()
+            && x.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./,:=%+@".contains(c))
+        {
+            x
+        } else {
+            format!("'{}'", x.replace('\'', "'\\''"))
+        }
+    }));
+    v.join(" ")
 }

@@ -48,6 +48,15 @@ Examples:
   linerate bench switch --parts sweep --seconds 5
   linerate bench switch --markdown docs/BENCHMARKS.md   # rewrite its section there")]
     Switch(SwitchArgs),
+    /// Where the sink's receive work runs: two `linerate bench` runs on the same DuTs and sizes,
+    /// the default bed (s0's NAPI on the DuT's CPU) and --sink-cpu (in a kernel thread on that
+    /// CPU), side by side. Root; about 2.5 min with the defaults.
+    #[command(after_help = "\
+Examples:
+  linerate bench sink-cpu                               # afxdp, bridge, IP forwarding at 64 and 1518 B
+  linerate bench sink-cpu --dut linux-bridge --sizes 64 --repetitions 1 --json sink.json
+  linerate bench sink-cpu --markdown docs/BENCHMARKS.md # rewrite its section there")]
+    SinkCpu(super::study_sink_cpu::SinkCpuArgs),
 }
 
 #[derive(clap::Args)]
@@ -218,6 +227,7 @@ pub fn run(s: Study) -> Result<()> {
             };
             (c.run(&mut { progress }).map_err(anyhow::Error::msg)?, a.out)
         }
+        Study::SinkCpu(a) => super::study_sink_cpu::run(a, &mut { progress })?,
     };
     write(&report, &out)
 }

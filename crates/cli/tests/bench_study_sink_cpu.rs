@@ -1,0 +1,152 @@
+//! `linerate bench sink-cpu`: the two `linerate bench` runs (default bed,
+//! `--sink-cpu 0`) side by side in its JSON and Markdown section, nothing
+//! left behind.
+
+mod support;
+use support::*;
+
+/// Removes the test's directory and any namespace with its prefix, also
+/// when an assertion fails.
+struct Cleanup {
+    dir: std::path::PathBuf,
+    prefix: String,
+}
+
+fn netns_with(prefix: &str) -> Vec<String> {
+    std::fs::read_dir("/run/netns")
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| n.starts_with(prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for n in netns_with(&self.prefix) {
+            let _ = std::process::Command::new("ip")
+                .args(["netns", "del", &n])
+                .status();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn sink_cpu_study_puts_both_runs_side_by_side_and_leaves_nothing() {
+    assert!(root(), "this test needs root (network namespaces, XDP)");
+    let pid = std::process::id();
+    let c = Cleanup {
+        dir: std::env::temp_dir().join(format!("lr-sink-cpu-test-{pid}")),
+        prefix: format!("lrsc{}", pid % 100_000),
+    };
+    std::fs::create_dir_all(&c.dir).unwrap();
+    let md = c.dir.join("B.md");
+    std::fs::write(
+        &md,
+        "# B\n\n<!-- sink-cpu -->\nold\n<!-- /sink-cpu -->\n\nkept\n",
+    )
+    .unwrap();
+    let (json, html) = (c.dir.join("s.json"), c.dir.join("s.html"));
+    let out = linerate_ok(&[
+        "bench",
+        "sink-cpu",
+        "--dut",
+        "linux-bridge",
+        "--sizes",
+        "64",
+        "--repetitions",
+        "1",
+        "--trial",
+        "0.1",
+        "--name",
+        &c.prefix,
+        "--json",
+        json.to_str().unwrap(),
+        "--report",
+        html.to_str().unwrap(),
+        "--markdown",
+        md.to_str().unwrap(),
+    ]);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["study"], "sink-cpu");
+    // Each run measured the one DuT at the one size; the second with the
+    // sink's receive in a thread on CPU 0 (its bed says so).
+    let tp = |run: &str| {
+        let r = &v["data"][run]["results"];
+        assert_eq!(r.as_array().unwrap().len(), 1, "{r}");
+        assert_eq!(r[0]["name"], "linux-bridge");
+        let s = &r[0]["sizes"];
+        assert_eq!(s.as_array().unwrap().len(), 1, "{s}");
+        assert_eq!(s[0]["frame_size"], 64);
+        s[0]["throughput_pps"].as_f64().expect("a throughput")
+    };
+    let (a, b) = (tp("default"), tp("sink_cpu"));
+    assert!(a > 0.0 && b > 0.0, "{a} {b}");
+    let placement = |run: &str| {
+        v["data"][run]["environment"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|kv| kv[0] == "CPU placement")
+            .unwrap()[1]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(placement("sink_cpu").contains("in a kernel thread on CPU 0"));
+    assert!(!placement("default").contains("kernel thread on CPU 0"));
+    // The table (stdout, JSON, Markdown) holds the two runs' figures.
+    let row = format!(
+        "| linux-bridge | 64 B | {:.3} | {:.3} | {:.2}x |",
+        a / 1e6,
+        b / 1e6,
+        b / a
+    );
+    let m = std::fs::read_to_string(&md).unwrap();
+    assert!(m.contains(&row), "{row}\n{m}");
+    assert!(
+        m.starts_with("# B\n\n<!-- sink-cpu -->\n## Where the sink's receive work runs"),
+        "{m}"
+    );
+    assert!(
+        m.ends_with("<!-- /sink-cpu -->\n\nkept\n") && !m.contains("old"),
+        "{m}"
+    );
+    assert!(
+        m.contains("`linerate bench sink-cpu --sizes 64 --repetitions 1"),
+        "{m}"
+    );
+    let t = &v["tables"][0]["rows"][0];
+    assert_eq!(t[2], format!("{:.3}", a / 1e6));
+    assert_eq!(t[3], format!("{:.3}", b / 1e6));
+    assert!(out.contains(&format!("{:.2}x", b / a)), "{out}");
+    assert!(std::fs::read_to_string(&html)
+        .unwrap()
+        .contains("sink in a thread on CPU 0"));
+    // Nothing left: no namespace of the runs' beds.
+    assert_eq!(netns_with(&c.prefix), Vec::<String>::new());
+}
+
+#[test]
+fn sink_cpu_study_refuses_bad_options_in_one_line() {
+    for (args, says) in [
+        (
+            &["--trial", "0"][..],
+            "--trial 0: must be 0.05 to 3600 seconds",
+        ),
+        (
+            &["--repetitions", "0"][..],
+            "--repetitions 0: must be 1 to 100",
+        ),
+    ] {
+        let out = linerate(&[&["bench", "sink-cpu"][..], args].concat());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(err.contains(says), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+}
