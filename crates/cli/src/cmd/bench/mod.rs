@@ -6,6 +6,7 @@
 mod args;
 mod config;
 mod study;
+mod study_overload;
 
 pub use args::Args;
 
