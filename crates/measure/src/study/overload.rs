@@ -123,11 +123,12 @@ impl OverloadStudy {
             .as_ref()
             .ok_or("the peers' scripts (scripts/peers) not found")?;
         let script = dir.join("dut-testpmd.sh");
-        // The script needs at least 2 s (its first second is start-up).
+        // At least 3 s: the script leaves out its first per-second sample
+        // (start-up), and one slow start takes a second.
         let out = Command::new(&script)
             .args([
                 "null",
-                &self.seconds.max(2).to_string(),
+                &self.seconds.max(3).to_string(),
                 &self.cpu.to_string(),
             ])
             .output()
@@ -139,6 +140,9 @@ impl OverloadStudy {
         let v = parse_null(&String::from_utf8_lossy(&out.stdout));
         if v.is_empty() {
             return Err("dut-testpmd.sh null printed no 'null port N: X Mpps' line".into());
+        }
+        if v.iter().all(|x| *x <= 0.0) {
+            return Err("testpmd forwarded nothing in its run (start-up took it)".into());
         }
         Ok(v)
     }
