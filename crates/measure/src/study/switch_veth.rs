@@ -133,7 +133,7 @@ fn rules(name: &str) -> &'static str {
     }
 }
 
-fn size<'a>(r: &'a Value, z: u64) -> Option<&'a Value> {
+fn size(r: &Value, z: u64) -> Option<&Value> {
     r["sizes"]
         .as_array()?
         .iter()
