@@ -69,7 +69,7 @@ pub struct SwitchArgs {
     /// Seconds per sweep point.
     #[arg(long, default_value_t = 3)]
     pub seconds: u64,
-    /// The datapath's CPU.
+    /// The datapath's CPU (veth: the DuT's CPU of the bench).
     #[arg(long, default_value_t = 1)]
     pub cpu: usize,
     /// Open vSwitch gets the insertion batches up to this many rules.
