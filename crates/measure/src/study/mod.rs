@@ -13,8 +13,10 @@
 pub mod capture;
 pub mod dnac;
 pub mod gen;
+pub mod overload;
 pub mod sink_cpu;
 pub mod switch;
+pub mod switch_veth;
 
 use crate::report::svg::{self, escape, Chart};
 use crate::report::{figure, table_html, Table, CSS};
@@ -221,6 +223,25 @@ pub fn linerate(exe: &Path, args: &[&str]) -> Result<String, String> {
             "linerate {}: {}",
             args.join(" "),
             err.lines().last().unwrap_or("failed")
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Run `linerate ARGS` with its standard error shown (a long run's
+/// progress and its own messages) and return its standard output; an exit
+/// other than 0 is an error naming the command.
+pub fn linerate_shown(exe: &Path, args: &[&str]) -> Result<String, String> {
+    let out = std::process::Command::new(exe)
+        .args(args)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("{}: {e}", exe.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "linerate {}: {} (its messages above)",
+            args.join(" "),
+            out.status
         ));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())

@@ -8,7 +8,10 @@
 //!   userspace datapath with `ovs-ofctl add-flows` (seed 000 found its
 //!   insertion time growing exponentially);
 //! - first: the time from `switch-ctl add-flow` until the first packet
-//!   hits the new rule, under load (seed 004 Sect. 5.5).
+//!   hits the new rule, under load (seed 004 Sect. 5.5);
+//! - veth: the bridge, the switch with 1 and 10 000 rules and Open vSwitch
+//!   forwarding through the veth test bed (one `linerate bench` run,
+//!   [`super::switch_veth`]).
 
 use super::{last_json, linerate, Child, StudyReport};
 use crate::report::svg::{Axis, Chart, Line, Marker, PALETTE};
@@ -37,6 +40,8 @@ pub struct SwitchStudy {
     pub sweep: bool,
     pub insert: bool,
     pub first: bool,
+    /// The part `veth`, if asked for.
+    pub veth: Option<super::switch_veth::VethPart>,
 }
 
 /// The sweep's rule set. The mem source's flow F is
@@ -296,8 +301,11 @@ impl SwitchStudy {
     /// Run the parts asked for; every switch, daemon and file is removed at
     /// the end, also on errors.
     pub fn run(&self, progress: &mut dyn FnMut(&str)) -> Result<StudyReport, String> {
-        if !(self.sweep || self.insert || self.first) {
-            return Err("nothing to run: give at least one of sweep, insert, first".into());
+        if !(self.sweep || self.insert || self.first || self.veth.is_some()) {
+            return Err("nothing to run: give at least one of sweep, insert, first, veth".into());
+        }
+        if let Some(v) = &self.veth {
+            v.check()?;
         }
         let dir = self
             .dir
@@ -452,10 +460,21 @@ impl SwitchStudy {
                 first.push(json!({"rules": rules, "rounds": lat.len(), "latency_us": lat}));
             }
         }
-        Ok(self.report(&sweep, &insert, &first))
+        let veth = match &self.veth {
+            Some(v) => v.run(lr, self.cpu, progress)?,
+            None => Value::Null,
+        };
+        Ok(self.report(&sweep, &insert, &first, &veth))
     }
 
-    fn report(&self, sweep: &[Value], insert: &[Value], first: &[Value]) -> StudyReport {
+    fn report(
+        &self,
+        sweep: &[Value],
+        insert: &[Value],
+        first: &[Value],
+        veth: &Value,
+    ) -> StudyReport {
+        let mut findings = Vec::new();
         let mut tables = Vec::new();
         let mut charts = Vec::new();
         let mut intro = Vec::new();
@@ -630,10 +649,17 @@ impl SwitchStudy {
                 }).collect(),
             });
         }
+        if let (Some(v), false) = (&self.veth, veth.is_null()) {
+            let (i, t, f) = super::switch_veth::report(v, veth);
+            intro.push(i);
+            tables.push(t);
+            findings.extend(f);
+        }
         let parts: Vec<&str> = [
             ("sweep", self.sweep),
             ("insert", self.insert),
             ("first", self.first),
+            ("veth", self.veth.is_some()),
         ]
         .iter()
         .filter(|p| p.1)
@@ -641,15 +667,23 @@ impl SwitchStudy {
         .collect();
         StudyReport {
             name: "switch",
-            title: "`linerate switch`: flow sweep, rule insertion, first hit".into(),
+            title: format!(
+                "`linerate switch`: flow sweep, rule insertion, first hit{}",
+                if self.veth.is_some() {
+                    ", through the veth test bed"
+                } else {
+                    ""
+                }
+            ),
             date: linerate_io::time::utc_rfc3339(),
             command: format!(
-                "linerate bench switch --parts {} --seconds {} --cpu {} --ovs-max {} --rounds {}",
+                "linerate bench switch --parts {} --seconds {} --cpu {} --ovs-max {} --rounds {}{}",
                 parts.join(","),
                 self.seconds,
                 self.cpu,
                 self.ovs_max,
-                self.rounds
+                self.rounds,
+                self.veth.as_ref().map_or(String::new(), |v| v.options())
             ),
             environment: vec![
                 ("CPU".into(), crate::bench::to_report::cpu_model()),
@@ -659,8 +693,8 @@ impl SwitchStudy {
             tables,
             charts,
             blocks: vec![],
-            findings: vec![],
-            data: json!({"sweep": sweep, "insert": insert, "first": first}),
+            findings,
+            data: json!({"sweep": sweep, "insert": insert, "first": first, "veth": veth}),
         }
     }
 }

@@ -40,12 +40,16 @@ Examples:
   linerate bench gen --markdown docs/BENCHMARKS.md      # rewrite its section there")]
     Gen(GenArgs),
     /// The flow-table switch: cycles per packet against active flows (1..1M) with the cache on
-    /// and off, rule insertion 1k..1M against Open vSwitch's userspace datapath, and the time
-    /// from add-flow to the first packet hitting the rule. About 5 min with the defaults.
+    /// and off, rule insertion 1k..1M against Open vSwitch's userspace datapath, the time
+    /// from add-flow to the first packet hitting the rule (about 5 min), and on request (part
+    /// veth, root, about 2 min) RFC 2544 throughput through the veth bed against the bridge and
+    /// Open vSwitch.
     #[command(after_help = "\
 Examples:
   linerate bench switch                                 # sweep, insert and first
   linerate bench switch --parts sweep --seconds 5
+  linerate bench switch --parts sweep,insert,first,veth # and through the veth bed
+  linerate bench switch --parts veth --veth-repetitions 1 --veth-duts linux-bridge,linerate-switch
   linerate bench switch --markdown docs/BENCHMARKS.md   # rewrite its section there")]
     Switch(SwitchArgs),
     /// Where the sink's receive work runs: two `linerate bench` runs on the same DuTs and sizes,
@@ -57,17 +61,26 @@ Examples:
   linerate bench sink-cpu --dut linux-bridge --sizes 64 --repetitions 1 --json sink.json
   linerate bench sink-cpu --markdown docs/BENCHMARKS.md # rewrite its section there")]
     SinkCpu(super::study_sink_cpu::SinkCpuArgs),
+    /// L2 forwarding at overload (64-byte frames) through every DuT of the veth bed, issue 2's
+    /// targets, cycles per packet and stage, and the pure-CPU forwarder on in-memory ports
+    /// against testpmd io-forward between net_null ports. Root; about 3 min with the defaults.
+    #[command(after_help = "\
+Examples:
+  linerate bench overload                               # every DuT, 5 s x 2 trials
+  linerate bench overload --seconds 2 --repeat 1 --duts linux-bridge,linerate-xdp
+  linerate bench overload --markdown docs/BENCHMARKS.md # rewrite its section there")]
+    Overload(super::study_overload::OverloadArgs),
 }
 
 #[derive(clap::Args)]
 pub struct SwitchArgs {
-    /// Which parts, comma separated: sweep, insert, first.
-    #[arg(long, value_delimiter = ',', default_value = "sweep,insert,first", value_parser = ["sweep", "insert", "first"])]
+    /// Which parts, comma separated: sweep, insert, first, veth.
+    #[arg(long, value_delimiter = ',', default_value = "sweep,insert,first", value_parser = ["sweep", "insert", "first", "veth"])]
     pub parts: Vec<String>,
     /// Seconds per sweep point.
     #[arg(long, default_value_t = 3)]
     pub seconds: u64,
-    /// The datapath's CPU.
+    /// The datapath's CPU (veth: the DuT's CPU of the bench).
     #[arg(long, default_value_t = 1)]
     pub cpu: usize,
     /// Open vSwitch gets the insertion batches up to this many rules.
@@ -76,6 +89,8 @@ pub struct SwitchArgs {
     /// Rounds of the first-hit measurement per table size.
     #[arg(long, default_value_t = 200)]
     pub rounds: usize,
+    #[command(flatten)]
+    pub veth: super::study_overload::VethArgs,
     #[command(flatten)]
     pub out: Out,
 }
@@ -162,6 +177,7 @@ pub fn run(s: Study) -> Result<()> {
     let exe = std::env::current_exe()?;
     let progress = |l: &str| eprintln!("{l}");
     let (report, out) = match s {
+        Study::Overload(a) => super::study_overload::overload(a, exe)?,
         Study::Dnac(a) => {
             let d = Dnac {
                 linerate: exe,
@@ -190,6 +206,7 @@ pub fn run(s: Study) -> Result<()> {
                 sweep: has("sweep"),
                 insert: has("insert"),
                 first: has("first"),
+                veth: a.veth.part(has("veth")),
             };
             (s.run(&mut { progress }).map_err(anyhow::Error::msg)?, a.out)
         }
