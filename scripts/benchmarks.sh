@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# Reproduce docs/BENCHMARKS.md: one run, on this machine, of
-#  1. `linerate bench --peers` (64-byte frames at overload through every DuT),
-#  2. the pure-CPU forwarder (mem ports) with --profile, and DPDK testpmd
-#     io-forward between two net_null ports, one after the other,
-#  4. `linerate bench` with its RFC 2544 defaults (scripts/bench_rfc2544.sh;
-#     BENCH_RFC2544=0 skips it, BENCH_RERUN=1 adds its re-run),
-#  5. `linerate bench gen` (rate accuracy, maximum rate against trafgen, latency),
-#  6. `linerate bench dnac` (seed 002's DNAC experiment),
-#  7. `linerate bench capture` (seed 003's capture-method comparison),
-#  8. `linerate bench switch` (flow sweep, rule insertion against Open vSwitch, first hit),
-# and write their sections of docs/BENCHMARKS.md.
+# Reproduce docs/BENCHMARKS.md: one run, on this machine, of every section's
+# `linerate bench ...` procedure, each writing its own section (between its
+# <!-- NAME --> markers), JSON and HTML page:
+#  1. `linerate bench overload` (64-byte frames at overload through every DuT,
+#     issue 2's targets, cycles per packet, mem ports against testpmd net_null),
+#  2. `linerate bench gen` (rate accuracy, maximum rate against trafgen, latency),
+#  3. `linerate bench switch` (flow sweep, rule insertion against Open vSwitch,
+#     first hit, throughput through the veth bed),
+#  4. `linerate bench dnac` (seed 002's DNAC experiment),
+#  5. `linerate bench capture` (seed 003's capture-method comparison),
+#  6. `linerate bench` with its RFC 2544 defaults (BENCH_RFC2544=0 skips it),
+#  7. `linerate bench afpacket` (AF_PACKET rings: latency, loss-free rate),
+#  8. `linerate bench soak` (memory over a long run; BENCH_SOAK_MINUTES, default 3),
+#  9. `linerate bench sink-cpu` (where the sink's receive work runs).
 # Run as root on an otherwise idle machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,29 +20,25 @@ scripts/setup.sh >/dev/null
 out=target/bench
 mkdir -p "$out"
 lr=target/release/linerate
+md=docs/BENCHMARKS.md
 secs=${BENCH_SECONDS:-5}
 reps=${BENCH_REPEAT:-2}
+study() { # NAME [options]: one study, its section, JSON and HTML page
+    local name=$1
+    shift
+    echo "== linerate bench $name $*" >&2
+    $lr bench "$name" "$@" --markdown "$md" --json "$out/$name.json" --report "$out/$name.html"
+}
 
-echo "== linerate bench --peers (${secs}s x ${reps})" >&2
-$lr bench --overload --peers --duration "$secs" --repeat "$reps" --json - >"$out/bench.json"
-echo "== pure CPU: linerate fwd mem ports" >&2
-$lr fwd 'mem:a?source=60' 'mem:b?sink' --cpu 1 --duration "$secs" --profile --json --quiet >"$out/mem.json"
-$lr fwd 'mem:a?source=60' 'mem:b?sink' --cpu 1 --duration "$secs" --profile --json --quiet \
-    --rewrite-a2b 02:00:00:00:00:02/02:00:00:00:00:01 >"$out/mem_rewrite.json"
-echo "== pure CPU: testpmd io-forward net_null" >&2
-if scripts/peers/dut-testpmd.sh null "$secs" 1 >"$out/testpmd_null.txt" 2>"$out/testpmd_null.err"; then :; else
-    echo "testpmd null unavailable: $(tail -1 "$out/testpmd_null.err")" >&2; : >"$out/testpmd_null.txt"; fi
-cmd="scripts/benchmarks.sh (BENCH_SECONDS=$secs BENCH_REPEAT=$reps)"
-python3 scripts/bench_report.py "$out" "$cmd" | python3 scripts/md_section.py overview
+study overload --seconds "$secs" --repeat "$reps"
+study gen --seconds "$secs"
+study switch --parts sweep,insert,first,veth
+study dnac
+study capture
 if [ "${BENCH_RFC2544:-1}" = 1 ]; then
-    echo "== RFC 2544: scripts/bench_rfc2544.sh" >&2
-    scripts/bench_rfc2544.sh
+    echo "== RFC 2544: linerate bench" >&2
+    $lr bench --json "$out/rfc2544.json" --report docs/bench-report.html --markdown "$md"
 fi
-echo "== traffic generator: linerate bench gen" >&2
-$lr bench gen --seconds "$secs" --markdown docs/BENCHMARKS.md --json "$out/gen.json" --report "$out/gen.html"
-echo "== DNAC: linerate bench dnac" >&2
-$lr bench dnac --markdown docs/BENCHMARKS.md --json "$out/dnac.json" --report "$out/dnac.html"
-echo "== capture methods: linerate bench capture" >&2
-$lr bench capture --markdown docs/BENCHMARKS.md --json "$out/capture.json" --report "$out/capture.html"
-echo "== switch: linerate bench switch" >&2
-$lr bench switch --markdown docs/BENCHMARKS.md --json "$out/switch.json" --report "$out/switch.html"
+study afpacket
+study soak --minutes "${BENCH_SOAK_MINUTES:-3}"
+study sink-cpu
