@@ -21,7 +21,7 @@ fn main() {
         let st = Command::new(&clang)
             .args(["-O2", "-g", "-target", "bpf", "-Wall", "-Werror"])
             .arg("-I/usr/include/x86_64-linux-gnu")
-                        .arg("-c")
+            .arg("-c")
             .arg(&src)
             .arg("-o")
             .arg(&obj)

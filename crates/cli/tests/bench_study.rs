@@ -72,7 +72,7 @@ fn dnac_study_runs_its_four_captures_and_writes_every_output() {
     );
     assert!(m.contains("`linerate bench dnac --connections 60 "), "{m}");
     assert!(
-        m.ends_with("<!-- /dnac -->\n\nkept\n") && !m.contains("old"),
+        m.ends_with("<!-- /dnac -->\n\nkept\n") && !m.contains("\nold\n"),
         "{m}"
     );
     let _ = std::fs::remove_dir_all(&dir);

@@ -89,7 +89,7 @@ fn overload_study_tables_are_the_runs_figures() {
         "{m}"
     );
     assert!(
-        m.ends_with("<!-- /overload -->\n\nkept\n") && !m.contains("old"),
+        m.ends_with("<!-- /overload -->\n\nkept\n") && !m.contains("\nold\n"),
         "{m}"
     );
     // The two DuTs asked for, in that order, each forwarded at overload;

@@ -113,7 +113,7 @@ fn sink_cpu_study_puts_both_runs_side_by_side_and_leaves_nothing() {
         "{m}"
     );
     assert!(
-        m.ends_with("<!-- /sink-cpu -->\n\nkept\n") && !m.contains("old"),
+        m.ends_with("<!-- /sink-cpu -->\n\nkept\n") && !m.contains("\nold\n"),
         "{m}"
     );
     assert!(

@@ -1,7 +1,7 @@
 //! Maximum rate of linerate's XDP live-frames generator against other
 //! software generators, and accuracy of its rate limit (run as root):
 //!
-//! (a) `xdpgen` (BPF_PROG_RUN + live frames, XDP_TX out of g0);
+//! (a) `xdp::generator` (BPF_PROG_RUN + live frames, XDP_TX out of g0);
 //! (b) trafgen (netsniff-ng), TX_RING with qdisc bypass (its fast path),
 //!     and `-t 0 -q` (sendto through the qdisc);
 //! (c) linerate's `afpacket:g0?ring=mmsg` TxPort, batches of 64 copies;
@@ -221,7 +221,7 @@ fn main() -> Result<(), String> {
     println!("{LEN}-byte frames (+4 FCS), {secs} s windows, {ncpu} CPUs, senders on CPU 0");
 
     // Rate accuracy first (task 2).
-    println!("\nrate limit: requested vs achieved (xdpgen, counted at r0)");
+    println!("\nrate limit: requested vs achieved (xdp::generator, counted at r0)");
     println!(
         "{:>12} {:>12} {:>12} {:>9} {:>9} {:>10} {:>10} {:>9}",
         "requested", "sent/s", "counted/s", "err %", "slice", "late mean", "late max", "calls"
@@ -241,7 +241,7 @@ fn main() -> Result<(), String> {
         std::thread::sleep(Duration::from_millis(100));
         let counted = sink.read().unwrap().packets - c0;
         // Rates per second of the requested duration (the run ends up to
-        // one call's overhead later, see the xdpgen docs).
+        // one call's overhead later, see the xdp::generator docs).
         // Per second of the run's real duration: the count is exact
         // (floor(pps * d)) but the run may overrun d (a call's overhead,
         // or a backlog the machine cannot send in time).
@@ -287,11 +287,11 @@ fn main() -> Result<(), String> {
         std::thread::spawn(move || {
             enter(&ns);
             pin(0);
-            let mut gen = XdpGen::new("g0", &fr, GenConfig::default()).expect("xdpgen");
+            let mut gen = XdpGen::new("g0", &fr, GenConfig::default()).expect("xdp::generator");
             let _ = gen.run_for(Duration::from_secs(3600), &stop);
         })
     });
-    rows.push(("(a) xdpgen live frames".into(), xdp));
+    rows.push(("(a) xdp::generator live frames".into(), xdp));
     // trafgen configuration: the same frame as bytes.
     let conf = std::env::temp_dir().join(format!("lrgr{pid}.cfg"));
     let body: Vec<String> = f.iter().map(|b| format!("0x{b:02x}")).collect();
@@ -318,7 +318,10 @@ fn main() -> Result<(), String> {
         rows.push((name.into(), v));
     }
     println!("\nmax rate, counted at r0");
-    println!("{:<40} {:>10} {:>12}", "method", "Mpps", "xdpgen / it");
+    println!(
+        "{:<40} {:>10} {:>12}",
+        "method", "Mpps", "xdp::generator / it"
+    );
     for (n, v) in &rows {
         let ratio = if *v > 0.0 { xdp / v } else { f64::INFINITY };
         println!("{n:<40} {:>10.3} {ratio:>12.2}", v / 1e6);

@@ -1,8 +1,8 @@
 //! Rates of linerate's in-kernel pieces on veth pairs (run as root):
 //!
-//! (a) xdpgen -> xdpcount directly;
-//! (b) xdpgen -> xdpfwd -> xdpcount;
-//! (c) xdpgen -> bare XDP_REDIRECT -> xdpcount;
+//! (a) xdp::generator -> xdp::count directly;
+//! (b) xdp::generator -> xdp::fwd -> xdp::count;
+//! (c) xdp::generator -> bare XDP_REDIRECT -> xdp::count;
 //!
 //! each with several CPU placements. The generator thread is pinned to
 //! CPU 0. On veth, the receiving NAPI runs on the CPU that transmitted
@@ -289,7 +289,7 @@ fn main() {
         }
 
         // (b) and (c): the forwarders.
-        for which in ["(b) gen -> xdpfwd", "(c) gen -> bare redir"] {
+        for which in ["(b) gen -> xdp::fwd", "(c) gen -> bare redir"] {
             enter(&d);
             let fwd = if which.starts_with("(b)") {
                 Some(XdpFwd::start(&fa, &fb, AttachMode::Native, None).map_err(e)?)
@@ -323,7 +323,7 @@ fn main() {
             if let Some(f) = &fwd {
                 let c = f.counters();
                 println!(
-                    "    xdpfwd counters a->b: rx {} fwd {} drops {} (redirect {} malformed {})",
+                    "    xdp::fwd counters a->b: rx {} fwd {} drops {} (redirect {} malformed {})",
                     c.a_to_b.rx,
                     c.a_to_b.fwd,
                     c.a_to_b.drops(),

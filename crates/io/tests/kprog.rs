@@ -1,6 +1,6 @@
 //! The in-kernel pieces end to end on veth pairs in private namespaces:
-//! xdpgen -> xdpcount exact counts and frame contents, and
-//! xdpgen -> xdpfwd -> xdpcount in both directions with MAC rewrite.
+//! xdp::generator -> xdp::count exact counts and frame contents, and
+//! xdp::generator -> xdp::fwd -> xdp::count in both directions with MAC rewrite.
 //! Needs root (fails without); waits for counters to reach their counts,
 //! never a fixed time.
 use linerate_io::xdp::count::XdpCount;

@@ -101,8 +101,9 @@ impl Backoff {
     /// Nothing came this turn.
     #[inline]
     pub fn idle(&mut self) {
-        self.empty = self.empty.saturating_add(1);
-        if self.empty > Self::SPINS {
+        // Wrapping: callers test empty_turns() modulo a power of two.
+        self.empty = self.empty.wrapping_add(1);
+        if self.empty > Self::SPINS || self.empty == 0 {
             self.sleep();
         } else {
             std::hint::spin_loop();

@@ -283,7 +283,7 @@ impl XdpCount {
         ts_offset: Option<usize>,
         tag_offset: Option<usize>,
     ) -> Result<XdpCount, PortError> {
-        let what = format!("xdpcount on '{ifname}'");
+        let what = format!("XDP counter on '{ifname}'");
         for (name, o) in [
             ("sequence", seq_offset),
             ("TX time", ts_offset),

@@ -122,7 +122,7 @@ impl XdpFwd {
         mode: AttachMode,
         rewrite: Option<MacRewrite>,
     ) -> Result<XdpFwd, PortError> {
-        let what = format!("xdpfwd '{ifname_a}'<->'{ifname_b}'");
+        let what = format!("XDP forwarder '{ifname_a}'<->'{ifname_b}'");
         if ifname_a == ifname_b {
             return Err(PortError::new(format!(
                 "{what}: the two interfaces must differ"

@@ -560,7 +560,7 @@ impl XdpGen {
     /// (in the calling thread's network namespace, which must also be the
     /// namespace of the thread calling [`XdpGen::run`]).
     pub fn new(ifname: &str, frame: &[u8], cfg: GenConfig) -> Result<XdpGen, PortError> {
-        let what = format!("xdpgen on '{ifname}'");
+        let what = format!("XDP generator on '{ifname}'");
         if frame.len() < 14 || frame.len() > MAX_FRAME {
             return Err(PortError::new(format!(
                 "{what}: a frame of {} bytes cannot be sent (14 to {MAX_FRAME})",
@@ -1247,7 +1247,7 @@ impl XdpGen {
                 mine,
                 other
                     .join()
-                    .unwrap_or_else(|_| Err(PortError::new("xdpgen: lane thread panicked"))),
+                    .unwrap_or_else(|_| Err(PortError::new("XDP generator: lane thread panicked"))),
             ]
         });
         for r in res {

@@ -262,6 +262,19 @@ pub fn find_peers_dir(exe: &Path) -> Option<PathBuf> {
 }
 
 /// The built-in DuTs, in the order `linerate bench` lists them.
+/// `Err("OPTION NAME: unknown device under test (known: ...)")` for the
+/// first of `names` that is not a built-in DuT.
+pub fn check_builtin(option: &str, names: &[String]) -> Result<(), String> {
+    let known: Vec<String> = builtin().iter().map(|d| d.name()).collect();
+    match names.iter().find(|d| !known.contains(d)) {
+        Some(d) => Err(format!(
+            "{option} {d}: unknown device under test (known: {})",
+            known.join(", ")
+        )),
+        None => Ok(()),
+    }
+}
+
 pub fn builtin() -> Vec<Box<dyn Dut>> {
     use super::dut_spec::SpecDut;
     use super::dut_switch::{LinerateSwitch, OvsRules, RuleSet};

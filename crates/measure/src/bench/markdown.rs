@@ -74,7 +74,7 @@ pub fn throughput(s: &Value) -> String {
 }
 
 /// [`throughput`] with the searches' min-max in brackets when they differ.
-fn throughput_range(s: &Value) -> String {
+pub fn throughput_range(s: &Value) -> String {
     let t = throughput(s);
     let mpps = |k: &str| f(&s[k]).map(|v| format!("{:.3}", v / 1e6));
     match (mpps("throughput_min_pps"), mpps("throughput_max_pps")) {

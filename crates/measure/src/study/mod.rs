@@ -228,23 +228,30 @@ pub fn linerate(exe: &Path, args: &[&str]) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// Run `linerate ARGS` with its standard error shown (a long run's
-/// progress and its own messages) and return its standard output; an exit
-/// other than 0 is an error naming the command.
-pub fn linerate_shown(exe: &Path, args: &[&str]) -> Result<String, String> {
+/// Run `linerate ARGS` (a `linerate bench ... --json -`) with its standard
+/// error shown (a long run's progress and its own messages) and return the
+/// JSON it printed last. A bench that exits non-zero after its run (a DuT
+/// failed) still printed its JSON: the failed DuT is a row of the study,
+/// not its end; only a run without JSON is an error naming the command.
+pub fn bench_json(exe: &Path, args: &[&str]) -> Result<Value, String> {
     let out = std::process::Command::new(exe)
         .args(args)
         .stderr(std::process::Stdio::inherit())
         .output()
         .map_err(|e| format!("{}: {e}", exe.display()))?;
-    if !out.status.success() {
-        return Err(format!(
-            "linerate {}: {} (its messages above)",
-            args.join(" "),
-            out.status
-        ));
+    let what = format!("linerate {}", args.join(" "));
+    match last_json(&what, &String::from_utf8_lossy(&out.stdout)) {
+        Ok(v) => {
+            if !out.status.success() {
+                eprintln!("({what}: {}; its results are kept)", out.status);
+            }
+            Ok(v)
+        }
+        Err(_) if !out.status.success() => {
+            Err(format!("{what}: {} (its messages above)", out.status))
+        }
+        Err(e) => Err(e),
     }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// The last line of `out` as JSON (a command's final `--json` object).

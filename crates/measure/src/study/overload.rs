@@ -11,7 +11,7 @@
 //! (issue 2's targets, the share of TX in the AF_XDP forwarder's cycles,
 //! the ordering at overload) are computed from their JSON.
 
-use super::{last_json, linerate, linerate_shown, StudyReport};
+use super::{bench_json, last_json, linerate, StudyReport};
 use crate::report::Table;
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -48,16 +48,7 @@ impl OverloadStudy {
                 self.seconds, self.repeat
             ));
         }
-        let known: Vec<String> = crate::bench::dut::builtin()
-            .iter()
-            .map(|d| d.name())
-            .collect();
-        if let Some(d) = self.duts.iter().find(|d| !known.contains(d)) {
-            return Err(format!(
-                "--duts {d}: unknown device under test (known: {})",
-                known.join(", ")
-            ));
-        }
+        crate::bench::dut::check_builtin("--duts", &self.duts)?;
         let lr = &self.linerate;
         let (secs, cpu) = (self.seconds.to_string(), self.cpu.to_string());
         let (reps, name) = (
@@ -85,7 +76,7 @@ impl OverloadStudy {
             a.extend(["--dut", d]);
         }
         progress(&format!("== linerate {}", a.join(" ")));
-        let bench = last_json("linerate bench --overload", &linerate_shown(lr, &a)?)?;
+        let bench = bench_json(lr, &a)?;
         let fwd = |rewrite: bool| -> Result<Value, String> {
             let mut a = vec![
                 "fwd",
@@ -224,10 +215,13 @@ pub fn report(
     };
     let (gen_cpu, dut_cpu) = (&bench["gen_cpu"], &bench["dut_cpu"]);
     let rps = bench["rps"] == true;
+    // The most any DuT ran (a DuT that failed or was skipped ran fewer).
     let trials = results
-        .first()
-        .and_then(|r| r["trials"].as_array())
-        .map_or(0, Vec::len);
+        .iter()
+        .filter_map(|r| r["trials"].as_array())
+        .map(Vec::len)
+        .max()
+        .unwrap_or(0);
     let mut intro = vec![format!(
         "Test bed: three network namespaces, gen <-veth-> dut <-veth-> sink (`linerate testbed`), a fresh one per trial. \
          Generator: linerate's in-kernel XDP generator (BPF_PROG_RUN live frames) on CPU {gen_cpu}, \

@@ -150,11 +150,22 @@ impl SinkCpuStudy {
         if let Some(t) = drain {
             let _ = t.join();
         }
-        if !st.success() {
-            return Err(format!("{what}: {st}: {last}"));
+        // A bench that exits non-zero after its run (a DuT failed) still
+        // wrote its JSON: the failed DuT is a row of the table, not the end
+        // of the study. Only a run without JSON is an error.
+        let json = std::fs::read_to_string(file)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok());
+        match json {
+            Some(v) => {
+                if !st.success() {
+                    progress(&format!("({what}: {st}; its results are kept)"));
+                }
+                Ok(v)
+            }
+            None if !st.success() => Err(format!("{what}: {st}: {last}")),
+            None => Err(format!("{}: no JSON from the run", file.display())),
         }
-        let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
-        serde_json::from_str(&text).map_err(|e| format!("{}: not JSON ({e})", file.display()))
     }
 
     /// The table of the two runs side by side, and what they say.
@@ -171,29 +182,60 @@ impl SinkCpuStudy {
         };
         let mut rows = Vec::new();
         let mut ratios: Vec<f64> = Vec::new();
-        for r in a["results"].as_array().into_iter().flatten() {
-            for x in r["sizes"].as_array().into_iter().flatten() {
-                let name = label(r);
-                let Some(y) = crate::bench::markdown::size_of(&b, &name, &x["frame_size"]) else {
-                    continue;
-                };
-                let (tx, ty) = (x["throughput_pps"].as_f64(), y["throughput_pps"].as_f64());
-                let ratio = match (tx, ty) {
-                    (Some(tx), Some(ty)) if tx > 0.0 => {
+        // Every DuT and size of either run is a row: one that failed, was
+        // skipped or is missing in a run shows its status there.
+        let mut keys: Vec<(String, Value)> = Vec::new();
+        for run in [&a, &b] {
+            for r in run["results"].as_array().into_iter().flatten() {
+                for x in r["sizes"].as_array().into_iter().flatten() {
+                    let k = (label(r), x["frame_size"].clone());
+                    if !keys.contains(&k) {
+                        keys.push(k);
+                    }
+                }
+            }
+        }
+        let status = |run: &Value, name: &str| {
+            run["results"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|r| label(r) == name)
+                .and_then(|r| r["status"].as_str())
+                .unwrap_or("not run")
+                .to_string()
+        };
+        for (name, size) in keys {
+            let (x, y) = (
+                crate::bench::markdown::size_of(&a, &name, &size),
+                crate::bench::markdown::size_of(&b, &name, &size),
+            );
+            let tp =
+                |v: Option<&Value>, run: &Value| v.map_or_else(|| status(run, &name), throughput);
+            let pps = |v: Option<&Value>| v.and_then(|v| v["throughput_pps"].as_f64());
+            let lim = |v: Option<&Value>| v.is_some_and(|v| v["generator_limited"] == true);
+            let ratio = match (pps(x), pps(y)) {
+                (Some(tx), Some(ty)) if tx > 0.0 => match (lim(x), lim(y)) {
+                    // A lower bound over a lower bound says nothing.
+                    (true, true) => "?".into(),
+                    (true, false) => format!("<={:.2}x", ty / tx),
+                    (false, true) => format!(">={:.2}x", ty / tx),
+                    (false, false) => {
                         ratios.push(ty / tx);
                         format!("{:.2}x", ty / tx)
                     }
-                    _ => "-".into(),
-                };
-                rows.push(vec![
-                    name,
-                    size_label(&x["frame_size"]),
-                    throughput(x),
-                    throughput(y),
-                    ratio,
-                    format!("{} / {}", p50_us(x), p50_us(y)),
-                ]);
-            }
+                },
+                _ => "-".into(),
+            };
+            let p50 = |v: Option<&Value>| v.map_or_else(|| "-".to_string(), p50_us);
+            rows.push(vec![
+                name.clone(),
+                size_label(&size),
+                tp(x, &a),
+                tp(y, &b),
+                ratio,
+                format!("{} / {}", p50(x), p50(y)),
+            ]);
         }
         let c = self.sink_cpu;
         let mut findings = Vec::new();
@@ -203,7 +245,7 @@ impl SinkCpuStudy {
                 .iter()
                 .fold((f64::INFINITY, 0.0f64), |(l, h), r| (l.min(*r), h.max(*r)));
             findings.push(format!(
-                "With the sink's receive in a thread on CPU {c}, the throughput was lower at {lower} of {} (DuT, frame size) pairs (ratio {lo:.2}x to {hi:.2}x).",
+                "With the sink's receive in a thread on CPU {c}, the throughput was lower at {lower} of {} (DuT, frame size) pairs where neither run was generator-limited (ratio {lo:.2}x to {hi:.2}x).",
                 ratios.len()
             ));
         }
@@ -259,5 +301,45 @@ impl SinkCpuStudy {
             findings,
             data: json!({"default": a, "sink_cpu": b, "sink_cpu_cpu": c}),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(results: Value) -> Value {
+        json!({"date": "2026-11-26T00:00:00Z", "seconds": 10.0,
+               "environment": [["CPU", "Test CPU"], ["kernel", "Linux 6"]], "results": results})
+    }
+    fn size(pps: f64, lim: bool) -> Value {
+        json!({"frame_size": 64, "throughput_pps": pps, "generator_limited": lim})
+    }
+
+    #[test]
+    fn every_dut_of_either_run_is_a_row_and_bounds_are_marked() {
+        let a = run(json!([
+            {"name": "linux-bridge", "status": "ok", "sizes": [size(800_000.0, false)]},
+            {"name": "linux-ipfwd", "status": "ok", "sizes": [size(1_200_000.0, true)]},
+            {"name": "linerate-afxdp", "status": "ok", "sizes": [size(900_000.0, false)]},
+        ]));
+        let b = run(json!([
+            {"name": "linux-bridge", "status": "ok", "sizes": [size(400_000.0, false)]},
+            {"name": "linux-ipfwd", "status": "ok", "sizes": [size(600_000.0, false)]},
+            {"name": "linerate-afxdp", "status": "failed: no forwarder", "sizes": []},
+        ]));
+        let r = SinkCpuStudy::default().report(a, b);
+        let rows = &r.tables[0].rows;
+        assert_eq!(rows.len(), 3, "{rows:?}");
+        assert_eq!(rows[0][2..5], ["0.800", "0.400", "0.50x"]);
+        // The first run's figure is a lower bound: so is the ratio's denominator.
+        assert_eq!(rows[1][2..5], [">=1.200", "0.600", "<=0.50x"]);
+        // Failed in the second run: its status, no ratio.
+        assert_eq!(rows[2][2..5], ["0.900", "failed: no forwarder", "-"]);
+        assert!(
+            r.findings[0].contains("lower at 1 of 1"),
+            "only the pair without a bound counts: {}",
+            r.findings[0]
+        );
     }
 }

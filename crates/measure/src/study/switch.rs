@@ -460,8 +460,11 @@ impl SwitchStudy {
                 first.push(json!({"rules": rules, "rounds": lat.len(), "latency_us": lat}));
             }
         }
+        // The veth part's failure is a finding; the parts before it stay.
         let veth = match &self.veth {
-            Some(v) => v.run(lr, self.cpu, progress)?,
+            Some(v) => v
+                .run(lr, self.cpu, progress)
+                .unwrap_or_else(|e| json!({ "error": e })),
             None => Value::Null,
         };
         Ok(self.report(&sweep, &insert, &first, &veth))
@@ -649,7 +652,9 @@ impl SwitchStudy {
                 }).collect(),
             });
         }
-        if let (Some(v), false) = (&self.veth, veth.is_null()) {
+        if let Some(e) = veth["error"].as_str() {
+            findings.push(format!("The veth part did not run to its end: {e}"));
+        } else if let (Some(v), false) = (&self.veth, veth.is_null()) {
             let (i, t, f) = super::switch_veth::report(v, veth);
             intro.push(i);
             tables.push(t);

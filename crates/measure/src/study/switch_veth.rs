@@ -7,7 +7,7 @@
 //! (Mpps per size, ratio to the bridge, latency at the common load) and the
 //! findings are computed from the bench's JSON.
 
-use super::{last_json, linerate_shown};
+use super::bench_json;
 use crate::report::Table;
 use serde_json::Value;
 use std::path::Path;
@@ -56,16 +56,7 @@ impl VethPart {
         if self.sizes.is_empty() || self.duts.is_empty() {
             return Err("--veth-sizes and --veth-duts: at least one each".into());
         }
-        let known: Vec<String> = crate::bench::dut::builtin()
-            .iter()
-            .map(|d| d.name())
-            .collect();
-        if let Some(d) = self.duts.iter().find(|d| !known.contains(d)) {
-            return Err(format!(
-                "--veth-duts {d}: unknown device under test (known: {})",
-                known.join(", ")
-            ));
-        }
+        crate::bench::dut::check_builtin("--veth-duts", &self.duts)?;
         Ok(())
     }
 
@@ -119,7 +110,7 @@ impl VethPart {
         let a = self.args(cpu, &format!("lrsw{}x", std::process::id()));
         progress(&format!("veth: linerate {}", a.join(" ")));
         let a: Vec<&str> = a.iter().map(String::as_str).collect();
-        last_json("linerate bench", &linerate_shown(lr, &a)?)
+        bench_json(lr, &a)
     }
 }
 
@@ -152,25 +143,10 @@ pub fn report(part: &VethPart, d: &Value) -> (String, Table, Vec<String>) {
     sizes.dedup();
     let first = sizes.first().copied().unwrap_or(64);
     let mpps = |s: &Value, k: &str| s[k].as_f64().map(|v| v / 1e6);
-    let cell = |s: Option<&Value>| -> String {
-        let Some(s) = s else { return "-".into() };
-        let Some(v) = mpps(s, "throughput_pps") else {
-            return "-".into();
-        };
-        let mut c = format!("{v:.3}");
-        let n = s["searches"].as_array().map_or(0, Vec::len);
-        if let (true, Some(lo), Some(hi)) = (
-            n > 1,
-            mpps(s, "throughput_min_pps"),
-            mpps(s, "throughput_max_pps"),
-        ) {
-            c += &format!(" ({lo:.3}-{hi:.3})");
-        }
-        if s["generator_limited"] == true {
-            c.insert_str(0, ">=");
-        }
-        c
-    };
+    // The RFC 2544 section's cell: median, ">=" when generator-limited,
+    // the searches' min-max when they differ.
+    let cell =
+        |s: Option<&Value>| s.map_or_else(|| "-".into(), crate::bench::markdown::throughput_range);
     let bridge = res.iter().copied().find(|r| r["name"] == "linux-bridge");
     let bs = bridge.and_then(|b| size(b, first));
     let base = bs.and_then(|s| mpps(s, "throughput_pps"));

@@ -18,7 +18,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The reasons a capture forwarder drops for, as the stats list them.
 /// The stats snapshot ([`Shared::snapshot`]) as one line of text.
 pub fn text_line(v: &Value) -> String {
     let t = &v["totals"];

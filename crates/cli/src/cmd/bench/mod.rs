@@ -205,7 +205,8 @@ fn run_overload(a: Args) -> Result<()> {
 /// with spaces or quotes quoted (the command that reproduces the run).
 fn command_line() -> String {
     let mut v = vec!["linerate".to_string()];
-    v.extend(std::env::args().skip(1).map(|x| {
+    v.extend(std::env::args_os().skip(1).map(|x| {
+        let x = x.to_string_lossy().into_owned();
         if !x.is_empty()
             && x.chars()
                 .all(|c| c.is_ascii_alphanumeric() || "-_./,:=%+@".contains(c))
