@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 mod support;
-use support::{require_root, require_tool, wait_until, Proc, TempDir, EXE};
+use support::{netns_with, require_root, require_tool, wait_until, Proc, TempDir, EXE};
 
 /// One bench at a time: a watchdog's second sweep kills processes in
 /// namespaces with the inode numbers of the beds it removed, which the
@@ -40,17 +40,6 @@ fn example(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../examples")
         .join(name)
-}
-
-fn netns_with(prefix: &str) -> Vec<String> {
-    std::fs::read_dir("/run/netns")
-        .map(|rd| {
-            rd.flatten()
-                .filter_map(|e| e.file_name().into_string().ok())
-                .filter(|n| n.starts_with(prefix))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// The watchdog's stop scripts of process `pid` still on disk.

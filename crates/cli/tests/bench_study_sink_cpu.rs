@@ -5,35 +5,6 @@
 mod support;
 use support::*;
 
-/// Removes the test's directory and any namespace with its prefix, also
-/// when an assertion fails.
-struct Cleanup {
-    dir: std::path::PathBuf,
-    prefix: String,
-}
-
-fn netns_with(prefix: &str) -> Vec<String> {
-    std::fs::read_dir("/run/netns")
-        .map(|rd| {
-            rd.flatten()
-                .filter_map(|e| e.file_name().into_string().ok())
-                .filter(|n| n.starts_with(prefix))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        for n in netns_with(&self.prefix) {
-            let _ = std::process::Command::new("ip")
-                .args(["netns", "del", &n])
-                .status();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 #[test]
 fn sink_cpu_study_puts_both_runs_side_by_side_and_leaves_nothing() {
     assert!(root(), "this test needs root (network namespaces, XDP)");

@@ -401,3 +401,31 @@ pub fn tshark_count(f: &Path) -> u64 {
     );
     String::from_utf8_lossy(&out.stdout).lines().count() as u64
 }
+
+/// The network namespaces whose names start with `prefix`.
+pub fn netns_with(prefix: &str) -> Vec<String> {
+    std::fs::read_dir("/run/netns")
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| n.starts_with(prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Removes a test's directory and every namespace with its prefix on
+/// drop, also when an assertion failed.
+pub struct Cleanup {
+    pub dir: std::path::PathBuf,
+    pub prefix: String,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for n in netns_with(&self.prefix) {
+            let _ = Command::new("ip").args(["netns", "del", &n]).status();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
