@@ -5,6 +5,23 @@
 mod support;
 use support::*;
 
+/// `linerate bench NAME ARGS --json --report` into a private directory
+/// (removed when the returned guard drops): its standard output and its
+/// JSON's `data`.
+fn study(name: &str, args: &[&str]) -> (String, serde_json::Value, TempDir) {
+    let dir = TempDir::new(&format!("study-{name}"));
+    let (json, html) = (dir.join("s.json"), dir.join("s.html"));
+    let mut a = vec!["bench", name];
+    a.extend(args);
+    a.extend(["--json", json.to_str().unwrap()]);
+    a.extend(["--report", html.to_str().unwrap()]);
+    let out = linerate_ok(&a);
+    assert!(html.exists(), "{name}: no HTML page");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    (out, v["data"].clone(), dir)
+}
+
 #[test]
 fn dnac_study_runs_its_four_captures_and_writes_every_output() {
     let dir = std::env::temp_dir().join(format!("lr-study-{}", std::process::id()));
@@ -75,7 +92,6 @@ fn dnac_study_runs_its_four_captures_and_writes_every_output() {
         m.ends_with("<!-- /dnac -->\n\nkept\n") && !m.contains("\nold\n"),
         "{m}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -96,26 +112,20 @@ fn a_study_with_bad_settings_is_one_line_and_writes_nothing() {
 
 #[test]
 fn capture_study_searches_each_method_and_allocates_the_variation() {
-    let dir = std::env::temp_dir().join(format!("lr-capstudy-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (json, html) = (dir.join("c.json"), dir.join("c.html"));
-    let out = linerate_ok(&[
-        "bench",
+    let (out, d, dir) = study(
         "capture",
-        "--sizes",
-        "64,512",
-        "--methods",
-        "tpacket-v3,xdp-count",
-        "--repetitions",
-        "2",
-        "--trial",
-        "0.3",
-        "--no-scaling",
-        "--json",
-        json.to_str().unwrap(),
-        "--report",
-        html.to_str().unwrap(),
-    ]);
+        &[
+            "--sizes",
+            "64,512",
+            "--methods",
+            "tpacket-v3,xdp-count",
+            "--repetitions",
+            "2",
+            "--trial",
+            "0.3",
+            "--no-scaling",
+        ],
+    );
     assert!(
         out.contains("Highest loss-free capture rate, 64-byte frames"),
         "{out}"
@@ -127,9 +137,7 @@ fn capture_study_searches_each_method_and_allocates_the_variation() {
     for row in ["method ", "frame_size ", "Errors "] {
         assert!(out.lines().any(|l| l.starts_with(row)), "{row}: {out}");
     }
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let trials = v["data"]["trials"].as_array().unwrap();
+    let trials = d["trials"].as_array().unwrap();
     // At least a top-speed trial per method, size and repetition.
     assert!(trials.len() >= 8, "{}", trials.len());
     for t in trials {
@@ -143,8 +151,8 @@ fn capture_study_searches_each_method_and_allocates_the_variation() {
             "{t}"
         );
     }
-    assert!(std::fs::read_to_string(&html).unwrap().contains("<svg"));
-    let _ = std::fs::remove_dir_all(&dir);
+    let html = std::fs::read_to_string(dir.join("s.html")).unwrap();
+    assert!(html.contains("<svg"));
 }
 
 #[test]
@@ -172,23 +180,8 @@ fn capture_study_at_one_frame_size_allocates_over_the_methods_only() {
 
 #[test]
 fn gen_study_counts_every_paced_frame_at_the_receiver() {
-    let dir = std::env::temp_dir().join(format!("lr-genstudy-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let json = dir.join("g.json");
-    let out = linerate_ok(&[
-        "bench",
-        "gen",
-        "--seconds",
-        "1",
-        "--json",
-        json.to_str().unwrap(),
-        "--report",
-        dir.join("g.html").to_str().unwrap(),
-    ]);
+    let (out, d, _dir) = study("gen", &["--seconds", "1"]);
     assert!(out.contains("Maximum single-core 64-byte rate"), "{out}");
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let d = &v["data"];
     let acc = d["accuracy"].as_array().unwrap();
     assert_eq!(acc.len(), 11, "7 software-paced rates and 4 --xdp rates");
     for a in acc {
@@ -219,32 +212,15 @@ fn gen_study_counts_every_paced_frame_at_the_receiver() {
         assert!(s["packets"].as_u64().unwrap() > 0, "{l}");
         assert!(s["latency"]["p50_ns"].as_u64().unwrap() > 0, "{l}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn switch_study_sweeps_inserts_into_both_switches_and_times_the_first_hit() {
-    let dir = std::env::temp_dir().join(format!("lr-swstudy-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let json = dir.join("s.json");
-    let out = linerate_ok(&[
-        "bench",
+    let (out, d, _dir) = study(
         "switch",
-        "--seconds",
-        "1",
-        "--rounds",
-        "5",
-        "--ovs-max",
-        "1000",
-        "--json",
-        json.to_str().unwrap(),
-        "--report",
-        dir.join("s.html").to_str().unwrap(),
-    ]);
+        &["--seconds", "1", "--rounds", "5", "--ovs-max", "1000"],
+    );
     assert!(out.contains("Flow sweep on in-memory ports"), "{out}");
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let d = &v["data"];
     let sweep = d["sweep"].as_array().unwrap();
     assert_eq!(sweep.len(), 10, "5 flow counts, cache on and off");
     for s in sweep {
@@ -291,5 +267,4 @@ fn switch_study_sweeps_inserts_into_both_switches_and_times_the_first_hit() {
         .unwrap();
     let ns = String::from_utf8_lossy(&ns.stdout);
     assert!(!ns.lines().any(|l| l.starts_with("lrswb-")), "{ns}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
