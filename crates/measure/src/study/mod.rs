@@ -10,9 +10,11 @@
 //! measured are separate processes, and measure stays beside the pipelines
 //! rather than on top of them.
 
+pub mod afpacket;
 pub mod capture;
 pub mod dnac;
 pub mod gen;
+pub mod soak;
 pub mod switch;
 
 use crate::report::svg::{self, escape, Chart};
@@ -346,6 +348,54 @@ impl Child {
         }
         Ok((out, err))
     }
+    /// Its standard output line by line, read by a thread from now on (a
+    /// long run's once-a-second lines would otherwise fill the pipe and
+    /// stop it); [`Child::finish`] then returns no standard output.
+    pub fn stdout_lines(&mut self) -> std::sync::mpsc::Receiver<String> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        if let Some(o) = self.child.as_mut().and_then(|c| c.stdout.take()) {
+            std::thread::spawn(move || {
+                use std::io::BufRead;
+                for l in std::io::BufReader::new(o).lines().map_while(Result::ok) {
+                    if tx.send(l).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        rx
+    }
+
+    /// Whether it has ended (by itself or killed).
+    pub fn exited(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_none_or(|c| c.try_wait().ok().flatten().is_some())
+    }
+
+    /// The last lines of its standard error, once it has ended (for the
+    /// message of a child that died).
+    pub fn stderr_tail(&mut self) -> String {
+        let mut e = String::new();
+        if let Some(mut s) = self.child.as_mut().and_then(|c| c.stderr.take()) {
+            let _ = s.read_to_string(&mut e);
+        }
+        let l: Vec<&str> = e.trim().lines().collect();
+        l[l.len().saturating_sub(2)..].join(" / ")
+    }
+
+    /// Wait for it to end by itself: (exit status, stdout, stderr).
+    pub fn output(mut self) -> Result<(std::process::ExitStatus, String, String), String> {
+        let c = self.child.take().ok_or("no process")?;
+        let o = c
+            .wait_with_output()
+            .map_err(|e| format!("{}: {e}", self.what))?;
+        Ok((
+            o.status,
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        ))
+    }
 }
 
 impl Drop for Child {
@@ -355,6 +405,107 @@ impl Drop for Child {
             let _ = c.wait();
         }
     }
+}
+
+/// `cmd` run in network namespace `ns` (`ip netns exec`, which execs it:
+/// the child's pid is the command's).
+pub fn in_ns(ns: &str, cmd: &[String]) -> std::process::Command {
+    let mut c = std::process::Command::new("ip");
+    c.args(["netns", "exec", ns]).args(cmd);
+    c
+}
+
+/// Packet sockets bound to an interface and running in the network
+/// namespace of process `pid` (/proc/PID/net/packet), once the process runs
+/// `exe` (so `ip netns exec` has entered the namespace and exec'd it).
+pub fn running_packet_sockets(pid: u32, exe: &Path) -> usize {
+    let exe = exe.canonicalize().unwrap_or_else(|_| exe.to_path_buf());
+    if !std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|e| e == exe) {
+        return 0;
+    }
+    std::fs::read_to_string(format!("/proc/{pid}/net/packet"))
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            // sk RefCnt Type Proto Iface R Rmem User Inode
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 5 && f[4] != "0" && f[5] == "1"
+        })
+        .count()
+}
+
+/// Run `linerate bench ARGS --json FILE` (FILE in `dir`) as a child that
+/// dies with this process (and is killed by the watchdog of `linerate
+/// bench`, whose own watchdog then removes its beds); its progress lines
+/// go to `progress`; its JSON.
+pub fn run_bench(
+    exe: &Path,
+    args: &[String],
+    dir: &Path,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Value, String> {
+    use std::io::BufRead;
+    let json = dir.join("bench.json");
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("bench")
+        .args(args)
+        .arg("--json")
+        .arg(&json)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    crate::guard::die_with_parent(&mut cmd);
+    let what = format!("linerate bench {}", args.join(" "));
+    let mut c = cmd.spawn().map_err(|e| format!("{what}: {e}"))?;
+    crate::guard::register_pid(c.id());
+    let mut last = String::new();
+    if let Some(e) = c.stderr.take() {
+        for l in std::io::BufReader::new(e).lines().map_while(Result::ok) {
+            progress(&format!("  bench: {l}"));
+            last = l;
+        }
+    }
+    let st = c.wait().map_err(|e| format!("{what}: {e}"))?;
+    crate::guard::unregister_pid(c.id());
+    if !st.success() {
+        return Err(format!("{what}: {st}: {last}"));
+    }
+    let text = std::fs::read_to_string(&json).map_err(|e| format!("{}: {e}", json.display()))?;
+    let _ = std::fs::remove_file(&json);
+    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", json.display()))
+}
+
+/// A private directory removed when dropped (also on an error).
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    pub fn new(name: &str) -> Result<TempDir, String> {
+        let d = std::env::temp_dir().join(name);
+        std::fs::create_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+        Ok(TempDir(d))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A test bed name prefix: letters, digits, '-' and '_', short enough for
+/// the bed names made from it (at most 16 characters).
+pub fn check_prefix(p: &str) -> Result<(), String> {
+    if p.is_empty()
+        || p.len() > 16
+        || !p
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(format!(
+            "--name '{p}': 1 to 16 letters, digits, '-' or '_'"
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 mod args;
 mod config;
 mod study;
+mod study_args_h3;
 
 pub use args::Args;
 
