@@ -47,7 +47,11 @@ pub struct AfpacketStudy {
 /// The latency paths: (key, description, forwarder's ports; none: the
 /// bridge).
 const PATHS: [(&str, &str, Option<[&str; 2]>); 3] = [
-    ("bridge", "idle path: Linux bridge in the DuT namespace", None),
+    (
+        "bridge",
+        "idle path: Linux bridge in the DuT namespace",
+        None,
+    ),
     (
         "v2",
         "`linerate fwd afpacket:d0 afpacket:d1` (ring=v2, the default)",
@@ -101,10 +105,7 @@ impl AfpacketStudy {
         }
         let dir = TempDir::new(&format!("linerate-{}", self.name))?;
         let mut benches = Vec::new();
-        for (trial, reps) in [
-            (0.2, self.short_searches),
-            (self.trial, self.searches),
-        ] {
+        for (trial, reps) in [(0.2, self.short_searches), (self.trial, self.searches)] {
             progress(&format!(
                 "2. loss-free rate at 64 bytes, {trial} s trials, {reps} searches"
             ));
@@ -214,7 +215,10 @@ impl AfpacketStudy {
                 .sum();
             let st = &r["count"]["streams"][0];
             let l = &st["latency"];
-            let us = |k: &str| l[k].as_f64().map_or("-".into(), |v| format!("{:.1}", v / 1e3));
+            let us = |k: &str| {
+                l[k].as_f64()
+                    .map_or("-".into(), |v| format!("{:.1}", v / 1e3))
+            };
             p50.insert(key.to_string(), f(&l["p50_ns"]) / 1e3);
             let desc = PATHS.iter().find(|p| p.0 == key).map_or(key, |p| p.1);
             lat_t.rows.push(vec![
@@ -244,9 +248,11 @@ impl AfpacketStudy {
             })
             .collect();
         for (bi, b) in benches.iter().enumerate() {
+            let n = b["searches"].as_u64().unwrap_or(0);
             header.push(format!(
-                "{} s trials ({} searches), Mpps",
-                b["trial_s"], b["searches"]
+                "{} s trials ({n} search{}), Mpps",
+                f(&b["trial_s"]),
+                if n == 1 { "" } else { "es" }
             ));
             header.push("min-max".into());
             for (di, (d, _)) in DUTS.iter().enumerate() {
@@ -281,11 +287,7 @@ impl AfpacketStudy {
                     rows[di].push(if ls.is_empty() {
                         "-".into()
                     } else {
-                        format!(
-                            "{:.0} / {:.0}",
-                            median(&ls),
-                            ls[ls.len() - 1]
-                        )
+                        format!("{:.0} / {:.0}", median(&ls), ls[ls.len() - 1])
                     });
                 }
             }

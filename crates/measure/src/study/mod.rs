@@ -501,9 +501,7 @@ pub fn check_prefix(p: &str) -> Result<(), String> {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
     {
-        return Err(format!(
-            "--name '{p}': 1 to 16 letters, digits, '-' or '_'"
-        ));
+        return Err(format!("--name '{p}': 1 to 16 letters, digits, '-' or '_'"));
     }
     Ok(())
 }

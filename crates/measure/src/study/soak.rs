@@ -608,7 +608,10 @@ mod tests {
 
     #[test]
     fn slope_is_kib_per_minute() {
-        assert_eq!(slope_per_min(&[(0.0, 100), (60.0, 160), (120.0, 220)]), 60.0);
+        assert_eq!(
+            slope_per_min(&[(0.0, 100), (60.0, 160), (120.0, 220)]),
+            60.0
+        );
         assert_eq!(slope_per_min(&[(0.0, 100), (10.0, 100)]), 0.0);
         assert_eq!(slope_per_min(&[(0.0, 100)]), 0.0);
     }
@@ -626,7 +629,10 @@ mod tests {
         assert_eq!(rx_ring_full(&fwd), Some(5));
         let cap = json!({"kernel": {"rx_ring_full": 7},
             "totals": {"received": 10, "forwarded": 9, "dropped": {"filter": 0, "ring_full": 1}}});
-        assert_eq!(final_counts(&cap), (10, true, vec!["ring_full 1".to_string()]));
+        assert_eq!(
+            final_counts(&cap),
+            (10, true, vec!["ring_full 1".to_string()])
+        );
         assert_eq!(rx_ring_full(&cap), Some(7));
         let sw = json!({"balanced": false, "received": 4, "drops": {}});
         assert_eq!(final_counts(&sw), (4, false, vec![]));
