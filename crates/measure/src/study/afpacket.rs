@@ -350,7 +350,7 @@ impl AfpacketStudy {
                     "A TPACKET_V3 block is handed to user space when it is full or when its retire timeout (2 ms) expires, so at low rates every packet waits for the timeout; a TPACKET_V2 frame is handed over as soon as it is written. An afpacket port that is busy-polled (fwd, switch) takes a V2 RX ring by default (`ring=v2`), one read in poll() (capture, count) a V3 ring (`ring=v3`). The V3 ring: {} blocks of {} KiB ({} MiB), {} 64-byte packets or ~10 000 of 1514 bytes. The V2 ring: {} frames sized to the MTU (1600 bytes at MTU 1500: 50 MiB), as many packets at any size.",
                     DEFAULT_BLOCKS,
                     DEFAULT_BLOCK_SIZE / 1024,
-                    u64::from(DEFAULT_BLOCKS) * u64::from(DEFAULT_BLOCK_SIZE) >> 20,
+                    (u64::from(DEFAULT_BLOCKS) * u64::from(DEFAULT_BLOCK_SIZE)) >> 20,
                     super::thousands(V3_DEPTH_64B),
                     super::thousands(V2_DEPTH)
                 ),
