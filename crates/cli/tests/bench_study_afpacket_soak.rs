@@ -1,7 +1,7 @@
 //! `linerate bench afpacket` and `linerate bench soak`, run short: their
 //! figures come from the run (the JSON's raw results are what the tables
-//! show) and they leave nothing behind (no namespace, bed record, process
-//! or temporary directory). Needs root.
+//! show) and they leave nothing behind (no namespace, bed record or
+//! process). Needs root.
 
 mod support;
 use serde_json::Value;
@@ -26,9 +26,8 @@ fn linerate_pids() -> BTreeSet<u32> {
         .collect()
 }
 
-/// Network namespaces and bed records named with `prefix`, linerate
-/// processes not in `before`, and the study's temporary directory: what
-/// the run left behind.
+/// Network namespaces and bed records named with `prefix` and linerate
+/// processes not in `before`: what the run left behind.
 fn leftovers(prefix: &str, before: &BTreeSet<u32>) -> Vec<String> {
     let mut v = Vec::new();
     let ns = std::process::Command::new("ip")
@@ -52,10 +51,6 @@ fn leftovers(prefix: &str, before: &BTreeSet<u32>) -> Vec<String> {
     }
     for p in linerate_pids().difference(before) {
         v.push(format!("process {p}"));
-    }
-    let tmp = std::env::temp_dir().join(format!("linerate-{prefix}"));
-    if tmp.exists() {
-        v.push(format!("directory {}", tmp.display()));
     }
     v
 }

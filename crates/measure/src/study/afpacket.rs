@@ -13,8 +13,8 @@
 //!    holds many packets passes a short trial on its backlog) and with long
 //!    trials, with the generator's worst lateness per trial.
 
+use super::StudyReport;
 use super::{check_prefix, in_ns, last_json, run_bench, running_packet_sockets, Child};
-use super::{StudyReport, TempDir};
 use crate::report::Table;
 use crate::testbed::{Testbed, TestbedConfig};
 use linerate_io::afpacket::{DEFAULT_BLOCKS, DEFAULT_BLOCK_SIZE, DEFAULT_V2_FRAMES};
@@ -103,7 +103,6 @@ impl AfpacketStudy {
             r["name"] = json!(key);
             lat.push(r);
         }
-        let dir = TempDir::new(&format!("linerate-{}", self.name))?;
         let mut benches = Vec::new();
         for (trial, reps) in [(0.2, self.short_searches), (self.trial, self.searches)] {
             progress(&format!(
@@ -116,7 +115,7 @@ impl AfpacketStudy {
             .split(' ')
             .map(String::from)
             .collect();
-            let b = run_bench(&self.linerate, &args, &dir.0, progress)?;
+            let b = run_bench(&self.linerate, &args, progress)?;
             benches.push(json!({"trial_s": trial, "searches": reps, "bench": b}));
         }
         Ok(self.report(&lat, &benches))

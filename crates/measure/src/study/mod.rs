@@ -366,6 +366,11 @@ impl Child {
         rx
     }
 
+    /// Its standard input, if the command was given a piped one.
+    pub fn stdin(&mut self) -> Option<std::process::ChildStdin> {
+        self.child.as_mut().and_then(|c| c.stdin.take())
+    }
+
     /// Whether it has ended (by itself or killed).
     pub fn exited(&mut self) -> bool {
         self.child
@@ -435,29 +440,33 @@ pub fn running_packet_sockets(pid: u32, exe: &Path) -> usize {
         .count()
 }
 
-/// Run `linerate bench ARGS --json FILE` (FILE in `dir`) as a child that
-/// dies with this process (and is killed by the watchdog of `linerate
-/// bench`, whose own watchdog then removes its beds); its progress lines
-/// go to `progress`; its JSON.
+/// Run `linerate bench ARGS --json -` as a child that dies with this
+/// process (and is killed by the watchdog of `linerate bench`, whose own
+/// watchdog then removes its beds); its progress lines go to `progress`;
+/// its JSON (its standard output).
 pub fn run_bench(
     exe: &Path,
     args: &[String],
-    dir: &Path,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Value, String> {
     use std::io::BufRead;
-    let json = dir.join("bench.json");
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("bench")
         .args(args)
-        .arg("--json")
-        .arg(&json)
-        .stdout(std::process::Stdio::null())
+        .args(["--json", "-"])
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     crate::guard::die_with_parent(&mut cmd);
     let what = format!("linerate bench {}", args.join(" "));
     let mut c = cmd.spawn().map_err(|e| format!("{what}: {e}"))?;
     crate::guard::register_pid(c.id());
+    let out = c.stdout.take().map(|mut o| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = o.read_to_string(&mut s);
+            s
+        })
+    });
     let mut last = String::new();
     if let Some(e) = c.stderr.take() {
         for l in std::io::BufReader::new(e).lines().map_while(Result::ok) {
@@ -467,29 +476,11 @@ pub fn run_bench(
     }
     let st = c.wait().map_err(|e| format!("{what}: {e}"))?;
     crate::guard::unregister_pid(c.id());
+    let out = out.and_then(|t| t.join().ok()).unwrap_or_default();
     if !st.success() {
         return Err(format!("{what}: {st}: {last}"));
     }
-    let text = std::fs::read_to_string(&json).map_err(|e| format!("{}: {e}", json.display()))?;
-    let _ = std::fs::remove_file(&json);
-    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", json.display()))
-}
-
-/// A private directory removed when dropped (also on an error).
-pub struct TempDir(pub std::path::PathBuf);
-
-impl TempDir {
-    pub fn new(name: &str) -> Result<TempDir, String> {
-        let d = std::env::temp_dir().join(name);
-        std::fs::create_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;
-        Ok(TempDir(d))
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    serde_json::from_str(&out).map_err(|e| format!("{what}: its JSON: {e}"))
 }
 
 /// A test bed name prefix: letters, digits, '-' and '_', short enough for

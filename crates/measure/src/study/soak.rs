@@ -9,21 +9,25 @@
 //!    `linerate bench --dut linerate-afxdp --dut linerate-switch` (64 B, the
 //!    same pipelines on the same kind of bed); for capture (not a bench
 //!    DuT) trials of the in-kernel generator (`gen g0 --xdp`) against the
-//!    capture's own count of what it took in without a drop (its control
-//!    socket), bisection between 10 kpps and 4 Mpps to 5 %;
+//!    capture's own count of what it took in without a drop (its
+//!    once-a-second report), bisection between 10 kpps and 4 Mpps to 5 %;
+//!
+//! No file is made (the switch's rules come on its standard input), so a
+//! run ended by a signal leaves nothing the watchdog of `linerate bench`
+//! does not remove (the beds and the processes in them).
 //! 2. the soak at half that rate, RSS from /proc/PID/status every interval;
 //! 3. growth: RSS at the end against RSS after the warm-up, and the slope
 //!    of a least-squares line through the samples after the warm-up; the
 //!    pipeline's final report: received = passed + drops, drops by reason,
 //!    the kernel's AF_XDP rx_ring_full, the generator's longest stall.
 
-use super::{check_prefix, in_ns, last_json, run_bench, Child, StudyReport, TempDir};
+use super::{check_prefix, in_ns, last_json, run_bench, Child, StudyReport};
 use crate::report::svg::{Axis, Chart, Line, Marker, PALETTE};
 use crate::report::Table;
 use crate::testbed::{Testbed, TestbedConfig};
 use serde_json::{json, Value};
-use std::io::{BufRead, Write};
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// The pipelines, by name, and the bench DuT that runs the same one.
@@ -83,19 +87,11 @@ fn rss_kib(pid: u32) -> Result<u64, String> {
         .ok_or(format!("/proc/{pid}/status: no VmRSS"))
 }
 
-/// What the capture behind control socket `sock` took in without a drop.
-fn captured(sock: &Path) -> Result<u64, String> {
-    let mut s = std::os::unix::net::UnixStream::connect(sock)
-        .map_err(|e| format!("{}: {e}", sock.display()))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))
-        .map_err(|e| e.to_string())?;
-    s.write_all(b"stats\n")
-        .map_err(|e| format!("{}: {e}", sock.display()))?;
-    let mut l = String::new();
-    std::io::BufReader::new(s)
-        .read_line(&mut l)
-        .map_err(|e| format!("{}: {e}", sock.display()))?;
-    let v: Value = serde_json::from_str(&l).map_err(|e| format!("capture stats: {e}: {l}"))?;
+/// What a capture's once-a-second report `line` says it took in without
+/// a drop.
+fn captured(line: &str) -> Result<u64, String> {
+    let v: Value =
+        serde_json::from_str(line).map_err(|e| format!("linerate capture: {e}: {line}"))?;
     let t = &v["totals"];
     let dropped: u64 = t["dropped"]
         .as_object()
@@ -137,6 +133,16 @@ impl Pipeline {
         while let Ok(l) = self.lines.try_recv() {
             self.last = l;
         }
+    }
+
+    /// Its next report line (at most `limit` away).
+    fn next(&mut self, limit: Duration) -> Result<String, String> {
+        let l = self
+            .lines
+            .recv_timeout(limit)
+            .map_err(|_| format!("no report line in {} s", limit.as_secs()))?;
+        self.last = l.clone();
+        Ok(l)
     }
 
     /// SIGINT; its final report (the last line of its output).
@@ -193,9 +199,6 @@ impl SoakStudy {
     /// errors (and by the watchdog of `linerate bench` on a signal).
     pub fn run(&self, progress: &mut dyn FnMut(&str)) -> Result<StudyReport, String> {
         self.check()?;
-        let dir = TempDir::new(&format!("linerate-{}", self.name))?;
-        let flows = dir.0.join("flows");
-        std::fs::write(&flows, FLOWS).map_err(|e| format!("{}: {e}", flows.display()))?;
         let duts: Vec<&str> = PIPELINES
             .iter()
             .filter(|p| self.pipelines.iter().any(|x| x == p.0))
@@ -217,33 +220,34 @@ impl SoakStudy {
                     .split(' ')
                     .map(String::from),
             );
-            run_bench(&self.linerate, &args, &dir.0, progress)?
+            run_bench(&self.linerate, &args, progress)?
         };
         let mut done = Vec::new();
         for (i, p) in self.pipelines.iter().enumerate() {
             progress(&format!("== {p}"));
             let bed = format!("{}-{}", self.name, i + 1);
-            done.push(self.soak_one(p, &bed, &bench, &dir.0, progress)?);
+            done.push(self.soak_one(p, &bed, &bench, progress)?);
         }
         Ok(self.report(&done, &bench))
     }
 
-    fn start(&self, name: &str, ns: &str, dir: &Path) -> Result<Pipeline, String> {
+    fn start(&self, name: &str, ns: &str) -> Result<Pipeline, String> {
         let cmd = match name {
             "fwd" => self.lr("fwd afxdp:d0 afxdp:d1 --cpu 1 --json"),
-            "switch" => self.lr(&format!(
-                "switch --port 1=afxdp:d0 --port 2=afxdp:d1 --flows {} --cpu 1 --json",
-                dir.join("flows").display()
-            )),
-            _ => {
-                let _ = std::fs::remove_file(dir.join("cap.sock"));
-                self.lr(&format!(
-                    "capture afxdp:d0 --analyser http --ctl {} --json",
-                    dir.join("cap.sock").display()
-                ))
-            }
+            "switch" => self
+                .lr("switch --port 1=afxdp:d0 --port 2=afxdp:d1 --flows /dev/stdin --cpu 1 --json"),
+            _ => self.lr("capture afxdp:d0 --analyser http --json"),
         };
-        let mut child = Child::spawn(&mut in_ns(ns, &cmd), &format!("linerate {name}"))?;
+        let mut c = in_ns(ns, &cmd);
+        c.stdin(std::process::Stdio::piped());
+        let mut child = Child::spawn(&mut c, &format!("linerate {name}"))?;
+        // The switch's rules on its standard input (end of file: all).
+        if let Some(mut i) = child.stdin() {
+            if name == "switch" {
+                i.write_all(FLOWS.as_bytes())
+                    .map_err(|e| format!("linerate switch: its rules: {e}"))?;
+            }
+        }
         let lines = child.stdout_lines();
         // Ready once its first once-a-second line is out: its ports are
         // open and its loop runs.
@@ -282,29 +286,34 @@ impl SoakStudy {
     }
 
     /// Capture's loss-free rate: bisection with trials of the generator
-    /// against what the capture took in.
+    /// against what the capture took in (its once-a-second reports).
     fn capture_rate(
         &self,
         ns_gen: &str,
-        sock: &Path,
+        p: &mut Pipeline,
         trials: &mut Vec<Value>,
         progress: &mut dyn FnMut(&str),
     ) -> Result<u64, String> {
+        let limit = Duration::from_secs(5);
         let (mut lo, mut hi) = (10_000u64, 4_000_000u64);
         while hi - lo > lo / 20 {
             let r = (lo + hi) / 2;
-            let before = captured(sock)?;
+            // Every report of the previous trial read: the count before.
+            p.drain();
+            let before = captured(&p.last)?;
             let g = self.gen(ns_gen, r, self.capture_trial)?;
             let sent = g["stats"]["sent"].as_u64().unwrap_or(0);
-            // It has taken what it will once its count stops moving.
-            let (mut last, t0) = (u64::MAX, Instant::now());
-            let mut now = captured(sock)?;
-            while now != last && t0.elapsed() < Duration::from_secs(10) {
-                std::thread::sleep(Duration::from_millis(200));
-                last = now;
-                now = captured(sock)?;
+            // It has taken what it will once its count stops moving
+            // between two reports.
+            let mut now = captured(&p.next(limit)?)?;
+            loop {
+                let next = captured(&p.next(limit)?)?;
+                if next == now {
+                    break;
+                }
+                now = next;
             }
-            let taken = now - before;
+            let taken = now.saturating_sub(before);
             let pass = sent > 0 && taken >= sent;
             progress(&format!(
                 "  capture: {r} pps -> sent {sent}, taken in {taken}: {}",
@@ -325,7 +334,6 @@ impl SoakStudy {
         name: &str,
         bed_name: &str,
         bench: &Value,
-        dir: &Path,
         progress: &mut dyn FnMut(&str),
     ) -> Result<Soaked, String> {
         let bed = Testbed::up(&TestbedConfig {
@@ -335,7 +343,7 @@ impl SoakStudy {
         })
         .map_err(|e| e.to_string())?;
         let (ns_gen, ns_dut) = (bed.info().ns_gen.clone(), bed.info().ns_dut.clone());
-        let mut p = self.start(name, &ns_dut, dir)?;
+        let mut p = self.start(name, &ns_dut)?;
         let mut trials = Vec::new();
         let loss_free = match PIPELINES.iter().find(|x| x.0 == name).and_then(|x| x.1) {
             Some(dut) => bench["results"]
@@ -347,11 +355,11 @@ impl SoakStudy {
                 .ok_or(format!("linerate bench: no throughput of {dut}"))?
                 as u64,
             None => {
-                let r = self.capture_rate(&ns_gen, &dir.join("cap.sock"), &mut trials, progress)?;
+                let r = self.capture_rate(&ns_gen, &mut p, &mut trials, progress)?;
                 // A fresh process for the soak: its counts and memory then
                 // hold only the soak, not the bisection's overload trials.
                 p.stop("linerate capture")?;
-                p = self.start(name, &ns_dut, dir)?;
+                p = self.start(name, &ns_dut)?;
                 r
             }
         };
