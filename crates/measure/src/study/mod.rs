@@ -265,6 +265,9 @@ pub fn thousands(n: u64) -> String {
 pub struct Child {
     child: Option<std::process::Child>,
     what: String,
+    /// With [`Child::stdout_lines`]: the thread reading its standard
+    /// error, which returns the last lines at its end.
+    err_thread: Option<std::thread::JoinHandle<String>>,
 }
 
 impl Child {
@@ -279,6 +282,7 @@ impl Child {
         Ok(Child {
             child: Some(c),
             what: what.to_string(),
+            err_thread: None,
         })
     }
 
@@ -346,12 +350,30 @@ impl Child {
         if let Some(mut e) = c.stderr.take() {
             let _ = e.read_to_string(&mut err);
         }
+        if let Some(t) = self.err_thread.take() {
+            err = t.join().unwrap_or_default();
+        }
         Ok((out, err))
     }
     /// Its standard output line by line, read by a thread from now on (a
     /// long run's once-a-second lines would otherwise fill the pipe and
-    /// stop it); [`Child::finish`] then returns no standard output.
+    /// stop it); [`Child::finish`] then returns no standard output. Its
+    /// standard error is read by a thread as well, which keeps the last 20
+    /// lines for [`Child::finish`] and [`Child::stderr_tail`].
     pub fn stdout_lines(&mut self) -> std::sync::mpsc::Receiver<String> {
+        if let Some(e) = self.child.as_mut().and_then(|c| c.stderr.take()) {
+            self.err_thread = Some(std::thread::spawn(move || {
+                use std::io::BufRead;
+                let mut tail = std::collections::VecDeque::new();
+                for l in std::io::BufReader::new(e).lines().map_while(Result::ok) {
+                    if tail.len() == 20 {
+                        tail.pop_front();
+                    }
+                    tail.push_back(l);
+                }
+                Vec::from(tail).join("\n")
+            }));
+        }
         let (tx, rx) = std::sync::mpsc::channel();
         if let Some(o) = self.child.as_mut().and_then(|c| c.stdout.take()) {
             std::thread::spawn(move || {
@@ -384,6 +406,9 @@ impl Child {
         let mut e = String::new();
         if let Some(mut s) = self.child.as_mut().and_then(|c| c.stderr.take()) {
             let _ = s.read_to_string(&mut e);
+        }
+        if let Some(t) = self.err_thread.take() {
+            e = t.join().unwrap_or_default();
         }
         let l: Vec<&str> = e.trim().lines().collect();
         l[l.len().saturating_sub(2)..].join(" / ")
