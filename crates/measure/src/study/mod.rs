@@ -10,11 +10,13 @@
 //! measured are separate processes, and measure stays beside the pipelines
 //! rather than on top of them.
 
+pub mod afpacket;
 pub mod capture;
 pub mod dnac;
 pub mod gen;
 pub mod overload;
 pub mod sink_cpu;
+pub mod soak;
 pub mod switch;
 pub mod switch_veth;
 
@@ -292,6 +294,9 @@ pub fn thousands(n: u64) -> String {
 pub struct Child {
     child: Option<std::process::Child>,
     what: String,
+    /// With [`Child::stdout_lines`]: the thread reading its standard
+    /// error, which returns the last lines at its end.
+    err_thread: Option<std::thread::JoinHandle<String>>,
 }
 
 impl Child {
@@ -306,6 +311,7 @@ impl Child {
         Ok(Child {
             child: Some(c),
             what: what.to_string(),
+            err_thread: None,
         })
     }
 
@@ -385,7 +391,81 @@ impl Child {
         if let Some(mut e) = c.stderr.take() {
             let _ = e.read_to_string(&mut err);
         }
+        if let Some(t) = self.err_thread.take() {
+            err = t.join().unwrap_or_default();
+        }
         Ok((out, err))
+    }
+    /// Its standard output line by line, read by a thread from now on (a
+    /// long run's once-a-second lines would otherwise fill the pipe and
+    /// stop it); [`Child::finish`] then returns no standard output. Its
+    /// standard error is read by a thread as well, which keeps the last 20
+    /// lines for [`Child::finish`] and [`Child::stderr_tail`].
+    pub fn stdout_lines(&mut self) -> std::sync::mpsc::Receiver<String> {
+        if let Some(e) = self.child.as_mut().and_then(|c| c.stderr.take()) {
+            self.err_thread = Some(std::thread::spawn(move || {
+                use std::io::BufRead;
+                let mut tail = std::collections::VecDeque::new();
+                for l in std::io::BufReader::new(e).lines().map_while(Result::ok) {
+                    if tail.len() == 20 {
+                        tail.pop_front();
+                    }
+                    tail.push_back(l);
+                }
+                Vec::from(tail).join("\n")
+            }));
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        if let Some(o) = self.child.as_mut().and_then(|c| c.stdout.take()) {
+            std::thread::spawn(move || {
+                use std::io::BufRead;
+                for l in std::io::BufReader::new(o).lines().map_while(Result::ok) {
+                    if tx.send(l).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        rx
+    }
+
+    /// Its standard input, if the command was given a piped one.
+    pub fn stdin(&mut self) -> Option<std::process::ChildStdin> {
+        self.child.as_mut().and_then(|c| c.stdin.take())
+    }
+
+    /// Whether it has ended (by itself or killed).
+    pub fn exited(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_none_or(|c| c.try_wait().ok().flatten().is_some())
+    }
+
+    /// The last lines of its standard error, once it has ended (for the
+    /// message of a child that died).
+    pub fn stderr_tail(&mut self) -> String {
+        let mut e = String::new();
+        if let Some(mut s) = self.child.as_mut().and_then(|c| c.stderr.take()) {
+            let _ = s.read_to_string(&mut e);
+        }
+        if let Some(t) = self.err_thread.take() {
+            e = t.join().unwrap_or_default();
+        }
+        let l: Vec<&str> = e.trim().lines().collect();
+        l[l.len().saturating_sub(2)..].join(" / ")
+    }
+
+    /// Wait for it to end by itself: (exit status, stdout, stderr).
+    pub fn output(mut self) -> Result<(std::process::ExitStatus, String, String), String> {
+        let c = self.child.take().ok_or("no process")?;
+        let o = c
+            .wait_with_output()
+            .map_err(|e| format!("{}: {e}", self.what))?;
+        Ok((
+            o.status,
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        ))
     }
 }
 
@@ -396,6 +476,91 @@ impl Drop for Child {
             let _ = c.wait();
         }
     }
+}
+
+/// `cmd` run in network namespace `ns` (`ip netns exec`, which execs it:
+/// the child's pid is the command's).
+pub fn in_ns(ns: &str, cmd: &[String]) -> std::process::Command {
+    let mut c = std::process::Command::new("ip");
+    c.args(["netns", "exec", ns]).args(cmd);
+    c
+}
+
+/// Packet sockets bound to an interface and running in the network
+/// namespace of process `pid` (/proc/PID/net/packet), once the process runs
+/// `exe` (so `ip netns exec` has entered the namespace and exec'd it).
+pub fn running_packet_sockets(pid: u32, exe: &Path) -> usize {
+    let exe = exe.canonicalize().unwrap_or_else(|_| exe.to_path_buf());
+    if !std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|e| e == exe) {
+        return 0;
+    }
+    std::fs::read_to_string(format!("/proc/{pid}/net/packet"))
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            // sk RefCnt Type Proto Iface R Rmem User Inode
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 5 && f[4] != "0" && f[5] == "1"
+        })
+        .count()
+}
+
+/// Run `linerate bench ARGS --json -` as a child that dies with this
+/// process (and is killed by the watchdog of `linerate bench`, whose own
+/// watchdog then removes its beds); its progress lines go to `progress`;
+/// its JSON (its standard output).
+pub fn run_bench(
+    exe: &Path,
+    args: &[String],
+    progress: &mut dyn FnMut(&str),
+) -> Result<Value, String> {
+    use std::io::BufRead;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("bench")
+        .args(args)
+        .args(["--json", "-"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    crate::guard::die_with_parent(&mut cmd);
+    let what = format!("linerate bench {}", args.join(" "));
+    let mut c = cmd.spawn().map_err(|e| format!("{what}: {e}"))?;
+    crate::guard::register_pid(c.id());
+    let out = c.stdout.take().map(|mut o| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = o.read_to_string(&mut s);
+            s
+        })
+    });
+    let mut last = String::new();
+    if let Some(e) = c.stderr.take() {
+        for l in std::io::BufReader::new(e).lines().map_while(Result::ok) {
+            progress(&format!("  bench: {l}"));
+            last = l;
+        }
+    }
+    let st = c.wait().map_err(|e| format!("{what}: {e}"))?;
+    crate::guard::unregister_pid(c.id());
+    let out = out.and_then(|t| t.join().ok()).unwrap_or_default();
+    if !st.success() {
+        return Err(format!("{what}: {st}: {last}"));
+    }
+    serde_json::from_str(&out).map_err(|e| format!("{what}: its JSON: {e}"))
+}
+
+/// A test bed name prefix: letters, digits, '-' and '_', short enough for
+/// the bed names made from it (at most 16 characters).
+pub fn check_prefix(p: &str) -> Result<(), String> {
+    if p.is_empty()
+        || p.len() > 16
+        || !p
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(format!("--name '{p}': 1 to 16 letters, digits, '-' or '_'"));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

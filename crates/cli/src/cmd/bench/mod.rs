@@ -6,6 +6,7 @@
 mod args;
 mod config;
 mod study;
+mod study_afpacket_soak;
 mod study_overload;
 mod study_sink_cpu;
 

@@ -70,6 +70,25 @@ Examples:
   linerate bench overload --seconds 2 --repeat 1 --duts linux-bridge,linerate-xdp
   linerate bench overload --markdown docs/BENCHMARKS.md # rewrite its section there")]
     Overload(super::study_overload::OverloadArgs),
+    /// AF_PACKET rings of `linerate fwd`: latency at 10 kpps through the bridge, ring=v2 and
+    /// ring=v3 on fresh beds, and the loss-free 64-byte rate of both with the bench's 0.2 s
+    /// trials and with long trials, the generator's lateness. Root; ~30 min with the defaults.
+    #[command(after_help = "\
+Examples:
+  linerate bench afpacket                               # 5 s latency runs, 30 s trials, 2 searches
+  linerate bench afpacket --seconds 2 --trial 5 --searches 1 --short-searches 1
+  linerate bench afpacket --markdown docs/BENCHMARKS.md # rewrite its section there")]
+    Afpacket(super::study_afpacket_soak::AfpacketArgs),
+    /// Soak: fwd, switch and capture, each on a fresh bed over afxdp for a long time at half
+    /// its loss-free rate, the process's resident memory sampled; growth and slope after the
+    /// warm-up, drops by reason, balance, rx_ring_full, generator stalls. Root; 30 min per
+    /// pipeline with the defaults.
+    #[command(after_help = "\
+Examples:
+  linerate bench soak                                   # 30 min per pipeline
+  linerate bench soak --minutes 3 --markdown docs/BENCHMARKS.md
+  linerate bench soak --pipelines fwd --seconds 20 --interval 2 --warmup 6 --searches 1")]
+    Soak(super::study_afpacket_soak::SoakArgs),
 }
 
 #[derive(clap::Args)]
@@ -245,6 +264,8 @@ pub fn run(s: Study) -> Result<()> {
             (c.run(&mut { progress }).map_err(anyhow::Error::msg)?, a.out)
         }
         Study::SinkCpu(a) => super::study_sink_cpu::run(a, &mut { progress })?,
+        Study::Afpacket(a) => super::study_afpacket_soak::afpacket(a, exe, &mut { progress })?,
+        Study::Soak(a) => super::study_afpacket_soak::soak(a, exe, &mut { progress })?,
     };
     write(&report, &out)
 }
