@@ -10,8 +10,9 @@
 #  4. `linerate bench dnac` (seed 002's DNAC experiment),
 #  5. `linerate bench capture` (seed 003's capture-method comparison),
 #  6. `linerate bench` with its RFC 2544 defaults (BENCH_RFC2544=0 skips it),
-#  7. `linerate bench afpacket` (AF_PACKET rings: latency, loss-free rate),
-#  8. `linerate bench soak` (memory over a long run; BENCH_SOAK_MINUTES, default 3),
+#  7. `linerate bench afpacket` (AF_PACKET rings: latency, loss-free rate; 10 s trials),
+#  8. `linerate bench soak` (memory over a run of BENCH_SOAK_MINUTES per pipeline,
+#     default 2, after a 1-minute warm-up; its own default is 30 and 2),
 #  9. `linerate bench sink-cpu` (where the sink's receive work runs).
 # Run as root on an otherwise idle machine.
 set -euo pipefail
@@ -39,6 +40,6 @@ if [ "${BENCH_RFC2544:-1}" = 1 ]; then
     echo "== RFC 2544: linerate bench" >&2
     $lr bench --json "$out/rfc2544.json" --report docs/bench-report.html --markdown "$md"
 fi
-study afpacket
-study soak --minutes "${BENCH_SOAK_MINUTES:-3}"
+study afpacket --trial 10
+study soak --minutes "${BENCH_SOAK_MINUTES:-2}" --warmup 60
 study sink-cpu
