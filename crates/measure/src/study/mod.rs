@@ -230,30 +230,20 @@ pub fn linerate(exe: &Path, args: &[&str]) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// Run `linerate ARGS` (a `linerate bench ... --json -`) with its standard
-/// error shown (a long run's progress and its own messages) and return the
-/// JSON it printed last. A bench that exits non-zero after its run (a DuT
-/// failed) still printed its JSON: the failed DuT is a row of the study,
-/// not its end; only a run without JSON is an error naming the command.
+/// [`run_bench`] for a command line written out whole (`bench`, its
+/// options and `--json -`), its progress on standard error.
 pub fn bench_json(exe: &Path, args: &[&str]) -> Result<Value, String> {
-    let out = std::process::Command::new(exe)
-        .args(args)
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .map_err(|e| format!("{}: {e}", exe.display()))?;
-    let what = format!("linerate {}", args.join(" "));
-    match last_json(&what, &String::from_utf8_lossy(&out.stdout)) {
-        Ok(v) => {
-            if !out.status.success() {
-                eprintln!("({what}: {}; its results are kept)", out.status);
-            }
-            Ok(v)
+    let mut a = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        match args[i] {
+            "bench" if i == 0 => {}
+            "--json" if args.get(i + 1) == Some(&"-") => i += 1,
+            x => a.push(x.to_string()),
         }
-        Err(_) if !out.status.success() => {
-            Err(format!("{what}: {} (its messages above)", out.status))
-        }
-        Err(e) => Err(e),
+        i += 1;
     }
+    run_bench(exe, &a, &mut |l| eprintln!("{l}"))
 }
 
 /// The last line of `out` as JSON (a command's final `--json` object).
@@ -333,6 +323,10 @@ impl Child {
                 let mut e = String::new();
                 if let Some(mut s) = c.stderr.take() {
                     let _ = s.read_to_string(&mut e);
+                }
+                // Its standard error may be read by a thread already.
+                if let Some(t) = self.err_thread.take() {
+                    e = t.join().unwrap_or_default();
                 }
                 return Err(format!("{} ended early ({st}): {}", self.what, e.trim()));
             }
@@ -543,10 +537,19 @@ pub fn run_bench(
     let st = c.wait().map_err(|e| format!("{what}: {e}"))?;
     crate::guard::unregister_pid(c.id());
     let out = out.and_then(|t| t.join().ok()).unwrap_or_default();
-    if !st.success() {
-        return Err(format!("{what}: {st}: {last}"));
+    // A bench that exits non-zero after its run (a DuT failed) still
+    // printed its JSON: the failed DuT is a row of the study, not its end.
+    // Only a run without JSON is an error.
+    match serde_json::from_str::<Value>(out.trim()) {
+        Ok(v) => {
+            if !st.success() {
+                progress(&format!("({what}: {st}; its results are kept)"));
+            }
+            Ok(v)
+        }
+        Err(_) if !st.success() => Err(format!("{what}: {st}: {last}")),
+        Err(e) => Err(format!("{what}: its JSON: {e}")),
     }
-    serde_json::from_str(&out).map_err(|e| format!("{what}: its JSON: {e}"))
 }
 
 /// A test bed name prefix: letters, digits, '-' and '_', short enough for

@@ -296,6 +296,7 @@ impl SoakStudy {
     ) -> Result<u64, String> {
         let limit = Duration::from_secs(5);
         let (mut lo, mut hi) = (10_000u64, 4_000_000u64);
+        let mut passed = false;
         while hi - lo > lo / 20 {
             let r = (lo + hi) / 2;
             // Every report of the previous trial read: the count before.
@@ -304,8 +305,10 @@ impl SoakStudy {
             let g = self.gen(ns_gen, r, self.capture_trial)?;
             let sent = g["stats"]["sent"].as_u64().unwrap_or(0);
             // It has taken what it will once its count stops moving
-            // between two reports.
-            let mut now = captured(&p.next(limit)?)?;
+            // between two reports: from the newest report on (the ones
+            // that queued up during the trial are older than its end).
+            p.drain();
+            let mut now = captured(&p.last)?;
             loop {
                 let next = captured(&p.next(limit)?)?;
                 if next == now {
@@ -322,9 +325,15 @@ impl SoakStudy {
             trials.push(json!({"rate_pps": r, "sent": sent, "taken": taken, "pass": pass}));
             if pass {
                 lo = r;
+                passed = true;
             } else {
                 hi = r;
             }
+        }
+        if !passed {
+            return Err(format!(
+                "capture: no rate passed (the lowest tried: {hi} pps)"
+            ));
         }
         Ok(lo)
     }
@@ -363,6 +372,9 @@ impl SoakStudy {
                 r
             }
         };
+        if loss_free == 0 {
+            return Err(format!("{name}: no loss-free rate to soak at (0 pps)"));
+        }
         let rate = (loss_free / 2).max(1);
         progress(&format!(
             "  {name}: loss-free ~{loss_free} pps; soaking at {rate} pps for {} s",
