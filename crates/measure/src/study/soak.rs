@@ -524,7 +524,7 @@ impl SoakStudy {
             format!(
                 "After the warm-up the resident memory grew by at most {worst_growth:+} KiB (steepest slope {worst_slope:+.2} KiB/min) over the pipelines."
             ),
-            "Frames short of what was sent were dropped before the pipeline (the AF_XDP RX ring full): when the in-kernel generator falls behind its schedule (its longest stall above) it sends the frames it owes in one catch-up burst (crates/io/src/xdpgen.rs, Pacing::InProgram) that the 2048-frame ring cannot hold.".into(),
+            "Frames short of what was sent were dropped before the pipeline (the AF_XDP RX ring full): when the in-kernel generator falls behind its schedule (its longest stall above) it sends the frames it owes in one catch-up burst (crates/io/src/xdp/generator.rs, Pacing::InProgram) that the 2048-frame ring cannot hold.".into(),
         ];
         let chart = Chart {
             id: "soak-rss".into(),
