@@ -4,19 +4,37 @@
 /// Pin the calling thread to one CPU; the error is one line naming it
 /// ("cannot pin to CPU 9: Invalid argument (os error 22)").
 pub fn pin_to_cpu(cpu: usize) -> Result<(), String> {
-    pin(cpu).map_err(|e| format!("cannot pin to CPU {cpu}: {e}"))
+    pin_thread(0, cpu)
 }
 
-fn pin(cpu: usize) -> std::io::Result<()> {
+/// Pin thread `tid` (0: the calling thread; any thread of the machine,
+/// e.g. a kernel thread of a test bed) to one CPU; the error is one line
+/// naming the CPU.
+pub fn pin_thread(tid: u32, cpu: usize) -> Result<(), String> {
+    pin(tid, cpu).map_err(|e| {
+        if tid == 0 {
+            format!("cannot pin to CPU {cpu}: {e}")
+        } else {
+            format!("cannot pin thread {tid} to CPU {cpu}: {e}")
+        }
+    })
+}
+
+fn pin(tid: u32, cpu: usize) -> std::io::Result<()> {
     if cpu >= libc::CPU_SETSIZE as usize {
         return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
     }
     // SAFETY: cpu_set_t is plain data (CPU_SET is bounded above);
-    // sched_setaffinity(0) targets the calling thread only.
+    // sched_setaffinity takes the thread id and the set by pointer.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+        if libc::sched_setaffinity(
+            tid as libc::pid_t,
+            std::mem::size_of::<libc::cpu_set_t>(),
+            &set,
+        ) != 0
+        {
             return Err(std::io::Error::last_os_error());
         }
     }

@@ -24,6 +24,19 @@ pub fn clock_ns(id: libc::clockid_t) -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// The resolution of clock `id` in nanoseconds; 0 if it cannot be read.
+pub fn clock_res_ns(id: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer.
+    if unsafe { libc::clock_getres(id, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// Read the TSC (no serialisation: we time whole batches, so a few cycles of
 /// reordering are noise).
 #[inline(always)]

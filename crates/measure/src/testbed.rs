@@ -609,28 +609,9 @@ fn plan(name: &str, cfg: &TestbedConfig) -> TestbedInfo {
     }
 }
 
-/// Pin thread `pid` to `cpu`.
+/// Pin thread `pid` to `cpu` (`linerate_io::host::pin_thread`).
 pub fn pin_thread(pid: u32, cpu: usize) -> Result<()> {
-    // SAFETY: cpu_set_t is plain data; CPU_SET bounds-checks against its size.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
-            return err(format!("cpu {cpu} is out of range"));
-        }
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(
-            pid as libc::pid_t,
-            std::mem::size_of::<libc::cpu_set_t>(),
-            &set,
-        ) != 0
-        {
-            return err(format!(
-                "pin thread {pid} to cpu {cpu}: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-    }
-    Ok(())
+    linerate_io::host::pin_thread(pid, cpu).or_else(err)
 }
 
 /// NAPI instances (with kthread pids when threaded) of interface `ifname`

@@ -1,25 +1,7 @@
 //! Which clock stamps a packet's arrival, and how it becomes
 //! `CLOCK_MONOTONIC` nanoseconds, the clock of the generator's TX time.
 
-fn clock_ns(id: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid clock id and a valid out pointer.
-    unsafe { libc::clock_gettime(id, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-fn clock_res_ns(id: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid clock id and a valid out pointer.
-    unsafe { libc::clock_getres(id, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+use linerate_io::time::{clock_ns, clock_res_ns};
 
 /// `CLOCK_MONOTONIC` now, in nanoseconds (what a caller passes as
 /// `rx_now_ns`, once per batch: it is a vDSO call, not a syscall).

@@ -31,14 +31,9 @@ use std::sync::{Arc, Mutex};
 
 /// Monotonic clock in nanoseconds (`CLOCK_MONOTONIC`, read through the
 /// vDSO: no syscall). The datapath reads it once per batch.
+#[inline(always)]
 pub fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid timespec to write into.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    linerate_io::time::clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 /// Counters of one rule: one writer (the datapath), read by the control side.
