@@ -13,12 +13,18 @@ use std::time::{Duration, Instant};
 /// clock cannot be read.
 #[inline(always)]
 pub fn clock_ns(id: libc::clockid_t) -> u64 {
+    // SAFETY: clock_gettime writes only the timespec it is given.
+    timespec_ns(|ts| unsafe { libc::clock_gettime(id, ts) })
+}
+
+/// The nanoseconds of the timespec `call` fills; 0 if it fails.
+#[inline(always)]
+fn timespec_ns(call: impl FnOnce(&mut libc::timespec) -> libc::c_int) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: `ts` is a valid out-pointer.
-    if unsafe { libc::clock_gettime(id, &mut ts) } != 0 {
+    if call(&mut ts) != 0 {
         return 0;
     }
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -26,15 +32,8 @@ pub fn clock_ns(id: libc::clockid_t) -> u64 {
 
 /// The resolution of clock `id` in nanoseconds; 0 if it cannot be read.
 pub fn clock_res_ns(id: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid out-pointer.
-    if unsafe { libc::clock_getres(id, &mut ts) } != 0 {
-        return 0;
-    }
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    // SAFETY: clock_getres writes only the timespec it is given.
+    timespec_ns(|ts| unsafe { libc::clock_getres(id, ts) })
 }
 
 /// Read the TSC (no serialisation: we time whole batches, so a few cycles of

@@ -334,16 +334,7 @@ impl AfpacketStudy {
                     format!(" --short-searches {}", self.short_searches)
                 }
             ),
-            environment: vec![
-                ("CPU".into(), crate::bench::to_report::cpu_model()),
-                (
-                    "CPUs".into(),
-                    std::thread::available_parallelism()
-                        .map_or(0, |n| n.get())
-                        .to_string(),
-                ),
-                ("kernel".into(), linerate_io::host::kernel_release()),
-            ],
+            environment: super::machine(),
             intro: vec![
                 format!(
                     "A TPACKET_V3 block is handed to user space when it is full or when its retire timeout (2 ms) expires, so at low rates every packet waits for the timeout; a TPACKET_V2 frame is handed over as soon as it is written. An afpacket port that is busy-polled (fwd, switch) takes a V2 RX ring by default (`ring=v2`), one read in poll() (capture, count) a V3 ring (`ring=v3`). The V3 ring: {} blocks of {} KiB ({} MiB), {} 64-byte packets or ~10 000 of 1514 bytes. The V2 ring: {} frames sized to the MTU (1600 bytes at MTU 1500: 50 MiB), as many packets at any size.",

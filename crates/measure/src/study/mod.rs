@@ -188,6 +188,21 @@ impl StudyReport {
     }
 }
 
+/// The machine a study ran on, for its environment lines: CPU model,
+/// CPUs online, kernel release.
+pub fn machine() -> Vec<(String, String)> {
+    vec![
+        ("CPU".into(), crate::bench::to_report::cpu_model()),
+        (
+            "CPUs".into(),
+            std::thread::available_parallelism()
+                .map_or(0, |n| n.get())
+                .to_string(),
+        ),
+        ("kernel".into(), linerate_io::host::kernel_release()),
+    ]
+}
+
 /// Put `body` into the Markdown file `md` between `<!-- name -->` and
 /// `<!-- /name -->` (appended with the markers when they are missing), so
 /// each study rewrites its own part of docs/BENCHMARKS.md and leaves the

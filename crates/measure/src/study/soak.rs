@@ -538,16 +538,7 @@ impl SoakStudy {
             title: "Soak: memory over a long run".into(),
             date: linerate_io::time::utc_rfc3339(),
             command: self.command.clone(),
-            environment: vec![
-                ("CPU".into(), crate::bench::to_report::cpu_model()),
-                (
-                    "CPUs".into(),
-                    std::thread::available_parallelism()
-                        .map_or(0, |n| n.get())
-                        .to_string(),
-                ),
-                ("kernel".into(), linerate_io::host::kernel_release()),
-            ],
+            environment: super::machine(),
             intro: vec![format!(
                 "Each pipeline on a fresh bed (afxdp:d0/d1, CPU 1), {dur} of 64-byte frames from the in-kernel generator at half its loss-free rate (measured first: fwd and switch by `linerate bench` with {} search(es), capture by {} s trials of the generator against its own count); the resident memory (VmRSS) of the process every {} s. Growth: the last sample against the first after a {} s warm-up; slope: least squares over the samples after warm-up.",
                 self.searches, self.capture_trial, self.interval, self.warmup
