@@ -17,6 +17,7 @@ Commands:
                        specific); --json adds each rule's counters, creation and first/last hit times
   dump-ports           per-port packet and byte counters
   dump-groups          groups
+  dump-tables          per table: rules, lookups and matches (ovs-ofctl dump-tables)
   add-group SPEC       group_id=ID,type=all,bucket=output:P,...
   add-meter SPEC       meter=ID,pktps|kbps,band=type=drop,rate=R[,burst_size=B]
   cache-stats          exact-match cache and classifier counters
@@ -24,6 +25,7 @@ Commands:
 Examples:
   linerate switch-ctl /run/sw.sock add-flow 'priority=100,in_port=1,udp,tp_dst=53,actions=output:2'
   linerate switch-ctl /run/sw.sock dump-flows
+  linerate switch-ctl /run/sw.sock dump-flows table=10
   linerate switch-ctl /run/sw.sock del-flows 'in_port=1'
   linerate switch-ctl /run/sw.sock cache-stats --json"
 )]
@@ -54,6 +56,17 @@ pub fn run_ctl(a: CtlArgs) -> Result<()> {
             };
             for l in v[k].as_array().into_iter().flatten() {
                 outln!(" {}", l.as_str().unwrap_or(""));
+            }
+        }
+        "dump-tables" => {
+            for t in v["tables"].as_array().into_iter().flatten() {
+                outln!(
+                    "  table {}: active={}, lookup={}, matched={}",
+                    t["table"],
+                    t["rules"],
+                    t["lookups"],
+                    t["matches"]
+                );
             }
         }
         "dump-ports" => {

@@ -97,6 +97,8 @@ pub enum Verdict {
     NoRoom,
     /// The frame is too short for the action.
     Malformed,
+    /// The pipeline went deeper than its resubmit limit (a loop).
+    TooDeep,
 }
 
 /// Where an output goes; the datapath resolves these (flood/all exclude
@@ -236,42 +238,59 @@ pub fn dec_ttl(f: &mut FrameBuf, l: &mut Option<Layers>) -> Result<(), Verdict> 
 }
 
 /// Run `actions` on `f` (see the module doc). `Err` = the frame is dropped
-/// at that point (outputs before it have happened).
+/// at that point (outputs before it have happened). The pipeline's own
+/// actions ([`Action::pipeline`]) are skipped: a table set that has them
+/// runs through [`super::xlate`], which calls [`step`] for the others.
 #[inline(always)]
 pub fn execute(f: &mut FrameBuf, actions: &[Action], env: &mut impl Env) -> Result<(), Verdict> {
     let mut l: Option<Layers> = None;
     for a in actions {
-        match a {
-            Action::Output(p) => env.output(Out::Port(*p), f.bytes()),
-            Action::Flood => env.output(Out::Flood, f.bytes()),
-            Action::All => env.output(Out::All, f.bytes()),
-            Action::InPort => env.output(Out::InPort, f.bytes()),
-            Action::Group(g) => env.output(Out::Group(*g), f.bytes()),
-            Action::Meter(m) => {
-                if !env.meter(*m, f.len) {
-                    return Err(Verdict::Metered);
-                }
-            }
-            Action::Set(s) => set_field(f, &mut l, s),
-            Action::DecTtl => dec_ttl(f, &mut l)?,
-            Action::PushVlan(tpid) => {
-                // The new tag copies the VID/PCP of an existing outer tag, else 0 (OpenFlow).
-                let b = f.bytes();
-                let tci = if b.len() >= 16 && vlan::is_tpid(u16::from_be_bytes([b[12], b[13]])) {
-                    u16::from_be_bytes([b[14], b[15]])
-                } else {
-                    0
-                };
-                f.push_vlan(*tpid, tci)?;
-                l = None;
-            }
-            Action::PopVlan => {
-                f.pop_vlan();
-                l = None;
-            }
-        }
+        step(f, &mut l, a, env)?;
     }
     Ok(())
+}
+
+/// Run one action of the single-table set on `f` (`l`: the frame's parsed
+/// layers, filled on first need and cleared when the headers move).
+/// Returns false, having done nothing, for a pipeline action.
+#[inline(always)]
+pub fn step(
+    f: &mut FrameBuf,
+    l: &mut Option<Layers>,
+    a: &Action,
+    env: &mut impl Env,
+) -> Result<bool, Verdict> {
+    match a {
+        Action::Output(p) => env.output(Out::Port(*p), f.bytes()),
+        Action::Flood => env.output(Out::Flood, f.bytes()),
+        Action::All => env.output(Out::All, f.bytes()),
+        Action::InPort => env.output(Out::InPort, f.bytes()),
+        Action::Group(g) => env.output(Out::Group(*g), f.bytes()),
+        Action::Meter(m) => {
+            if !env.meter(*m, f.len) {
+                return Err(Verdict::Metered);
+            }
+        }
+        Action::Set(s) => set_field(f, l, s),
+        Action::DecTtl => dec_ttl(f, l)?,
+        Action::PushVlan(tpid) => {
+            // The new tag copies the VID/PCP of an existing outer tag, else 0 (OpenFlow).
+            let b = f.bytes();
+            let tci = if b.len() >= 16 && vlan::is_tpid(u16::from_be_bytes([b[12], b[13]])) {
+                u16::from_be_bytes([b[14], b[15]])
+            } else {
+                0
+            };
+            f.push_vlan(*tpid, tci)?;
+            *l = None;
+        }
+        Action::PopVlan => {
+            f.pop_vlan();
+            *l = None;
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
 }
 
 /// Meter rate unit.

@@ -25,6 +25,8 @@ pub enum Request {
     DumpFlows(Option<MatchSpec>),
     DumpPorts,
     DumpGroups,
+    /// Per-table rules, lookups and matches.
+    DumpTables,
     /// `add-group SPEC`
     AddGroup(Group),
     /// `add-meter SPEC`
@@ -34,7 +36,7 @@ pub enum Request {
 
 /// The commands, for error messages.
 pub const COMMANDS: &str =
-    "add-flow, add-flows, del-flows, dump-flows, dump-ports, dump-groups, add-group, add-meter, cache-stats";
+    "add-flow, add-flows, del-flows, dump-flows, dump-ports, dump-groups, dump-tables, add-group, add-meter, cache-stats";
 
 impl Request {
     /// Parse one request line; errors are one line.
@@ -70,6 +72,7 @@ impl Request {
             "dump-flows" => spec(arg).map(Request::DumpFlows),
             "dump-ports" => none(Request::DumpPorts),
             "dump-groups" => none(Request::DumpGroups),
+            "dump-tables" => none(Request::DumpTables),
             "add-group" => Group::parse(arg).map(Request::AddGroup),
             "add-meter" => Meter::parse(arg).map(Request::AddMeter),
             "cache-stats" => none(Request::CacheStats),
@@ -195,6 +198,8 @@ pub fn cache_json(sh: &Shared) -> Value {
         "emc_inserts": c.emc_inserts.load(Relaxed),
         "emc_skipped_inserts": c.emc_skipped_inserts.load(Relaxed),
         "emc_bypassed": c.emc_bypassed.load(Relaxed),
+        "learn_requests": c.learn_requests.load(Relaxed),
+        "learn_queue_full": c.learn_queue_full.load(Relaxed),
         "classifier_lookups": lookups, "classifier_matched": c.cls_matched.load(Relaxed),
         "subtables_searched": searched,
         "subtables_per_lookup": if lookups > 0 { searched as f64 / lookups as f64 } else { 0.0 },
@@ -277,6 +282,20 @@ fn handle(line: &str, conn: &mut Conn, sh: &Shared) -> Result<Value, String> {
             Ok(json!({"flows": lines, "stats": stats, "now_ns": now}))
         }
         Request::DumpPorts => Ok(json!({"ports": ports_json(sh)})),
+        Request::DumpTables => {
+            let t = ctl.current();
+            let v: Vec<Value> = t
+                .tables()
+                .filter(|(i, tb)| *i == 0 || tb.classifier().len() > 0 || tb.stats.lookups.load(Relaxed) > 0)
+                .map(|(i, tb)| {
+                    json!({"table": i, "rules": tb.classifier().len(),
+                        "subtables": tb.classifier().subtables(),
+                        "lookups": tb.stats.lookups.load(Relaxed),
+                        "matches": tb.stats.matches.load(Relaxed)})
+                })
+                .collect();
+            Ok(json!({"tables": v}))
+        }
         Request::DumpGroups => {
             let v: Vec<String> = {
                 let t = ctl.current();

@@ -18,9 +18,12 @@
 
 use super::actions::{execute, Env, FrameBuf, Meter, Out, Verdict};
 use super::classifier::RuleId;
-use super::emc::{Emc, DEFAULT_INV_PROB, DEFAULT_SLOTS};
+use super::emc::{Cache, Emc, DEFAULT_INV_PROB, DEFAULT_SLOTS};
 use super::key::Key;
+use super::learn::{Learn, LearnItem, LearnSrc};
+use super::normal::{Decision, MacTable};
 use super::table::{mono_ns, Control, FlowTable};
+use super::xlate::{self, End, Mode, PipeEnv, TableCounts, Trace, Walk};
 use crate::perf::{self, Cycles, CyclesSnapshot};
 use crate::poll::Poll;
 use linerate_io::counters::{bump, Counters, Reason, Snapshot};
@@ -52,6 +55,8 @@ pub enum SwDrop {
     Metered,
     /// `push_vlan` without room, or the frame was too short for an action.
     Malformed,
+    /// The pipeline went deeper than its resubmit limit (a loop of tables).
+    ResubmitLimit,
     /// Every copy found its TX ring (or staging area) full.
     TxFull,
     /// Every copy was larger than its output port's frame size.
@@ -73,6 +78,7 @@ impl Reason for SwDrop {
         SwDrop::TtlExpired,
         SwDrop::Metered,
         SwDrop::Malformed,
+        SwDrop::ResubmitLimit,
         SwDrop::TxFull,
         SwDrop::TooBig,
         SwDrop::TxError,
@@ -85,6 +91,7 @@ impl Reason for SwDrop {
             SwDrop::TtlExpired => "ttl_expired",
             SwDrop::Metered => "metered",
             SwDrop::Malformed => "malformed",
+            SwDrop::ResubmitLimit => "resubmit_limit",
             SwDrop::TxFull => "tx_full",
             SwDrop::TooBig => "too_big",
             SwDrop::TxError => "tx_error",
@@ -122,6 +129,10 @@ pub struct CacheCounters {
     pub emc_skipped_inserts: AtomicU64,
     /// Lookups that skipped the cache while its hit rate was low.
     pub emc_bypassed: AtomicU64,
+    /// `learn(...)` requests handed to the control side, and those lost
+    /// because its queue was full.
+    pub learn_requests: AtomicU64,
+    pub learn_queue_full: AtomicU64,
     /// Packets that went to the classifier.
     pub cls_lookups: AtomicU64,
     pub cls_matched: AtomicU64,
@@ -265,6 +276,8 @@ struct Ctx<'a> {
     meters: &'a mut HashMap<u32, Meter>,
     fate: &'a mut Fate,
     copy_drops: &'a mut [u64],
+    macs: &'a mut MacTable,
+    learner: &'a mut Learner,
     in_idx: usize,
     pkt: usize,
     now_ns: u64,
@@ -340,6 +353,99 @@ impl Env for Ctx<'_> {
     }
 }
 
+impl PipeEnv for Ctx<'_> {
+    fn normal(&mut self, k: &Key) -> Decision {
+        self.macs.switch(k, self.now_ns)
+    }
+
+    fn learn(&mut self, spec: &Arc<Learn>, k: &Key) {
+        self.learner.post(spec, k, self.now_ns);
+    }
+}
+
+/// A `learn(...)` request: the spec and the packet's key at the action;
+/// the control side builds the rule ([`Learn::rule`]) and adds it.
+pub struct LearnReq {
+    pub spec: Arc<Learn>,
+    pub key: Key,
+}
+
+/// Recent requests remembered, to send each learned rule at most once a
+/// [`LEARN_REFRESH_NS`] per flow.
+const LEARN_RECENT: usize = 1024;
+/// How often the same learned rule is sent again (to restart its idle time).
+pub const LEARN_REFRESH_NS: u64 = 1_000_000_000;
+
+/// The datapath's side of `learn(...)`: requests go through a bounded
+/// channel (allocated at start: `try_send` neither allocates nor blocks;
+/// it wakes the control thread when that thread waits, a futex call, at
+/// most once per learned rule and [`LEARN_REFRESH_NS`]). A full channel
+/// loses the request (counted); the next packet of the flow asks again.
+pub struct Learner {
+    tx: Option<std::sync::mpsc::SyncSender<LearnReq>>,
+    recent: Box<[(u64, u64)]>,
+    requests: u64,
+    queue_full: u64,
+}
+
+impl Learner {
+    fn new(tx: Option<std::sync::mpsc::SyncSender<LearnReq>>) -> Learner {
+        Learner {
+            tx,
+            recent: vec![(0, 0); LEARN_RECENT].into_boxed_slice(),
+            requests: 0,
+            queue_full: 0,
+        }
+    }
+
+    /// Send the request unless the same rule was sent in the last
+    /// [`LEARN_REFRESH_NS`].
+    fn post(&mut self, spec: &Arc<Learn>, k: &Key, now_ns: u64) {
+        let Some(tx) = &self.tx else { return };
+        let mut h = Arc::as_ptr(spec) as u64 ^ 0x9e37_79b9_7f4a_7c15;
+        for it in &spec.items {
+            let v = match it {
+                LearnItem::Match {
+                    src: LearnSrc::Field(f),
+                    ..
+                }
+                | LearnItem::Load {
+                    src: LearnSrc::Field(f),
+                    ..
+                }
+                | LearnItem::Output(f) => f.read(k),
+                _ => continue,
+            };
+            h = (h ^ v).wrapping_mul(0xbf58_476d_1ce4_e5b9).rotate_left(23);
+        }
+        let slot = &mut self.recent[h as usize % LEARN_RECENT];
+        if slot.0 == h && now_ns.wrapping_sub(slot.1) < LEARN_REFRESH_NS {
+            return;
+        }
+        match tx.try_send(LearnReq {
+            spec: spec.clone(),
+            key: *k,
+        }) {
+            Ok(()) => {
+                *slot = (h, now_ns);
+                self.requests += 1;
+            }
+            Err(_) => self.queue_full += 1,
+        }
+    }
+}
+
+/// The drop reason of an action's verdict.
+#[inline]
+fn verdict_drop(v: Verdict) -> SwDrop {
+    match v {
+        Verdict::TtlExpired => SwDrop::TtlExpired,
+        Verdict::Metered => SwDrop::Metered,
+        Verdict::NoRoom | Verdict::Malformed => SwDrop::Malformed,
+        Verdict::TooDeep => SwDrop::ResubmitLimit,
+    }
+}
+
 pub use crate::poll::Polling;
 
 /// The datapath of one core.
@@ -357,6 +463,13 @@ pub struct Datapath {
     fate: Box<Fate>,
     copy_drops: Vec<u64>,
     scratch: Box<[u8]>,
+    /// The multi-table pipeline's cache, its tables' change epochs, per-table
+    /// counts, `normal`'s MAC table and `learn`'s channel.
+    pcache: Cache<Trace>,
+    stale: Box<[u64; 64]>,
+    tcounts: Box<TableCounts>,
+    macs: MacTable,
+    learner: Learner,
     pub counters: Arc<SwitchCounters>,
     pub cache: Arc<CacheCounters>,
     pub cycles: Arc<SwitchCycles>,
@@ -389,16 +502,32 @@ impl Datapath {
             }),
             copy_drops: vec![0; n],
             scratch: vec![0u8; STRIDE + HEADROOM].into_boxed_slice(),
+            pcache: Cache::new(
+                DEFAULT_SLOTS,
+                if emc { DEFAULT_INV_PROB } else { 0 },
+                Trace::EMPTY,
+            ),
+            stale: Box::new([0; 64]),
+            tcounts: Box::default(),
+            macs: MacTable::default(),
+            learner: Learner::new(None),
             counters: Arc::new(SwitchCounters::default()),
             cache: Arc::new(CacheCounters::default()),
             cycles: Arc::new(SwitchCycles::default()),
         }
     }
 
+    /// Send `learn(...)` requests to `tx` (without, `learn` does nothing).
+    pub fn set_learner(&mut self, tx: std::sync::mpsc::SyncSender<LearnReq>) {
+        self.learner = Learner::new(Some(tx));
+    }
+
     /// A new table version: keep the bucket state of unchanged meters,
-    /// start new or changed ones full. Once per rule change, not per packet.
+    /// start new or changed ones full; the tables' change epochs. Once per
+    /// rule change, not per packet.
     #[cold]
     fn sync_meters(&mut self, t: &FlowTable) {
+        *self.stale = xlate::stale_epochs(t);
         self.meters.retain(|id, _| t.meters().any(|m| m.id == *id));
         for m in t.meters() {
             let keep = matches!(self.meters.get(&m.id),
@@ -440,69 +569,18 @@ impl Datapath {
             bytes += p.len() as u64;
         }
         let t2 = if profile { rdtsc() } else { 0 };
-        self.emc
-            .lookup_batch(table.classifier(), &self.keys.0[..n], &mut self.out[..n]);
-        let t3 = if profile { rdtsc() } else { 0 };
-
-        let mut drops = [0u64; SwDrop::COUNT];
         let mut fate_drop: [Option<SwDrop>; MAX_BATCH] = [None; MAX_BATCH];
         {
             let fate = &mut *self.fate;
             fate.staged[..n].fill(0);
             fate.sent[..n].fill(0);
             fate.copy_fail[..n].fill(None);
-            let mut ctx = Ctx {
-                stages: &mut self.stages,
-                port_nos: &self.port_nos,
-                table: &table,
-                meters: &mut self.meters,
-                fate,
-                copy_drops: &mut self.copy_drops,
-                in_idx: pi,
-                pkt: 0,
-                now_ns,
-            };
-            for (j, mut p) in self.batch.iter_mut().enumerate() {
-                let Some(e) = self.out[j].and_then(|id| table.entry(id)) else {
-                    fate_drop[j] = Some(SwDrop::NoMatch);
-                    continue;
-                };
-                e.stats.hit(p.len() as u64, now_ns);
-                if e.rule.actions.is_empty() {
-                    fate_drop[j] = Some(SwDrop::ActionDrop);
-                    continue;
-                }
-                ctx.pkt = j;
-                let len = p.len() as usize;
-                let r = if e.needs_room {
-                    // Rare: copy into a buffer with headroom for push_vlan.
-                    let b = p.bytes();
-                    if len + HEADROOM > self.scratch.len() {
-                        Err(Verdict::NoRoom)
-                    } else {
-                        self.scratch[HEADROOM..HEADROOM + len].copy_from_slice(b);
-                        match FrameBuf::new(&mut self.scratch, HEADROOM, len) {
-                            Some(mut f) => execute(&mut f, &e.rule.actions, &mut ctx),
-                            None => Err(Verdict::Malformed),
-                        }
-                    }
-                } else {
-                    let b = p.bytes_mut();
-                    match FrameBuf::new(b, 0, len) {
-                        Some(mut f) => execute(&mut f, &e.rule.actions, &mut ctx),
-                        None => Err(Verdict::Malformed),
-                    }
-                };
-                if ctx.fate.staged[j] == 0 {
-                    fate_drop[j] = Some(match r {
-                        Err(Verdict::TtlExpired) => SwDrop::TtlExpired,
-                        Err(Verdict::Metered) => SwDrop::Metered,
-                        Err(Verdict::NoRoom | Verdict::Malformed) => SwDrop::Malformed,
-                        Ok(()) => ctx.fate.copy_fail[j].unwrap_or(SwDrop::NoOutput),
-                    });
-                }
-            }
         }
+        let t3 = if table.multi() {
+            self.pipeline_batch(pi, n, &table, now_ns, &mut fate_drop, profile)
+        } else {
+            self.table0_batch(pi, n, &table, now_ns, &mut fate_drop, profile)
+        };
         let t4 = if profile { rdtsc() } else { 0 };
 
         // TX: one send + flush per port that has copies. A port that fails
@@ -545,6 +623,7 @@ impl Datapath {
         }
         let t5 = if profile { rdtsc() } else { 0 };
 
+        let mut drops = [0u64; SwDrop::COUNT];
         let mut fwd = 0u64;
         for (j, fd) in fate_drop[..n].iter().enumerate() {
             match *fd {
@@ -568,9 +647,20 @@ impl Datapath {
         let pc = &self.ports[pi].counters;
         bump(&pc.rx_packets, n as u64);
         bump(&pc.rx_bytes, bytes);
-        let es = self.emc.stats;
+        // The two caches' counters together (a run uses one or the other,
+        // or both around a change from one table to many).
+        let (es, ps) = (self.emc.stats, self.pcache.stats);
+        let es = crate::switch::EmcStats {
+            hits: es.hits + ps.hits,
+            misses: es.misses + ps.misses,
+            inserts: es.inserts + ps.inserts,
+            skipped_inserts: es.skipped_inserts + ps.skipped_inserts,
+            bypassed: es.bypassed + ps.bypassed,
+        };
         let cs = self.emc.cls_stats;
         let cc = &self.cache;
+        cc.learn_requests.store(self.learner.requests, Relaxed);
+        cc.learn_queue_full.store(self.learner.queue_full, Relaxed);
         cc.emc_hits.store(es.hits, Relaxed);
         cc.emc_misses.store(es.misses, Relaxed);
         cc.emc_inserts.store(es.inserts, Relaxed);
@@ -595,6 +685,242 @@ impl Datapath {
         match tx_err {
             Some(e) => Err(e),
             None => Ok(n),
+        }
+    }
+
+    /// The single-table fast path for the `n` packets of the batch (keys
+    /// extracted): the exact-match cache and table 0's classifier, then
+    /// each packet's rule's actions. Returns the time stamp between the
+    /// lookup and the actions (`--profile`).
+    #[inline(always)]
+    fn table0_batch(
+        &mut self,
+        pi: usize,
+        n: usize,
+        table: &FlowTable,
+        now_ns: u64,
+        fate_drop: &mut [Option<SwDrop>; MAX_BATCH],
+        profile: bool,
+    ) -> u64 {
+        self.emc
+            .lookup_batch(table.classifier(), &self.keys.0[..n], &mut self.out[..n]);
+        let t3 = if profile { rdtsc() } else { 0 };
+        let mut matched = 0u64;
+        let mut ctx = Ctx {
+            stages: &mut self.stages,
+            port_nos: &self.port_nos,
+            table,
+            meters: &mut self.meters,
+            fate: &mut self.fate,
+            copy_drops: &mut self.copy_drops,
+            macs: &mut self.macs,
+            learner: &mut self.learner,
+            in_idx: pi,
+            pkt: 0,
+            now_ns,
+        };
+        for (j, mut p) in self.batch.iter_mut().enumerate() {
+            let Some(e) = self.out[j].and_then(|id| table.entry(id)) else {
+                fate_drop[j] = Some(SwDrop::NoMatch);
+                continue;
+            };
+            matched += 1;
+            e.stats.hit(p.len() as u64, now_ns);
+            if e.rule.actions.is_empty() {
+                fate_drop[j] = Some(SwDrop::ActionDrop);
+                continue;
+            }
+            ctx.pkt = j;
+            let len = p.len() as usize;
+            let r = if e.needs_room {
+                // Rare: copy into a buffer with headroom for push_vlan.
+                let b = p.bytes();
+                if len + HEADROOM > self.scratch.len() {
+                    Err(Verdict::NoRoom)
+                } else {
+                    self.scratch[HEADROOM..HEADROOM + len].copy_from_slice(b);
+                    match FrameBuf::new(&mut self.scratch, HEADROOM, len) {
+                        Some(mut f) => execute(&mut f, &e.rule.actions, &mut ctx),
+                        None => Err(Verdict::Malformed),
+                    }
+                }
+            } else {
+                let b = p.bytes_mut();
+                match FrameBuf::new(b, 0, len) {
+                    Some(mut f) => execute(&mut f, &e.rule.actions, &mut ctx),
+                    None => Err(Verdict::Malformed),
+                }
+            };
+            if ctx.fate.staged[j] == 0 {
+                fate_drop[j] = Some(match r {
+                    Err(v) => verdict_drop(v),
+                    Ok(()) => ctx.fate.copy_fail[j].unwrap_or(SwDrop::NoOutput),
+                });
+            }
+        }
+        // Table 0's counters, once per batch.
+        if let Some(t0) = table.table(0) {
+            let s = &t0.stats;
+            bump(&s.lookups, n as u64);
+            bump(&s.matches, matched);
+        }
+        t3
+    }
+
+    /// The multi-table path for the `n` packets of the batch: the pipeline
+    /// cache (a trace of lookups per flow, [`xlate`]), table 0's classifier
+    /// for the batch's misses, then each packet's walk through the tables
+    /// (replaying a cached trace, or live and then cached). Returns the
+    /// time stamp between the lookup and the walks (`--profile`).
+    fn pipeline_batch(
+        &mut self,
+        pi: usize,
+        n: usize,
+        table: &FlowTable,
+        now_ns: u64,
+        fate_drop: &mut [Option<SwDrop>; MAX_BATCH],
+        profile: bool,
+    ) -> u64 {
+        let epoch = table.epoch();
+        let mut hashes = [0u64; MAX_BATCH];
+        let mut hit = [false; MAX_BATCH];
+        let mut traces = [Trace::EMPTY; 64];
+        let mut probed = [false; MAX_BATCH];
+        // Probe the cache and look the misses up in table 0, 64 at a time
+        // (the traces of hits are copied out below, per chunk).
+        let mut base = 0;
+        // Cycles of the walks (`--profile`: the rest is the lookup stage).
+        let mut walk_cycles = 0u64;
+        let mut ctx = Ctx {
+            stages: &mut self.stages,
+            port_nos: &self.port_nos,
+            table,
+            meters: &mut self.meters,
+            fate: &mut self.fate,
+            copy_drops: &mut self.copy_drops,
+            macs: &mut self.macs,
+            learner: &mut self.learner,
+            in_idx: pi,
+            pkt: 0,
+            now_ns,
+        };
+        let keys = &self.keys.0;
+        let pc = &mut self.pcache;
+        let mut pkts = self.batch.iter_mut();
+        while base < n {
+            let len = (n - base).min(64);
+            let ks = &keys[base..base + len];
+            let mut miss = 0u64;
+            if pc.enabled() && pc.probe_this_chunk() {
+                let mut hits = 0u32;
+                for i in 0..len {
+                    let j = base + i;
+                    let h = ks[i].hash_pkt();
+                    hashes[j] = h;
+                    probed[j] = true;
+                    let found = match pc.probe_any(&ks[i], h) {
+                        Some((tr, gen)) if *gen == epoch.wrapping_add(1) => Some(tr),
+                        Some((tr, gen)) if tr.valid(&self.stale, gen.wrapping_sub(1)) => {
+                            *gen = epoch.wrapping_add(1);
+                            Some(tr)
+                        }
+                        _ => None,
+                    };
+                    match found {
+                        Some(tr) => {
+                            traces[i] = tr;
+                            hit[j] = true;
+                            hits += 1;
+                        }
+                        None => miss |= 1 << i,
+                    }
+                }
+                pc.stats.hits += hits as u64;
+                pc.stats.misses += (len as u32 - hits) as u64;
+                pc.window(len as u32, hits);
+            } else {
+                if pc.enabled() {
+                    pc.stats.bypassed += len as u64;
+                }
+                miss = if len == 64 { u64::MAX } else { (1u64 << len) - 1 };
+            }
+            if miss != 0 {
+                table.classifier().lookup_chunk(
+                    ks,
+                    miss,
+                    &mut self.out[base..base + len],
+                    &mut self.emc.cls_stats,
+                );
+            }
+            let tw = if profile { rdtsc() } else { 0 };
+            for i in 0..len {
+                let j = base + i;
+                let Some(mut p) = pkts.next() else { break };
+                ctx.pkt = j;
+                let mode = if hit[j] {
+                    Mode::Replay {
+                        trace: &traces[i],
+                        pos: 0,
+                    }
+                } else {
+                    Mode::Live {
+                        trace: Trace::EMPTY,
+                        first: Some(self.out[j]),
+                    }
+                };
+                let len_p = p.len() as usize;
+                let mut walk = Walk::new(
+                    table,
+                    ks[i],
+                    &mut ctx,
+                    mode,
+                    now_ns,
+                    &mut self.tcounts,
+                    &mut self.emc.cls_stats,
+                );
+                let r = if table.pushes_tags() {
+                    // Room for the tags the pipeline may push.
+                    if len_p + HEADROOM > self.scratch.len() {
+                        Err(Verdict::NoRoom)
+                    } else {
+                        self.scratch[HEADROOM..HEADROOM + len_p].copy_from_slice(p.bytes());
+                        match FrameBuf::new(&mut self.scratch, HEADROOM, len_p) {
+                            Some(mut f) => walk.walk(&mut f),
+                            None => Err(Verdict::Malformed),
+                        }
+                    }
+                } else {
+                    match FrameBuf::new(p.bytes_mut(), 0, len_p) {
+                        Some(mut f) => walk.walk(&mut f),
+                        None => Err(Verdict::Malformed),
+                    }
+                };
+                if !hit[j] && probed[j] {
+                    if let Some(tr) = walk.trace().filter(|t| t.cacheable()).copied() {
+                        pc.insert(&ks[i], hashes[j], epoch, tr);
+                    }
+                }
+                if ctx.fate.staged[j] == 0 {
+                    fate_drop[j] = Some(match r {
+                        Err(v) => verdict_drop(v),
+                        Ok(End::Miss) => SwDrop::NoMatch,
+                        Ok(End::Drop) => SwDrop::ActionDrop,
+                        Ok(End::Done) => ctx.fate.copy_fail[j].unwrap_or(SwDrop::NoOutput),
+                    });
+                }
+            }
+            if profile {
+                walk_cycles += rdtsc().wrapping_sub(tw);
+            }
+            base += len;
+        }
+        self.tcounts.publish(table);
+        // The walks count as the actions stage: the caller's next time
+        // stamp minus this one is their cycles.
+        if profile {
+            rdtsc().wrapping_sub(walk_cycles)
+        } else {
+            0
         }
     }
 

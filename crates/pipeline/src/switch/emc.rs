@@ -29,9 +29,14 @@
 //!   ~1.5. The lookups that skipped it are counted (`bypassed`).
 //!
 //! Per core, `&mut self`: no atomics, no lock, no allocation on lookup.
+//!
+//! The slots, the policy and the bypass are [`Cache`], generic over what a
+//! slot remembers: [`Emc`] is the single-table cache (a rule id, checked
+//! against the classifier's generation), and a multi-table pipeline keeps
+//! the lookups of its whole walk per packet in one (see [`super::xlate`]).
 
 use super::classifier::{Classifier, LookupStats, RuleId};
-use super::key::Key;
+use super::key::{Key, PKT_WORDS};
 
 /// Default number of slots (a power of two), as OVS (8192).
 pub const DEFAULT_SLOTS: usize = 8192;
@@ -46,14 +51,16 @@ pub const SAMPLE_EVERY: u32 = 64;
 
 const NO_RULE: u32 = u32::MAX;
 
-/// One cache line per slot (a probe touches one line).
+/// One slot: the packet words of a key, the stamp it was valid at, and
+/// what it decided (one cache line for the key; a probe reads the stamp
+/// and value after it).
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
-struct Slot {
-    key: Key,
-    /// Generation + 1 (0 = never used).
+struct Slot<V> {
+    key: [u64; PKT_WORDS],
+    /// Stamp + 1 (0 = never used).
     gen: u64,
-    rule: u32,
+    val: V,
 }
 
 /// Cache counters (per core).
@@ -68,9 +75,11 @@ pub struct EmcStats {
     pub bypassed: u64,
 }
 
-/// The exact-match cache.
-pub struct Emc {
-    slots: Box<[Slot]>,
+/// The slots, insertion policy and bypass of an exact-match cache whose
+/// slots remember a `V` (module doc). Keys are the packet words of a
+/// [`Key`]; a slot is valid for the stamp (a generation) it was stored at.
+pub struct Cache<V: Copy> {
+    slots: Box<[Slot<V>]>,
     mask: usize,
     inv_prob: u32,
     rng: u32,
@@ -82,21 +91,20 @@ pub struct Emc {
     win_hits: u32,
     chunks: u32,
     pub stats: EmcStats,
-    /// Classifier counters for the packets that missed the cache.
-    pub cls_stats: LookupStats,
 }
 
-impl Emc {
+impl<V: Copy> Cache<V> {
     /// A cache of `slots` entries (rounded up to a power of two, at least
-    /// 2); `inv_prob` 0 disables the cache, 1 inserts every miss.
-    pub fn new(slots: usize, inv_prob: u32) -> Emc {
+    /// 2), each starting as `empty`; `inv_prob` 0 disables the cache, 1
+    /// inserts every miss.
+    pub fn new(slots: usize, inv_prob: u32, empty: V) -> Cache<V> {
         let n = slots.max(2).next_power_of_two();
-        Emc {
+        Cache {
             slots: vec![
                 Slot {
-                    key: Key::ZERO,
+                    key: [0; PKT_WORDS],
                     gen: 0,
-                    rule: NO_RULE,
+                    val: empty,
                 };
                 n
             ]
@@ -110,7 +118,6 @@ impl Emc {
             win_hits: 0,
             chunks: 0,
             stats: EmcStats::default(),
-            cls_stats: LookupStats::default(),
         }
     }
 
@@ -131,7 +138,7 @@ impl Emc {
 
     /// Whether this chunk is probed; counts the chunk while bypassed.
     #[inline]
-    fn probe_this_chunk(&mut self) -> bool {
+    pub fn probe_this_chunk(&mut self) -> bool {
         if !self.bypass {
             return true;
         }
@@ -141,7 +148,7 @@ impl Emc {
 
     /// Account a probed chunk; at the end of a window decide the bypass.
     #[inline]
-    fn window(&mut self, probes: u32, hits: u32) {
+    pub fn window(&mut self, probes: u32, hits: u32) {
         self.win_probes += probes;
         self.win_hits += hits;
         if self.win_probes >= WINDOW {
@@ -158,18 +165,35 @@ impl Emc {
         (h as usize & self.mask, (h >> 32) as usize & self.mask)
     }
 
-    /// Probe for `k` (hash `h`). `Some(decision)` on a hit.
+    /// Probe for `k` (hash `h`, [`Key::hash_pkt`]) stored at stamp `gen`.
     #[inline]
-    pub fn probe(&self, k: &Key, h: u64, generation: u64) -> Option<Option<RuleId>> {
-        let g = generation.wrapping_add(1);
+    pub fn probe(&self, k: &Key, h: u64, gen: u64) -> Option<V> {
+        let g = gen.wrapping_add(1);
         let (a, b) = self.idx(h);
         for i in [a, b] {
             let s = &self.slots[i];
-            if s.gen == g && s.key == *k {
-                return Some((s.rule != NO_RULE).then_some(s.rule));
+            if s.gen == g && k.pkt_eq(&s.key) {
+                return Some(s.val);
             }
         }
         None
+    }
+
+    /// Probe for `k` at any stamp: its value and stamp, which the caller
+    /// may renew (set to a newer stamp once it has checked the value still
+    /// holds).
+    #[inline]
+    pub fn probe_any(&mut self, k: &Key, h: u64) -> Option<(V, &mut u64)> {
+        let (a, b) = self.idx(h);
+        let i = if self.slots[a].gen != 0 && k.pkt_eq(&self.slots[a].key) {
+            a
+        } else if self.slots[b].gen != 0 && k.pkt_eq(&self.slots[b].key) {
+            b
+        } else {
+            return None;
+        };
+        let s = &mut self.slots[i];
+        Some((s.val, &mut s.gen))
     }
 
     #[inline]
@@ -184,15 +208,15 @@ impl Emc {
 
     /// Insert after a miss, following the policy in the module doc.
     #[inline]
-    pub fn insert(&mut self, k: &Key, h: u64, generation: u64, rule: Option<RuleId>) {
+    pub fn insert(&mut self, k: &Key, h: u64, gen: u64, val: V) {
         if self.inv_prob == 0 {
             return;
         }
-        let g = generation.wrapping_add(1);
+        let g = gen.wrapping_add(1);
         let (a, b) = self.idx(h);
-        let target = if self.slots[a].gen != g || self.slots[a].key == *k {
+        let target = if self.slots[a].gen != g || k.pkt_eq(&self.slots[a].key) {
             a
-        } else if self.slots[b].gen != g || self.slots[b].key == *k {
+        } else if self.slots[b].gen != g || k.pkt_eq(&self.slots[b].key) {
             b
         } else {
             let r = self.next_rand();
@@ -208,10 +232,42 @@ impl Emc {
         };
         self.stats.inserts += 1;
         self.slots[target] = Slot {
-            key: *k,
+            key: k.pkt(),
             gen: g,
-            rule: rule.unwrap_or(NO_RULE),
+            val,
         };
+    }
+}
+
+/// The single-table exact-match cache: a rule id (or "no rule") per key,
+/// valid while the classifier's generation is the one it was stored at.
+pub struct Emc {
+    cache: Cache<u32>,
+    /// Classifier counters for the packets that missed the cache.
+    pub cls_stats: LookupStats,
+}
+
+impl core::ops::Deref for Emc {
+    type Target = Cache<u32>;
+    fn deref(&self) -> &Cache<u32> {
+        &self.cache
+    }
+}
+
+impl core::ops::DerefMut for Emc {
+    fn deref_mut(&mut self) -> &mut Cache<u32> {
+        &mut self.cache
+    }
+}
+
+impl Emc {
+    /// A cache of `slots` entries (rounded up to a power of two, at least
+    /// 2); `inv_prob` 0 disables the cache, 1 inserts every miss.
+    pub fn new(slots: usize, inv_prob: u32) -> Emc {
+        Emc {
+            cache: Cache::new(slots, inv_prob, NO_RULE),
+            cls_stats: LookupStats::default(),
+        }
     }
 
     /// Classify a batch through the cache, then the classifier for misses.
@@ -227,7 +283,7 @@ impl Emc {
             let os = &mut out[base..base + len];
             if !self.enabled() || !self.probe_this_chunk() {
                 if self.enabled() {
-                    self.stats.bypassed += len as u64;
+                    self.cache.stats.bypassed += len as u64;
                 }
                 let all = if len == 64 {
                     u64::MAX
@@ -241,28 +297,29 @@ impl Emc {
             let mut miss = 0u64;
             let mut hits = 0u32;
             for i in 0..len {
-                let h = ks[i].hash64();
+                let h = ks[i].hash_pkt();
                 hashes[i] = h;
-                match self.probe(&ks[i], h, generation) {
-                    Some(d) => {
-                        os[i] = d;
+                match self.cache.probe(&ks[i], h, generation) {
+                    Some(r) => {
+                        os[i] = (r != NO_RULE).then_some(r);
                         hits += 1;
                     }
                     None => {
                         miss |= 1 << i;
-                        self.stats.misses += 1;
+                        self.cache.stats.misses += 1;
                     }
                 }
             }
-            self.stats.hits += hits as u64;
-            self.window(len as u32, hits);
+            self.cache.stats.hits += hits as u64;
+            self.cache.window(len as u32, hits);
             if miss != 0 {
                 cls.lookup_chunk(ks, miss, os, &mut self.cls_stats);
                 let mut it = miss;
                 while it != 0 {
                     let i = it.trailing_zeros() as usize;
                     it &= it - 1;
-                    self.insert(&ks[i], hashes[i], generation, os[i]);
+                    self.cache
+                        .insert(&ks[i], hashes[i], generation, os[i].unwrap_or(NO_RULE));
                 }
             }
             base += len;

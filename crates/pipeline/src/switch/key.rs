@@ -13,6 +13,17 @@
 //! | 3 | tcp_flags | tp_src / icmp_type | tp_dst / icmp_code | 0 | 0 |
 //! | 4, 5 | source IP, 16 bytes big-endian (IPv4 and ARP spa as `::ffff:a.b.c.d`) |
 //! | 6, 7 | destination IP (ARP tpa likewise) |
+//! | 8..11 | registers: `reg0` (63..32) and `reg1` (31..0) in word 8, `reg2`/`reg3` in 9, ... |
+//! | 12 | `metadata` (64 bits) |
+//! | 13..15 | 0 (room for more pipeline fields) |
+//!
+//! Words 0..7 ([`PKT_WORDS`]) are the packet: what [`Key::extract`] fills
+//! and the exact-match caches key on. Words 8..12 are the pipeline's state
+//! (registers and metadata): zero when a packet enters table 0, written by
+//! `load`, `move`, `set_field` and `write_metadata` as it goes through the
+//! tables, and matched by later tables. A classifier subtable hashes and
+//! stores only the words its mask uses, so the extra words cost a rule that
+//! does not match them nothing.
 //!
 //! `vlan_tci` follows Open vSwitch: `0x1000` (the CFI bit position) is set
 //! when the frame has an 802.1Q tag (the outer one), so `0` means "no tag".
@@ -30,7 +41,9 @@ use linerate_wire::frame::{parse_frame, L3, L4};
 use linerate_wire::{ethernet, flow::v4_mapped};
 
 /// Number of 64-bit words in a [`Key`].
-pub const WORDS: usize = 8;
+pub const WORDS: usize = 16;
+/// The words a packet's headers fill (the rest is pipeline state).
+pub const PKT_WORDS: usize = 8;
 
 /// A packet key, or a mask, or a masked value (same shape).
 #[derive(Clone, Copy, Eq, Default)]
@@ -160,6 +173,21 @@ pub const NW_DST: FieldLoc = FieldLoc {
     shift: 0,
     bits: 32,
 };
+/// Register `reg{n}` (n < 8): 32 bits, two per word from word 8.
+pub const fn reg(n: usize) -> FieldLoc {
+    FieldLoc {
+        word: 8 + n / 2,
+        shift: if n % 2 == 0 { 32 } else { 0 },
+        bits: 32,
+    }
+}
+/// Number of registers.
+pub const REGS: usize = 8;
+pub const METADATA: FieldLoc = FieldLoc {
+    word: 12,
+    shift: 0,
+    bits: 64,
+};
 /// First word of the 128-bit source / destination address.
 pub const IPV6_SRC_WORD: usize = 4;
 pub const IPV6_DST_WORD: usize = 6;
@@ -176,6 +204,14 @@ const HASH_K: [u64; WORDS] = [
     0xff51_afd7_ed55_8ccd,
     0xc4ce_b9fe_1a85_ec53,
     0x9fb2_1c65_1e98_df25,
+    0xd6e8_feb8_6659_fd93,
+    0xa076_1d64_78bd_642f,
+    0xe703_7ed1_a0b4_28db,
+    0x8ebc_6af0_9c88_c6e3,
+    0x5899_65cc_7537_4cc3,
+    0x1d8e_4e27_c47d_124f,
+    0xb492_b66f_be98_f273,
+    0x9ae1_6a3b_2f90_404f,
 ];
 /// The constants of one word's step of the key hash: multiplied by its
 /// own odd constant and added, so the steps of different words are
@@ -193,7 +229,9 @@ impl WordHash {
     #[inline(always)]
     pub const fn of(word: usize) -> WordHash {
         WordHash {
-            xk: HASH_K[(word + 3) % WORDS],
+            // Words 0..7 keep the constants they had when the key was
+            // eight words; words 8..15 take the second eight.
+            xk: HASH_K[(word + 3) % PKT_WORDS + word / PKT_WORDS * PKT_WORDS],
             mk: HASH_K[word],
             rot: word as u32 * 8,
         }
@@ -285,6 +323,35 @@ impl Key {
         hash_finish(h)
     }
 
+    /// [`Self::hash64`] of the packet words only (the caches' hash: their
+    /// keys are packets entering table 0, whose other words are zero).
+    #[inline(always)]
+    pub fn hash_pkt(&self) -> u64 {
+        let mut h = HASH_SEED;
+        for i in 0..PKT_WORDS {
+            h = hash_step(h, i, self.w[i]);
+        }
+        hash_finish(h)
+    }
+
+    /// Are the packet words of `self` and `o` equal? (Branch-free.)
+    #[inline(always)]
+    pub fn pkt_eq(&self, o: &[u64; PKT_WORDS]) -> bool {
+        let mut d = 0;
+        for i in 0..PKT_WORDS {
+            d |= self.w[i] ^ o[i];
+        }
+        d == 0
+    }
+
+    /// The packet words.
+    #[inline(always)]
+    pub fn pkt(&self) -> [u64; PKT_WORDS] {
+        let mut p = [0u64; PKT_WORDS];
+        p.copy_from_slice(&self.w[..PKT_WORDS]);
+        p
+    }
+
     /// Hash of the words `sel` (indices into the key) of `self & mask`,
     /// and those masked words into `out` (`out[j]` for `sel[j]`). A
     /// subtable hashes only the words its mask uses (2 to 5 of the 8 for
@@ -320,13 +387,15 @@ impl Key {
         k
     }
 
-    /// [`Self::extract`] into `self`, whose words are written in place (a
-    /// key built on the stack and then copied as 16-byte moves stalled on
-    /// store forwarding: ~8 cycles of the switch's budget).
+    /// [`Self::extract`] into the packet words of `self`, written in place
+    /// (a key built on the stack and then copied as 16-byte moves stalled
+    /// on store forwarding: ~8 cycles of the switch's budget). The
+    /// pipeline words (registers, metadata) are left as they are.
     #[inline(always)]
     pub fn extract_into(&mut self, frame: &[u8], in_port: u32) {
         if !self.extract_fast_into(frame, in_port) {
-            *self = Key::extract_general(frame, in_port);
+            let g = Key::extract_general(frame, in_port);
+            self.w[..PKT_WORDS].copy_from_slice(&g.w[..PKT_WORDS]);
         }
     }
 
@@ -386,7 +455,9 @@ impl Key {
             _ => return false,
         };
         const V4_MAPPED: u64 = 0xffff_0000_0000;
-        self.w = [
+        // The packet words only: the pipeline words stay as they are (zero
+        // in the datapath's key array, which only ever holds packets).
+        self.w[..PKT_WORDS].copy_from_slice(&[
             ((in_port as u64) << 32) | (0x0800 << 16),
             (be64(0) & !0xffff) | (proto << 8) | f[L3 + 1] as u64,
             (be64(6) & !0xffff) | ((f[L3 + 8] as u64) << 8),
@@ -395,7 +466,7 @@ impl Key {
             V4_MAPPED | be32(L3 + 12),
             0,
             V4_MAPPED | be32(L3 + 16),
-        ];
+        ]);
         true
     }
 

@@ -1,18 +1,26 @@
 //! The flow-table switch core (issue 5): rules in `ovs-ofctl` syntax
 //! ([`rule`]), packet keys ([`key`]), a linear reference classifier
 //! ([`reference`]), a tuple-space-search classifier ([`classifier`]) and a
-//! per-core exact-match cache in front of it ([`emc`]).
+//! per-core exact-match cache in front of it ([`emc`]). Multi-table
+//! pipelines (issue 22): tables 0..254 ([`table`]), a packet's walk through
+//! them with `goto_table`, `resubmit`, registers and metadata ([`xlate`],
+//! operands in [`field`]), `learn(...)` ([`learn`]) and `normal`
+//! ([`normal`]).
 
 pub mod actions;
 pub mod classifier;
 pub mod ctl;
 pub mod datapath;
 pub mod emc;
+pub mod field;
 pub mod key;
+pub mod learn;
+pub mod normal;
 pub mod reference;
 pub mod rule;
 pub mod run;
 pub mod table;
+pub mod xlate;
 
 pub use classifier::{Classifier, LookupStats, RuleId};
 pub use datapath::{Datapath, SwDrop, SwitchPort};

@@ -16,6 +16,7 @@
 //! [`Rule`]'s `Display` prints a canonical form that parses back to an
 //! equal rule (`mod_*` actions print as `set_field`).
 
+use super::field::{Field, SubField};
 use super::key::{self, FieldLoc, Key};
 use core::fmt::{self, Write as _};
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -70,6 +71,16 @@ impl Match {
         Ok(())
     }
 
+    /// Match subfield `sf` against `v` (bits outside it untouched; a
+    /// later value wins over an earlier one where they overlap).
+    pub fn put_sub(&mut self, sf: &super::field::SubField, v: u64) {
+        let loc = sf.field.loc();
+        let m = sf.field_mask();
+        let (om, ov) = (self.mask.get(loc), self.value.get(loc));
+        self.mask.set(loc, om | m);
+        self.value.set(loc, (ov & !m) | ((v << sf.ofs) & m));
+    }
+
     fn put128(&mut self, word: usize, v: u128, m: u128) -> Result<(), String> {
         let v = v & m;
         let old_m = self.mask.get128(word);
@@ -118,8 +129,9 @@ pub enum SetField {
     IpDscp(u8),
 }
 
-/// One action.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// One action. The pipeline's own (`GotoTable` .. `Learn`) are what
+/// makes a table set a multi-table pipeline (see [`Action::pipeline`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Action {
     Output(u32),
     Flood,
@@ -132,6 +144,53 @@ pub enum Action {
     /// Push an outer tag with this TPID (0x8100 or 0x88a8).
     PushVlan(u16),
     PopVlan,
+    /// `mod_vlan_vid:VID`: set the outer tag's VID, pushing a tag (TPID
+    /// 0x8100, PCP 0) when the frame has none (as Open vSwitch).
+    ModVlanVid(u16),
+    /// `goto_table:N` (an instruction: the last of the list; N beyond the
+    /// rule's own table).
+    GotoTable(u8),
+    /// `resubmit(PORT,TABLE)`: look the packet up in `table` (the current
+    /// one when `None`) as if it came from `port` (its own when `None`),
+    /// run that rule's actions, then continue here.
+    Resubmit { port: Option<u32>, table: Option<u8> },
+    /// `load:VALUE->DST[..]` (and `set_field` to a register or metadata).
+    Load {
+        dst: super::field::SubField,
+        value: u64,
+    },
+    /// `move:SRC[..]->DST[..]`.
+    Move {
+        src: super::field::SubField,
+        dst: super::field::SubField,
+    },
+    /// `write_metadata:VALUE[/MASK]` (an instruction: before `goto_table`).
+    WriteMetadata { value: u64, mask: u64 },
+    /// `output:SRC[..]`: to the port the subfield holds.
+    OutputField(super::field::SubField),
+    /// `normal`: a MAC-learning, VLAN-aware L2 switch.
+    Normal,
+    /// `learn(...)`.
+    Learn(std::sync::Arc<super::learn::Learn>),
+}
+
+impl Action {
+    /// An action only a multi-table pipeline runs (the single-table fast
+    /// path runs the others).
+    pub fn pipeline(&self) -> bool {
+        matches!(
+            self,
+            Action::ModVlanVid(_)
+                | Action::GotoTable(_)
+                | Action::Resubmit { .. }
+                | Action::Load { .. }
+                | Action::Move { .. }
+                | Action::WriteMetadata { .. }
+                | Action::OutputField(_)
+                | Action::Normal
+                | Action::Learn(_)
+        )
+    }
 }
 
 /// A parsed rule.
@@ -499,6 +558,10 @@ fn parse_match_token(m: &mut Match, name: &str, val: Option<&str>) -> Result<Pre
             Ok(Prereq::AnyIp)
         }
         "nw_ttl" => scalar(m, key::NW_TTL, false, Prereq::AnyIp),
+        "metadata" => scalar(m, key::METADATA, true, Prereq::None),
+        _ if name.len() == 4 && name.starts_with("reg") && (b'0'..b'8').contains(&name.as_bytes()[3]) => {
+            scalar(m, key::reg((name.as_bytes()[3] - b'0') as usize), true, Prereq::None)
+        }
         "tp_src" => scalar(m, key::TP_SRC, true, Prereq::Transport),
         "tp_dst" => scalar(m, key::TP_DST, true, Prereq::Transport),
         "tcp_src" => scalar(m, key::TP_SRC, true, Prereq::Tcp),
@@ -603,6 +666,43 @@ fn parse_set_field(value: &str, field: &str, m: &Match) -> Result<SetField, Stri
     })
 }
 
+/// `set_field:VALUE[/MASK]->FIELD` into a register or metadata: a
+/// [`Action::Load`] of the mask's bits (`None` for other fields).
+fn pipeline_set_field(v: &str, f: &str) -> Result<Option<Action>, String> {
+    let field = match Field::from_name(f) {
+        Some(x @ (Field::Reg(_) | Field::Metadata)) => x,
+        _ => return Ok(None),
+    };
+    let whole = SubField::whole(field);
+    let (value, mask) = match v.split_once('/') {
+        Some((v, m)) => (parse_int(v, whole.ones())?, parse_int(m, whole.ones())?),
+        None => (parse_int(v, whole.ones())?, whole.ones()),
+    };
+    if mask == 0 || (mask >> mask.trailing_zeros()).count_ones() != (mask >> mask.trailing_zeros()).trailing_ones() {
+        return Err(format!("set_field mask {mask:#x} is not one run of bits"));
+    }
+    let dst = SubField {
+        field,
+        ofs: mask.trailing_zeros() as u8,
+        nbits: mask.count_ones() as u8,
+    };
+    Ok(Some(Action::Load {
+        dst,
+        value: (value & mask) >> dst.ofs,
+    }))
+}
+
+fn writable(dst: &SubField) -> Result<(), String> {
+    if dst.field.writable() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} cannot be written by load or move (use set_field for whole headers)",
+            dst.field.name()
+        ))
+    }
+}
+
 /// Split the action list on commas outside parentheses.
 fn split_actions(s: &str) -> Vec<&str> {
     let mut out = Vec::new();
@@ -655,7 +755,14 @@ fn parse_action(tok: &str, m: &Match) -> Result<Action, String> {
         Ok(Action::Set(sf))
     };
     match lname.as_str() {
-        "output" => Ok(Action::Output(parse_int(need()?, u32::MAX as u64)? as u32)),
+        "output" => {
+            let a = need()?;
+            if a.starts_with(|c: char| c.is_ascii_digit()) {
+                Ok(Action::Output(parse_int(a, u32::MAX as u64)? as u32))
+            } else {
+                Ok(Action::OutputField(SubField::parse(a)?))
+            }
+        }
         "flood" => no_arg(Action::Flood),
         "all" => no_arg(Action::All),
         "in_port" => no_arg(Action::InPort),
@@ -672,20 +779,90 @@ fn parse_action(tok: &str, m: &Match) -> Result<Action, String> {
             }
             Ok(Action::PushVlan(t))
         }
-        "set_field" | "load" if lname == "set_field" => {
+        "set_field" => {
             let a = need()?;
             let (v, f) = a
                 .split_once("->")
                 .ok_or_else(|| format!("set_field needs VALUE->FIELD, got '{a}'"))?;
-            set(parse_set_field(v, f, m)?)
+            match pipeline_set_field(v, f)? {
+                Some(load) => Ok(load),
+                None => set(parse_set_field(v, f, m)?),
+            }
         }
+        "load" => {
+            let (src, dst) = super::learn::parse_load(need()?)?;
+            writable(&dst)?;
+            match src {
+                super::learn::LearnSrc::Imm(value) => Ok(Action::Load { dst, value }),
+                super::learn::LearnSrc::Field(_) => {
+                    Err("load takes a value (use move to copy a field)".into())
+                }
+            }
+        }
+        "move" => {
+            let a = need()?;
+            let (src, dst) = a
+                .split_once("->")
+                .ok_or_else(|| format!("move needs SRC->DST, got '{a}'"))?;
+            let (src, dst) = (SubField::parse(src)?, SubField::parse(dst)?);
+            if src.nbits != dst.nbits {
+                return Err(format!(
+                    "{src} is {} bits but {dst} is {} bits",
+                    src.nbits, dst.nbits
+                ));
+            }
+            writable(&dst)?;
+            Ok(Action::Move { src, dst })
+        }
+        "goto_table" => Ok(Action::GotoTable(parse_int(need()?, 254)? as u8)),
+        "resubmit" => {
+            let a = need()?;
+            let (p, t) = match (tok.contains('('), a.split_once(',')) {
+                (true, Some((p, t))) => (p.trim(), Some(t.trim())),
+                (true, None) => (a.trim(), None),
+                (false, _) => (a.trim(), None),
+            };
+            let port = match p {
+                "" | "in_port" => None,
+                p => Some(parse_int(p, u32::MAX as u64)? as u32),
+            };
+            let table = match t {
+                None | Some("") => None,
+                Some(t) => Some(parse_int(t, 254)? as u8),
+            };
+            if port.is_none() && table.is_none() {
+                return Err("resubmit needs a port or a table: resubmit(,TABLE)".into());
+            }
+            Ok(Action::Resubmit { port, table })
+        }
+        "write_metadata" => {
+            let (value, mask) = match need()?.split_once('/') {
+                Some((v, m)) => (parse_int(v, u64::MAX)?, parse_int(m, u64::MAX)?),
+                None => (parse_int(need()?, u64::MAX)?, u64::MAX),
+            };
+            Ok(Action::WriteMetadata {
+                value: value & mask,
+                mask,
+            })
+        }
+        "mod_vlan_vid" => Ok(Action::ModVlanVid(parse_int(need()?, 0xfff)? as u16)),
+        "normal" => no_arg(Action::Normal),
+        "learn" => Ok(Action::Learn(std::sync::Arc::new(
+            super::learn::Learn::parse(arg.unwrap_or(""))?,
+        ))),
+        "controller" => Err(
+            "'controller' is not supported: linerate switch has no controller connection for packet-ins"
+                .into(),
+        ),
+        "write_actions" | "clear_actions" => Err(format!(
+            "'{name}' is not supported (the OpenFlow action set): use apply-actions (the plain list)"
+        )),
         "mod_dl_src" => set(parse_set_field(need()?, "eth_src", m)?),
         "mod_dl_dst" => set(parse_set_field(need()?, "eth_dst", m)?),
         "mod_nw_src" => set(parse_set_field(need()?, "ip_src", m)?),
         "mod_nw_dst" => set(parse_set_field(need()?, "ip_dst", m)?),
         "mod_tp_src" => set(parse_set_field(need()?, "tp_src", m)?),
         "mod_tp_dst" => set(parse_set_field(need()?, "tp_dst", m)?),
-        "mod_vlan_vid" => set(parse_set_field(need()?, "vlan_vid", m)?),
         "mod_nw_tos" => set(parse_set_field(need()?, "nw_tos", m)?),
         _ if arg.is_none() && !tok.is_empty() && tok.bytes().all(|b| b.is_ascii_digit()) => {
             Ok(Action::Output(parse_int(tok, u32::MAX as u64)? as u32))
@@ -705,6 +882,7 @@ enum Mode {
 struct Parsed {
     rule: Rule,
     priority_given: bool,
+    table_given: bool,
 }
 
 fn parse_inner(s: &str, mode: Mode) -> Result<Parsed, ParseError> {
@@ -729,6 +907,7 @@ fn parse_inner(s: &str, mode: Mode) -> Result<Parsed, ParseError> {
         actions: Vec::new(),
     };
     let mut priority_given = false;
+    let mut table_given = false;
     let mut prereqs: Vec<(&str, Prereq)> = Vec::new();
     for tok in head.split([',', ' ', '\t']).filter(|t| !t.is_empty()) {
         let (name, val) = match tok.split_once('=') {
@@ -746,7 +925,10 @@ fn parse_inner(s: &str, mode: Mode) -> Result<Parsed, ParseError> {
                 r.priority = num(u16::MAX as u64)? as u16;
                 priority_given = true;
             }
-            "table" => r.table = num(254)? as u8,
+            "table" => {
+                r.table = num(254)? as u8;
+                table_given = true;
+            }
             "cookie" => r.cookie = num(u64::MAX)?,
             "idle_timeout" => r.idle_timeout = num(u16::MAX as u64)? as u16,
             "hard_timeout" => r.hard_timeout = num(u16::MAX as u64)? as u16,
@@ -787,6 +969,9 @@ fn parse_inner(s: &str, mode: Mode) -> Result<Parsed, ParseError> {
                         Err(e) => return err(t, e),
                     }
                 }
+                if let Err(e) = check_instructions(&r) {
+                    return err(a, e);
+                }
             }
         }
         (Mode::MatchOnly, None) => {}
@@ -794,7 +979,34 @@ fn parse_inner(s: &str, mode: Mode) -> Result<Parsed, ParseError> {
     Ok(Parsed {
         rule: r,
         priority_given,
+        table_given,
     })
+}
+
+/// OpenFlow's instruction order: `write_metadata` then `goto_table` end
+/// the list, and `goto_table` goes to a later table.
+fn check_instructions(r: &Rule) -> Result<(), String> {
+    let n = r.actions.len();
+    for (i, a) in r.actions.iter().enumerate() {
+        match a {
+            Action::GotoTable(t) if i + 1 != n => {
+                return Err(format!("goto_table:{t} must be the last action"))
+            }
+            Action::GotoTable(t) if *t <= r.table => {
+                return Err(format!(
+                    "goto_table:{t} in table {}: goto_table only goes to a later table",
+                    r.table
+                ))
+            }
+            Action::WriteMetadata { .. }
+                if !(i + 1 == n || (i + 2 == n && matches!(r.actions[n - 1], Action::GotoTable(_)))) =>
+            {
+                return Err("write_metadata may only be followed by goto_table".into())
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 impl Rule {
@@ -804,13 +1016,14 @@ impl Rule {
     }
 }
 
-/// A match for `del-flows` / `dump-flows`: fields only, and the priority
-/// if one was given (then deletion is strict on it).
+/// A match for `del-flows` / `dump-flows`: fields only, the priority if
+/// one was given (then deletion is strict on it) and the table if one was
+/// given (else every table, as ovs-ofctl).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MatchSpec {
     pub m: Match,
     pub priority: Option<u16>,
-    pub table: u8,
+    pub table: Option<u8>,
 }
 
 impl MatchSpec {
@@ -819,7 +1032,7 @@ impl MatchSpec {
         Ok(MatchSpec {
             m: p.rule.m,
             priority: p.priority_given.then_some(p.rule.priority),
-            table: p.rule.table,
+            table: p.table_given.then_some(p.rule.table),
         })
     }
 }
@@ -979,6 +1192,15 @@ impl fmt::Display for Match {
         if fm != 0 {
             parts.push(format!("tcp_flags={fv:#05x}/{fm:#05x}"));
         }
+        let regs = (0..key::REGS).map(|n| (format!("reg{n}"), key::reg(n)));
+        for (name, fl) in regs.chain([("metadata".to_string(), key::METADATA)]) {
+            let (v, m) = (self.value.get(fl), self.mask.get(fl));
+            if m == fl.full() {
+                parts.push(format!("{name}={v:#x}"));
+            } else if m != 0 {
+                parts.push(format!("{name}={v:#x}/{m:#x}"));
+            }
+        }
         f.write_str(&parts.join(","))
     }
 }
@@ -1019,6 +1241,30 @@ impl fmt::Display for Action {
             Action::DecTtl => f.write_str("dec_ttl"),
             Action::PushVlan(t) => write!(f, "push_vlan:{t:#06x}"),
             Action::PopVlan => f.write_str("pop_vlan"),
+            Action::ModVlanVid(v) => write!(f, "mod_vlan_vid:{v}"),
+            Action::GotoTable(t) => write!(f, "goto_table:{t}"),
+            Action::Resubmit { port, table } => {
+                f.write_str("resubmit(")?;
+                if let Some(p) = port {
+                    write!(f, "{p}")?;
+                }
+                f.write_str(",")?;
+                if let Some(t) = table {
+                    write!(f, "{t}")?;
+                }
+                f.write_str(")")
+            }
+            Action::Load { dst, value } => write!(f, "load:{value:#x}->{dst}"),
+            Action::Move { src, dst } => write!(f, "move:{src}->{dst}"),
+            Action::WriteMetadata { value, mask } if *mask == u64::MAX => {
+                write!(f, "write_metadata:{value:#x}")
+            }
+            Action::WriteMetadata { value, mask } => {
+                write!(f, "write_metadata:{value:#x}/{mask:#x}")
+            }
+            Action::OutputField(s) => write!(f, "output:{s}"),
+            Action::Normal => f.write_str("NORMAL"),
+            Action::Learn(l) => write!(f, "{l}"),
         }
     }
 }

@@ -5,7 +5,9 @@
 
 use super::actions::{Group, Meter};
 use super::ctl::{cache_json, ports_json, Shared, SwitchCtl};
-use super::datapath::{CacheCounters, Datapath, Polling, SwitchCyclesSnapshot, SwitchPort};
+use super::datapath::{
+    CacheCounters, Datapath, LearnReq, Polling, SwitchCyclesSnapshot, SwitchPort,
+};
 use super::table::{mono_ns, Control, FlowTable};
 use super::Rule;
 use crate::control::{Handler, Limits, Listener, Server};
@@ -142,6 +144,10 @@ fn cache_now(c: &CacheCounters) -> [u64; 3] {
     ]
 }
 
+/// `learn(...)` requests the datapath may have in flight to the learning
+/// thread (more are counted as `learn_queue_full` and asked again).
+const LEARN_QUEUE: usize = 4096;
+
 /// Run the switch until `stop`, its duration or the end of finite sources.
 pub fn run(
     cfg: &SwitchConfig,
@@ -171,6 +177,24 @@ pub fn run(
         counters: dp.counters.clone(),
     });
     let cycles = dp.cycles.clone();
+    // `learn(...)`: the datapath hands requests over, this thread builds
+    // and adds the rules (it ends when the datapath drops its sender).
+    let (learn_tx, learn_rx) = std::sync::mpsc::sync_channel::<LearnReq>(LEARN_QUEUE);
+    dp.set_learner(learn_tx);
+    let learn_ctl = ctl.clone();
+    let learner = std::thread::Builder::new()
+        .name("linerate-learn".into())
+        .spawn(move || {
+            while let Ok(first) = learn_rx.recv() {
+                let more = std::iter::from_fn(|| learn_rx.try_recv().ok()).take(LEARN_QUEUE);
+                let rules: Vec<_> = std::iter::once(first)
+                    .chain(more)
+                    .map(|r| r.spec.rule(&r.key))
+                    .collect();
+                learn_ctl.learn(rules, mono_ns());
+            }
+        })
+        .map_err(|e| format!("spawning the learning thread: {e}"))?;
     let server = match &cfg.ctl {
         Some(path) => {
             let l = Listener::bind(path).map_err(|e| format!("--ctl {e}"))?;
@@ -235,6 +259,9 @@ pub fn run(
     let r = worker
         .join()
         .map_err(|_| "datapath thread panicked".to_string())?;
+    learner
+        .join()
+        .map_err(|_| "learning thread panicked".to_string())?;
     // Stops accepting and removes the socket file at once; clients are not
     // waited for.
     if let Some(s) = server {

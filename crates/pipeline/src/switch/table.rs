@@ -74,15 +74,103 @@ pub struct FlowEntry {
     pub needs_room: bool,
 }
 
-/// Classifier + per-rule data + groups + meters.
+/// Lookups and matches of one table (one writer: the datapath, once per
+/// batch; shared by every published version, like [`RuleStats`]).
+#[derive(Debug, Default)]
+pub struct TableStats {
+    pub lookups: AtomicU64,
+    pub matches: AtomicU64,
+}
+
+/// One table of the pipeline: its classifier and the rules' data.
 #[derive(Debug, Clone, Default)]
-pub struct FlowTable {
+pub struct Table {
     cls: Classifier,
     /// Shared between the published versions: a new version copies
     /// pointers, not rules (a copy is O(rules) but small and allocation-free).
     entries: Vec<Option<Arc<FlowEntry>>>,
+    /// The pipeline's epoch at this table's last change (what the
+    /// pipeline cache checks its entries against).
+    changed: u64,
+    pub stats: Arc<TableStats>,
+}
+
+impl Table {
+    pub fn classifier(&self) -> &Classifier {
+        &self.cls
+    }
+
+    /// The entry of a rule the classifier returned.
+    #[inline(always)]
+    pub fn entry(&self, id: RuleId) -> Option<&FlowEntry> {
+        self.entries.get(id as usize)?.as_deref()
+    }
+
+    /// The epoch of the table's last change.
+    #[inline(always)]
+    pub fn changed(&self) -> u64 {
+        self.changed
+    }
+
+    fn ids(&self) -> impl Iterator<Item = RuleId> + '_ {
+        self.entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.is_some())
+            .map(|(i, _)| i as RuleId)
+    }
+}
+
+/// Does a rule need the multi-table path: outside table 0, with a
+/// pipeline action, or matching registers or metadata?
+fn pipeline_rule(r: &Rule) -> bool {
+    r.table != 0
+        || r.actions.iter().any(Action::pipeline)
+        || r.m.mask.w[super::key::PKT_WORDS..].iter().any(|&w| w != 0)
+}
+
+/// Does a rule's action list make the frame longer (a VLAN tag)?
+fn pushes_tag(r: &Rule) -> bool {
+    use super::field::Field;
+    r.actions.iter().any(|a| match a {
+        Action::PushVlan(_) | Action::ModVlanVid(_) => true,
+        Action::Load { dst, .. } | Action::Move { dst, .. } => {
+            matches!(dst.field, Field::VlanTci | Field::VlanVid)
+        }
+        _ => false,
+    })
+}
+
+/// The pipeline: tables 0..254 (a rule's `table=`), groups and meters.
+/// With rules in table 0 only and none of the pipeline's own actions it is
+/// the single-table switch of issue 5, and the datapath runs its fast
+/// path ([`Self::multi`]).
+#[derive(Debug, Clone)]
+pub struct FlowTable {
+    /// Index = table id; table 0 always exists, the others once a rule
+    /// names them.
+    tables: Vec<Table>,
     groups: HashMap<u32, Group>,
     meters: HashMap<u32, Meter>,
+    /// Bumped by every change of any table.
+    epoch: u64,
+    /// Rules for which [`pipeline_rule`] holds.
+    pipeline_rules: usize,
+    /// Rules for which [`pushes_tag`] holds.
+    tag_rules: usize,
+}
+
+impl Default for FlowTable {
+    fn default() -> FlowTable {
+        FlowTable {
+            tables: vec![Table::default()],
+            groups: HashMap::new(),
+            meters: HashMap::new(),
+            epoch: 0,
+            pipeline_rules: 0,
+            tag_rules: 0,
+        }
+    }
 }
 
 impl FlowTable {
@@ -90,22 +178,55 @@ impl FlowTable {
         FlowTable::default()
     }
 
+    /// Table 0's classifier (the single-table fast path's).
     pub fn classifier(&self) -> &Classifier {
-        &self.cls
+        &self.tables[0].cls
     }
 
+    /// Rules in every table.
     pub fn len(&self) -> usize {
-        self.cls.len()
+        self.tables.iter().map(|t| t.cls.len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.cls.is_empty()
+        self.len() == 0
     }
 
-    /// The entry of a rule the classifier returned.
+    /// The entry of a rule of table 0 the classifier returned.
     #[inline(always)]
     pub fn entry(&self, id: RuleId) -> Option<&FlowEntry> {
-        self.entries.get(id as usize)?.as_deref()
+        self.tables[0].entry(id)
+    }
+
+    /// Table `t`, if a rule ever named it.
+    #[inline(always)]
+    pub fn table(&self, t: u8) -> Option<&Table> {
+        self.tables.get(t as usize)
+    }
+
+    /// Every table that exists: (id, table).
+    pub fn tables(&self) -> impl Iterator<Item = (u8, &Table)> {
+        self.tables.iter().enumerate().map(|(i, t)| (i as u8, t))
+    }
+
+    /// True when the rules form a multi-table pipeline (any rule outside
+    /// table 0, with a pipeline action, or matching registers/metadata).
+    #[inline(always)]
+    pub fn multi(&self) -> bool {
+        self.pipeline_rules > 0
+    }
+
+    /// True when some rule's actions add a VLAN tag (the datapath then
+    /// runs the pipeline in a buffer with headroom).
+    #[inline(always)]
+    pub fn pushes_tags(&self) -> bool {
+        self.tag_rules > 0
+    }
+
+    /// Bumped by every change of any table.
+    #[inline(always)]
+    pub fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     #[inline]
@@ -121,26 +242,51 @@ impl FlowTable {
         self.meters.values()
     }
 
-    /// OpenFlow add: a rule with the same match and priority gets the new
-    /// actions, cookie and timeouts and keeps its counters. Rules that
-    /// name a group or meter that does not exist are refused (as OVS does).
+    /// Table `t`, created when missing; marks it changed.
+    fn touch(&mut self, t: u8) -> &mut Table {
+        let i = t as usize;
+        if self.tables.len() <= i {
+            self.tables.resize_with(i + 1, Table::default);
+        }
+        self.epoch += 1;
+        let tb = &mut self.tables[i];
+        tb.changed = self.epoch;
+        tb
+    }
+
+    /// Count a rule in or out of the pipeline and tag tallies.
+    fn tally(&mut self, r: &Rule, add: bool) {
+        let d = |x: bool| x as usize;
+        if add {
+            self.pipeline_rules += d(pipeline_rule(r));
+            self.tag_rules += d(pushes_tag(r));
+        } else {
+            self.pipeline_rules -= d(pipeline_rule(r));
+            self.tag_rules -= d(pushes_tag(r));
+        }
+    }
+
+    /// OpenFlow add: a rule with the same table, match and priority gets
+    /// the new actions, cookie and timeouts and keeps its counters. Rules
+    /// that name a group or meter that does not exist are refused (as OVS
+    /// does). Returns the rule's id in its table.
     pub fn add_flow(&mut self, rule: Rule, now_ns: u64) -> Result<RuleId, String> {
         self.check(&rule)?;
-        let (id, new) = self.cls.insert(&rule.m, rule.priority);
-        let needs_room = rule
-            .actions
-            .iter()
-            .any(|a| matches!(a, Action::PushVlan(_)));
+        let t = rule.table;
+        let needs_room = pushes_tag(&rule);
+        self.tally(&rule, true);
+        let (id, new) = self.touch(t).cls.insert(&rule.m, rule.priority);
         let i = id as usize;
-        if self.entries.len() <= i {
-            self.entries.resize(i + 1, None);
+        let tb = &mut self.tables[t as usize];
+        if tb.entries.len() <= i {
+            tb.entries.resize(i + 1, None);
         }
-        match (&mut self.entries[i], new) {
+        let old = match (&mut tb.entries[i], new) {
             (Some(e), false) => {
                 // The published version keeps its own copy of the entry.
                 let e = Arc::make_mut(e);
-                e.rule = rule;
                 e.needs_room = needs_room;
+                Some(std::mem::replace(&mut e.rule, rule))
             }
             (slot, _) => {
                 *slot = Some(Arc::new(FlowEntry {
@@ -148,35 +294,38 @@ impl FlowTable {
                     stats: Arc::new(RuleStats::default()),
                     created_ns: now_ns,
                     needs_room,
-                }))
+                }));
+                None
             }
+        };
+        if let Some(o) = old {
+            self.tally(&o, false);
         }
         Ok(id)
     }
 
-    /// Make room for a batch of rules (per mask; see
+    /// Make room for a batch of rules (per table and mask; see
     /// [`Classifier::reserve`]). Only capacity: the rules are added by
     /// [`Self::add_flow`].
     pub fn reserve_for(&mut self, rules: &[Rule]) {
-        self.entries.reserve(rules.len());
-        let mut per_mask: HashMap<crate::switch::key::Key, usize> = HashMap::new();
+        let mut per_mask: HashMap<(u8, crate::switch::key::Key), usize> = HashMap::new();
         for r in rules {
             *per_mask
-                .entry(super::reference::normalize(&r.m).mask)
+                .entry((r.table, super::reference::normalize(&r.m).mask))
                 .or_insert(0) += 1;
         }
-        for (mask, n) in per_mask {
-            self.cls.reserve(&mask, n);
+        for ((t, mask), n) in per_mask {
+            if let Some(tb) = self.tables.get_mut(t as usize) {
+                tb.entries.reserve(n);
+                tb.cls.reserve(&mask, n);
+            }
         }
     }
 
     /// Would [`Self::add_flow`] accept this rule? (It fails for nothing else.)
     pub fn check(&self, rule: &Rule) -> Result<(), String> {
-        if rule.table != 0 {
-            return Err(format!(
-                "table={}: only table 0 is supported (one table, no goto_table)",
-                rule.table
-            ));
+        if rule.table == 255 {
+            return Err("table=255: tables are 0..254".into());
         }
         for a in &rule.actions {
             match a {
@@ -190,39 +339,47 @@ impl FlowTable {
                         "rule names meter {m}, which does not exist (add-meter first)"
                     ))
                 }
+                Action::GotoTable(n) if *n <= rule.table => {
+                    return Err(format!(
+                        "goto_table:{n} in table {}: goto_table only goes to a later table",
+                        rule.table
+                    ))
+                }
                 _ => {}
             }
         }
         Ok(())
     }
 
-    /// OVS `del-flows [MATCH]` (loose: every rule the match covers; none =
-    /// all rules). Returns how many were removed.
-    pub fn del_flows(&mut self, spec: Option<&MatchSpec>) -> usize {
-        let ids = match spec {
-            Some(s) => self.cls.remove_loose(&s.m),
-            None => {
-                let all: Vec<RuleId> = self.ids().collect();
-                for &id in &all {
-                    self.cls.remove(id);
-                }
-                all
-            }
-        };
-        for &id in &ids {
-            if let Some(e) = self.entries.get_mut(id as usize) {
-                *e = None;
-            }
+    /// Remove rule `id` of table `t`.
+    fn remove(&mut self, t: u8, id: RuleId) {
+        let tb = self.touch(t);
+        tb.cls.remove(id);
+        let gone = tb.entries.get_mut(id as usize).and_then(Option::take);
+        if let Some(e) = gone {
+            self.tally(&e.rule, false);
         }
-        ids.len()
     }
 
-    fn ids(&self) -> impl Iterator<Item = RuleId> + '_ {
-        self.entries
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| e.is_some())
-            .map(|(i, _)| i as RuleId)
+    /// OVS `del-flows [MATCH]` (loose: every rule the match covers, in its
+    /// table or in every table; none = all rules). Returns how many were
+    /// removed.
+    pub fn del_flows(&mut self, spec: Option<&MatchSpec>) -> usize {
+        let mut n = 0;
+        for t in 0..self.tables.len() as u8 {
+            if matches!(spec, Some(MatchSpec { table: Some(x), .. }) if *x != t) {
+                continue;
+            }
+            let ids: Vec<RuleId> = match spec {
+                Some(s) => self.tables[t as usize].cls.find_loose(&s.m),
+                None => self.tables[t as usize].ids().collect(),
+            };
+            for &id in &ids {
+                self.remove(t, id);
+            }
+            n += ids.len();
+        }
+        n
     }
 
     /// Add or replace a group.
@@ -240,45 +397,71 @@ impl FlowTable {
     /// second by the control side, never per packet.
     pub fn expire(&mut self, now_ns: u64) -> usize {
         let mut dead = Vec::new();
-        for (i, e) in self.entries.iter().enumerate() {
-            let Some(e) = e else { continue };
-            let r = &e.rule;
-            let hard = r.hard_timeout != 0
-                && now_ns.saturating_sub(e.created_ns) >= r.hard_timeout as u64 * 1_000_000_000;
-            let last = e.stats.last_hit_ns.load(Relaxed).max(e.created_ns);
-            let idle = r.idle_timeout != 0
-                && now_ns.saturating_sub(last) >= r.idle_timeout as u64 * 1_000_000_000;
-            if hard || idle {
-                dead.push(i as RuleId);
+        for (t, tb) in self.tables() {
+            for (i, e) in tb.entries.iter().enumerate() {
+                let Some(e) = e else { continue };
+                let r = &e.rule;
+                let hard = r.hard_timeout != 0
+                    && now_ns.saturating_sub(e.created_ns)
+                        >= r.hard_timeout as u64 * 1_000_000_000;
+                let last = e.stats.last_hit_ns.load(Relaxed).max(e.created_ns);
+                let idle = r.idle_timeout != 0
+                    && now_ns.saturating_sub(last) >= r.idle_timeout as u64 * 1_000_000_000;
+                if hard || idle {
+                    dead.push((t, i as RuleId));
+                }
             }
         }
-        for &id in &dead {
-            self.cls.remove(id);
-            self.entries[id as usize] = None;
+        for &(t, id) in &dead {
+            self.remove(t, id);
         }
         dead.len()
     }
 
-    /// Rules, highest priority first (ties: insertion order).
-    pub fn flows(&self) -> Vec<&FlowEntry> {
-        let mut v: Vec<&FlowEntry> = self.entries.iter().flatten().map(|e| &**e).collect();
-        v.sort_by_key(|e| std::cmp::Reverse(e.rule.priority));
-        v
+    /// A rule learned by the pipeline (`learn(...)`): added when no rule of
+    /// its table has its match and priority or when that rule's actions
+    /// differ (true: the table changed); else that rule's idle time starts
+    /// again (false: nothing to publish).
+    pub fn learn(&mut self, rule: Rule, now_ns: u64) -> Result<bool, String> {
+        if let Some(tb) = self.tables.get(rule.table as usize) {
+            if let Some(e) = tb
+                .cls
+                .find_strict(&rule.m, rule.priority)
+                .and_then(|id| tb.entry(id))
+            {
+                if e.rule == rule {
+                    e.stats.last_hit_ns.fetch_max(now_ns, Relaxed);
+                    return Ok(false);
+                }
+            }
+        }
+        self.add_flow(rule, now_ns).map(|_| true)
     }
 
-    /// Rules whose match is `spec` or more specific (all without a spec),
-    /// highest priority first: what `ovs-ofctl dump-flows BR MATCH` shows.
+    /// Rules of every table: by table, then highest priority first (ties:
+    /// insertion order).
+    pub fn flows(&self) -> Vec<&FlowEntry> {
+        self.flows_matching(None)
+    }
+
+    /// Rules whose match is `spec` or more specific, in its table or every
+    /// table (all without a spec), by table then highest priority first:
+    /// what `ovs-ofctl dump-flows BR MATCH` shows.
     pub fn flows_matching(&self, spec: Option<&MatchSpec>) -> Vec<&FlowEntry> {
-        let Some(s) = spec else {
-            return self.flows();
-        };
-        let mut v: Vec<&FlowEntry> = self
-            .cls
-            .find_loose(&s.m)
-            .into_iter()
-            .filter_map(|id| self.entry(id))
-            .collect();
-        v.sort_by_key(|e| std::cmp::Reverse(e.rule.priority));
+        let mut v: Vec<&FlowEntry> = Vec::new();
+        for (t, tb) in self.tables() {
+            match spec {
+                Some(MatchSpec { table: Some(x), .. }) if *x != t => {}
+                Some(s) => v.extend(
+                    tb.cls
+                        .find_loose(&s.m)
+                        .into_iter()
+                        .filter_map(|id| tb.entry(id)),
+                ),
+                None => v.extend(tb.entries.iter().flatten().map(|e| &**e)),
+            }
+        }
+        v.sort_by_key(|e| (e.rule.table, std::cmp::Reverse(e.rule.priority)));
         v
     }
 
@@ -366,6 +549,24 @@ impl Control {
         r
     }
 
+    /// Rules the pipeline learned (`learn(...)`): each added, or refreshed
+    /// when its table has it already ([`FlowTable::learn`]); one new
+    /// version is published when any table changed. Returns how many rules
+    /// were added or changed.
+    pub fn learn(&self, rules: impl IntoIterator<Item = Rule>, now_ns: u64) -> usize {
+        let mut g = self.edit.lock().unwrap_or_else(|p| p.into_inner());
+        let mut changed = 0;
+        for r in rules {
+            if let Ok(true) = g.learn(r, now_ns) {
+                changed += 1;
+            }
+        }
+        if changed > 0 {
+            self.published.store(Arc::new(g.clone()));
+        }
+        changed
+    }
+
     /// Read the control copy (counters are shared, so they are current).
     pub fn read<R>(&self, f: impl FnOnce(&FlowTable) -> R) -> R {
         let g = self.edit.lock().unwrap_or_else(|p| p.into_inner());
@@ -394,11 +595,16 @@ impl Control {
         let expired = g.expire(now_ns);
         let cur = self.published.load();
         let mut reordered = false;
-        if g.cls.subtables() > 1 {
-            let before = g.cls.probe_order().to_vec();
-            g.cls.copy_hits_from(&cur.cls);
-            g.cls.rerank();
-            reordered = g.cls.probe_order() != before.as_slice();
+        for (t, tb) in g.tables.iter_mut().enumerate() {
+            let Some(pub_t) = cur.tables.get(t) else {
+                continue;
+            };
+            if tb.cls.subtables() > 1 {
+                let before = tb.cls.probe_order().to_vec();
+                tb.cls.copy_hits_from(&pub_t.cls);
+                tb.cls.rerank();
+                reordered |= tb.cls.probe_order() != before.as_slice();
+            }
         }
         // Publishing copies the table: only when something changed.
         if expired > 0 || reordered {

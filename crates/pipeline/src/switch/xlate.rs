@@ -1,0 +1,456 @@
+//! A packet's walk through a multi-table pipeline (Open vSwitch calls this
+//! "translation"): look the packet up in table 0, run the rule's actions,
+//! follow `goto_table` to later tables and `resubmit` into any table (a
+//! call: the rest of the list runs after it), with registers and metadata
+//! in the key's pipeline words ([`super::key`]).
+//!
+//! # Semantics (as Open vSwitch)
+//! - A miss ends the walk: in the walk's own chain of `goto_table`s the
+//!   packet is then dropped ("no match") unless something was output
+//!   already; a miss in a `resubmit` does nothing and the caller goes on.
+//! - Actions run in order on the frame as it is (apply-actions); a later
+//!   lookup sees the headers as the actions before it left them.
+//! - `resubmit(PORT,TABLE)` looks up with `in_port` = PORT and puts the
+//!   input port back afterwards. Nesting is limited to [`MAX_DEPTH`] and a
+//!   walk to [`MAX_LOOKUPS`] lookups; beyond, the packet is dropped
+//!   ([`Verdict::TooDeep`], counted as `resubmit_limit`).
+//! - `normal` and `learn` act through the datapath ([`PipeEnv`]).
+//!
+//! # The pipeline cache
+//! The outcome of a walk depends only on the packet's key at table 0 and
+//! on the tables it looked up. A walk in [`Mode::Live`] records its lookups
+//! (table, rule) in a [`Trace`]; the datapath keeps the trace per packet
+//! key in a [`super::emc::Cache`] and later packets of the flow walk in
+//! [`Mode::Replay`]: the same actions run (so outputs, meters, `normal`,
+//! `learn` and header rewrites happen per packet) but every lookup is read
+//! from the trace. An entry is valid while none of the tables it looked up
+//! changed since it was stored ([`Trace::deps`], checked against each
+//! table's change epoch): a rule added, modified, deleted, learned or
+//! expired in one of them invalidates it, a change elsewhere does not.
+//!
+//! The walk allocates nothing, takes no lock and makes no syscall
+//! (`learn` hands its request over through a bounded channel, see
+//! [`PipeEnv::learn`]).
+
+use super::actions::{self, Env, FrameBuf, Out, Verdict};
+use super::classifier::{LookupStats, RuleId};
+use super::field::{Field, SubField};
+use super::key::{self, Key};
+use super::learn::Learn;
+use super::normal::Decision;
+use super::rule::Action;
+use super::table::{FlowEntry, FlowTable};
+use linerate_wire::frame::Layers;
+use linerate_wire::vlan;
+use std::sync::Arc;
+
+/// Most nested `resubmit`s (Open vSwitch's limit too).
+pub const MAX_DEPTH: u32 = 64;
+/// Most lookups of one walk.
+pub const MAX_LOOKUPS: u32 = 4096;
+/// Lookups a cached [`Trace`] holds (walks with more are not cached).
+pub const TRACE_STEPS: usize = 24;
+const MISS: u32 = 0x00ff_ffff;
+
+/// The lookups of one walk, in order: what the pipeline cache keeps.
+#[derive(Clone, Copy, Debug)]
+pub struct Trace {
+    /// `table << 24 | rule` (rule [`MISS`] = no match).
+    steps: [u32; TRACE_STEPS],
+    n: u8,
+    /// More lookups than fit, or a rule id of 24 bits or more: not cached.
+    overflow: bool,
+    /// The tables looked up, as bits `table % 64`.
+    pub deps: u64,
+}
+
+impl Trace {
+    pub const EMPTY: Trace = Trace {
+        steps: [0; TRACE_STEPS],
+        n: 0,
+        overflow: false,
+        deps: 0,
+    };
+
+    fn push(&mut self, t: u8, id: Option<RuleId>) {
+        self.deps |= 1 << (t % 64);
+        let r = id.unwrap_or(MISS);
+        if self.n as usize == TRACE_STEPS || r > MISS || (id.is_some() && r == MISS) {
+            self.overflow = true;
+            return;
+        }
+        self.steps[self.n as usize] = ((t as u32) << 24) | r;
+        self.n += 1;
+    }
+
+    fn get(&self, i: usize) -> Option<(u8, Option<RuleId>)> {
+        if i >= self.n as usize {
+            return None;
+        }
+        let s = self.steps[i];
+        let r = s & MISS;
+        Some(((s >> 24) as u8, (r != MISS).then_some(r)))
+    }
+
+    /// Can it be cached?
+    pub fn cacheable(&self) -> bool {
+        !self.overflow
+    }
+
+    /// Is it still valid for `ft`, whose tables changed at the epochs
+    /// `stale` (per bit, the latest change of the tables with that
+    /// `table % 64`) when it was stored at `epoch`?
+    #[inline]
+    pub fn valid(&self, stale: &[u64; 64], epoch: u64) -> bool {
+        let mut d = self.deps;
+        while d != 0 {
+            let b = d.trailing_zeros() as usize;
+            d &= d - 1;
+            if stale[b] > epoch {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// The latest change epoch per `table % 64` of `ft` (for [`Trace::valid`];
+/// computed once per table version, not per packet).
+pub fn stale_epochs(ft: &FlowTable) -> [u64; 64] {
+    let mut s = [0u64; 64];
+    for (t, tb) in ft.tables() {
+        let b = &mut s[t as usize % 64];
+        *b = (*b).max(tb.changed());
+    }
+    s
+}
+
+/// What a walk needs from the datapath besides outputs and meters.
+pub trait PipeEnv: Env {
+    /// `normal`: learn from the packet (key `k`) and decide where it goes.
+    fn normal(&mut self, k: &Key) -> Decision;
+    /// `learn(...)`: hand the spec and the packet's key (the learned rule
+    /// is built and added off the datapath).
+    fn learn(&mut self, spec: &Arc<Learn>, k: &Key);
+}
+
+/// Lookups and matches per table during a batch (added to the tables'
+/// [`super::table::TableStats`] once per batch).
+pub struct TableCounts {
+    pub lookups: [u32; 256],
+    pub matches: [u32; 256],
+    /// Tables counted in this batch, as bits.
+    pub touched: [u64; 4],
+}
+
+impl Default for TableCounts {
+    fn default() -> TableCounts {
+        TableCounts {
+            lookups: [0; 256],
+            matches: [0; 256],
+            touched: [0; 4],
+        }
+    }
+}
+
+impl TableCounts {
+    #[inline(always)]
+    fn add(&mut self, t: u8, matched: bool) {
+        let i = t as usize;
+        self.lookups[i] += 1;
+        self.matches[i] += matched as u32;
+        self.touched[i / 64] |= 1 << (i % 64);
+    }
+
+    /// Add the batch's counts to `ft`'s tables and start again (one
+    /// writer: the datapath).
+    pub fn publish(&mut self, ft: &FlowTable) {
+        use std::sync::atomic::Ordering::Relaxed;
+        for (w, bits) in self.touched.iter_mut().enumerate() {
+            while *bits != 0 {
+                let i = w * 64 + bits.trailing_zeros() as usize;
+                *bits &= *bits - 1;
+                if let Some(tb) = ft.table(i as u8) {
+                    let s = &tb.stats;
+                    s.lookups
+                        .store(s.lookups.load(Relaxed) + self.lookups[i] as u64, Relaxed);
+                    s.matches
+                        .store(s.matches.load(Relaxed) + self.matches[i] as u64, Relaxed);
+                }
+                self.lookups[i] = 0;
+                self.matches[i] = 0;
+            }
+        }
+    }
+}
+
+/// Where a walk's lookups come from.
+pub enum Mode<'t> {
+    /// The classifiers; recorded into the trace. `first`: table 0's
+    /// result, when the datapath looked the batch up already.
+    Live {
+        trace: Trace,
+        first: Option<Option<RuleId>>,
+    },
+    /// A cached trace, read in order.
+    Replay { trace: &'t Trace, pos: usize },
+}
+
+/// How a walk ended when nothing stopped it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// Its chain of tables ended in a miss.
+    Miss,
+    /// Its last rule's actions were `drop`.
+    Drop,
+    /// Its last rule's actions ran.
+    Done,
+}
+
+/// One packet's walk.
+pub struct Walk<'a, 't, E: PipeEnv> {
+    pub ft: &'a FlowTable,
+    /// The packet's key with its pipeline words.
+    pub key: Key,
+    /// The frame changed since `key` was extracted from it.
+    dirty: bool,
+    layers: Option<Layers>,
+    pub env: &'a mut E,
+    pub mode: Mode<'t>,
+    lookups: u32,
+    now_ns: u64,
+    pub counts: &'a mut TableCounts,
+    pub cls_stats: &'a mut LookupStats,
+}
+
+impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
+    pub fn new(
+        ft: &'a FlowTable,
+        key: Key,
+        env: &'a mut E,
+        mode: Mode<'t>,
+        now_ns: u64,
+        counts: &'a mut TableCounts,
+        cls_stats: &'a mut LookupStats,
+    ) -> Walk<'a, 't, E> {
+        Walk {
+            ft,
+            key,
+            dirty: false,
+            layers: None,
+            env,
+            mode,
+            lookups: 0,
+            now_ns,
+            counts,
+            cls_stats,
+        }
+    }
+
+    /// Walk the packet in `f` from table 0.
+    #[inline]
+    pub fn walk(&mut self, f: &mut FrameBuf) -> Result<End, Verdict> {
+        self.run(f, 0, 0)
+    }
+
+    /// The recorded trace of a live walk.
+    pub fn trace(&self) -> Option<&Trace> {
+        match &self.mode {
+            Mode::Live { trace, .. } => Some(trace),
+            Mode::Replay { .. } => None,
+        }
+    }
+
+    /// Bring the key's packet words up to date with the frame.
+    #[inline(always)]
+    fn sync(&mut self, f: &FrameBuf) {
+        if self.dirty {
+            let port = self.key.get(key::IN_PORT) as u32;
+            self.key.extract_into(f.bytes(), port);
+            self.dirty = false;
+        }
+    }
+
+    fn lookup(&mut self, f: &FrameBuf, t: u8) -> Result<Option<&'a FlowEntry>, Verdict> {
+        self.lookups += 1;
+        if self.lookups > MAX_LOOKUPS {
+            return Err(Verdict::TooDeep);
+        }
+        let ft = self.ft;
+        let tb = ft.table(t);
+        let replayed = match &mut self.mode {
+            Mode::Replay { trace, pos } => match trace.get(*pos) {
+                Some((tt, id)) if tt == t => {
+                    *pos += 1;
+                    Some(id)
+                }
+                // Cannot happen for a valid trace; go on live (unrecorded).
+                _ => None,
+            },
+            Mode::Live { .. } => None,
+        };
+        let id = match replayed {
+            Some(id) => id,
+            None => {
+                let first = match &mut self.mode {
+                    Mode::Live { first, .. } if t == 0 && self.lookups == 1 => first.take(),
+                    _ => None,
+                };
+                let id = match (first, tb) {
+                    (Some(id), _) => id,
+                    (None, None) => None,
+                    (None, Some(tb)) => {
+                        self.sync(f);
+                        let mut out = [None];
+                        tb.classifier().lookup_chunk(
+                            std::slice::from_ref(&self.key),
+                            1,
+                            &mut out,
+                            self.cls_stats,
+                        );
+                        out[0]
+                    }
+                };
+                if let Mode::Live { trace, .. } = &mut self.mode {
+                    trace.push(t, id);
+                }
+                id
+            }
+        };
+        self.counts.add(t, id.is_some());
+        Ok(id.and_then(|id| tb?.entry(id)))
+    }
+
+    fn run(&mut self, f: &mut FrameBuf, mut t: u8, depth: u32) -> Result<End, Verdict> {
+        loop {
+            let Some(e) = self.lookup(f, t)? else {
+                return Ok(End::Miss);
+            };
+            e.stats.hit(f.len as u64, self.now_ns);
+            if e.rule.actions.is_empty() {
+                return Ok(End::Drop);
+            }
+            match self.actions(f, &e.rule.actions, t, depth)? {
+                Some(next) => t = next,
+                None => return Ok(End::Done),
+            }
+        }
+    }
+
+    /// Run a rule's actions; `Some(table)` for its `goto_table`.
+    fn actions(
+        &mut self,
+        f: &mut FrameBuf,
+        list: &'a [Action],
+        t: u8,
+        depth: u32,
+    ) -> Result<Option<u8>, Verdict> {
+        for a in list {
+            if actions::step(f, &mut self.layers, a, self.env)? {
+                if matches!(
+                    a,
+                    Action::Set(_) | Action::DecTtl | Action::PushVlan(_) | Action::PopVlan
+                ) {
+                    self.dirty = true;
+                }
+                continue;
+            }
+            match a {
+                Action::GotoTable(n) => return Ok(Some(*n)),
+                Action::Resubmit { port, table } => {
+                    if depth + 1 > MAX_DEPTH {
+                        return Err(Verdict::TooDeep);
+                    }
+                    let saved = self.key.get(key::IN_PORT);
+                    if let Some(p) = port {
+                        self.key.set(key::IN_PORT, *p as u64);
+                    }
+                    self.run(f, table.unwrap_or(t), depth + 1)?;
+                    self.key.set(key::IN_PORT, saved);
+                }
+                Action::Load { dst, value } => self.write(f, dst, *value)?,
+                Action::Move { src, dst } => {
+                    if src.field.header() {
+                        self.sync(f);
+                    }
+                    let v = src.read(&self.key);
+                    self.write(f, dst, v)?;
+                }
+                Action::WriteMetadata { value, mask } => {
+                    let old = self.key.get(key::METADATA);
+                    self.key.set(key::METADATA, (old & !mask) | value);
+                }
+                Action::OutputField(s) => {
+                    if s.field.header() {
+                        self.sync(f);
+                    }
+                    let p = s.read(&self.key) as u32;
+                    self.env.output(Out::Port(p), f.bytes());
+                }
+                Action::ModVlanVid(v) => {
+                    let b = f.bytes();
+                    if b.len() >= 16 && vlan::is_tpid(u16::from_be_bytes([b[12], b[13]])) {
+                        let tci = (u16::from_be_bytes([b[14], b[15]]) & 0xf000) | v;
+                        f.bytes_mut()[14..16].copy_from_slice(&tci.to_be_bytes());
+                    } else {
+                        f.push_vlan(0x8100, *v)?;
+                    }
+                    self.layers = None;
+                    self.dirty = true;
+                }
+                Action::Normal => {
+                    self.sync(f);
+                    match self.env.normal(&self.key) {
+                        Decision::Flood => self.env.output(Out::Flood, f.bytes()),
+                        Decision::Port(p) => self.env.output(Out::Port(p), f.bytes()),
+                        Decision::Drop => {}
+                    }
+                }
+                Action::Learn(spec) => {
+                    self.sync(f);
+                    self.env.learn(spec, &self.key);
+                }
+                // The single-table actions ran in `step`.
+                _ => {}
+            }
+        }
+        Ok(None)
+    }
+
+    /// Write `v` into subfield `dst`: the key, and the frame for a header.
+    fn write(&mut self, f: &mut FrameBuf, dst: &SubField, v: u64) -> Result<(), Verdict> {
+        if !dst.field.header() {
+            dst.write(&mut self.key, v);
+            return Ok(());
+        }
+        self.sync(f);
+        dst.write(&mut self.key, v);
+        match dst.field {
+            Field::EthDst | Field::EthSrc => {
+                if f.len < 12 {
+                    return Err(Verdict::Malformed);
+                }
+                let m = self.key.get(dst.field.loc()).to_be_bytes();
+                let o = if dst.field == Field::EthDst { 0 } else { 6 };
+                f.bytes_mut()[o..o + 6].copy_from_slice(&m[2..8]);
+            }
+            Field::VlanTci | Field::VlanVid => {
+                let tci = self.key.get(key::VLAN_TCI) as u16;
+                let b = f.bytes();
+                let tagged = b.len() >= 16 && vlan::is_tpid(u16::from_be_bytes([b[12], b[13]]));
+                let wire = tci & !key::VLAN_CFI;
+                match (tci & key::VLAN_CFI != 0, tagged) {
+                    (true, true) => f.bytes_mut()[14..16].copy_from_slice(&wire.to_be_bytes()),
+                    (true, false) => f.push_vlan(0x8100, wire)?,
+                    (false, true) => f.pop_vlan(),
+                    (false, false) => {}
+                }
+            }
+            // The parser refuses load/move into other headers.
+            _ => {}
+        }
+        self.layers = None;
+        self.dirty = true;
+        Ok(())
+    }
+}
