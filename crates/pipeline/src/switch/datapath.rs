@@ -1135,4 +1135,177 @@ mod tests {
         let e = t.flows()[0].stats.clone();
         assert_eq!(e.packets.load(Relaxed), 1);
     }
+
+    /// A source of copies of `frame` that can be refilled between runs.
+    struct Refill {
+        frame: Vec<u8>,
+        bufs: Vec<Vec<u8>>,
+        left: Arc<std::sync::atomic::AtomicUsize>,
+    }
+    impl RxPort for Refill {
+        fn recv(&mut self, b: &mut Batch) -> Result<usize, PortError> {
+            let mut n = 0;
+            while !b.is_full() && self.left.load(Relaxed) > 0 {
+                let i = b.len();
+                self.bufs[i].clear();
+                self.bufs[i].extend_from_slice(&self.frame);
+                // SAFETY: one test buffer per descriptor; it outlives the descriptor and nothing else touches it meanwhile.
+                b.push(unsafe {
+                    Pkt::from_raw(self.bufs[i].as_mut_ptr(), self.frame.len() as u32, 0, 0)
+                });
+                self.left.fetch_sub(1, Relaxed);
+                n += 1;
+            }
+            Ok(n)
+        }
+        fn release(&mut self, b: &mut Batch) {
+            b.clear();
+        }
+        fn at_end(&self) -> bool {
+            self.left.load(Relaxed) == 0
+        }
+    }
+
+    /// Ports 1..=3; port 1 sends `frame` as often as the counter says.
+    fn refill_bed(
+        frame: Vec<u8>,
+    ) -> (
+        Vec<SwitchPort>,
+        Vec<Got>,
+        Arc<std::sync::atomic::AtomicUsize>,
+    ) {
+        let left = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut ports = Vec::new();
+        let mut sinks = Vec::new();
+        for no in 1..=3u32 {
+            let got = Arc::new(Mutex::new(Vec::new()));
+            let l = if no == 1 {
+                left.clone()
+            } else {
+                Arc::new(std::sync::atomic::AtomicUsize::new(0))
+            };
+            ports.push(SwitchPort::new(
+                no,
+                "mem",
+                Box::new(Refill {
+                    frame: frame.clone(),
+                    bufs: (0..MAX_BATCH).map(|_| Vec::with_capacity(2048)).collect(),
+                    left: l,
+                }),
+                Box::new(Sink(got.clone(), usize::MAX)),
+            ));
+            sinks.push(got);
+        }
+        (ports, sinks, left)
+    }
+
+    fn counts(sinks: &[Got]) -> Vec<usize> {
+        sinks.iter().map(|g| g.lock().unwrap().len()).collect()
+    }
+
+    #[test]
+    fn pipeline_walks_tables_and_its_cache_follows_table_changes() {
+        let ctl = table(&[
+            "table=0,in_port=1,actions=load:3->NXM_NX_REG0[0..15],goto_table:1",
+            "table=1,actions=resubmit(,2),output:NXM_NX_REG0[0..15]",
+            "table=2,actions=output:2",
+        ]);
+        assert!(ctl.current().multi());
+        let (ports, sinks, left) = refill_bed(udp());
+        let mut dp = Datapath::new(ports, ctl.clone(), 32, true);
+        let go = |dp: &mut Datapath, n: usize| {
+            left.store(n, Relaxed);
+            dp.run(&AtomicBool::new(false), Polling::Busy, false)
+                .unwrap();
+            let s = dp.counters.snapshot();
+            assert!(s.balanced(), "{s:?}");
+            s
+        };
+        let s = go(&mut dp, 100);
+        assert_eq!((s.passed, counts(&sinks)), (100, vec![0, 100, 100]));
+        let hits = |dp: &Datapath| dp.cache.emc_hits.load(Relaxed);
+        // The first batch (32) walks live (its chunk is probed before any
+        // of it is stored), the rest replay.
+        assert_eq!(hits(&dp), 68, "first batch live, the rest replayed");
+        // A change in a table the flow never looked up keeps the entry.
+        ctl.edit(|t| t.add_flow(Rule::parse("table=7,actions=drop").unwrap(), 0))
+            .unwrap();
+        go(&mut dp, 100);
+        assert_eq!(hits(&dp), 168);
+        // A change in table 2 takes effect at once.
+        ctl.edit(|t| {
+            t.add_flow(Rule::parse("table=2,priority=40000,actions=drop").unwrap(), 0)
+        })
+        .unwrap();
+        let s = go(&mut dp, 100);
+        assert_eq!((s.passed, counts(&sinks)), (300, vec![0, 200, 300]));
+        assert_eq!(hits(&dp), 236);
+        // Per-table counters.
+        let t = ctl.current();
+        let st = |i: u8| {
+            let s = &t.table(i).unwrap().stats;
+            (s.lookups.load(Relaxed), s.matches.load(Relaxed))
+        };
+        assert_eq!((st(0), st(1), st(2)), ((300, 300), (300, 300), (300, 300)));
+    }
+
+    #[test]
+    fn pipeline_drops_are_counted_by_reason() {
+        for (rules, why) in [
+            (&["table=0,actions=goto_table:1"][..], SwDrop::NoMatch),
+            (&["actions=goto_table:1", "table=1,actions=drop"][..], SwDrop::ActionDrop),
+            (&["actions=resubmit(,0)"][..], SwDrop::ResubmitLimit),
+            (&["actions=load:1->NXM_NX_REG0[],output:NXM_NX_REG0[]"][..], SwDrop::NoOutput),
+        ] {
+            let (s, _) = run(table(rules), 50, usize::MAX);
+            assert_eq!(s.drop_of(why), 50, "{rules:?}: {s:?}");
+        }
+    }
+
+    #[test]
+    fn mod_vlan_vid_pushes_a_tag_and_later_tables_see_it() {
+        let ctl = table(&[
+            "table=0,vlan_tci=0,actions=mod_vlan_vid:10,goto_table:1",
+            "table=1,dl_vlan=10,actions=output:2,strip_vlan,output:3",
+        ]);
+        let (ports, sinks) = bed(5, usize::MAX);
+        let mut dp = Datapath::new(ports, ctl, 32, true);
+        dp.run(&AtomicBool::new(false), Polling::Busy, false)
+            .unwrap();
+        let (a, b) = (sinks[1].lock().unwrap(), sinks[2].lock().unwrap());
+        assert_eq!((a.len(), b.len()), (5, 5));
+        assert_eq!(&a[0][12..16], &[0x81, 0x00, 0x00, 10]);
+        assert_eq!(a[0].len(), udp().len() + 4);
+        assert_eq!(b[0], udp());
+    }
+
+    #[test]
+    fn learn_requests_reach_the_table_and_normal_floods_unknown() {
+        let ctl = table(&[
+            "table=0,actions=learn(table=1,NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],output:NXM_OF_IN_PORT[]),resubmit(,1),NORMAL",
+        ]);
+        let (ports, sinks) = bed(40, usize::MAX);
+        let mut dp = Datapath::new(ports, ctl.clone(), 32, true);
+        let (tx, rx) = std::sync::mpsc::sync_channel(16);
+        dp.set_learner(tx);
+        dp.run(&AtomicBool::new(false), Polling::Busy, false)
+            .unwrap();
+        // One request: the same rule is not asked for again within a second.
+        let reqs: Vec<LearnReq> = rx.try_iter().collect();
+        assert_eq!(reqs.len(), 1);
+        assert_eq!(dp.cache.learn_requests.load(Relaxed), 1);
+        let rule = reqs[0].spec.rule(&reqs[0].key);
+        assert_eq!(rule.to_string(), {
+            let src = &udp()[6..12];
+            format!(
+                "table=1,priority=32768,dl_dst={},actions=output:1",
+                src.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+            )
+        });
+        assert_eq!(ctl.learn([rule.clone()], 1), 1);
+        assert_eq!(ctl.learn([rule], 2), 0, "the same rule again only refreshes it");
+        assert_eq!(ctl.current().table(1).unwrap().classifier().len(), 1);
+        // NORMAL flooded every frame (its destination was never a source).
+        assert_eq!(counts(&sinks), vec![0, 40, 40]);
+    }
 }

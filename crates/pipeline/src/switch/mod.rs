@@ -30,5 +30,7 @@ pub use reference::Reference;
 pub use rule::{Action, Match, MatchSpec, ParseError, Rule, SetField};
 
 #[cfg(test)]
+mod pipeline_tests;
+#[cfg(test)]
 mod tests;
 pub use table::{Control, FlowTable};
