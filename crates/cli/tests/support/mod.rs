@@ -4,12 +4,21 @@
 //! (crates/io/tests/common/need.rs, re-exported here), child processes
 //! killed on drop, running linerate (also
 //! inside a network namespace), waiting for its packet sockets, XDP
-//! programs and control sockets, reading its JSON.
+//! programs and control sockets, reading its JSON; a star of network
+//! namespaces with raw packet sockets in them (netns.rs) and a private
+//! Open vSwitch (ovs.rs).
 #![allow(dead_code)]
 
 #[path = "../../../io/tests/common/need.rs"]
 mod need;
 pub use need::*;
+mod netns;
+// Not every test crate that has `mod support;` uses these.
+#[allow(unused_imports)]
+pub use netns::*;
+mod ovs;
+#[allow(unused_imports)]
+pub use ovs::*;
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
