@@ -543,6 +543,54 @@ impl Classifier {
         &self.order
     }
 
+    /// The winning rule for one key (a pipeline's lookups after table 0,
+    /// one packet at a time): the subtables in probe order, stopping when
+    /// none left can beat the best so far. Hit counts are added with a
+    /// plain load and store (one writer; only a ranking hint).
+    #[inline]
+    pub fn lookup_one(&self, k: &Key, stats: &mut LookupStats) -> Option<RuleId> {
+        stats.packets += 1;
+        let (mut best_rank, mut best) = (0u64, None);
+        for (pos, &si) in self.order.iter().enumerate() {
+            if best_rank >= self.suffix_max[pos] {
+                break;
+            }
+            let st = &self.subtables[si as usize];
+            if st.max_rank <= best_rank {
+                continue;
+            }
+            stats.subtables_searched += 1;
+            // The word count as a constant (as `probe`): the hash and
+            // compare unroll.
+            let found = match st.nsel {
+                1 => find_one::<1>(st, k),
+                2 => find_one::<2>(st, k),
+                3 => find_one::<3>(st, k),
+                4 => find_one::<4>(st, k),
+                5 => find_one::<5>(st, k),
+                _ => {
+                    let mut v = [0u64; WORDS];
+                    let n = st.nsel as usize;
+                    let h = k.hash_masked(&st.mask, st.sel(), &mut v);
+                    st.find(&v[..n], h)
+                }
+            };
+            let Some(ix) = found else {
+                continue;
+            };
+            if let Some(&(r, id)) = st.buckets[ix as usize].first() {
+                if r > best_rank {
+                    best_rank = r;
+                    best = Some(id);
+                    st.hits
+                        .store(st.hits.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                }
+            }
+        }
+        stats.matched += best.is_some() as u64;
+        best
+    }
+
     /// Re-sort the subtables by hits since the last call (most first) and
     /// halve the counts so the ranking follows the traffic. Not per packet:
     /// the datapath calls this every ~1 s.
@@ -639,7 +687,16 @@ impl Classifier {
                 5 => probe::<5>(st, keys, need, b, o, n),
                 6 => probe::<6>(st, keys, need, b, o, n),
                 7 => probe::<7>(st, keys, need, b, o, n),
-                _ => probe::<8>(st, keys, need, b, o, n),
+                8 => probe::<8>(st, keys, need, b, o, n),
+                // Masks over the pipeline words too (registers, metadata).
+                9 => probe::<9>(st, keys, need, b, o, n),
+                10 => probe::<10>(st, keys, need, b, o, n),
+                11 => probe::<11>(st, keys, need, b, o, n),
+                12 => probe::<12>(st, keys, need, b, o, n),
+                13 => probe::<13>(st, keys, need, b, o, n),
+                14 => probe::<14>(st, keys, need, b, o, n),
+                15 => probe::<15>(st, keys, need, b, o, n),
+                _ => probe::<16>(st, keys, need, b, o, n),
             };
             if hits != 0 {
                 // Once per subtable per chunk; relaxed: only a ranking hint.
@@ -653,6 +710,23 @@ impl Classifier {
             stats.matched += out[i].is_some() as u64;
         }
     }
+}
+
+/// The entry of `k` in a subtable of `N` words (`lookup_one`).
+#[inline(always)]
+fn find_one<const N: usize>(st: &Subtable, k: &Key) -> Option<u32> {
+    let mut v = [0u64; N];
+    let mut h = HASH_SEED;
+    for j in 0..N {
+        let w = st.sel[j] as usize;
+        v[j] = k.w[w] & st.mask.w[w];
+        h = WordHash::of(w).step(h, v[j]);
+    }
+    let h = hash_finish(h);
+    let vals = &st.vals[..];
+    st.index
+        .find(h, |&ix| same_words(&vals[ix as usize * N..], &v))
+        .copied()
 }
 
 /// Probe subtable `st` (whose mask uses `N` words) for the packets of

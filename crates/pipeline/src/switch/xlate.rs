@@ -139,8 +139,6 @@ pub trait PipeEnv: Env {
 pub struct TableCounts {
     pub lookups: [u32; 256],
     pub matches: [u32; 256],
-    /// Tables counted in this batch, as bits.
-    pub touched: [u64; 4],
 }
 
 impl Default for TableCounts {
@@ -148,7 +146,6 @@ impl Default for TableCounts {
         TableCounts {
             lookups: [0; 256],
             matches: [0; 256],
-            touched: [0; 4],
         }
     }
 }
@@ -159,27 +156,24 @@ impl TableCounts {
         let i = t as usize;
         self.lookups[i] += 1;
         self.matches[i] += matched as u32;
-        self.touched[i / 64] |= 1 << (i % 64);
     }
 
     /// Add the batch's counts to `ft`'s tables and start again (one
     /// writer: the datapath).
     pub fn publish(&mut self, ft: &FlowTable) {
         use std::sync::atomic::Ordering::Relaxed;
-        for (w, bits) in self.touched.iter_mut().enumerate() {
-            while *bits != 0 {
-                let i = w * 64 + bits.trailing_zeros() as usize;
-                *bits &= *bits - 1;
-                if let Some(tb) = ft.table(i as u8) {
-                    let s = &tb.stats;
-                    s.lookups
-                        .store(s.lookups.load(Relaxed) + self.lookups[i] as u64, Relaxed);
-                    s.matches
-                        .store(s.matches.load(Relaxed) + self.matches[i] as u64, Relaxed);
-                }
-                self.lookups[i] = 0;
-                self.matches[i] = 0;
+        for (t, tb) in ft.tables() {
+            let i = t as usize;
+            if self.lookups[i] == 0 {
+                continue;
             }
+            let s = &tb.stats;
+            s.lookups
+                .store(s.lookups.load(Relaxed) + self.lookups[i] as u64, Relaxed);
+            s.matches
+                .store(s.matches.load(Relaxed) + self.matches[i] as u64, Relaxed);
+            self.lookups[i] = 0;
+            self.matches[i] = 0;
         }
     }
 }
@@ -301,14 +295,7 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
                     (None, None) => None,
                     (None, Some(tb)) => {
                         self.sync(f);
-                        let mut out = [None];
-                        tb.classifier().lookup_chunk(
-                            std::slice::from_ref(&self.key),
-                            1,
-                            &mut out,
-                            self.cls_stats,
-                        );
-                        out[0]
+                        tb.classifier().lookup_one(&self.key, self.cls_stats)
                     }
                 };
                 if let Mode::Live { trace, .. } = &mut self.mode {
@@ -346,15 +333,8 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
         depth: u32,
     ) -> Result<Option<u8>, Verdict> {
         for a in list {
-            if actions::step(f, &mut self.layers, a, self.env)? {
-                if matches!(
-                    a,
-                    Action::Set(_) | Action::DecTtl | Action::PushVlan(_) | Action::PopVlan
-                ) {
-                    self.dirty = true;
-                }
-                continue;
-            }
+            // One dispatch per action: the pipeline's own here, the others
+            // in `actions::step` (the last arm).
             match a {
                 Action::GotoTable(n) => return Ok(Some(*n)),
                 Action::Resubmit { port, table } => {
@@ -410,8 +390,15 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
                     self.sync(f);
                     self.env.learn(spec, &self.key);
                 }
-                // The single-table actions ran in `step`.
-                _ => {}
+                _ => {
+                    actions::step(f, &mut self.layers, a, self.env)?;
+                    if matches!(
+                        a,
+                        Action::Set(_) | Action::DecTtl | Action::PushVlan(_) | Action::PopVlan
+                    ) {
+                        self.dirty = true;
+                    }
+                }
             }
         }
         Ok(None)
