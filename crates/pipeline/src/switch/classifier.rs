@@ -548,7 +548,15 @@ impl Classifier {
     /// none left can beat the best so far. Hit counts are added with a
     /// plain load and store (one writer; only a ranking hint).
     #[inline]
-    pub fn lookup_one(&self, k: &Key, stats: &mut LookupStats) -> Option<RuleId> {
+    ///
+    /// `wc`: when given, the masks of the subtables searched are or-ed
+    /// into it (the bits of `k` the result depends on).
+    pub fn lookup_one(
+        &self,
+        k: &Key,
+        stats: &mut LookupStats,
+        mut wc: Option<&mut Key>,
+    ) -> Option<RuleId> {
         stats.packets += 1;
         let (mut best_rank, mut best) = (0u64, None);
         for (pos, &si) in self.order.iter().enumerate() {
@@ -560,6 +568,11 @@ impl Classifier {
                 continue;
             }
             stats.subtables_searched += 1;
+            if let Some(wc) = wc.as_deref_mut() {
+                for &w in st.sel() {
+                    wc.w[w as usize] |= st.mask.w[w as usize];
+                }
+            }
             // The word count as a constant (as `probe`): the hash and
             // compare unroll.
             let found = match st.nsel {

@@ -23,6 +23,7 @@ use super::key::Key;
 use super::learn::{Learn, LearnItem, LearnSrc};
 use super::normal::{Decision, MacTable};
 use super::table::{mono_ns, Control, FlowTable};
+use super::megaflow::{self, Megaflows};
 use super::xlate::{self, End, Mode, PipeEnv, TableCounts, Trace, Walk};
 use crate::perf::{self, Cycles, CyclesSnapshot};
 use crate::poll::Poll;
@@ -133,6 +134,12 @@ pub struct CacheCounters {
     /// because its queue was full.
     pub learn_requests: AtomicU64,
     pub learn_queue_full: AtomicU64,
+    /// Megaflows (multi-table pipelines): hits, misses (walked live), how
+    /// many there are and their masks.
+    pub mega_hits: AtomicU64,
+    pub mega_misses: AtomicU64,
+    pub megaflows: AtomicU64,
+    pub mega_masks: AtomicU64,
     /// Packets that went to the classifier.
     pub cls_lookups: AtomicU64,
     pub cls_matched: AtomicU64,
@@ -435,6 +442,9 @@ impl Learner {
     }
 }
 
+/// Multi-table batches between two re-rankings of the megaflow masks.
+const MEGA_RERANK_BATCHES: u64 = 4096;
+
 /// The drop reason of an action's verdict.
 #[inline]
 fn verdict_drop(v: Verdict) -> SwDrop {
@@ -466,6 +476,8 @@ pub struct Datapath {
     /// The multi-table pipeline's cache, its tables' change epochs, per-table
     /// counts, `normal`'s MAC table and `learn`'s channel.
     pcache: Cache<Trace>,
+    mega: Megaflows,
+    batches: u64,
     stale: Box<[u64; 64]>,
     tcounts: Box<TableCounts>,
     macs: MacTable,
@@ -507,6 +519,8 @@ impl Datapath {
                 if emc { DEFAULT_INV_PROB } else { 0 },
                 Trace::EMPTY,
             ),
+            mega: Megaflows::new(if emc { megaflow::DEFAULT_LIMIT } else { 0 }),
+            batches: 0,
             stale: Box::new([0; 64]),
             tcounts: Box::default(),
             macs: MacTable::default(),
@@ -661,6 +675,10 @@ impl Datapath {
         let cc = &self.cache;
         cc.learn_requests.store(self.learner.requests, Relaxed);
         cc.learn_queue_full.store(self.learner.queue_full, Relaxed);
+        cc.mega_hits.store(self.mega.stats.hits, Relaxed);
+        cc.mega_misses.store(self.mega.stats.misses, Relaxed);
+        cc.megaflows.store(self.mega.len() as u64, Relaxed);
+        cc.mega_masks.store(self.mega.masks() as u64, Relaxed);
         cc.emc_hits.store(es.hits, Relaxed);
         cc.emc_misses.store(es.misses, Relaxed);
         cc.emc_inserts.store(es.inserts, Relaxed);
@@ -767,11 +785,12 @@ impl Datapath {
         t3
     }
 
-    /// The multi-table path for the `n` packets of the batch: the pipeline
-    /// cache (a trace of lookups per flow, [`xlate`]), table 0's classifier
-    /// for the batch's misses, then each packet's walk through the tables
-    /// (replaying a cached trace, or live and then cached). Returns the
-    /// time stamp between the lookup and the walks (`--profile`).
+    /// The multi-table path for the `n` packets of the batch, 64 at a time:
+    /// the exact-match cache of traces, then the megaflows for its misses
+    /// (a batch lookup), then each packet's walk through the tables:
+    /// replaying a cached trace, or live (then cached as a megaflow and an
+    /// exact entry). See [`xlate`] and [`super::megaflow`]. Returns the time
+    /// stamp between the lookups and the walks (`--profile`).
     fn pipeline_batch(
         &mut self,
         pi: usize,
@@ -782,13 +801,9 @@ impl Datapath {
         profile: bool,
     ) -> u64 {
         let epoch = table.epoch();
-        let mut hashes = [0u64; MAX_BATCH];
-        let mut hit = [false; MAX_BATCH];
+        let mut hashes = [0u64; 64];
         let mut traces = [Trace::EMPTY; 64];
-        let mut probed = [false; MAX_BATCH];
-        // Probe the cache and look the misses up in table 0, 64 at a time
-        // (the traces of hits are copied out below, per chunk).
-        let mut base = 0;
+        let mut mega_out = [None; 64];
         // Cycles of the walks (`--profile`: the rest is the lookup stage).
         let mut walk_cycles = 0u64;
         let mut ctx = Ctx {
@@ -805,67 +820,83 @@ impl Datapath {
             now_ns,
         };
         let keys = &self.keys.0;
-        let pc = &mut self.pcache;
+        let (pc, mega, stale) = (&mut self.pcache, &mut self.mega, &*self.stale);
         let mut pkts = self.batch.iter_mut();
+        let mut base = 0;
         while base < n {
             let len = (n - base).min(64);
             let ks = &keys[base..base + len];
-            let mut miss = 0u64;
-            if pc.enabled() && pc.probe_this_chunk() {
+            let all = if len == 64 { u64::MAX } else { (1u64 << len) - 1 };
+            // Packets without a trace yet.
+            let mut miss = all;
+            let probe = pc.enabled() && pc.probe_this_chunk();
+            if probe {
                 let mut hits = 0u32;
                 for i in 0..len {
-                    let j = base + i;
                     let h = ks[i].hash_pkt();
-                    hashes[j] = h;
-                    probed[j] = true;
+                    hashes[i] = h;
                     let found = match pc.probe_any(&ks[i], h) {
                         Some((tr, gen)) if *gen == epoch.wrapping_add(1) => Some(tr),
-                        Some((tr, gen)) if tr.valid(&self.stale, gen.wrapping_sub(1)) => {
+                        Some((tr, gen)) if tr.valid(stale, gen.wrapping_sub(1)) => {
                             *gen = epoch.wrapping_add(1);
                             Some(tr)
                         }
                         _ => None,
                     };
-                    match found {
-                        Some(tr) => {
-                            traces[i] = tr;
-                            hit[j] = true;
-                            hits += 1;
-                        }
-                        None => miss |= 1 << i,
+                    if let Some(tr) = found {
+                        traces[i] = tr;
+                        miss &= !(1 << i);
+                        hits += 1;
                     }
                 }
                 pc.stats.hits += hits as u64;
                 pc.stats.misses += (len as u32 - hits) as u64;
                 pc.window(len as u32, hits);
-            } else {
-                if pc.enabled() {
-                    pc.stats.bypassed += len as u64;
-                }
-                miss = if len == 64 { u64::MAX } else { (1u64 << len) - 1 };
+            } else if pc.enabled() {
+                pc.stats.bypassed += len as u64;
             }
-            if miss != 0 {
-                table.classifier().lookup_chunk(
-                    ks,
-                    miss,
-                    &mut self.out[base..base + len],
-                    &mut self.emc.cls_stats,
-                );
+            // The megaflows for the misses (unless bypassed): else table 0
+            // for them in one batch, and their walks start from that.
+            let mega_probe = miss != 0 && mega.enabled() && mega.bypass.probe_this_chunk();
+            if mega_probe {
+                mega.lookup_chunk(ks, miss, &mut mega_out[..len]);
+                let (mut probes, mut hits) = (0u32, 0u32);
+                let mut it = miss;
+                while it != 0 {
+                    let i = it.trailing_zeros() as usize;
+                    it &= it - 1;
+                    probes += 1;
+                    let tr = mega_out[i].and_then(|id| mega.get(id, epoch, stale));
+                    match tr {
+                        Some(tr) => {
+                            traces[i] = tr;
+                            miss &= !(1 << i);
+                            hits += 1;
+                            if probe {
+                                pc.insert(&ks[i], hashes[i], epoch, tr);
+                            }
+                        }
+                        None => mega.stats.misses += 1,
+                    }
+                }
+                mega.bypass.window(probes, hits);
+            } else if miss != 0 {
+                table
+                    .classifier()
+                    .lookup_chunk(ks, miss, &mut self.out[base..base + len], &mut self.emc.cls_stats);
             }
             let tw = if profile { rdtsc() } else { 0 };
             for i in 0..len {
                 let j = base + i;
                 let Some(mut p) = pkts.next() else { break };
                 ctx.pkt = j;
-                let mode = if hit[j] {
+                let live = miss & (1 << i) != 0;
+                let mut mode = if live {
+                    Mode::live((!mega_probe).then_some(self.out[j]))
+                } else {
                     Mode::Replay {
                         trace: &traces[i],
                         pos: 0,
-                    }
-                } else {
-                    Mode::Live {
-                        trace: Trace::EMPTY,
-                        first: Some(self.out[j]),
                     }
                 };
                 let len_p = p.len() as usize;
@@ -873,7 +904,7 @@ impl Datapath {
                     table,
                     ks[i],
                     &mut ctx,
-                    mode,
+                    &mut mode,
                     now_ns,
                     &mut self.tcounts,
                     &mut self.emc.cls_stats,
@@ -895,9 +926,15 @@ impl Datapath {
                         None => Err(Verdict::Malformed),
                     }
                 };
-                if !hit[j] && probed[j] {
-                    if let Some(tr) = walk.trace().filter(|t| t.cacheable()).copied() {
-                        pc.insert(&ks[i], hashes[j], epoch, tr);
+                if live {
+                    if let Some((tr, wc)) = walk.trace().filter(|(t, _)| t.cacheable()) {
+                        let (tr, wc) = (*tr, *wc);
+                        if !wc.exact {
+                            mega.insert(&wc.packet_mask(), &ks[i], tr, epoch);
+                        }
+                        if probe {
+                            pc.insert(&ks[i], hashes[i], epoch, tr);
+                        }
                     }
                 }
                 if ctx.fate.staged[j] == 0 {
@@ -915,6 +952,10 @@ impl Datapath {
             base += len;
         }
         self.tcounts.publish(table);
+        self.batches = self.batches.wrapping_add(1);
+        if self.batches % MEGA_RERANK_BATCHES == 0 {
+            self.mega.rerank();
+        }
         // The walks count as the actions stage: the caller's next time
         // stamp minus this one is their cycles.
         if profile {

@@ -75,6 +75,67 @@ pub struct EmcStats {
     pub bypassed: u64,
 }
 
+/// The hit-rate bypass of a cache (module doc): watch the hit rate over
+/// windows of [`WINDOW`] probes; below [`BYPASS_BELOW_PCT`] % probe only
+/// one chunk in [`SAMPLE_EVERY`]. The megaflow cache uses it too.
+#[derive(Debug, Clone)]
+pub struct Bypass {
+    auto: bool,
+    on: bool,
+    win_probes: u32,
+    win_hits: u32,
+    chunks: u32,
+}
+
+impl Default for Bypass {
+    fn default() -> Bypass {
+        Bypass {
+            auto: true,
+            on: false,
+            win_probes: 0,
+            win_hits: 0,
+            chunks: 0,
+        }
+    }
+}
+
+impl Bypass {
+    /// Turn the bypass on (the default) or off.
+    pub fn set_auto(&mut self, on: bool) {
+        self.auto = on;
+        self.on &= on;
+    }
+
+    /// Whether lookups currently bypass the cache (but for samples).
+    pub fn active(&self) -> bool {
+        self.on
+    }
+
+    /// Whether this chunk is probed; counts the chunk while bypassed.
+    #[inline]
+    pub fn probe_this_chunk(&mut self) -> bool {
+        if !self.on {
+            return true;
+        }
+        self.chunks = self.chunks.wrapping_add(1);
+        self.chunks.is_multiple_of(SAMPLE_EVERY)
+    }
+
+    /// Account a probed chunk; at the end of a window decide the bypass.
+    #[inline]
+    pub fn window(&mut self, probes: u32, hits: u32) {
+        self.win_probes += probes;
+        self.win_hits += hits;
+        if self.win_probes >= WINDOW {
+            self.on = self.auto
+                && (self.win_hits as u64) * 100
+                    < (self.win_probes as u64) * BYPASS_BELOW_PCT as u64;
+            self.win_probes = 0;
+            self.win_hits = 0;
+        }
+    }
+}
+
 /// The slots, insertion policy and bypass of an exact-match cache whose
 /// slots remember a `V` (module doc). Keys are the packet words of a
 /// [`Key`]; a slot is valid for the stamp (a generation) it was stored at.
@@ -83,13 +144,7 @@ pub struct Cache<V: Copy> {
     mask: usize,
     inv_prob: u32,
     rng: u32,
-    /// Bypass control (module doc): on/off, the current window, the
-    /// chunk counter while bypassed.
-    auto_bypass: bool,
-    bypass: bool,
-    win_probes: u32,
-    win_hits: u32,
-    chunks: u32,
+    bypass: Bypass,
     pub stats: EmcStats,
 }
 
@@ -112,11 +167,7 @@ impl<V: Copy> Cache<V> {
             mask: n - 1,
             inv_prob,
             rng: 0x9e37_79b9,
-            auto_bypass: true,
-            bypass: false,
-            win_probes: 0,
-            win_hits: 0,
-            chunks: 0,
+            bypass: Bypass::default(),
             stats: EmcStats::default(),
         }
     }
@@ -127,37 +178,24 @@ impl<V: Copy> Cache<V> {
 
     /// Turn the hit-rate bypass (module doc) on (the default) or off.
     pub fn set_auto_bypass(&mut self, on: bool) {
-        self.auto_bypass = on;
-        self.bypass &= on;
+        self.bypass.set_auto(on);
     }
 
     /// Whether lookups currently bypass the cache (but for samples).
     pub fn bypassed(&self) -> bool {
-        self.bypass
+        self.bypass.active()
     }
 
     /// Whether this chunk is probed; counts the chunk while bypassed.
     #[inline]
     pub fn probe_this_chunk(&mut self) -> bool {
-        if !self.bypass {
-            return true;
-        }
-        self.chunks = self.chunks.wrapping_add(1);
-        self.chunks.is_multiple_of(SAMPLE_EVERY)
+        self.bypass.probe_this_chunk()
     }
 
     /// Account a probed chunk; at the end of a window decide the bypass.
     #[inline]
     pub fn window(&mut self, probes: u32, hits: u32) {
-        self.win_probes += probes;
-        self.win_hits += hits;
-        if self.win_probes >= WINDOW {
-            self.bypass = self.auto_bypass
-                && (self.win_hits as u64) * 100
-                    < (self.win_probes as u64) * BYPASS_BELOW_PCT as u64;
-            self.win_probes = 0;
-            self.win_hits = 0;
-        }
+        self.bypass.window(probes, hits)
     }
 
     #[inline(always)]

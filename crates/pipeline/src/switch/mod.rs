@@ -15,6 +15,7 @@ pub mod emc;
 pub mod field;
 pub mod key;
 pub mod learn;
+pub mod megaflow;
 pub mod normal;
 pub mod reference;
 pub mod rule;

@@ -297,17 +297,17 @@ fn frame(tp_dst: u16) -> Vec<u8> {
 }
 
 /// One walk of `ft` in `mode` over the packet; outputs, learned rules, end.
-fn walk_once(ft: &FlowTable, pkt: &[u8], in_port: u32, mode: Mode<'_>) -> (TEnv, Result<End, ()>, Option<Trace>) {
+fn walk_once(ft: &FlowTable, pkt: &[u8], in_port: u32, mut mode: Mode<'_>) -> (TEnv, Result<End, ()>, Option<Trace>) {
     let mut env = TEnv::default();
     let mut counts = TableCounts::default();
     let mut st = LookupStats::default();
     let mut buf = pkt.to_vec();
     let len = buf.len();
     let key = Key::extract(pkt, in_port);
-    let mut w = Walk::new(ft, key, &mut env, mode, 1, &mut counts, &mut st);
+    let mut w = Walk::new(ft, key, &mut env, &mut mode, 1, &mut counts, &mut st);
     let mut f = FrameBuf::new(&mut buf, 0, len).unwrap();
     let r = w.walk(&mut f).map_err(|_| ());
-    let tr = w.trace().copied();
+    let tr = w.trace().map(|(t, _)| *t);
     drop(w);
     (env, r, tr)
 }
@@ -350,7 +350,7 @@ proptest! {
                         let mut menv = TEnv::default();
                         let mut n = 0;
                         let want = model.walk(&mut k, &mut menv, &mut n).map_err(|_| ());
-                        let (live, r, tr) = walk_once(&ft, &pkt, in_port, Mode::Live { trace: Trace::EMPTY, first: None });
+                        let (live, r, tr) = walk_once(&ft, &pkt, in_port, Mode::Live { trace: Trace::EMPTY, wc: xlate::Wildcards::NONE, first: None });
                         prop_assert_eq!(&r, &want, "end, live");
                         prop_assert_eq!(&live.out, &menv.out, "outputs, live");
                         prop_assert_eq!(&live.learned, &menv.learned, "learned, live");
@@ -407,7 +407,7 @@ fn a_resubmit_loop_is_cut_at_the_limit() {
     let mut ft = FlowTable::new();
     ft.add_flow(Rule::parse("actions=output:2,resubmit(,0)").unwrap(), 0)
         .unwrap();
-    let (env, r, _) = walk_once(&ft, &frame(1), 1, Mode::Live { trace: Trace::EMPTY, first: None });
+    let (env, r, _) = walk_once(&ft, &frame(1), 1, Mode::Live { trace: Trace::EMPTY, wc: xlate::Wildcards::NONE, first: None });
     assert_eq!(r, Err(()));
     assert_eq!(env.out.len(), MAX_DEPTH as usize + 1);
     // A chain that goes forward ends, and a miss in a resubmit goes on.
@@ -419,7 +419,7 @@ fn a_resubmit_loop_is_cut_at_the_limit() {
     ] {
         ft.add_flow(Rule::parse(s).unwrap(), 0).unwrap();
     }
-    let (env, r, tr) = walk_once(&ft, &frame(1), 1, Mode::Live { trace: Trace::EMPTY, first: None });
+    let (env, r, tr) = walk_once(&ft, &frame(1), 1, Mode::Live { trace: Trace::EMPTY, wc: xlate::Wildcards::NONE, first: None });
     assert_eq!((env.out, r), (vec![4], Ok(End::Done)));
     assert_eq!(tr.unwrap().deps, 0b1111, "tables 0..3 looked up");
 }

@@ -36,7 +36,7 @@ use super::actions::{self, Env, FrameBuf, Out, Verdict};
 use super::classifier::{LookupStats, RuleId};
 use super::field::{Field, SubField};
 use super::key::{self, Key};
-use super::learn::Learn;
+use super::learn::{Learn, LearnItem, LearnSrc};
 use super::normal::Decision;
 use super::rule::Action;
 use super::table::{FlowEntry, FlowTable};
@@ -180,14 +180,64 @@ impl TableCounts {
 
 /// Where a walk's lookups come from.
 pub enum Mode<'t> {
-    /// The classifiers; recorded into the trace. `first`: table 0's
-    /// result, when the datapath looked the batch up already.
+    /// The classifiers; recorded into the trace, with the bits of the
+    /// packet's key the walk depended on ([`Wildcards`]). `first`: table
+    /// 0's result when the datapath looked the batch up already (its
+    /// subtables are not known then: the walk is exact only).
     Live {
         trace: Trace,
+        wc: Wildcards,
         first: Option<Option<RuleId>>,
     },
     /// A cached trace, read in order.
     Replay { trace: &'t Trace, pos: usize },
+}
+
+/// The bits of a packet's key (its packet words, as it entered table 0)
+/// that a live walk depended on: every packet that agrees with it on them
+/// walks the same way, so its trace serves them all (a megaflow, as Open
+/// vSwitch's). Collected as the walk goes: the masks of the classifier
+/// subtables it probed, and the fields its actions read (`move`, `learn`,
+/// `normal`, `output:FIELD`, `dec_ttl`, the VLAN actions). A walk that
+/// reads what the key does not hold (`pop_vlan` exposing an inner tag)
+/// is exact only.
+#[derive(Clone, Copy, Debug)]
+pub struct Wildcards {
+    pub mask: Key,
+    /// Only the exact key is known to walk this way.
+    pub exact: bool,
+}
+
+impl Wildcards {
+    pub const NONE: Wildcards = Wildcards {
+        mask: Key::ZERO,
+        exact: false,
+    };
+
+    #[inline(always)]
+    fn field(&mut self, f: key::FieldLoc) {
+        self.mask.w[f.word] |= f.full() << f.shift;
+    }
+
+    /// The mask over the packet words (the pipeline words are zero when a
+    /// packet enters table 0, so they never need matching).
+    pub fn packet_mask(&self) -> Key {
+        let mut m = self.mask;
+        m.w[key::PKT_WORDS..].fill(0);
+        m
+    }
+}
+
+impl Mode<'_> {
+    /// A live walk from scratch (`first`: table 0's result, if known).
+    #[inline(always)]
+    pub fn live(first: Option<Option<RuleId>>) -> Mode<'static> {
+        Mode::Live {
+            trace: Trace::EMPTY,
+            wc: Wildcards::NONE,
+            first,
+        }
+    }
 }
 
 /// How a walk ended when nothing stopped it.
@@ -210,7 +260,7 @@ pub struct Walk<'a, 't, E: PipeEnv> {
     dirty: bool,
     layers: Option<Layers>,
     pub env: &'a mut E,
-    pub mode: Mode<'t>,
+    pub mode: &'a mut Mode<'t>,
     lookups: u32,
     now_ns: u64,
     pub counts: &'a mut TableCounts,
@@ -222,7 +272,7 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
         ft: &'a FlowTable,
         key: Key,
         env: &'a mut E,
-        mode: Mode<'t>,
+        mode: &'a mut Mode<'t>,
         now_ns: u64,
         counts: &'a mut TableCounts,
         cls_stats: &'a mut LookupStats,
@@ -247,11 +297,28 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
         self.run(f, 0, 0)
     }
 
-    /// The recorded trace of a live walk.
-    pub fn trace(&self) -> Option<&Trace> {
-        match &self.mode {
-            Mode::Live { trace, .. } => Some(trace),
+    /// The recorded trace and wildcards of a live walk.
+    pub fn trace(&self) -> Option<(&Trace, &Wildcards)> {
+        match &*self.mode {
+            Mode::Live { trace, wc, .. } => Some((trace, wc)),
             Mode::Replay { .. } => None,
+        }
+    }
+
+    /// The walk depends on field `f` of the packet (live walks only).
+    #[inline(always)]
+    fn reads(&mut self, f: key::FieldLoc) {
+        if let Mode::Live { wc, .. } = &mut *self.mode {
+            wc.field(f);
+        }
+    }
+
+    /// The walk depends on a subfield (a header; registers and metadata
+    /// derive from the packet only through actions that are tracked).
+    #[inline(always)]
+    fn reads_sub(&mut self, s: &SubField) {
+        if s.field.header() || matches!(s.field, Field::InPort | Field::InPortOxm) {
+            self.reads(s.field.loc());
         }
     }
 
@@ -272,7 +339,7 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
         }
         let ft = self.ft;
         let tb = ft.table(t);
-        let replayed = match &mut self.mode {
+        let replayed = match &mut *self.mode {
             Mode::Replay { trace, pos } => match trace.get(*pos) {
                 Some((tt, id)) if tt == t => {
                     *pos += 1;
@@ -286,8 +353,12 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
         let id = match replayed {
             Some(id) => id,
             None => {
-                let first = match &mut self.mode {
-                    Mode::Live { first, .. } if t == 0 && self.lookups == 1 => first.take(),
+                let first = match &mut *self.mode {
+                    Mode::Live { first, wc, .. } if t == 0 && self.lookups == 1 => {
+                        let f = first.take();
+                        wc.exact |= f.is_some();
+                        f
+                    }
                     _ => None,
                 };
                 let id = match (first, tb) {
@@ -295,10 +366,15 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
                     (None, None) => None,
                     (None, Some(tb)) => {
                         self.sync(f);
-                        tb.classifier().lookup_one(&self.key, self.cls_stats)
+                        // Exact walks need no wildcards.
+                        let wc = match &mut *self.mode {
+                            Mode::Live { wc, .. } if !wc.exact => Some(&mut wc.mask),
+                            _ => None,
+                        };
+                        tb.classifier().lookup_one(&self.key, self.cls_stats, wc)
                     }
                 };
-                if let Mode::Live { trace, .. } = &mut self.mode {
+                if let Mode::Live { trace, .. } = &mut *self.mode {
                     trace.push(t, id);
                 }
                 id
@@ -350,6 +426,7 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
                 }
                 Action::Load { dst, value } => self.write(f, dst, *value)?,
                 Action::Move { src, dst } => {
+                    self.reads_sub(src);
                     if src.field.header() {
                         self.sync(f);
                     }
@@ -361,6 +438,7 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
                     self.key.set(key::METADATA, (old & !mask) | value);
                 }
                 Action::OutputField(s) => {
+                    self.reads_sub(s);
                     if s.field.header() {
                         self.sync(f);
                     }
@@ -368,6 +446,7 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
                     self.env.output(Out::Port(p), f.bytes());
                 }
                 Action::ModVlanVid(v) => {
+                    self.reads(key::VLAN_TCI);
                     let b = f.bytes();
                     if b.len() >= 16 && vlan::is_tpid(u16::from_be_bytes([b[12], b[13]])) {
                         let tci = (u16::from_be_bytes([b[14], b[15]]) & 0xf000) | v;
@@ -379,6 +458,9 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
                     self.dirty = true;
                 }
                 Action::Normal => {
+                    for fl in [key::IN_PORT, key::VLAN_TCI, key::DL_SRC, key::DL_DST] {
+                        self.reads(fl);
+                    }
                     self.sync(f);
                     match self.env.normal(&self.key) {
                         Decision::Flood => self.env.output(Out::Flood, f.bytes()),
@@ -387,10 +469,37 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
                     }
                 }
                 Action::Learn(spec) => {
+                    for it in &spec.items {
+                        if let LearnItem::Match {
+                            src: LearnSrc::Field(x),
+                            ..
+                        }
+                        | LearnItem::Load {
+                            src: LearnSrc::Field(x),
+                            ..
+                        }
+                        | LearnItem::Output(x) = it
+                        {
+                            self.reads_sub(x);
+                        }
+                    }
                     self.sync(f);
                     self.env.learn(spec, &self.key);
                 }
                 _ => {
+                    match a {
+                        // The TTL decides a drop; a pushed tag copies the
+                        // outer one; a popped tag exposes one the key
+                        // does not hold.
+                        Action::DecTtl => self.reads(key::NW_TTL),
+                        Action::PushVlan(_) => self.reads(key::VLAN_TCI),
+                        Action::PopVlan => {
+                            if let Mode::Live { wc, .. } = &mut *self.mode {
+                                wc.exact = true;
+                            }
+                        }
+                        _ => {}
+                    }
                     actions::step(f, &mut self.layers, a, self.env)?;
                     if matches!(
                         a,
@@ -410,6 +519,9 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
             dst.write(&mut self.key, v);
             return Ok(());
         }
+        // A partial write keeps the other bits; a VLAN write depends on
+        // whether the frame is tagged.
+        self.reads(dst.field.loc());
         self.sync(f);
         dst.write(&mut self.key, v);
         match dst.field {
