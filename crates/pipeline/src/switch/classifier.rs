@@ -286,6 +286,22 @@ pub struct Classifier {
     /// A [`Self::reserve`] for a mask that has no subtable yet: applied
     /// when the subtable is created.
     pending_reserve: Option<(Key, usize)>,
+    /// With at most [`SMALL_RULES`] rules: every rule, best rank first,
+    /// for [`Self::lookup_one`]'s linear scan (a pipeline's small tables).
+    small: Vec<SmallRule>,
+}
+
+/// Tables of at most this many rules are scanned by [`Classifier::lookup_one`]
+/// instead of hashed: a masked compare per rule (a few vector operations)
+/// costs less than hashing and probing even one subtable.
+pub const SMALL_RULES: usize = 8;
+
+#[derive(Debug, Clone)]
+struct SmallRule {
+    mask: Key,
+    value: Key,
+    rank: u64,
+    id: RuleId,
 }
 
 impl Classifier {
@@ -387,7 +403,28 @@ impl Classifier {
         });
         self.generation += 1;
         self.rebuild_suffix();
+        self.rebuild_small();
         (id, true)
+    }
+
+    /// Keep [`Self::small`] in step with the rules (O(rules) only while
+    /// there are at most [`SMALL_RULES`]).
+    fn rebuild_small(&mut self) {
+        self.small.clear();
+        if self.n_rules > SMALL_RULES {
+            return;
+        }
+        for (id, e) in self.rules.iter().enumerate() {
+            let Some(e) = e else { continue };
+            let st = &self.subtables[e.sub as usize];
+            self.small.push(SmallRule {
+                mask: st.mask,
+                value: st.value(e.ix),
+                rank: e.rank,
+                id: id as RuleId,
+            });
+        }
+        self.small.sort_by_key(|r| std::cmp::Reverse(r.rank));
     }
 
     /// Make room for `n` more rules with mask `mask` (a batch insert calls
@@ -448,6 +485,7 @@ impl Classifier {
         }
         self.generation += 1;
         self.rebuild_suffix();
+        self.rebuild_small();
         Some((m, priority))
     }
 
@@ -558,6 +596,22 @@ impl Classifier {
         mut wc: Option<&mut Key>,
     ) -> Option<RuleId> {
         stats.packets += 1;
+        if !self.small.is_empty() {
+            // The first match in rank order wins; the rules before it and
+            // it are what the result depends on.
+            for r in &self.small {
+                if let Some(wc) = wc.as_deref_mut() {
+                    for w in 0..WORDS {
+                        wc.w[w] |= r.mask.w[w];
+                    }
+                }
+                if k.matches(&r.mask, &r.value) {
+                    stats.matched += 1;
+                    return Some(r.id);
+                }
+            }
+            return None;
+        }
         let (mut best_rank, mut best) = (0u64, None);
         for (pos, &si) in self.order.iter().enumerate() {
             if best_rank >= self.suffix_max[pos] {

@@ -470,12 +470,14 @@ pub struct Datapath {
     ctl: Arc<Control>,
     meters: HashMap<u32, Meter>,
     last_table: usize,
+    last_epoch: u64,
     fate: Box<Fate>,
     copy_drops: Vec<u64>,
     scratch: Box<[u8]>,
     /// The multi-table pipeline's cache, its tables' change epochs, per-table
     /// counts, `normal`'s MAC table and `learn`'s channel.
     pcache: Cache<Trace>,
+    traces: Box<([Trace; 64], [Trace; 64])>,
     mega: Megaflows,
     batches: u64,
     stale: Box<[u64; 64]>,
@@ -507,6 +509,7 @@ impl Datapath {
             ctl,
             meters: HashMap::new(),
             last_table: 0,
+            last_epoch: u64::MAX,
             fate: Box::new(Fate {
                 staged: [0; MAX_BATCH],
                 sent: [0; MAX_BATCH],
@@ -519,6 +522,7 @@ impl Datapath {
                 if emc { DEFAULT_INV_PROB } else { 0 },
                 Trace::EMPTY,
             ),
+            traces: Box::new(([Trace::EMPTY; 64], [Trace::EMPTY; 64])),
             mega: Megaflows::new(if emc { megaflow::DEFAULT_LIMIT } else { 0 }),
             batches: 0,
             stale: Box::new([0; 64]),
@@ -572,8 +576,11 @@ impl Datapath {
         // clock read and the load had stamped hits 2 ms before creation).
         let now_ns = mono_ns();
         let tp = Arc::as_ptr(&table) as usize;
-        if tp != self.last_table {
+        // The epoch too: a new version may be allocated where a freed one
+        // was, and the caches' validity needs this version's epochs.
+        if tp != self.last_table || table.epoch() != self.last_epoch {
             self.last_table = tp;
+            self.last_epoch = table.epoch();
             self.sync_meters(&table);
         }
         let in_no = self.port_nos[pi];
@@ -802,7 +809,11 @@ impl Datapath {
     ) -> u64 {
         let epoch = table.epoch();
         let mut hashes = [0u64; 64];
-        let mut traces = [Trace::EMPTY; 64];
+        // Traces of megaflow hits, and of live walks (for the exact-match
+        // cache, stored after the chunk's walks): kept in the datapath, not
+        // set up per batch (20 KB).
+        let (traces, fresh) = (&mut self.traces.0, &mut self.traces.1);
+        let mut slot = [0usize; 64];
         let mut mega_out = [None; 64];
         // Cycles of the walks (`--profile`: the rest is the lookup stage).
         let mut walk_cycles = 0u64;
@@ -827,25 +838,32 @@ impl Datapath {
             let len = (n - base).min(64);
             let ks = &keys[base..base + len];
             let all = if len == 64 { u64::MAX } else { (1u64 << len) - 1 };
-            // Packets without a trace yet.
+            // Packets without a trace yet; those replayed from an exact
+            // entry (`slot`), and those whose trace goes into the
+            // exact-match cache after the walks.
             let mut miss = all;
+            let mut emc_hit = 0u64;
+            let mut store = 0u64;
             let probe = pc.enabled() && pc.probe_this_chunk();
             if probe {
                 let mut hits = 0u32;
                 for i in 0..len {
                     let h = ks[i].hash_pkt();
                     hashes[i] = h;
-                    let found = match pc.probe_any(&ks[i], h) {
-                        Some((tr, gen)) if *gen == epoch.wrapping_add(1) => Some(tr),
-                        Some((tr, gen)) if tr.valid(stale, gen.wrapping_sub(1)) => {
-                            *gen = epoch.wrapping_add(1);
-                            Some(tr)
+                    let found = pc.probe_any(&ks[i], h).filter(|&x| {
+                        let at = pc.stamp(x).wrapping_sub(1);
+                        let ok = at == epoch || pc.val(x).valid(stale, at);
+                        if ok {
+                            *pc.stamp(x) = epoch.wrapping_add(1);
                         }
-                        _ => None,
-                    };
-                    if let Some(tr) = found {
-                        traces[i] = tr;
+                        ok
+                    });
+                    if let Some(x) = found {
+                        // Replayed from the slot itself: the chunk's own
+                        // entries are stored after its walks.
+                        slot[i] = x;
                         miss &= !(1 << i);
+                        emc_hit |= 1 << i;
                         hits += 1;
                     }
                 }
@@ -872,9 +890,7 @@ impl Datapath {
                             traces[i] = tr;
                             miss &= !(1 << i);
                             hits += 1;
-                            if probe {
-                                pc.insert(&ks[i], hashes[i], epoch, tr);
-                            }
+                            store |= (probe as u64) << i;
                         }
                         None => mega.stats.misses += 1,
                     }
@@ -886,25 +902,33 @@ impl Datapath {
                     .lookup_chunk(ks, miss, &mut self.out[base..base + len], &mut self.emc.cls_stats);
             }
             let tw = if profile { rdtsc() } else { 0 };
+            // One live mode for the chunk, reset per packet.
+            let mut live_mode = Mode::live(None);
             for i in 0..len {
                 let j = base + i;
                 let Some(mut p) = pkts.next() else { break };
                 ctx.pkt = j;
                 let live = miss & (1 << i) != 0;
-                let mut mode = if live {
-                    Mode::live((!mega_probe).then_some(self.out[j]))
+                let mut replay;
+                let mode = if live {
+                    // A trace is kept when a cache probed this chunk.
+                    live_mode.reset_live((!mega_probe).then_some(self.out[j]), probe || mega_probe);
+                    &mut live_mode
                 } else {
-                    Mode::Replay {
-                        trace: &traces[i],
-                        pos: 0,
-                    }
+                    let trace = if emc_hit & (1 << i) != 0 {
+                        pc.val(slot[i])
+                    } else {
+                        &traces[i]
+                    };
+                    replay = Mode::Replay { trace, pos: 0 };
+                    &mut replay
                 };
                 let len_p = p.len() as usize;
                 let mut walk = Walk::new(
                     table,
                     ks[i],
                     &mut ctx,
-                    &mut mode,
+                    mode,
                     now_ns,
                     &mut self.tcounts,
                     &mut self.emc.cls_stats,
@@ -926,14 +950,14 @@ impl Datapath {
                         None => Err(Verdict::Malformed),
                     }
                 };
-                if live {
+                if live && (probe || mega_probe) {
                     if let Some((tr, wc)) = walk.trace().filter(|(t, _)| t.cacheable()) {
-                        let (tr, wc) = (*tr, *wc);
                         if !wc.exact {
-                            mega.insert(&wc.packet_mask(), &ks[i], tr, epoch);
+                            mega.insert(&wc.packet_mask(), &ks[i], *tr, epoch);
                         }
                         if probe {
-                            pc.insert(&ks[i], hashes[i], epoch, tr);
+                            fresh[i] = *tr;
+                            store |= 1 << i;
                         }
                     }
                 }
@@ -948,6 +972,13 @@ impl Datapath {
             }
             if profile {
                 walk_cycles += rdtsc().wrapping_sub(tw);
+            }
+            let mut it = store;
+            while it != 0 {
+                let i = it.trailing_zeros() as usize;
+                it &= it - 1;
+                let tr = if miss & (1 << i) != 0 { &fresh[i] } else { &traces[i] };
+                pc.insert(&ks[i], hashes[i], epoch, *tr);
             }
             base += len;
         }

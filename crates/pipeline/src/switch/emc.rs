@@ -217,21 +217,31 @@ impl<V: Copy> Cache<V> {
         None
     }
 
-    /// Probe for `k` at any stamp: its value and stamp, which the caller
-    /// may renew (set to a newer stamp once it has checked the value still
-    /// holds).
+    /// Probe for `k` at any stamp: the slot that holds it, whose stamp
+    /// ([`Self::stamp`]) the caller may renew once it has checked the value
+    /// still holds, and whose value it reads in place ([`Self::val`]).
     #[inline]
-    pub fn probe_any(&mut self, k: &Key, h: u64) -> Option<(V, &mut u64)> {
+    pub fn probe_any(&self, k: &Key, h: u64) -> Option<usize> {
         let (a, b) = self.idx(h);
-        let i = if self.slots[a].gen != 0 && k.pkt_eq(&self.slots[a].key) {
-            a
+        if self.slots[a].gen != 0 && k.pkt_eq(&self.slots[a].key) {
+            Some(a)
         } else if self.slots[b].gen != 0 && k.pkt_eq(&self.slots[b].key) {
-            b
+            Some(b)
         } else {
-            return None;
-        };
-        let s = &mut self.slots[i];
-        Some((s.val, &mut s.gen))
+            None
+        }
+    }
+
+    /// The stamp + 1 of slot `i` (0 = never used).
+    #[inline(always)]
+    pub fn stamp(&mut self, i: usize) -> &mut u64 {
+        &mut self.slots[i].gen
+    }
+
+    /// The value of slot `i`.
+    #[inline(always)]
+    pub fn val(&self, i: usize) -> &V {
+        &self.slots[i].val
     }
 
     #[inline]

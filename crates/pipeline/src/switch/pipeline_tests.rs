@@ -350,7 +350,7 @@ proptest! {
                         let mut menv = TEnv::default();
                         let mut n = 0;
                         let want = model.walk(&mut k, &mut menv, &mut n).map_err(|_| ());
-                        let (live, r, tr) = walk_once(&ft, &pkt, in_port, Mode::Live { trace: Trace::EMPTY, wc: xlate::Wildcards::NONE, first: None });
+                        let (live, r, tr) = walk_once(&ft, &pkt, in_port, Mode::live(None));
                         prop_assert_eq!(&r, &want, "end, live");
                         prop_assert_eq!(&live.out, &menv.out, "outputs, live");
                         prop_assert_eq!(&live.learned, &menv.learned, "learned, live");
@@ -407,7 +407,7 @@ fn a_resubmit_loop_is_cut_at_the_limit() {
     let mut ft = FlowTable::new();
     ft.add_flow(Rule::parse("actions=output:2,resubmit(,0)").unwrap(), 0)
         .unwrap();
-    let (env, r, _) = walk_once(&ft, &frame(1), 1, Mode::Live { trace: Trace::EMPTY, wc: xlate::Wildcards::NONE, first: None });
+    let (env, r, _) = walk_once(&ft, &frame(1), 1, Mode::live(None));
     assert_eq!(r, Err(()));
     assert_eq!(env.out.len(), MAX_DEPTH as usize + 1);
     // A chain that goes forward ends, and a miss in a resubmit goes on.
@@ -419,7 +419,7 @@ fn a_resubmit_loop_is_cut_at_the_limit() {
     ] {
         ft.add_flow(Rule::parse(s).unwrap(), 0).unwrap();
     }
-    let (env, r, tr) = walk_once(&ft, &frame(1), 1, Mode::Live { trace: Trace::EMPTY, wc: xlate::Wildcards::NONE, first: None });
+    let (env, r, tr) = walk_once(&ft, &frame(1), 1, Mode::live(None));
     assert_eq!((env.out, r), (vec![4], Ok(End::Done)));
     assert_eq!(tr.unwrap().deps, 0b1111, "tables 0..3 looked up");
 }

@@ -49,47 +49,69 @@ pub const MAX_DEPTH: u32 = 64;
 /// Most lookups of one walk.
 pub const MAX_LOOKUPS: u32 = 4096;
 /// Lookups a cached [`Trace`] holds (walks with more are not cached).
-pub const TRACE_STEPS: usize = 24;
-const MISS: u32 = 0x00ff_ffff;
+pub const TRACE_STEPS: usize = 16;
 
 /// The lookups of one walk, in order: what the pipeline cache keeps.
+///
+/// Each step holds the table and the rule's entry as a pointer (null for a
+/// miss): replaying then reads the entries directly instead of walking
+/// table -> entries -> entry for every step, a chain of dependent loads
+/// that cost most of a replayed step. The pointers are only followed while
+/// the trace is valid ([`Trace::valid`]: none of its tables changed since
+/// it was recorded): an unchanged table holds the very same entries
+/// (`Arc<FlowEntry>`, shared by every published version of the table), and
+/// the datapath holds the current version for the whole batch, so they
+/// are alive.
 #[derive(Clone, Copy, Debug)]
 pub struct Trace {
-    /// `table << 24 | rule` (rule [`MISS`] = no match).
-    steps: [u32; TRACE_STEPS],
+    entries: [*const FlowEntry; TRACE_STEPS],
+    tables: [u8; TRACE_STEPS],
     n: u8,
-    /// More lookups than fit, or a rule id of 24 bits or more: not cached.
+    /// More lookups than fit: not cached.
     overflow: bool,
     /// The tables looked up, as bits `table % 64`.
     pub deps: u64,
 }
 
+// SAFETY: a trace is plain data (pointers never followed unless the trace
+// is valid for the table version the following thread holds, see above);
+// the caches that keep traces belong to one datapath thread.
+unsafe impl Send for Trace {}
+
 impl Trace {
     pub const EMPTY: Trace = Trace {
-        steps: [0; TRACE_STEPS],
+        entries: [std::ptr::null(); TRACE_STEPS],
+        tables: [0; TRACE_STEPS],
         n: 0,
         overflow: false,
         deps: 0,
     };
 
-    fn push(&mut self, t: u8, id: Option<RuleId>) {
+    fn push(&mut self, t: u8, e: Option<&FlowEntry>) {
         self.deps |= 1 << (t % 64);
-        let r = id.unwrap_or(MISS);
-        if self.n as usize == TRACE_STEPS || r > MISS || (id.is_some() && r == MISS) {
+        let i = self.n as usize;
+        if i == TRACE_STEPS {
             self.overflow = true;
             return;
         }
-        self.steps[self.n as usize] = ((t as u32) << 24) | r;
+        self.entries[i] = e.map_or(std::ptr::null(), |e| e as *const FlowEntry);
+        self.tables[i] = t;
         self.n += 1;
     }
 
-    fn get(&self, i: usize) -> Option<(u8, Option<RuleId>)> {
+    /// Step `i`: its table and entry (`None`: a miss).
+    ///
+    /// # Safety
+    /// The trace must be valid for the table version `'a` borrows
+    /// ([`Trace::valid`] at that version's epochs, or recorded on it).
+    #[inline(always)]
+    unsafe fn get<'a>(&self, i: usize) -> Option<(u8, Option<&'a FlowEntry>)> {
         if i >= self.n as usize {
             return None;
         }
-        let s = self.steps[i];
-        let r = s & MISS;
-        Some(((s >> 24) as u8, (r != MISS).then_some(r)))
+        // SAFETY: by the caller's promise the entry is held by the
+        // borrowed version (see the type's doc).
+        Some((self.tables[i], unsafe { self.entries[i].as_ref() }))
     }
 
     /// Can it be cached?
@@ -188,6 +210,8 @@ pub enum Mode<'t> {
         trace: Trace,
         wc: Wildcards,
         first: Option<Option<RuleId>>,
+        /// Record the trace (false when no cache will keep it).
+        record: bool,
     },
     /// A cached trace, read in order.
     Replay { trace: &'t Trace, pos: usize },
@@ -228,14 +252,45 @@ impl Wildcards {
     }
 }
 
-impl Mode<'_> {
+impl<'t> Mode<'t> {
     /// A live walk from scratch (`first`: table 0's result, if known).
     #[inline(always)]
-    pub fn live(first: Option<Option<RuleId>>) -> Mode<'static> {
+    pub fn live(first: Option<Option<RuleId>>) -> Mode<'t> {
         Mode::Live {
             trace: Trace::EMPTY,
             wc: Wildcards::NONE,
             first,
+            record: true,
+        }
+    }
+
+    /// Make `self` a live walk from scratch again, writing only what a
+    /// walk reads (a whole new trace and mask per packet cost ~300 bytes
+    /// of stores): the mask only when the walk tracks wildcards (`first`
+    /// unknown), the trace only when `record`.
+    #[inline(always)]
+    pub fn reset_live(&mut self, first: Option<Option<RuleId>>, record: bool) {
+        match self {
+            Mode::Live {
+                trace,
+                wc,
+                first: f,
+                record: r,
+            } => {
+                trace.n = 0;
+                trace.deps = 0;
+                trace.overflow = false;
+                wc.exact = first.is_some();
+                if first.is_none() {
+                    wc.mask = Key::ZERO;
+                }
+                *f = first;
+                *r = record;
+            }
+            _ => {
+                *self = Mode::live(first);
+                self.reset_live(first, record);
+            }
         }
     }
 }
@@ -338,21 +393,23 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
             return Err(Verdict::TooDeep);
         }
         let ft = self.ft;
-        let tb = ft.table(t);
         let replayed = match &mut *self.mode {
-            Mode::Replay { trace, pos } => match trace.get(*pos) {
-                Some((tt, id)) if tt == t => {
+            // SAFETY: a replayed trace is valid for `ft` (the datapath and
+            // the tests replay only traces that are, see `Trace`).
+            Mode::Replay { trace, pos } => match unsafe { trace.get(*pos) } {
+                Some((tt, e)) if tt == t => {
                     *pos += 1;
-                    Some(id)
+                    Some(e)
                 }
                 // Cannot happen for a valid trace; go on live (unrecorded).
                 _ => None,
             },
             Mode::Live { .. } => None,
         };
-        let id = match replayed {
-            Some(id) => id,
+        let e = match replayed {
+            Some(e) => e,
             None => {
+                let tb = ft.table(t);
                 let first = match &mut *self.mode {
                     Mode::Live { first, wc, .. } if t == 0 && self.lookups == 1 => {
                         let f = first.take();
@@ -374,14 +431,20 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
                         tb.classifier().lookup_one(&self.key, self.cls_stats, wc)
                     }
                 };
-                if let Mode::Live { trace, .. } = &mut *self.mode {
-                    trace.push(t, id);
+                let e = id.and_then(|id| tb?.entry(id));
+                if let Mode::Live {
+                    trace,
+                    record: true,
+                    ..
+                } = &mut *self.mode
+                {
+                    trace.push(t, e);
                 }
-                id
+                e
             }
         };
-        self.counts.add(t, id.is_some());
-        Ok(id.and_then(|id| tb?.entry(id)))
+        self.counts.add(t, e.is_some());
+        Ok(e)
     }
 
     fn run(&mut self, f: &mut FrameBuf, mut t: u8, depth: u32) -> Result<End, Verdict> {
