@@ -300,8 +300,23 @@ pub const SMALL_RULES: usize = 8;
 struct SmallRule {
     mask: Key,
     value: Key,
+    /// The words the mask uses (`nsel` of them): the only ones compared.
+    sel: [u8; WORDS],
+    nsel: u8,
     rank: u64,
     id: RuleId,
+}
+
+impl SmallRule {
+    #[inline(always)]
+    fn matches(&self, k: &Key) -> bool {
+        let mut d = 0;
+        for &w in &self.sel[..self.nsel as usize] {
+            let w = w as usize;
+            d |= (k.w[w] & self.mask.w[w]) ^ self.value.w[w];
+        }
+        d == 0
+    }
 }
 
 impl Classifier {
@@ -420,6 +435,8 @@ impl Classifier {
             self.small.push(SmallRule {
                 mask: st.mask,
                 value: st.value(e.ix),
+                sel: st.sel,
+                nsel: st.nsel,
                 rank: e.rank,
                 id: id as RuleId,
             });
@@ -601,11 +618,11 @@ impl Classifier {
             // it are what the result depends on.
             for r in &self.small {
                 if let Some(wc) = wc.as_deref_mut() {
-                    for w in 0..WORDS {
-                        wc.w[w] |= r.mask.w[w];
+                    for &w in &r.sel[..r.nsel as usize] {
+                        wc.w[w as usize] |= r.mask.w[w as usize];
                     }
                 }
-                if k.matches(&r.mask, &r.value) {
+                if r.matches(k) {
                     stats.matched += 1;
                     return Some(r.id);
                 }

@@ -290,7 +290,9 @@ fn handle(line: &str, conn: &mut Conn, sh: &Shared) -> Result<Value, String> {
             let t = ctl.current();
             let v: Vec<Value> = t
                 .tables()
-                .filter(|(i, tb)| *i == 0 || tb.classifier().len() > 0 || tb.stats.lookups.load(Relaxed) > 0)
+                .filter(|(i, tb)| {
+                    *i == 0 || tb.classifier().len() > 0 || tb.stats.lookups.load(Relaxed) > 0
+                })
                 .map(|(i, tb)| {
                     json!({"table": i, "rules": tb.classifier().len(),
                         "subtables": tb.classifier().subtables(),

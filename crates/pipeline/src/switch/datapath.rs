@@ -21,9 +21,9 @@ use super::classifier::RuleId;
 use super::emc::{Cache, Emc, DEFAULT_INV_PROB, DEFAULT_SLOTS};
 use super::key::Key;
 use super::learn::{Learn, LearnItem, LearnSrc};
+use super::megaflow::{self, Megaflows};
 use super::normal::{Decision, MacTable};
 use super::table::{mono_ns, Control, FlowTable};
-use super::megaflow::{self, Megaflows};
 use super::xlate::{self, End, Mode, PipeEnv, TableCounts, Trace, Walk};
 use crate::perf::{self, Cycles, CyclesSnapshot};
 use crate::poll::Poll;
@@ -731,6 +731,10 @@ impl Datapath {
             .lookup_batch(table.classifier(), &self.keys.0[..n], &mut self.out[..n]);
         let t3 = if profile { rdtsc() } else { 0 };
         let mut matched = 0u64;
+        // Table 0, once per batch (not through the table list per packet).
+        let Some(t0) = table.table(0) else {
+            return t3;
+        };
         let mut ctx = Ctx {
             stages: &mut self.stages,
             port_nos: &self.port_nos,
@@ -745,7 +749,7 @@ impl Datapath {
             now_ns,
         };
         for (j, mut p) in self.batch.iter_mut().enumerate() {
-            let Some(e) = self.out[j].and_then(|id| table.entry(id)) else {
+            let Some(e) = self.out[j].and_then(|id| t0.entry(id)) else {
                 fate_drop[j] = Some(SwDrop::NoMatch);
                 continue;
             };
@@ -784,11 +788,8 @@ impl Datapath {
             }
         }
         // Table 0's counters, once per batch.
-        if let Some(t0) = table.table(0) {
-            let s = &t0.stats;
-            bump(&s.lookups, n as u64);
-            bump(&s.matches, matched);
-        }
+        bump(&t0.stats.lookups, n as u64);
+        bump(&t0.stats.matches, matched);
         t3
     }
 
@@ -837,7 +838,11 @@ impl Datapath {
         while base < n {
             let len = (n - base).min(64);
             let ks = &keys[base..base + len];
-            let all = if len == 64 { u64::MAX } else { (1u64 << len) - 1 };
+            let all = if len == 64 {
+                u64::MAX
+            } else {
+                (1u64 << len) - 1
+            };
             // Packets without a trace yet; those replayed from an exact
             // entry (`slot`), and those whose trace goes into the
             // exact-match cache after the walks.
@@ -897,9 +902,12 @@ impl Datapath {
                 }
                 mega.bypass.window(probes, hits);
             } else if miss != 0 {
-                table
-                    .classifier()
-                    .lookup_chunk(ks, miss, &mut self.out[base..base + len], &mut self.emc.cls_stats);
+                table.classifier().lookup_chunk(
+                    ks,
+                    miss,
+                    &mut self.out[base..base + len],
+                    &mut self.emc.cls_stats,
+                );
             }
             let tw = if profile { rdtsc() } else { 0 };
             // One live mode for the chunk, reset per packet.
@@ -977,7 +985,11 @@ impl Datapath {
             while it != 0 {
                 let i = it.trailing_zeros() as usize;
                 it &= it - 1;
-                let tr = if miss & (1 << i) != 0 { &fresh[i] } else { &traces[i] };
+                let tr = if miss & (1 << i) != 0 {
+                    &fresh[i]
+                } else {
+                    &traces[i]
+                };
                 pc.insert(&ks[i], hashes[i], epoch, *tr);
             }
             base += len;
@@ -1306,7 +1318,10 @@ mod tests {
         assert_eq!(hits(&dp), 168);
         // A change in table 2 takes effect at once.
         ctl.edit(|t| {
-            t.add_flow(Rule::parse("table=2,priority=40000,actions=drop").unwrap(), 0)
+            t.add_flow(
+                Rule::parse("table=2,priority=40000,actions=drop").unwrap(),
+                0,
+            )
         })
         .unwrap();
         let s = go(&mut dp, 100);
@@ -1325,9 +1340,15 @@ mod tests {
     fn pipeline_drops_are_counted_by_reason() {
         for (rules, why) in [
             (&["table=0,actions=goto_table:1"][..], SwDrop::NoMatch),
-            (&["actions=goto_table:1", "table=1,actions=drop"][..], SwDrop::ActionDrop),
+            (
+                &["actions=goto_table:1", "table=1,actions=drop"][..],
+                SwDrop::ActionDrop,
+            ),
             (&["actions=resubmit(,0)"][..], SwDrop::ResubmitLimit),
-            (&["actions=load:1->NXM_NX_REG0[],output:NXM_NX_REG0[]"][..], SwDrop::NoOutput),
+            (
+                &["actions=load:1->NXM_NX_REG0[],output:NXM_NX_REG0[]"][..],
+                SwDrop::NoOutput,
+            ),
         ] {
             let (s, _) = run(table(rules), 50, usize::MAX);
             assert_eq!(s.drop_of(why), 50, "{rules:?}: {s:?}");
@@ -1371,11 +1392,18 @@ mod tests {
             let src = &udp()[6..12];
             format!(
                 "table=1,priority=32768,dl_dst={},actions=output:1",
-                src.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+                src.iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<Vec<_>>()
+                    .join(":")
             )
         });
         assert_eq!(ctl.learn([rule.clone()], 1), 1);
-        assert_eq!(ctl.learn([rule], 2), 0, "the same rule again only refreshes it");
+        assert_eq!(
+            ctl.learn([rule], 2),
+            0,
+            "the same rule again only refreshes it"
+        );
         assert_eq!(ctl.current().table(1).unwrap().classifier().len(), 1);
         // NORMAL flooded every frame (its destination was never a source).
         assert_eq!(counts(&sinks), vec![0, 40, 40]);

@@ -40,9 +40,21 @@ pub enum Field {
 const NAMES: &[(Field, &str, &[&str])] = &[
     (Field::InPort, "NXM_OF_IN_PORT", &["in_port"]),
     (Field::InPortOxm, "OXM_OF_IN_PORT", &["in_port_oxm"]),
-    (Field::EthSrc, "NXM_OF_ETH_SRC", &["eth_src", "dl_src", "OXM_OF_ETH_SRC"]),
-    (Field::EthDst, "NXM_OF_ETH_DST", &["eth_dst", "dl_dst", "OXM_OF_ETH_DST"]),
-    (Field::EthType, "NXM_OF_ETH_TYPE", &["eth_type", "dl_type", "OXM_OF_ETH_TYPE"]),
+    (
+        Field::EthSrc,
+        "NXM_OF_ETH_SRC",
+        &["eth_src", "dl_src", "OXM_OF_ETH_SRC"],
+    ),
+    (
+        Field::EthDst,
+        "NXM_OF_ETH_DST",
+        &["eth_dst", "dl_dst", "OXM_OF_ETH_DST"],
+    ),
+    (
+        Field::EthType,
+        "NXM_OF_ETH_TYPE",
+        &["eth_type", "dl_type", "OXM_OF_ETH_TYPE"],
+    ),
     (Field::VlanTci, "NXM_OF_VLAN_TCI", &["vlan_tci"]),
     (Field::VlanVid, "OXM_OF_VLAN_VID", &["vlan_vid"]),
     (
@@ -55,16 +67,34 @@ const NAMES: &[(Field, &str, &[&str])] = &[
         "NXM_OF_IP_DST",
         &["ip_dst", "nw_dst", "ipv4_dst", "OXM_OF_IPV4_DST"],
     ),
-    (Field::IpProto, "NXM_OF_IP_PROTO", &["nw_proto", "ip_proto", "OXM_OF_IP_PROTO"]),
+    (
+        Field::IpProto,
+        "NXM_OF_IP_PROTO",
+        &["nw_proto", "ip_proto", "OXM_OF_IP_PROTO"],
+    ),
     (
         Field::TpSrc,
         "NXM_OF_TCP_SRC",
-        &["tcp_src", "udp_src", "tp_src", "NXM_OF_UDP_SRC", "OXM_OF_TCP_SRC", "OXM_OF_UDP_SRC"],
+        &[
+            "tcp_src",
+            "udp_src",
+            "tp_src",
+            "NXM_OF_UDP_SRC",
+            "OXM_OF_TCP_SRC",
+            "OXM_OF_UDP_SRC",
+        ],
     ),
     (
         Field::TpDst,
         "NXM_OF_TCP_DST",
-        &["tcp_dst", "udp_dst", "tp_dst", "NXM_OF_UDP_DST", "OXM_OF_TCP_DST", "OXM_OF_UDP_DST"],
+        &[
+            "tcp_dst",
+            "udp_dst",
+            "tp_dst",
+            "NXM_OF_UDP_DST",
+            "OXM_OF_TCP_DST",
+            "OXM_OF_UDP_DST",
+        ],
     ),
     (Field::Reg(0), "NXM_NX_REG0", &["reg0"]),
     (Field::Reg(1), "NXM_NX_REG1", &["reg1"]),
@@ -266,13 +296,19 @@ mod tests {
         let s = SubField::parse("NXM_NX_REG0[0..15]").unwrap();
         assert_eq!((s.field, s.ofs, s.nbits), (Field::Reg(0), 0, 16));
         assert_eq!(s.to_string(), "NXM_NX_REG0[0..15]");
-        assert_eq!(SubField::parse("reg3").unwrap().to_string(), "NXM_NX_REG3[]");
         assert_eq!(
-            SubField::parse("NXM_OF_VLAN_TCI[0..11]").unwrap().nbits,
-            12
+            SubField::parse("reg3").unwrap().to_string(),
+            "NXM_NX_REG3[]"
         );
+        assert_eq!(SubField::parse("NXM_OF_VLAN_TCI[0..11]").unwrap().nbits, 12);
         assert_eq!(SubField::parse("metadata[63]").unwrap().ofs, 63);
-        for bad in ["NXM_NX_REG9[]", "reg0[0..32]", "reg0[5..2]", "reg0[x]", "reg0[1"] {
+        for bad in [
+            "NXM_NX_REG9[]",
+            "reg0[0..32]",
+            "reg0[5..2]",
+            "reg0[x]",
+            "reg0[1",
+        ] {
             assert!(SubField::parse(bad).is_err(), "{bad}");
         }
         let mut k = Key::ZERO;
@@ -286,6 +322,9 @@ mod tests {
         assert_eq!(m.read(&k), u64::MAX);
         k.set(key::IN_PORT, 0x1_0005);
         assert_eq!(SubField::parse("NXM_OF_IN_PORT[]").unwrap().read(&k), 5);
-        assert_eq!(SubField::parse("OXM_OF_IN_PORT[]").unwrap().read(&k), 0x1_0005);
+        assert_eq!(
+            SubField::parse("OXM_OF_IN_PORT[]").unwrap().read(&k),
+            0x1_0005
+        );
     }
 }

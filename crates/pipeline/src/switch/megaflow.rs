@@ -22,7 +22,8 @@
 //! of the tables it looked up changed since it was stored (checked per hit
 //! against the tables' change epochs); a stale one is removed when hit.
 //! At [`Megaflows::limit`] megaflows the table is emptied and refills from
-//! the traffic (bounded memory; Open vSwitch's revalidators evict by idle
+//! the traffic, unless it is bypassed (then it keeps what it has and adds
+//! nothing): bounded memory (Open vSwitch's revalidators evict by idle
 //! time instead).
 //!
 //! Adding a megaflow is the slow path of the packet that missed (Open
@@ -125,6 +126,12 @@ impl Megaflows {
             return;
         }
         if self.cls.len() >= self.limit {
+            // Bypassed (hit rate low) and full: the flows outnumber the
+            // megaflows it may hold; keep them, add none (emptying it for
+            // the samples only churns memory).
+            if self.bypass.active() {
+                return;
+            }
             self.cls = Classifier::new();
             self.flows.clear();
             self.stats.flushes += 1;

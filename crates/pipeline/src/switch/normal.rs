@@ -148,7 +148,10 @@ mod tests {
         // Another VLAN has not learned a.
         assert_eq!(t.switch(&k(3, Some(30), b, a), 2), Decision::Flood);
         // Broadcast floods; a frame back to its own port is dropped.
-        assert_eq!(t.switch(&k(1, Some(20), a, 0xffff_ffff_ffff), 3), Decision::Flood);
+        assert_eq!(
+            t.switch(&k(1, Some(20), a, 0xffff_ffff_ffff), 3),
+            Decision::Flood
+        );
         assert_eq!(t.switch(&k(1, Some(20), b, a), 4), Decision::Drop);
         // b moved to port 1 with that frame; a ages out after 10 s.
         assert_eq!(t.lookup(20, b, 5), Some(1));

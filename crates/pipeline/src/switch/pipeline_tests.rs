@@ -44,7 +44,10 @@ fn pipeline_rules_parse_and_print_back() {
     assert_eq!(r.actions[0].to_string(), "load:0x1->OXM_OF_METADATA[8..15]");
     let r = Rule::parse("table=3,reg2=7,actions=resubmit(,5)").unwrap();
     assert_eq!(r.m.value.get(key::reg(2)), 7);
-    assert_eq!(r.to_string(), "table=3,priority=32768,reg2=0x7,actions=resubmit(,5)");
+    assert_eq!(
+        r.to_string(),
+        "table=3,priority=32768,reg2=0x7,actions=resubmit(,5)"
+    );
 }
 
 #[test]
@@ -148,7 +151,14 @@ impl Model {
         self.run(0, k, env, 0, n)
     }
 
-    fn run(&self, mut t: u8, k: &mut Key, env: &mut TEnv, depth: u32, n: &mut u32) -> Result<End, Stop> {
+    fn run(
+        &self,
+        mut t: u8,
+        k: &mut Key,
+        env: &mut TEnv,
+        depth: u32,
+        n: &mut u32,
+    ) -> Result<End, Stop> {
         loop {
             *n += 1;
             if *n > xlate::MAX_LOOKUPS {
@@ -259,7 +269,11 @@ fn arb_rule() -> impl Strategy<Value = String> {
                     }
                     a.push(format!("goto_table:{}", g.min(TABLES - 1)));
                 }
-                let acts = if a.is_empty() { "drop".to_string() } else { a.join(",") };
+                let acts = if a.is_empty() {
+                    "drop".to_string()
+                } else {
+                    a.join(",")
+                };
                 let sep = if m.is_empty() { "" } else { "," };
                 format!("table={t},priority={prio}{sep}{m},actions={acts}")
             })
@@ -297,7 +311,12 @@ fn frame(tp_dst: u16) -> Vec<u8> {
 }
 
 /// One walk of `ft` in `mode` over the packet; outputs, learned rules, end.
-fn walk_once(ft: &FlowTable, pkt: &[u8], in_port: u32, mut mode: Mode<'_>) -> (TEnv, Result<End, ()>, Option<Trace>) {
+fn walk_once(
+    ft: &FlowTable,
+    pkt: &[u8],
+    in_port: u32,
+    mut mode: Mode<'_>,
+) -> (TEnv, Result<End, ()>, Option<Trace>) {
     let mut env = TEnv::default();
     let mut counts = TableCounts::default();
     let mut st = LookupStats::default();

@@ -153,7 +153,10 @@ pub enum Action {
     /// `resubmit(PORT,TABLE)`: look the packet up in `table` (the current
     /// one when `None`) as if it came from `port` (its own when `None`),
     /// run that rule's actions, then continue here.
-    Resubmit { port: Option<u32>, table: Option<u8> },
+    Resubmit {
+        port: Option<u32>,
+        table: Option<u8>,
+    },
     /// `load:VALUE->DST[..]` (and `set_field` to a register or metadata).
     Load {
         dst: super::field::SubField,
@@ -165,7 +168,10 @@ pub enum Action {
         dst: super::field::SubField,
     },
     /// `write_metadata:VALUE[/MASK]` (an instruction: before `goto_table`).
-    WriteMetadata { value: u64, mask: u64 },
+    WriteMetadata {
+        value: u64,
+        mask: u64,
+    },
     /// `output:SRC[..]`: to the port the subfield holds.
     OutputField(super::field::SubField),
     /// `normal`: a MAC-learning, VLAN-aware L2 switch.
@@ -193,17 +199,19 @@ impl Action {
     }
 }
 
-/// A parsed rule.
+/// A parsed rule (`repr(C)`, the actions first: see
+/// [`super::table::FlowEntry`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[repr(C)]
 pub struct Rule {
+    /// Empty = drop.
+    pub actions: Vec<Action>,
     pub table: u8,
     pub priority: u16,
     pub cookie: u64,
     pub idle_timeout: u16,
     pub hard_timeout: u16,
     pub m: Match,
-    /// Empty = drop.
-    pub actions: Vec<Action>,
 }
 
 /// A parse error: one line naming the offending token.
@@ -559,8 +567,16 @@ fn parse_match_token(m: &mut Match, name: &str, val: Option<&str>) -> Result<Pre
         }
         "nw_ttl" => scalar(m, key::NW_TTL, false, Prereq::AnyIp),
         "metadata" => scalar(m, key::METADATA, true, Prereq::None),
-        _ if name.len() == 4 && name.starts_with("reg") && (b'0'..b'8').contains(&name.as_bytes()[3]) => {
-            scalar(m, key::reg((name.as_bytes()[3] - b'0') as usize), true, Prereq::None)
+        _ if name.len() == 4
+            && name.starts_with("reg")
+            && (b'0'..b'8').contains(&name.as_bytes()[3]) =>
+        {
+            scalar(
+                m,
+                key::reg((name.as_bytes()[3] - b'0') as usize),
+                true,
+                Prereq::None,
+            )
         }
         "tp_src" => scalar(m, key::TP_SRC, true, Prereq::Transport),
         "tp_dst" => scalar(m, key::TP_DST, true, Prereq::Transport),
@@ -678,7 +694,10 @@ fn pipeline_set_field(v: &str, f: &str) -> Result<Option<Action>, String> {
         Some((v, m)) => (parse_int(v, whole.ones())?, parse_int(m, whole.ones())?),
         None => (parse_int(v, whole.ones())?, whole.ones()),
     };
-    if mask == 0 || (mask >> mask.trailing_zeros()).count_ones() != (mask >> mask.trailing_zeros()).trailing_ones() {
+    if mask == 0
+        || (mask >> mask.trailing_zeros()).count_ones()
+            != (mask >> mask.trailing_zeros()).trailing_ones()
+    {
         return Err(format!("set_field mask {mask:#x} is not one run of bits"));
     }
     let dst = SubField {
@@ -999,7 +1018,8 @@ fn check_instructions(r: &Rule) -> Result<(), String> {
                 ))
             }
             Action::WriteMetadata { .. }
-                if !(i + 1 == n || (i + 2 == n && matches!(r.actions[n - 1], Action::GotoTable(_)))) =>
+                if !(i + 1 == n
+                    || (i + 2 == n && matches!(r.actions[n - 1], Action::GotoTable(_)))) =>
             {
                 return Err("write_metadata may only be followed by goto_table".into())
             }

@@ -38,11 +38,17 @@ use super::field::{Field, SubField};
 use super::key::{self, Key};
 use super::learn::{Learn, LearnItem, LearnSrc};
 use super::normal::Decision;
-use super::rule::Action;
+use super::rule::{Action, SetField};
 use super::table::{FlowEntry, FlowTable};
 use linerate_wire::frame::Layers;
 use linerate_wire::vlan;
 use std::sync::Arc;
+
+const ETH_HDR: usize = linerate_wire::ethernet::HEADER_LEN;
+
+fn mac_u64(m: &[u8; 6]) -> u64 {
+    m.iter().fold(0u64, |v, &b| (v << 8) | b as u64)
+}
 
 /// Most nested `resubmit`s (Open vSwitch's limit too).
 pub const MAX_DEPTH: u32 = 64;
@@ -564,11 +570,19 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
                         _ => {}
                     }
                     actions::step(f, &mut self.layers, a, self.env)?;
-                    if matches!(
-                        a,
-                        Action::Set(_) | Action::DecTtl | Action::PushVlan(_) | Action::PopVlan
-                    ) {
-                        self.dirty = true;
+                    match a {
+                        // A MAC rewrite moves nothing else: the key's field
+                        // is set as the frame's (no re-extraction).
+                        Action::Set(SetField::EthDst(m)) if f.len >= ETH_HDR && !self.dirty => {
+                            self.key.set(key::DL_DST, mac_u64(m))
+                        }
+                        Action::Set(SetField::EthSrc(m)) if f.len >= ETH_HDR && !self.dirty => {
+                            self.key.set(key::DL_SRC, mac_u64(m))
+                        }
+                        Action::Set(_) | Action::DecTtl | Action::PushVlan(_) | Action::PopVlan => {
+                            self.dirty = true
+                        }
+                        _ => {}
                     }
                 }
             }
