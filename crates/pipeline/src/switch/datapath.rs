@@ -798,7 +798,9 @@ impl Datapath {
     /// (a batch lookup), then each packet's walk through the tables:
     /// replaying a cached trace, or live (then cached as a megaflow and an
     /// exact entry). See [`xlate`] and [`super::megaflow`]. Returns the time
-    /// stamp between the lookups and the walks (`--profile`).
+    /// stamp between the lookups and the walks (`--profile`). Never
+    /// inlined: the single-table path's loop stays as compact as it was.
+    #[inline(never)]
     fn pipeline_batch(
         &mut self,
         pi: usize,
