@@ -9,6 +9,8 @@
 //!   insertion time growing exponentially);
 //! - first: the time from `switch-ctl add-flow` until the first packet
 //!   hits the new rule, under load (seed 004 Sect. 5.5);
+//! - pipeline: a 5-table pipeline against the single table, cycles per
+//!   packet at 1 and 1M flows ([`super::switch_pipeline`]);
 //! - veth: the bridge, the switch with 1 and 10 000 rules and Open vSwitch
 //!   forwarding through the veth test bed (one `linerate bench` run,
 //!   [`super::switch_veth`]).
@@ -40,12 +42,18 @@ pub struct SwitchStudy {
     pub sweep: bool,
     pub insert: bool,
     pub first: bool,
+    pub pipeline: bool,
     /// The part `veth`, if asked for.
     pub veth: Option<super::switch_veth::VethPart>,
 }
 
 /// The sweep's rule set. The mem source's flow F is
 /// 10.F2.F1.F0:1024+(F&0x3fff) -> 10.1.0.1:9/udp.
+/// The sweep's rule set as text (for the pipeline part's tests).
+pub fn sweep_rules_text() -> String {
+    sweep_rules()
+}
+
 fn sweep_rules() -> String {
     let mut s = String::new();
     // 1000 exact 5-tuples for flows 0..999 (subtable 1).
@@ -301,8 +309,10 @@ impl SwitchStudy {
     /// Run the parts asked for; every switch, daemon and file is removed at
     /// the end, also on errors.
     pub fn run(&self, progress: &mut dyn FnMut(&str)) -> Result<StudyReport, String> {
-        if !(self.sweep || self.insert || self.first || self.veth.is_some()) {
-            return Err("nothing to run: give at least one of sweep, insert, first, veth".into());
+        if !(self.sweep || self.insert || self.first || self.pipeline || self.veth.is_some()) {
+            return Err(
+                "nothing to run: give at least one of sweep, insert, first, pipeline, veth".into(),
+            );
         }
         if let Some(v) = &self.veth {
             v.check()?;
@@ -460,6 +470,11 @@ impl SwitchStudy {
                 first.push(json!({"rules": rules, "rounds": lat.len(), "latency_us": lat}));
             }
         }
+        let pipeline = if self.pipeline {
+            super::switch_pipeline::run(lr, dir, &sweep_file, self.cpu, self.seconds, progress)?
+        } else {
+            Value::Null
+        };
         // The veth part's failure is a finding; the parts before it stay.
         let veth = match &self.veth {
             Some(v) => v
@@ -467,7 +482,7 @@ impl SwitchStudy {
                 .unwrap_or_else(|e| json!({ "error": e })),
             None => Value::Null,
         };
-        Ok(self.report(&sweep, &insert, &first, &veth))
+        Ok(self.report(&sweep, &insert, &first, &pipeline, &veth))
     }
 
     fn report(
@@ -475,6 +490,7 @@ impl SwitchStudy {
         sweep: &[Value],
         insert: &[Value],
         first: &[Value],
+        pipeline: &Value,
         veth: &Value,
     ) -> StudyReport {
         let mut findings = Vec::new();
@@ -652,6 +668,12 @@ impl SwitchStudy {
                 }).collect(),
             });
         }
+        if !pipeline.is_null() {
+            let (i, t, f) = super::switch_pipeline::report(pipeline, self.cpu, self.seconds);
+            intro.push(i);
+            tables.push(t);
+            findings.extend(f);
+        }
         if let Some(e) = veth["error"].as_str() {
             findings.push(format!("The veth part did not run to its end: {e}"));
         } else if let (Some(v), false) = (&self.veth, veth.is_null()) {
@@ -664,6 +686,7 @@ impl SwitchStudy {
             ("sweep", self.sweep),
             ("insert", self.insert),
             ("first", self.first),
+            ("pipeline", self.pipeline),
             ("veth", self.veth.is_some()),
         ]
         .iter()
@@ -673,7 +696,12 @@ impl SwitchStudy {
         StudyReport {
             name: "switch",
             title: format!(
-                "`linerate switch`: flow sweep, rule insertion, first hit{}",
+                "`linerate switch`: flow sweep, rule insertion, first hit{}{}",
+                if self.pipeline {
+                    ", 5-table pipeline"
+                } else {
+                    ""
+                },
                 if self.veth.is_some() {
                     ", through the veth test bed"
                 } else {
@@ -699,7 +727,7 @@ impl SwitchStudy {
             charts,
             blocks: vec![],
             findings,
-            data: json!({"sweep": sweep, "insert": insert, "first": first, "veth": veth}),
+            data: json!({"sweep": sweep, "insert": insert, "first": first, "pipeline": pipeline, "veth": veth}),
         }
     }
 }

@@ -798,6 +798,7 @@ impl Classifier {
 
 /// The entry of `k` in a subtable of `N` words (`lookup_one`).
 #[inline(always)]
+#[allow(clippy::needless_range_loop)] // j indexes sel, v and the hash steps alike
 fn find_one<const N: usize>(st: &Subtable, k: &Key) -> Option<u32> {
     let mut v = [0u64; N];
     let mut h = HASH_SEED;

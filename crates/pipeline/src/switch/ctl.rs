@@ -291,7 +291,7 @@ fn handle(line: &str, conn: &mut Conn, sh: &Shared) -> Result<Value, String> {
             let v: Vec<Value> = t
                 .tables()
                 .filter(|(i, tb)| {
-                    *i == 0 || tb.classifier().len() > 0 || tb.stats.lookups.load(Relaxed) > 0
+                    *i == 0 || !tb.classifier().is_empty() || tb.stats.lookups.load(Relaxed) > 0
                 })
                 .map(|(i, tb)| {
                     json!({"table": i, "rules": tb.classifier().len(),

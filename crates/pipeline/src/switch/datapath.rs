@@ -998,7 +998,7 @@ impl Datapath {
         }
         self.tcounts.publish(table);
         self.batches = self.batches.wrapping_add(1);
-        if self.batches % MEGA_RERANK_BATCHES == 0 {
+        if self.batches.is_multiple_of(MEGA_RERANK_BATCHES) {
             self.mega.rerank();
         }
         // The walks count as the actions stage: the caller's next time

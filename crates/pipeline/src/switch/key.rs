@@ -177,7 +177,7 @@ pub const NW_DST: FieldLoc = FieldLoc {
 pub const fn reg(n: usize) -> FieldLoc {
     FieldLoc {
         word: 8 + n / 2,
-        shift: if n % 2 == 0 { 32 } else { 0 },
+        shift: if n & 1 == 0 { 32 } else { 0 },
         bits: 32,
     }
 }
@@ -338,8 +338,8 @@ impl Key {
     #[inline(always)]
     pub fn pkt_eq(&self, o: &[u64; PKT_WORDS]) -> bool {
         let mut d = 0;
-        for i in 0..PKT_WORDS {
-            d |= self.w[i] ^ o[i];
+        for (a, b) in self.w[..PKT_WORDS].iter().zip(o) {
+            d |= a ^ b;
         }
         d == 0
     }

@@ -327,7 +327,6 @@ fn walk_once(
     let mut f = FrameBuf::new(&mut buf, 0, len).unwrap();
     let r = w.walk(&mut f).map_err(|_| ());
     let tr = w.trace().map(|(t, _)| *t);
-    drop(w);
     (env, r, tr)
 }
 

@@ -207,6 +207,9 @@ impl TableCounts {
 }
 
 /// Where a walk's lookups come from.
+// The live variant is large (a trace and a mask): the datapath keeps one
+// per chunk and resets it per packet rather than moving it around.
+#[allow(clippy::large_enum_variant)]
 pub enum Mode<'t> {
     /// The classifiers; recorded into the trace, with the bits of the
     /// packet's key the walk depended on ([`Wildcards`]). `first`: table

@@ -48,6 +48,7 @@ Examples:
 Examples:
   linerate bench switch                                 # sweep, insert and first
   linerate bench switch --parts sweep --seconds 5
+  linerate bench switch --parts pipeline  # 5 tables against one, cycles per packet
   linerate bench switch --parts sweep,insert,first,veth # and through the veth bed
   linerate bench switch --parts veth --veth-repetitions 1 --veth-duts linux-bridge,linerate-switch
   linerate bench switch --markdown docs/BENCHMARKS.md   # rewrite its section there")]
@@ -93,8 +94,8 @@ Examples:
 
 #[derive(clap::Args)]
 pub struct SwitchArgs {
-    /// Which parts, comma separated: sweep, insert, first, veth.
-    #[arg(long, value_delimiter = ',', default_value = "sweep,insert,first", value_parser = ["sweep", "insert", "first", "veth"])]
+    /// Which parts, comma separated: sweep, insert, first, pipeline, veth.
+    #[arg(long, value_delimiter = ',', default_value = "sweep,insert,first,pipeline", value_parser = ["sweep", "insert", "first", "pipeline", "veth"])]
     pub parts: Vec<String>,
     /// Seconds per sweep point.
     #[arg(long, default_value_t = 3)]
@@ -225,6 +226,7 @@ pub fn run(s: Study) -> Result<()> {
                 sweep: has("sweep"),
                 insert: has("insert"),
                 first: has("first"),
+                pipeline: has("pipeline"),
                 veth: a.veth.part(has("veth")),
             };
             (s.run(&mut { progress }).map_err(anyhow::Error::msg)?, a.out)
