@@ -174,7 +174,7 @@ mod tests {
         assert!(t.multi());
         assert_eq!(
             t.tables()
-                .filter(|(_, tb)| tb.classifier().len() > 0)
+                .filter(|(_, tb)| !tb.classifier().is_empty())
                 .count(),
             5
         );
