@@ -23,6 +23,15 @@ Examples:
   #   group_id=1,type=all,bucket=output:2,bucket=output:3
   #   meter=1,pktps,band=type=drop,rate=20000
   linerate switch --port 1=afxdp:d0 --port 2=afxdp:d1 --groups groups.txt --meters meters.txt --flows flows.txt
+  # a multi-table pipeline: a VLAN learning switch in 5 tables (Open vSwitch's tutorial)
+  linerate switch --port 1=afpacket:p1 --port 2=afpacket:p2 --port 3=afpacket:p3 --port 4=afpacket:p4 \\
+      --flows examples/flows/vlan-learning.flows --ctl /run/linerate-sw.sock
+  #   table=0,priority=0,actions=resubmit(,1)
+  #   table=2,actions=learn(table=10,NXM_OF_VLAN_TCI[0..11],NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],
+  #                         load:NXM_OF_IN_PORT[]->NXM_NX_REG0[0..15]),resubmit(,3)
+  #   table=4,reg0=2,actions=strip_vlan,output:2
+  # also: goto_table:N, reg0..reg7 and metadata matches, load:/move:/set_field: into them,
+  # write_metadata:V/M, output:NXM_NX_REG0[0..15], mod_vlan_vid:V, NORMAL
   # CPU cost per stage on in-memory ports
   linerate switch --port '1=mem:a?source=64' --port '2=mem:b?sink' --flows f.txt --duration 5 --profile
 
@@ -32,7 +41,7 @@ pub struct Args {
     /// A port: NUMBER=URI (OpenFlow port number, then the port URI). Repeat for each port.
     #[arg(long = "port", value_name = "N=URI", required = true)]
     pub ports: Vec<String>,
-    /// Rules, one per line in ovs-ofctl syntax.
+    /// Rules, one per line in ovs-ofctl syntax (`table=N` for tables 1..254).
     #[arg(long)]
     pub flows: Option<PathBuf>,
     /// Groups, one per line: group_id=ID,type=all,bucket=output:P,...
