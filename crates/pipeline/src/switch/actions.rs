@@ -288,7 +288,15 @@ pub fn step(
             f.pop_vlan();
             *l = None;
         }
-        _ => return Ok(false),
+        Action::ModVlanVid(_)
+        | Action::GotoTable(_)
+        | Action::Resubmit { .. }
+        | Action::Load { .. }
+        | Action::Move { .. }
+        | Action::WriteMetadata { .. }
+        | Action::OutputField(_)
+        | Action::Normal
+        | Action::Learn(_) => return Ok(false),
     }
     Ok(true)
 }

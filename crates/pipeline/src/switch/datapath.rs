@@ -730,7 +730,6 @@ impl Datapath {
         self.emc
             .lookup_batch(table.classifier(), &self.keys.0[..n], &mut self.out[..n]);
         let t3 = if profile { rdtsc() } else { 0 };
-        let mut matched = 0u64;
         // Table 0, once per batch (not through the table list per packet).
         let Some(t0) = table.table(0) else {
             return t3;
@@ -753,7 +752,6 @@ impl Datapath {
                 fate_drop[j] = Some(SwDrop::NoMatch);
                 continue;
             };
-            matched += 1;
             e.stats.hit(p.len() as u64, now_ns);
             if e.rule.actions.is_empty() {
                 fate_drop[j] = Some(SwDrop::ActionDrop);
@@ -787,9 +785,14 @@ impl Datapath {
                 });
             }
         }
-        // Table 0's counters, once per batch.
+        // Table 0's counters, once per batch (its matches: the packets
+        // not dropped for no match).
+        let misses = fate_drop[..n]
+            .iter()
+            .filter(|d| **d == Some(SwDrop::NoMatch))
+            .count() as u64;
         bump(&t0.stats.lookups, n as u64);
-        bump(&t0.stats.matches, matched);
+        bump(&t0.stats.matches, n as u64 - misses);
         t3
     }
 
