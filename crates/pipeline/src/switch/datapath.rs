@@ -963,7 +963,9 @@ impl Datapath {
                         None => Err(Verdict::Malformed),
                     }
                 };
-                if live && (probe || mega_probe) {
+                // Only a walk that ran to its end is kept (one cut short by
+                // a meter or a missing headroom recorded part of its lookups).
+                if live && (probe || mega_probe) && r.is_ok() {
                     if let Some((tr, wc)) = walk.trace().filter(|(t, _)| t.cacheable()) {
                         if !wc.exact {
                             mega.insert(&wc.packet_mask(), &ks[i], *tr, epoch);

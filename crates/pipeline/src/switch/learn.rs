@@ -132,6 +132,12 @@ impl Learn {
             };
             if let Some(a) = t.strip_prefix("load:") {
                 let (src, dst) = parse_load(a).map_err(|e| format!("learn: {e}"))?;
+                if !dst.field.writable() {
+                    return Err(format!(
+                        "learn: load into {} is not supported (registers, metadata, in_port, the MACs and the VLAN tag)",
+                        dst.field.name()
+                    ));
+                }
                 l.items.push(LearnItem::Load { dst, src });
                 continue;
             }
@@ -292,6 +298,7 @@ mod tests {
             "limit=10",
             "NXM_NX_REG9[]",
             "output:",
+            "load:NXM_NX_REG0[]->NXM_OF_IP_SRC[]",
         ] {
             assert!(Learn::parse(bad).is_err(), "{bad}");
         }

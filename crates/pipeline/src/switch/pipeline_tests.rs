@@ -148,9 +148,11 @@ impl Model {
     }
 
     fn walk(&self, k: &mut Key, env: &mut TEnv, n: &mut u32) -> Result<End, Stop> {
-        self.run(0, k, env, 0, n)
+        self.run(0, k, env, 0, n, None)
     }
 
+    /// `port`: resubmit's port, for the first lookup only (Open vSwitch
+    /// puts the original in_port back right after it).
     fn run(
         &self,
         mut t: u8,
@@ -158,13 +160,18 @@ impl Model {
         env: &mut TEnv,
         depth: u32,
         n: &mut u32,
+        mut port: Option<u32>,
     ) -> Result<End, Stop> {
         loop {
             *n += 1;
             if *n > xlate::MAX_LOOKUPS {
                 return Err(Stop::Limit);
             }
-            let Some((_, _, actions)) = self.lookup(t, k) else {
+            let mut probe = *k;
+            if let Some(p) = port.take() {
+                probe.set(key::IN_PORT, p as u64);
+            }
+            let Some((_, _, actions)) = self.lookup(t, &probe) else {
                 return Ok(End::Miss);
             };
             if actions.is_empty() {
@@ -189,12 +196,7 @@ impl Model {
                         if depth + 1 > MAX_DEPTH {
                             return Err(Stop::Limit);
                         }
-                        let saved = k.get(key::IN_PORT);
-                        if let Some(p) = port {
-                            k.set(key::IN_PORT, *p as u64);
-                        }
-                        self.run(table.unwrap_or(t), k, env, depth + 1, n)?;
-                        k.set(key::IN_PORT, saved);
+                        self.run(table.unwrap_or(t), k, env, depth + 1, n, *port)?;
                     }
                     Action::GotoTable(x) => next = Some(*x),
                     other => panic!("model does not run {other}"),
@@ -442,4 +444,16 @@ fn a_resubmit_loop_is_cut_at_the_limit() {
     let (env, r, tr) = walk_once(&ft, &frame(1), 1, Mode::live(None));
     assert_eq!((env.out, r), (vec![4], Ok(End::Done)));
     assert_eq!(tr.unwrap().deps, 0b1111, "tables 0..3 looked up");
+    // resubmit(PORT,T): PORT for that lookup only; the rule it finds (and
+    // the tables it goes to) sees the original in_port, as in Open vSwitch.
+    let mut ft = FlowTable::new();
+    for s in [
+        "actions=resubmit(3,1)",
+        "table=1,in_port=3,actions=output:NXM_OF_IN_PORT[],goto_table:2",
+        "table=2,in_port=1,actions=output:9",
+    ] {
+        ft.add_flow(Rule::parse(s).unwrap(), 0).unwrap();
+    }
+    let (env, r, _) = walk_once(&ft, &frame(1), 1, Mode::live(None));
+    assert_eq!((env.out, r), (vec![1, 9], Ok(End::Done)));
 }

@@ -11,7 +11,8 @@
 //! - Actions run in order on the frame as it is (apply-actions); a later
 //!   lookup sees the headers as the actions before it left them.
 //! - `resubmit(PORT,TABLE)` looks up with `in_port` = PORT and puts the
-//!   input port back afterwards. Nesting is limited to [`MAX_DEPTH`] and a
+//!   input port back right after that lookup (the rule's actions, and the
+//!   tables they go to, see the original port). Nesting is limited to [`MAX_DEPTH`] and a
 //!   walk to [`MAX_LOOKUPS`] lookups; beyond, the packet is dropped
 //!   ([`Verdict::TooDeep`], counted as `resubmit_limit`).
 //! - `normal` and `learn` act through the datapath ([`PipeEnv`]).
@@ -167,6 +168,8 @@ pub trait PipeEnv: Env {
 pub struct TableCounts {
     pub lookups: [u32; 256],
     pub matches: [u32; 256],
+    /// The highest table counted since the last publish.
+    hi: u8,
 }
 
 impl Default for TableCounts {
@@ -174,6 +177,7 @@ impl Default for TableCounts {
         TableCounts {
             lookups: [0; 256],
             matches: [0; 256],
+            hi: 0,
         }
     }
 }
@@ -182,6 +186,7 @@ impl TableCounts {
     #[inline(always)]
     fn add(&mut self, t: u8, matched: bool) {
         let i = t as usize;
+        self.hi = self.hi.max(t);
         self.lookups[i] += 1;
         self.matches[i] += matched as u32;
     }
@@ -203,6 +208,13 @@ impl TableCounts {
             self.lookups[i] = 0;
             self.matches[i] = 0;
         }
+        // Lookups in tables that do not exist (a goto to an empty table)
+        // belong to none: start again.
+        for i in ft.tables().count()..=self.hi as usize {
+            self.lookups[i] = 0;
+            self.matches[i] = 0;
+        }
+        self.hi = 0;
     }
 }
 
@@ -358,7 +370,7 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
     /// Walk the packet in `f` from table 0.
     #[inline]
     pub fn walk(&mut self, f: &mut FrameBuf) -> Result<End, Verdict> {
-        self.run(f, 0, 0)
+        self.run(f, 0, 0, None)
     }
 
     /// The recorded trace and wildcards of a live walk.
@@ -456,9 +468,28 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
         Ok(e)
     }
 
-    fn run(&mut self, f: &mut FrameBuf, mut t: u8, depth: u32) -> Result<End, Verdict> {
+    /// Walk from table `t`; `port`: the input port for the first lookup
+    /// only (`resubmit(PORT,T)`: as Open vSwitch, the original in_port is
+    /// put back before the rule's actions run).
+    fn run(
+        &mut self,
+        f: &mut FrameBuf,
+        mut t: u8,
+        depth: u32,
+        mut port: Option<u32>,
+    ) -> Result<End, Verdict> {
         loop {
-            let Some(e) = self.lookup(f, t)? else {
+            let found = match port.take() {
+                Some(p) => {
+                    let saved = self.key.get(key::IN_PORT);
+                    self.key.set(key::IN_PORT, p as u64);
+                    let r = self.lookup(f, t);
+                    self.key.set(key::IN_PORT, saved);
+                    r?
+                }
+                None => self.lookup(f, t)?,
+            };
+            let Some(e) = found else {
                 return Ok(End::Miss);
             };
             e.stats.hit(f.len as u64, self.now_ns);
@@ -489,12 +520,7 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
                     if depth + 1 > MAX_DEPTH {
                         return Err(Verdict::TooDeep);
                     }
-                    let saved = self.key.get(key::IN_PORT);
-                    if let Some(p) = port {
-                        self.key.set(key::IN_PORT, *p as u64);
-                    }
-                    self.run(f, table.unwrap_or(t), depth + 1)?;
-                    self.key.set(key::IN_PORT, saved);
+                    self.run(f, table.unwrap_or(t), depth + 1, *port)?;
                 }
                 Action::Load { dst, value } => self.write(f, dst, *value)?,
                 Action::Move { src, dst } => {
@@ -565,11 +591,9 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
                         // does not hold.
                         Action::DecTtl => self.reads(key::NW_TTL),
                         Action::PushVlan(_) => self.reads(key::VLAN_TCI),
-                        Action::PopVlan => {
-                            if let Mode::Live { wc, .. } = &mut *self.mode {
-                                wc.exact = true;
-                            }
-                        }
+                        // What `vlan_vid` rewrites depends on the tag.
+                        Action::Set(SetField::VlanVid(_)) => self.reads(key::VLAN_TCI),
+                        Action::PopVlan => self.popped(),
                         _ => {}
                     }
                     actions::step(f, &mut self.layers, a, self.env)?;
@@ -591,6 +615,17 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
             }
         }
         Ok(None)
+    }
+
+    /// A tag is popped: what is under it (another tag, or none) is not in
+    /// the packet's key (it holds the outer tag only), and frames with the
+    /// same key may differ there, so no cache keeps this walk (neither an
+    /// exact entry nor a megaflow).
+    fn popped(&mut self) {
+        if let Mode::Live { wc, trace, .. } = &mut *self.mode {
+            wc.exact = true;
+            trace.overflow = true;
+        }
     }
 
     /// Write `v` into subfield `dst`: the key, and the frame for a header.
@@ -621,7 +656,10 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
                 match (tci & key::VLAN_CFI != 0, tagged) {
                     (true, true) => f.bytes_mut()[14..16].copy_from_slice(&wire.to_be_bytes()),
                     (true, false) => f.push_vlan(0x8100, wire)?,
-                    (false, true) => f.pop_vlan(),
+                    (false, true) => {
+                        self.popped();
+                        f.pop_vlan();
+                    }
                     (false, false) => {}
                 }
             }
