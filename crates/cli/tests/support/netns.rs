@@ -269,7 +269,7 @@ impl PacketSocket {
             }
             let mut frame = buf;
             frame.truncate(n as usize);
-            if let Some((tpid, tci)) = aux_vlan(&h) {
+            if let Some((tpid, tci)) = linerate_io::afpacket::vlan_of(&h) {
                 if frame.len() >= 12 {
                     let tag = [tpid.to_be_bytes(), tci.to_be_bytes()].concat();
                     frame.splice(12..12, tag);
@@ -298,31 +298,4 @@ impl PacketSocket {
             )
         };
     }
-}
-
-/// The VLAN tag (TPID, TCI) that the kernel took out of a received frame,
-/// from its PACKET_AUXDATA.
-fn aux_vlan(h: &libc::msghdr) -> Option<(u16, u16)> {
-    // SAFETY: msg_control/msg_controllen describe our control buffer as
-    // filled by the kernel; the CMSG macros stay within it.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(h);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_PACKET && (*c).cmsg_type == libc::PACKET_AUXDATA {
-                let a: libc::tpacket_auxdata =
-                    std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::tpacket_auxdata);
-                if a.tp_status & libc::TP_STATUS_VLAN_VALID == 0 {
-                    return None;
-                }
-                let tpid = if a.tp_status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
-                    a.tp_vlan_tpid
-                } else {
-                    0x8100
-                };
-                return Some((tpid, a.tp_vlan_tci));
-            }
-            c = libc::CMSG_NXTHDR(h, c);
-        }
-    }
-    None
 }

@@ -133,8 +133,9 @@ impl RxMmsg {
 const VLAN_ROOM: usize = 4;
 
 /// The VLAN tag (TPID, TCI) the kernel took out of a received frame, from PACKET_AUXDATA.
+/// (Also what a test's raw packet socket uses to put stripped tags back.)
 #[inline(always)]
-fn vlan_of(h: &libc::msghdr) -> Option<(u16, u16)> {
+pub fn vlan_of(h: &libc::msghdr) -> Option<(u16, u16)> {
     if h.msg_controllen == 0 {
         return None;
     }
