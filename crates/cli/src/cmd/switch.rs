@@ -32,6 +32,10 @@ Examples:
   #   table=4,reg0=2,actions=strip_vlan,output:2
   # also: goto_table:N, reg0..reg7 and metadata matches, load:/move:/set_field: into them,
   # write_metadata:V/M, output:NXM_NX_REG0[0..15], mod_vlan_vid:V, NORMAL
+  # the OpenFlow 1.3 channel: ovs-ofctl (or a controller) programs the switch
+  linerate switch --port 1=afpacket:p1 --port 2=afpacket:p2 --openflow ptcp:6653
+  #   ovs-ofctl -O OpenFlow13 add-flow tcp:127.0.0.1:6653 'in_port=1,actions=output:2'
+  #   ovs-ofctl -O OpenFlow13 dump-flows tcp:127.0.0.1:6653
   # CPU cost per stage on in-memory ports
   linerate switch --port '1=mem:a?source=64' --port '2=mem:b?sink' --flows f.txt --duration 5 --profile
 
@@ -53,6 +57,10 @@ pub struct Args {
     /// Control socket path for `linerate switch-ctl` (created with mode 0600).
     #[arg(long)]
     pub ctl: Option<PathBuf>,
+    /// OpenFlow 1.3 channel: ptcp:PORT[:ADDR] listens (ADDR 127.0.0.1 unless given) for
+    /// ovs-ofctl -O OpenFlow13 and controllers; tcp:IP:PORT connects to a controller.
+    #[arg(long, value_name = "ptcp:PORT[:ADDR]|tcp:IP:PORT")]
+    pub openflow: Option<String>,
     /// CPU to pin the datapath thread to.
     #[arg(long)]
     pub cpu: Option<usize>,
@@ -122,6 +130,12 @@ pub fn run(a: Args) -> Result<()> {
             meters: a.meters.clone(),
         },
         ctl: a.ctl.clone(),
+        openflow: a
+            .openflow
+            .as_deref()
+            .map(linerate_pipeline::switch::openflow::Endpoint::parse)
+            .transpose()
+            .map_err(anyhow::Error::msg)?,
         cpu: a.cpu,
         open,
         polling,

@@ -17,6 +17,7 @@ pub mod key;
 pub mod learn;
 pub mod megaflow;
 pub mod normal;
+pub mod openflow;
 pub mod reference;
 pub mod rule;
 pub mod run;

@@ -86,6 +86,8 @@ pub struct SwitchConfig {
     pub ports: Vec<(u32, String)>,
     pub rules: RuleFiles,
     pub ctl: Option<PathBuf>,
+    /// The OpenFlow 1.3 channel (`ptcp:6653`, `tcp:IP:PORT`).
+    pub openflow: Option<super::openflow::Endpoint>,
     pub cpu: Option<usize>,
     pub open: OpenOptions,
     pub polling: Polling,
@@ -119,6 +121,8 @@ pub struct Finished {
     pub profile: bool,
     /// The datapath's error (a port that failed), if one ended it.
     pub error: Option<String>,
+    /// The OpenFlow channel's counters, when it ran.
+    pub openflow: Option<Arc<super::openflow::msg::ChannelStats>>,
 }
 
 /// Keep freed heap memory in the process for reuse instead of returning it
@@ -204,6 +208,23 @@ pub fn run(
         }
         None => None,
     };
+    let openflow = match cfg.openflow {
+        Some(ep) => {
+            // The datapath id: "lr" and the process id (unique per host).
+            let dpid = 0x6c72_0000_0000 | std::process::id() as u64;
+            let c = super::openflow::Channel::start(ep, shared.clone(), dpid)?;
+            on(Event::Opened(match ep {
+                super::openflow::Endpoint::Listen(_) => {
+                    format!("openflow: listening on tcp:{} (OpenFlow 1.3)", c.addr)
+                }
+                super::openflow::Endpoint::Connect(_) => {
+                    format!("openflow: connecting to tcp:{} (OpenFlow 1.3)", c.addr)
+                }
+            }));
+            Some(c)
+        }
+        None => None,
+    };
     let (polling, profile, cpu) = (cfg.polling, cfg.profile, cfg.cpu);
     let done = Arc::new(AtomicBool::new(false));
     let (st, dn) = (stop.clone(), done.clone());
@@ -267,7 +288,13 @@ pub fn run(
     if let Some(s) = server {
         s.stop();
     }
+    let openflow = openflow.map(|c| {
+        let st = c.stats.clone();
+        c.stop();
+        st
+    });
     Ok(Finished {
+        openflow,
         elapsed_s: t0.elapsed().as_secs_f64(),
         shared,
         cycles: cycles.snapshot(),
@@ -319,6 +346,9 @@ impl Report for Finished {
             "forwarded": s.passed, "dropped": s.dropped(), "drops": drops,
             "balanced": s.balanced(), "ports": ports_json(sh), "cache": cache_json(sh),
         });
+        if let Some(o) = &self.openflow {
+            v["openflow"] = o.json();
+        }
         if self.profile {
             let per = self.cycles.per_packet_json(s.received);
             v["profile"] = json!({"clock": "tsc", "tsc_hz": tsc_hz(), "packets": s.received,
@@ -364,6 +394,13 @@ impl Report for Finished {
             c["emc_hits"], c["emc_misses"], c["emc_bypassed"], c["classifier_lookups"],
             c["subtables_per_lookup"].as_f64().unwrap_or(0.0), c["rules"], c["subtables"]
         );
+        if let Some(of) = &self.openflow {
+            let j = of.json();
+            o += &format!(
+                "  openflow: {} connections, {} messages ({} flow_mods), {} errors sent\n",
+                j["connections"], j["messages"], j["flow_mods"], j["errors"]
+            );
+        }
         if self.profile {
             let per = self.cycles.per_packet(s.received);
             o += &format!(

@@ -23,7 +23,7 @@
 
 use super::actions::{Group, Meter};
 use super::classifier::{Classifier, RuleId};
-use super::rule::{Action, MatchSpec, Rule};
+use super::rule::{Action, Match, MatchSpec, Rule};
 use arc_swap::{ArcSwap, Guard};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -383,6 +383,120 @@ impl FlowTable {
             n += ids.len();
         }
         n
+    }
+
+    /// The rules of `table` (every table when `None`) whose match `m`
+    /// covers (OpenFlow's non-strict selection), or, with `strict`, whose
+    /// match is `m` with that priority; and for which `keep` holds (the
+    /// cookie and out_port filters of an OpenFlow request).
+    pub fn select(
+        &self,
+        m: &Match,
+        strict: Option<u16>,
+        table: Option<u8>,
+        keep: impl Fn(&Rule) -> bool,
+    ) -> Vec<(u8, RuleId)> {
+        let mut v = Vec::new();
+        for (t, tb) in self.tables() {
+            if table.is_some_and(|x| x != t) {
+                continue;
+            }
+            let ids = match strict {
+                Some(p) => tb.cls.find_strict(m, p).into_iter().collect(),
+                None => tb.cls.find_loose(m),
+            };
+            v.extend(
+                ids.into_iter()
+                    .filter(|&id| tb.entry(id).is_some_and(|e| keep(&e.rule)))
+                    .map(|id| (t, id)),
+            );
+        }
+        v
+    }
+
+    /// Remove the rules [`Self::select`] returned. Returns how many.
+    pub fn remove_rules(&mut self, ids: &[(u8, RuleId)]) -> usize {
+        for &(t, id) in ids {
+            self.remove(t, id);
+        }
+        ids.len()
+    }
+
+    /// Give the rules [`Self::select`] returned the actions `actions`
+    /// (OpenFlow modify: match, priority, cookie, timeouts and counters
+    /// stay). All or nothing: every rule is checked first.
+    pub fn modify_rules(
+        &mut self,
+        ids: &[(u8, RuleId)],
+        actions: &[Action],
+        now_ns: u64,
+    ) -> Result<usize, String> {
+        let mut new = Vec::with_capacity(ids.len());
+        for &(t, id) in ids {
+            if let Some(e) = self.tables[t as usize].entry(id) {
+                let mut r = e.rule.clone();
+                r.actions = actions.to_vec();
+                self.check(&r)?;
+                new.push(r);
+            }
+        }
+        let n = new.len();
+        for r in new {
+            self.add_flow(r, now_ns)?;
+        }
+        Ok(n)
+    }
+
+    /// The rules (every table) with an action for which `f` holds.
+    fn rules_using(&self, f: impl Fn(&Action) -> bool) -> Vec<(u8, RuleId)> {
+        let mut v = Vec::new();
+        for (t, tb) in self.tables() {
+            for id in tb.ids() {
+                if tb.entry(id).is_some_and(|e| e.rule.actions.iter().any(&f)) {
+                    v.push((t, id));
+                }
+            }
+        }
+        v
+    }
+
+    /// Remove group `id` (every group when `None`) and the rules that
+    /// name it (as OpenFlow's group delete). Returns the groups removed.
+    pub fn del_groups(&mut self, id: Option<u32>) -> usize {
+        let gone: Vec<u32> = self
+            .groups
+            .keys()
+            .copied()
+            .filter(|g| id.is_none_or(|x| x == *g))
+            .collect();
+        let rules = self.rules_using(|a| matches!(a, Action::Group(g) if gone.contains(g)));
+        self.remove_rules(&rules);
+        for g in &gone {
+            self.groups.remove(g);
+        }
+        gone.len()
+    }
+
+    /// Remove meter `id` (every meter when `None`) and the rules that
+    /// name it (as OpenFlow's meter delete). Returns the meters removed.
+    pub fn del_meters(&mut self, id: Option<u32>) -> usize {
+        let gone: Vec<u32> = self
+            .meters
+            .keys()
+            .copied()
+            .filter(|m| id.is_none_or(|x| x == *m))
+            .collect();
+        let rules = self.rules_using(|a| matches!(a, Action::Meter(m) if gone.contains(m)));
+        self.remove_rules(&rules);
+        for m in &gone {
+            self.meters.remove(m);
+        }
+        gone.len()
+    }
+
+    /// Meter `id`.
+    pub fn meter(&self, id: u32) -> Option<&Meter> {
+        self.meters.get(&id)
     }
 
     /// Add or replace a group.

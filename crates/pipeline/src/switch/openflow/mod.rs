@@ -1,0 +1,49 @@
+//! The OpenFlow 1.3 channel of `linerate switch --openflow` (issue 22):
+//! what `ovs-ofctl -O OpenFlow13` and OpenFlow controllers say to a switch,
+//! and the switch's answers.
+//!
+//! - [`wire`]: the message framing, a bounded reader (every read is
+//!   checked: malformed input is an [`wire::OfError`], never a panic) and
+//!   the protocol's numbers;
+//! - [`oxm`]: matches (OXM, and the Nicira NXM fields `ovs-ofctl` sends:
+//!   registers, `vlan_tci`, `nw_ttl`, `tcp_flags`) to and from [`Match`];
+//! - [`instr`]: instructions and actions (standard, and the Nicira
+//!   `resubmit`, `load`, `move`, `output:REG`, `learn`) to and from
+//!   [`Action`]s;
+//! - [`msg`]: requests decoded, replies built, the table's changes applied
+//!   (`FLOW_MOD`, `GROUP_MOD`, `METER_MOD`, the multipart statistics);
+//! - [`client`]: the controller side, for the insertion benchmark and
+//!   the tests;
+//! - [`channel`]: the listener (`ptcp:PORT[:ADDR]`) or the active
+//!   connection (`tcp:IP:PORT`), one thread per connection.
+//!
+//! Decoding goes through the rule syntax: a `FLOW_MOD` becomes the text
+//! `ovs-ofctl` would print for it, parsed by [`Rule::parse`], so a rule
+//! added over OpenFlow is checked exactly as one from a rules file or
+//! `switch-ctl` (prerequisites, field widths, tables), and `dump-flows`
+//! over either channel lists the same rules. The per-packet path never
+//! sees any of this: the channel edits the table through [`Control`] like
+//! `switch-ctl` does.
+//!
+//! [`Match`]: super::Match
+//! [`Action`]: super::Action
+//! [`Rule::parse`]: super::Rule::parse
+//! [`Control`]: super::Control
+
+pub mod channel;
+pub mod client;
+pub mod instr;
+pub mod msg;
+pub mod oxm;
+pub mod wire;
+
+#[cfg(test)]
+mod tests;
+
+pub use channel::{Channel, Endpoint};
+
+/// Arbitrary bytes as a stream of OpenFlow messages to a switch: no panic
+/// (the fuzz target of the OpenFlow parser).
+pub fn fuzz(data: &[u8]) {
+    msg::fuzz(data)
+}

@@ -1,0 +1,1189 @@
+//! One OpenFlow connection's session: each whole message in, its replies
+//! out, the table's changes applied.
+//!
+//! `FLOW_MOD`s are decoded as they come and applied in batches: all those
+//! that arrived back to back (up to [`BATCH`]) go into the table as one
+//! new version, published once, before any other message (a barrier, a
+//! dump) is answered. OpenFlow allows this (only a barrier orders
+//! messages), and it is what makes N rules then a barrier cost one table
+//! copy instead of N. Each one still gets its own error reply.
+//!
+//! Errors: a request linerate does not support, or whose rule the table
+//! refuses, gets an `OFPT_ERROR` and the connection goes on (`ovs-ofctl`
+//! waits for the barrier after it). A message that is malformed (lengths
+//! that do not add up, a version other than 1.3, no `HELLO` first) gets an
+//! `OFPT_ERROR` and ends the connection ([`Session::message`] returns
+//! `Err`). Neither ever touches the datapath.
+
+use super::instr;
+use super::oxm;
+use super::wire::*;
+use crate::switch::actions::{Group, Meter, MeterUnit};
+use crate::switch::ctl::Shared;
+use crate::switch::table::{mono_ns, FlowEntry, FlowTable};
+use crate::switch::{Action, MatchSpec, Rule};
+use core::fmt::Write as _;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+/// Most `FLOW_MOD`s applied as one table version.
+pub const BATCH: usize = 65536;
+/// The tables a switch has (0..254).
+const N_TABLES: u16 = 255;
+
+// FLOW_MOD commands.
+const FC_ADD: u8 = 0;
+const FC_MODIFY: u8 = 1;
+const FC_MODIFY_STRICT: u8 = 2;
+const FC_DELETE: u8 = 3;
+const FC_DELETE_STRICT: u8 = 4;
+
+/// A decoded `FLOW_MOD`.
+enum FlowOp {
+    Add(Rule),
+    /// Modify (strict: `priority`) the selected rules' actions.
+    Modify {
+        sel: Select,
+        actions: Vec<Action>,
+    },
+    Delete(Select),
+}
+
+/// Which rules a modify, delete or flow-stats request means.
+struct Select {
+    spec: MatchSpec,
+    strict: bool,
+    cookie: u64,
+    cookie_mask: u64,
+    out_port: u32,
+    out_group: u32,
+}
+
+impl Select {
+    fn keep(&self, r: &Rule) -> bool {
+        (r.cookie ^ self.cookie) & self.cookie_mask == 0
+            && (self.out_port == OFPP_ANY
+                || r.actions.iter().any(|a| match a {
+                    Action::Output(p) => *p == self.out_port,
+                    Action::Flood => self.out_port == OFPP_FLOOD,
+                    Action::All => self.out_port == OFPP_ALL,
+                    Action::InPort => self.out_port == OFPP_IN_PORT,
+                    Action::Normal => self.out_port == OFPP_NORMAL,
+                    _ => false,
+                }))
+            && (self.out_group == OFPG_ANY
+                || r.actions
+                    .iter()
+                    .any(|a| matches!(a, Action::Group(g) if *g == self.out_group)))
+    }
+
+    fn ids(&self, t: &FlowTable) -> Vec<(u8, crate::switch::RuleId)> {
+        let strict = self.strict.then(|| {
+            self.spec
+                .priority
+                .unwrap_or(crate::switch::rule::DEFAULT_PRIORITY)
+        });
+        t.select(&self.spec.m, strict, self.spec.table, |r| self.keep(r))
+    }
+}
+
+/// Counters of the channel (all connections).
+#[derive(Debug, Default)]
+pub struct ChannelStats {
+    pub connections: std::sync::atomic::AtomicU64,
+    pub messages: std::sync::atomic::AtomicU64,
+    pub flow_mods: std::sync::atomic::AtomicU64,
+    pub errors: std::sync::atomic::AtomicU64,
+}
+
+impl ChannelStats {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "connections": self.connections.load(Relaxed),
+            "messages": self.messages.load(Relaxed),
+            "flow_mods": self.flow_mods.load(Relaxed),
+            "errors": self.errors.load(Relaxed),
+        })
+    }
+}
+
+/// `push_vlan:0x8100` then `set_field:V->vlan_vid` in a rule that matches
+/// untagged frames only is `mod_vlan_vid:V` (what `ovs-ofctl` sends for
+/// it): the rule as linerate's own syntax has it.
+pub fn canonical(mut r: Rule) -> Rule {
+    use crate::switch::key::{VLAN_CFI, VLAN_TCI};
+    let untagged = r.m.mask.get(VLAN_TCI) & VLAN_CFI as u64 != 0
+        && r.m.value.get(VLAN_TCI) & VLAN_CFI as u64 == 0;
+    if !untagged {
+        return r;
+    }
+    let mut out = Vec::with_capacity(r.actions.len());
+    let mut i = 0;
+    while i < r.actions.len() {
+        match (&r.actions[i], r.actions.get(i + 1)) {
+            (Action::PushVlan(0x8100), Some(Action::Set(crate::switch::SetField::VlanVid(v)))) => {
+                out.push(Action::ModVlanVid(*v));
+                i += 2;
+            }
+            (a, _) => {
+                out.push(a.clone());
+                i += 1;
+            }
+        }
+    }
+    r.actions = out;
+    r
+}
+
+/// One connection's state.
+pub struct Session {
+    sh: Arc<Shared>,
+    stats: Arc<ChannelStats>,
+    dpid: u64,
+    hello: bool,
+    /// Decoded `FLOW_MOD`s not applied yet: (xid, the request for an
+    /// error reply, the change).
+    pending: Vec<(u32, Vec<u8>, FlowOp)>,
+    /// Replies to send, in order.
+    pub out: Vec<Vec<u8>>,
+    /// The last error's reason (for the switch's log).
+    pub last_error: Option<String>,
+}
+
+/// Our `HELLO`: version 1.3, with a version bitmap saying only 1.3.
+pub fn hello() -> Vec<u8> {
+    let mut w = Writer::new(HELLO, 0);
+    w.u16(1);
+    w.u16(8);
+    w.u32(1 << VERSION);
+    w.finish()
+}
+
+impl Session {
+    pub fn new(sh: Arc<Shared>, stats: Arc<ChannelStats>, dpid: u64) -> Session {
+        Session {
+            sh,
+            stats,
+            dpid,
+            hello: false,
+            pending: Vec::new(),
+            out: Vec::new(),
+            last_error: None,
+        }
+    }
+
+    fn error(&mut self, xid: u32, e: &OfError, req: &[u8]) {
+        self.stats.errors.fetch_add(1, Relaxed);
+        self.out.push(error_msg(xid, e, req));
+        self.last_error = Some(e.to_string());
+    }
+
+    /// Are decoded `FLOW_MOD`s waiting to be applied?
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// One whole message (`m.len()` is its header's length). Replies go to
+    /// [`Self::out`]; `Err` = the connection must end (after sending them).
+    pub fn message(&mut self, m: &[u8]) -> core::result::Result<(), String> {
+        self.stats.messages.fetch_add(1, Relaxed);
+        let Some(h) = Header::parse(m).filter(|h| h.len as usize == m.len()) else {
+            let e = OfError::bad_len("message shorter than its header says");
+            self.error(0, &e, m);
+            return Err(e.why);
+        };
+        if !self.hello {
+            if h.kind != HELLO {
+                let e = OfError::new(
+                    err::HELLO_FAILED,
+                    err::HF_INCOMPATIBLE,
+                    format!("expected HELLO first, got message type {}", h.kind),
+                );
+                self.error(h.xid, &e, m);
+                return Err(e.why);
+            }
+            return self.peer_hello(&h, m);
+        }
+        if h.version != VERSION {
+            let e = OfError::new(
+                err::BAD_REQUEST,
+                err::BR_BAD_VERSION,
+                format!(
+                    "version {:#04x}: only OpenFlow 1.3 (0x04) is spoken",
+                    h.version
+                ),
+            );
+            self.error(h.xid, &e, m);
+            return Err(e.why);
+        }
+        let body = Reader::new(&m[HEADER..], "message");
+        if h.kind == FLOW_MOD {
+            self.stats.flow_mods.fetch_add(1, Relaxed);
+            match decode_flow_mod(body) {
+                Ok(op) => {
+                    self.pending.push((h.xid, m.to_vec(), op));
+                    if self.pending.len() >= BATCH {
+                        self.flush();
+                    }
+                }
+                Err(e) => {
+                    self.error(h.xid, &e, m);
+                    if fatal(&e) {
+                        return Err(e.why);
+                    }
+                }
+            }
+            return Ok(());
+        }
+        self.flush();
+        match self.request(&h, body) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.error(h.xid, &e, m);
+                if fatal(&e) {
+                    Err(e.why)
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    fn peer_hello(&mut self, h: &Header, m: &[u8]) -> core::result::Result<(), String> {
+        // Version negotiation (sect. 6.3.1): the bitmap if there is one,
+        // else the header's version (the highest the peer speaks).
+        let mut ok = h.version >= VERSION;
+        let mut r = Reader::new(&m[HEADER..], "hello");
+        while r.len() >= 4 {
+            let Ok((t, mut e)) = r.tlv(4, 8) else { break };
+            if t == 1 {
+                let _ = e.skip(4);
+                let mut any = false;
+                let mut has = false;
+                for i in 0.. {
+                    let Ok(word) = e.u32() else { break };
+                    any = true;
+                    if i == 0 && word & (1 << VERSION) != 0 {
+                        has = true;
+                    }
+                }
+                if any {
+                    ok = has;
+                }
+            }
+        }
+        if !ok {
+            let e = OfError::new(
+                err::HELLO_FAILED,
+                err::HF_INCOMPATIBLE,
+                format!(
+                    "the peer does not speak OpenFlow 1.3 (its version {:#04x}); use -O OpenFlow13",
+                    h.version
+                ),
+            );
+            self.error(h.xid, &e, m);
+            return Err(e.why);
+        }
+        self.hello = true;
+        Ok(())
+    }
+
+    /// Apply the decoded `FLOW_MOD`s as one table version.
+    pub fn flush(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let ops = std::mem::take(&mut self.pending);
+        let now = mono_ns();
+        let errors: Vec<(u32, Vec<u8>, OfError)> = self.sh.ctl.edit(|t| {
+            if ops.len() > 1 {
+                let adds: Vec<Rule> = ops
+                    .iter()
+                    .filter_map(|(_, _, o)| match o {
+                        FlowOp::Add(r) => Some(r.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                if adds.len() > 1 {
+                    t.reserve_for(&adds);
+                }
+            }
+            let mut errors = Vec::new();
+            for (xid, req, op) in ops {
+                let r = match op {
+                    FlowOp::Add(rule) => t.add_flow(rule, now).map(|_| ()),
+                    FlowOp::Modify { sel, actions } => {
+                        let ids = sel.ids(t);
+                        t.modify_rules(&ids, &actions, now).map(|_| ())
+                    }
+                    FlowOp::Delete(sel) => {
+                        let ids = sel.ids(t);
+                        t.remove_rules(&ids);
+                        Ok(())
+                    }
+                };
+                if let Err(e) = r {
+                    errors.push((xid, req, table_error(&e)));
+                }
+            }
+            errors
+        });
+        for (xid, req, e) in errors {
+            self.error(xid, &e, &req);
+        }
+    }
+
+    /// Every request but `HELLO` and `FLOW_MOD`.
+    fn request(&mut self, h: &Header, mut b: Reader) -> Result<()> {
+        let xid = h.xid;
+        match h.kind {
+            HELLO => {}
+            ECHO_REQUEST => {
+                let mut w = Writer::new(ECHO_REPLY, xid);
+                w.bytes(b.rest());
+                self.out.push(w.finish());
+            }
+            ECHO_REPLY | SET_CONFIG | SET_ASYNC => {}
+            FEATURES_REQUEST => {
+                let mut w = Writer::new(FEATURES_REPLY, xid);
+                w.u64(self.dpid);
+                w.u32(0); // n_buffers
+                w.u8(N_TABLES.min(254) as u8);
+                w.u8(0); // auxiliary_id
+                w.zeros(2);
+                w.u32(0x1 | 0x2 | 0x4 | 0x8); // flow, table, port, group stats
+                w.u32(0);
+                self.out.push(w.finish());
+            }
+            GET_CONFIG_REQUEST => {
+                let mut w = Writer::new(GET_CONFIG_REPLY, xid);
+                w.u16(0);
+                w.u16(0xffff);
+                self.out.push(w.finish());
+            }
+            BARRIER_REQUEST => {
+                // Everything before it is applied (flush above).
+                self.out.push(Writer::new(BARRIER_REPLY, xid).finish());
+            }
+            ROLE_REQUEST => {
+                let role = b.u32()?;
+                b.skip(4)?;
+                let gen = b.u64()?;
+                let mut w = Writer::new(ROLE_REPLY, xid);
+                // One controller at a time may be master or equal; linerate
+                // does not arbitrate between them (every role is granted).
+                w.u32(if role == 0 { 1 } else { role });
+                w.zeros(4);
+                w.u64(gen);
+                self.out.push(w.finish());
+            }
+            GET_ASYNC_REQUEST => {
+                let mut w = Writer::new(GET_ASYNC_REPLY, xid);
+                w.zeros(24);
+                self.out.push(w.finish());
+            }
+            GROUP_MOD => self.group_mod(b)?,
+            METER_MOD => self.meter_mod(b)?,
+            MULTIPART_REQUEST => self.multipart(xid, b)?,
+            PACKET_OUT | PORT_MOD | TABLE_MOD => {
+                return Err(OfError::new(
+                    err::BAD_REQUEST,
+                    err::BR_BAD_TYPE,
+                    format!(
+                        "message type {} (packet-out, port-mod, table-mod) is not supported",
+                        h.kind
+                    ),
+                ))
+            }
+            EXPERIMENTER => {
+                return Err(OfError::new(
+                    err::BAD_REQUEST,
+                    err::BR_BAD_EXPERIMENTER,
+                    "experimenter messages are not supported",
+                ))
+            }
+            t => {
+                return Err(OfError::new(
+                    err::BAD_REQUEST,
+                    err::BR_BAD_TYPE,
+                    format!("message type {t} is not supported"),
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    fn group_mod(&mut self, mut b: Reader) -> Result<()> {
+        let cmd = b.u16()?;
+        let kind = b.u8()?;
+        b.skip(1)?;
+        let id = b.u32()?;
+        let mut ports = Vec::new();
+        while !b.is_empty() {
+            let (len, mut k) = {
+                let mut peek = b;
+                let l = peek.u16()? as usize;
+                if l < 16 {
+                    return Err(OfError::new(
+                        err::GROUP_MOD_FAILED,
+                        err::GM_BAD_BUCKET,
+                        format!("bucket length {l}"),
+                    ));
+                }
+                (l, Reader::new(b.bytes(l)?, "bucket"))
+            };
+            let _ = len;
+            k.skip(16)?;
+            let mut acts = String::new();
+            instr::decode_actions(k, &mut acts)?;
+            let p = acts
+                .strip_prefix("output:")
+                .and_then(|p| p.parse::<u32>().ok())
+                .ok_or_else(|| {
+                    OfError::new(
+                        err::GROUP_MOD_FAILED,
+                        err::GM_BAD_BUCKET,
+                        format!(
+                            "bucket actions '{acts}': only one output:PORT per bucket is supported"
+                        ),
+                    )
+                })?;
+            ports.push(p);
+        }
+        let ctl = &self.sh.ctl;
+        match cmd {
+            0 | 1 => {
+                if kind != 0 {
+                    return Err(OfError::new(
+                        err::GROUP_MOD_FAILED,
+                        err::GM_BAD_TYPE,
+                        format!("group type {kind}: only type all (0) is supported"),
+                    ));
+                }
+                if id > 0xffff_ff00 {
+                    return Err(OfError::new(
+                        err::GROUP_MOD_FAILED,
+                        err::GM_INVALID_GROUP,
+                        format!("group id {id:#x} is reserved"),
+                    ));
+                }
+                let exists = ctl.read(|t| t.group(id).is_some());
+                if cmd == 0 && exists {
+                    return Err(OfError::new(
+                        err::GROUP_MOD_FAILED,
+                        err::GM_GROUP_EXISTS,
+                        format!("group {id} exists"),
+                    ));
+                }
+                if cmd == 1 && !exists {
+                    return Err(OfError::new(
+                        err::GROUP_MOD_FAILED,
+                        err::GM_UNKNOWN_GROUP,
+                        format!("group {id} does not exist"),
+                    ));
+                }
+                ctl.edit(|t| t.add_group(Group { id, ports }));
+            }
+            2 => {
+                let which = (id != OFPG_ALL).then_some(id);
+                ctl.edit(|t| t.del_groups(which));
+            }
+            c => {
+                return Err(OfError::new(
+                    err::GROUP_MOD_FAILED,
+                    err::GM_BAD_COMMAND,
+                    format!("group command {c}"),
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    fn meter_mod(&mut self, mut b: Reader) -> Result<()> {
+        let cmd = b.u16()?;
+        let flags = b.u16()?;
+        let id = b.u32()?;
+        let ctl = &self.sh.ctl;
+        let failed = |code: u16, why: String| OfError::new(err::METER_MOD_FAILED, code, why);
+        if cmd == 2 {
+            let which = (id != OFPM_ALL).then_some(id);
+            ctl.edit(|t| t.del_meters(which));
+            return Ok(());
+        }
+        if cmd > 2 {
+            return Err(failed(err::MM_BAD_COMMAND, format!("meter command {cmd}")));
+        }
+        let unit = match flags & 3 {
+            1 => MeterUnit::Kbps,
+            2 => MeterUnit::Pktps,
+            _ => {
+                return Err(failed(
+                    err::MM_BAD_FLAGS,
+                    format!("meter flags {flags:#x}: one of kbps and pktps"),
+                ))
+            }
+        };
+        let (t, mut band) = b.tlv(16, 1)?;
+        if t != 1 || !b.is_empty() {
+            return Err(failed(
+                err::MM_BAD_BAND,
+                "exactly one band, of type drop, is supported".into(),
+            ));
+        }
+        band.skip(4)?;
+        let rate = band.u32()? as u64;
+        let burst = band.u32()? as u64;
+        if rate == 0 {
+            return Err(failed(err::MM_BAD_RATE, "meter rate 0".into()));
+        }
+        let exists = ctl.read(|t| t.meter(id).is_some());
+        if cmd == 0 && exists {
+            return Err(failed(err::MM_METER_EXISTS, format!("meter {id} exists")));
+        }
+        if cmd == 1 && !exists {
+            return Err(failed(
+                err::MM_UNKNOWN_METER,
+                format!("meter {id} does not exist"),
+            ));
+        }
+        let burst = if flags & 4 != 0 { burst } else { 0 };
+        ctl.edit(|t| t.add_meter(Meter::new(id, unit, rate, burst)));
+        Ok(())
+    }
+
+    fn multipart(&mut self, xid: u32, mut b: Reader) -> Result<()> {
+        let mp = b.u16()?;
+        let _flags = b.u16()?;
+        b.skip(4)?;
+        let sh = self.sh.clone();
+        let mut parts = Parts::new(mp, xid);
+        match mp {
+            MP_DESC => {
+                let mut e = Vec::with_capacity(1056);
+                let s = |e: &mut Vec<u8>, s: &str, n: usize| {
+                    let b = s.as_bytes();
+                    let k = b.len().min(n - 1);
+                    e.extend_from_slice(&b[..k]);
+                    e.resize(e.len() + n - k, 0);
+                };
+                s(&mut e, "linerate", 256);
+                s(&mut e, "linerate switch (user-space datapath)", 256);
+                s(&mut e, env!("CARGO_PKG_VERSION"), 256);
+                s(&mut e, "None", 32);
+                s(&mut e, "linerate switch", 256);
+                parts.push(&e);
+            }
+            MP_FLOW | MP_AGGREGATE => {
+                let sel = decode_select(&mut b, false)?;
+                let t = sh.ctl.current();
+                let now = mono_ns();
+                let ids = sel.ids(&t);
+                let mut entries: Vec<&FlowEntry> = ids
+                    .iter()
+                    .filter_map(|&(tb, id)| t.table(tb).and_then(|x| x.entry(id)))
+                    .collect();
+                entries.sort_by_key(|e| (e.rule.table, std::cmp::Reverse(e.rule.priority)));
+                if mp == MP_AGGREGATE {
+                    let (mut p, mut by) = (0u64, 0u64);
+                    for e in &entries {
+                        p += e.stats.packets.load(Relaxed);
+                        by += e.stats.bytes.load(Relaxed);
+                    }
+                    let mut w = Writer { b: Vec::new() };
+                    w.u64(p);
+                    w.u64(by);
+                    w.u32(entries.len() as u32);
+                    w.zeros(4);
+                    parts.push(&w.b);
+                } else {
+                    for e in entries {
+                        parts.push(&flow_stats(e, now));
+                    }
+                }
+            }
+            MP_TABLE => {
+                let t = sh.ctl.current();
+                for i in 0..N_TABLES.min(254) as u8 {
+                    let mut w = Writer { b: Vec::new() };
+                    w.u8(i);
+                    w.zeros(3);
+                    match t.table(i) {
+                        Some(tb) => {
+                            w.u32(tb.classifier().len() as u32);
+                            w.u64(tb.stats.lookups.load(Relaxed));
+                            w.u64(tb.stats.matches.load(Relaxed));
+                        }
+                        None => w.zeros(20),
+                    }
+                    parts.push(&w.b);
+                }
+            }
+            MP_PORT_STATS => {
+                let want = b.u32()?;
+                for (n, _, c) in &sh.ports {
+                    if want != OFPP_ANY && want != *n {
+                        continue;
+                    }
+                    let mut w = Writer { b: Vec::new() };
+                    w.u32(*n);
+                    w.zeros(4);
+                    for v in [
+                        c.rx_packets.load(Relaxed),
+                        c.tx_packets.load(Relaxed),
+                        c.rx_bytes.load(Relaxed),
+                        c.tx_bytes.load(Relaxed),
+                        0,
+                        c.tx_dropped.load(Relaxed),
+                    ] {
+                        w.u64(v);
+                    }
+                    // Errors, frame/overrun/CRC errors, collisions: not
+                    // counted (all ones = "not available", sect. 7.3.5.6).
+                    for _ in 0..6 {
+                        w.u64(u64::MAX);
+                    }
+                    w.u32(0);
+                    w.u32(0);
+                    parts.push(&w.b);
+                }
+            }
+            MP_PORT_DESC => {
+                for (n, uri, _) in &sh.ports {
+                    parts.push(&port_desc(*n, uri));
+                }
+            }
+            MP_GROUP_DESC | MP_GROUP => {
+                let want = if mp == MP_GROUP { b.u32()? } else { OFPG_ALL };
+                let t = sh.ctl.current();
+                let mut groups: Vec<&Group> = t.groups().collect();
+                groups.sort_by_key(|g| g.id);
+                for g in groups {
+                    if want != OFPG_ALL && want != g.id {
+                        continue;
+                    }
+                    parts.push(&if mp == MP_GROUP {
+                        group_stats(&t, g)
+                    } else {
+                        group_desc(g)
+                    });
+                }
+            }
+            MP_GROUP_FEATURES => {
+                let mut w = Writer { b: Vec::new() };
+                w.u32(1); // types: all
+                w.u32(0); // capabilities
+                for m in [u32::MAX, 0, 0, 0] {
+                    w.u32(m); // max groups of type all, select, indirect, ff
+                }
+                for a in [1u32, 0, 0, 0] {
+                    w.u32(a); // actions of type all: output
+                }
+                parts.push(&w.b);
+            }
+            MP_METER_CONFIG => {
+                let want = b.u32()?;
+                let t = sh.ctl.current();
+                let mut meters: Vec<&Meter> = t.meters().collect();
+                meters.sort_by_key(|m| m.id);
+                for m in meters {
+                    if want != OFPM_ALL && want != m.id {
+                        continue;
+                    }
+                    let mut w = Writer { b: Vec::new() };
+                    w.u16(24);
+                    w.u16(
+                        match m.unit {
+                            MeterUnit::Kbps => 1,
+                            MeterUnit::Pktps => 2,
+                        } | 4,
+                    );
+                    w.u32(m.id);
+                    w.u16(1);
+                    w.u16(16);
+                    w.u32(m.rate.min(u32::MAX as u64) as u32);
+                    w.u32(m.burst.min(u32::MAX as u64) as u32);
+                    w.zeros(4);
+                    parts.push(&w.b);
+                }
+            }
+            MP_METER_FEATURES => {
+                let mut w = Writer { b: Vec::new() };
+                w.u32(u32::MAX); // max meters
+                w.u32(1 << 1); // band types: drop
+                w.u32(1 | 2 | 4); // kbps, pktps, burst
+                w.u8(1); // max bands
+                w.u8(0);
+                w.zeros(2);
+                parts.push(&w.b);
+            }
+            MP_TABLE_FEATURES => {
+                if !b.is_empty() {
+                    return Err(OfError::new(
+                        13,
+                        5,
+                        "setting table features is not supported",
+                    ));
+                }
+                for i in 0..N_TABLES.min(254) as u8 {
+                    parts.push(&table_features(i));
+                }
+            }
+            m => {
+                return Err(OfError::new(
+                    err::BAD_REQUEST,
+                    err::BR_BAD_MULTIPART,
+                    format!("multipart type {m} is not supported"),
+                ))
+            }
+        }
+        self.out.extend(parts.finish());
+        Ok(())
+    }
+}
+
+/// A multipart reply cut into messages of at most 64 KiB.
+struct Parts {
+    mp: u16,
+    xid: u32,
+    done: Vec<Vec<u8>>,
+    cur: Writer,
+}
+
+impl Parts {
+    fn new(mp: u16, xid: u32) -> Parts {
+        Parts {
+            mp,
+            xid,
+            done: Vec::new(),
+            cur: Writer::multipart(mp, 0, xid),
+        }
+    }
+    fn push(&mut self, entry: &[u8]) {
+        if self.cur.len() + entry.len() > MAX_LEN && self.cur.len() > 16 {
+            let mut w = std::mem::replace(&mut self.cur, Writer::multipart(self.mp, 0, self.xid));
+            w.put_u16(10, MPF_MORE);
+            self.done.push(w.finish());
+        }
+        self.cur.bytes(entry);
+    }
+    fn finish(mut self) -> Vec<Vec<u8>> {
+        self.done.push(self.cur.finish());
+        self.done
+    }
+}
+
+/// An error from the table (a rule it refuses) as an OpenFlow error.
+fn table_error(e: &str) -> OfError {
+    let (kind, code) = if e.contains("group") {
+        (err::BAD_ACTION, err::BA_BAD_OUT_GROUP)
+    } else if e.contains("meter") {
+        (err::METER_MOD_FAILED, err::MM_UNKNOWN_METER)
+    } else if e.contains("goto_table") {
+        (err::BAD_INSTRUCTION, err::BI_BAD_TABLE_ID)
+    } else if e.contains("table") {
+        (err::FLOW_MOD_FAILED, err::FM_BAD_TABLE_ID)
+    } else {
+        (err::FLOW_MOD_FAILED, err::FM_UNKNOWN)
+    };
+    OfError::new(kind, code, e)
+}
+
+/// Does this error end the connection (the message's structure is
+/// broken, so what follows it cannot be trusted either)?
+fn fatal(e: &OfError) -> bool {
+    matches!(
+        (e.kind, e.code),
+        (err::BAD_REQUEST, err::BR_BAD_LEN | err::BR_BAD_VERSION)
+            | (err::BAD_MATCH, err::BM_BAD_LEN)
+            | (err::BAD_ACTION, err::BA_BAD_LEN)
+            | (err::BAD_INSTRUCTION, err::BI_BAD_LEN)
+    )
+}
+
+/// The selection of a flow-stats request or a modify/delete `FLOW_MOD`
+/// (after the fields each has of its own): table, out_port, out_group,
+/// cookie, cookie mask, match. `priority` comes from the `FLOW_MOD`.
+fn decode_select(b: &mut Reader, strict: bool) -> Result<Select> {
+    let table = b.u8()?;
+    b.skip(3)?;
+    let out_port = b.u32()?;
+    let out_group = b.u32()?;
+    b.skip(4)?;
+    let cookie = b.u64()?;
+    let cookie_mask = b.u64()?;
+    let spec = decode_spec(b, table, None)?;
+    Ok(Select {
+        spec,
+        strict,
+        cookie,
+        cookie_mask,
+        out_port,
+        out_group,
+    })
+}
+
+/// A match (and table, priority) as a [`MatchSpec`].
+fn decode_spec(b: &mut Reader, table: u8, priority: Option<u16>) -> Result<MatchSpec> {
+    let mut s = String::new();
+    if table != OFPTT_ALL {
+        let _ = write!(s, "table={table}");
+    }
+    if let Some(p) = priority {
+        if !s.is_empty() {
+            s.push(',');
+        }
+        let _ = write!(s, "priority={p}");
+    }
+    oxm::decode_match(b, &mut s)?;
+    MatchSpec::parse(&s).map_err(|e| OfError::new(err::BAD_MATCH, err::BM_BAD_PREREQ, e.0))
+}
+
+/// A `FLOW_MOD`'s body (after the header).
+fn decode_flow_mod(mut b: Reader) -> Result<FlowOp> {
+    let cookie = b.u64()?;
+    let cookie_mask = b.u64()?;
+    let table = b.u8()?;
+    let cmd = b.u8()?;
+    let idle = b.u16()?;
+    let hard = b.u16()?;
+    let priority = b.u16()?;
+    let buffer = b.u32()?;
+    let out_port = b.u32()?;
+    let out_group = b.u32()?;
+    let _flags = b.u16()?;
+    b.skip(2)?;
+    if buffer != NO_BUFFER && cmd <= FC_MODIFY_STRICT {
+        return Err(OfError::new(
+            err::BAD_REQUEST,
+            err::BR_BUFFER_UNKNOWN,
+            format!("buffer {buffer}: linerate buffers no packets"),
+        ));
+    }
+    match cmd {
+        FC_ADD => {
+            if table == OFPTT_ALL {
+                return Err(OfError::new(
+                    err::FLOW_MOD_FAILED,
+                    err::FM_BAD_TABLE_ID,
+                    "add to table 255 (all tables)",
+                ));
+            }
+            let mut s = format!(
+                "table={table},priority={priority},cookie={cookie:#x},idle_timeout={idle},hard_timeout={hard}"
+            );
+            oxm::decode_match(&mut b, &mut s)?;
+            s.push(',');
+            instr::decode_instructions(b, &mut s)?;
+            Rule::parse(&s)
+                .map(|r| FlowOp::Add(canonical(r)))
+                .map_err(|e| {
+                    // The match alone decides which kind of error it is.
+                    let match_ok = s
+                        .split_once(",actions=")
+                        .is_some_and(|(m, _)| MatchSpec::parse(m).is_ok());
+                    if match_ok {
+                        OfError::new(err::BAD_ACTION, err::BA_BAD_ARGUMENT, e.0)
+                    } else {
+                        OfError::new(err::BAD_MATCH, err::BM_BAD_PREREQ, e.0)
+                    }
+                })
+        }
+        FC_MODIFY | FC_MODIFY_STRICT | FC_DELETE | FC_DELETE_STRICT => {
+            let strict = cmd == FC_MODIFY_STRICT || cmd == FC_DELETE_STRICT;
+            let t = table;
+            let mut spec = decode_spec(&mut b, t, strict.then_some(priority))?;
+            if !strict {
+                spec.priority = None;
+            }
+            if cmd >= FC_DELETE {
+                return Ok(FlowOp::Delete(Select {
+                    spec,
+                    strict,
+                    cookie,
+                    cookie_mask,
+                    out_port,
+                    out_group,
+                }));
+            }
+            // Actions are parsed against the request's match (their
+            // prerequisites).
+            let mut s = format!("table={},{}", if t == OFPTT_ALL { 0 } else { t }, spec.m);
+            if s.ends_with(',') {
+                s.pop();
+            }
+            s.push(',');
+            instr::decode_instructions(b, &mut s)?;
+            let r = Rule::parse(&s)
+                .map_err(|e| OfError::new(err::BAD_ACTION, err::BA_BAD_ARGUMENT, e.0))?;
+            Ok(FlowOp::Modify {
+                sel: Select {
+                    spec,
+                    strict,
+                    cookie,
+                    cookie_mask,
+                    out_port: OFPP_ANY,
+                    out_group: OFPG_ANY,
+                },
+                actions: canonical(r).actions,
+            })
+        }
+        c => Err(OfError::new(
+            err::FLOW_MOD_FAILED,
+            err::FM_BAD_COMMAND,
+            format!("flow_mod command {c}"),
+        )),
+    }
+}
+
+/// One `ofp_flow_stats` entry.
+fn flow_stats(e: &FlowEntry, now: u64) -> Vec<u8> {
+    let r = &e.rule;
+    let mut w = Writer {
+        b: Vec::with_capacity(128),
+    };
+    let d = now.saturating_sub(e.created_ns);
+    w.u16(0);
+    w.u8(r.table);
+    w.u8(0);
+    w.u32((d / 1_000_000_000) as u32);
+    w.u32((d % 1_000_000_000) as u32);
+    w.u16(r.priority);
+    w.u16(r.idle_timeout);
+    w.u16(r.hard_timeout);
+    w.u16(0);
+    w.zeros(4);
+    w.u64(r.cookie);
+    w.u64(e.stats.packets.load(Relaxed));
+    w.u64(e.stats.bytes.load(Relaxed));
+    oxm::encode_match(&r.m, &mut w);
+    instr::encode_instructions(r, &mut w);
+    let n = w.len() as u16;
+    w.put_u16(0, n);
+    w.b
+}
+
+/// A `FLOW_MOD` adding `r` (what a controller sends; the insertion
+/// benchmark's client and the tests use it).
+pub fn flow_mod_add(r: &Rule, xid: u32) -> Vec<u8> {
+    let mut w = Writer::new(FLOW_MOD, xid);
+    w.u64(r.cookie);
+    w.u64(0);
+    w.u8(r.table);
+    w.u8(FC_ADD);
+    w.u16(r.idle_timeout);
+    w.u16(r.hard_timeout);
+    w.u16(r.priority);
+    w.u32(NO_BUFFER);
+    w.u32(OFPP_ANY);
+    w.u32(OFPG_ANY);
+    w.u16(0);
+    w.zeros(2);
+    oxm::encode_match(&r.m, &mut w);
+    instr::encode_instructions(r, &mut w);
+    w.finish()
+}
+
+fn port_desc(n: u32, uri: &str) -> Vec<u8> {
+    let mut w = Writer { b: Vec::new() };
+    w.u32(n);
+    w.zeros(4);
+    // A locally administered MAC from the port number.
+    w.bytes(&[0x02, 0x6c, 0x72, 0, (n >> 8) as u8, n as u8]);
+    w.zeros(2);
+    // The name: the URI's interface or file part, 15 bytes at most.
+    let name = uri
+        .split(['?', '#'])
+        .next()
+        .unwrap_or(uri)
+        .rsplit([':', '/'])
+        .next()
+        .unwrap_or(uri);
+    let name = if name.is_empty() { uri } else { name };
+    let nb = name.as_bytes();
+    let k = nb.len().min(15);
+    w.bytes(&nb[..k]);
+    w.zeros(16 - k);
+    w.u32(0); // config
+    w.u32(4); // state: live
+    for _ in 0..4 {
+        w.u32(0); // curr, advertised, supported, peer features
+    }
+    w.u32(0);
+    w.u32(0);
+    w.b
+}
+
+fn group_desc(g: &Group) -> Vec<u8> {
+    let mut w = Writer { b: Vec::new() };
+    w.u16(0);
+    w.u8(0); // type all
+    w.u8(0);
+    w.u32(g.id);
+    for &p in &g.ports {
+        w.u16(32);
+        w.u16(0);
+        w.u32(OFPP_ANY);
+        w.u32(OFPG_ANY);
+        w.zeros(4);
+        w.u16(0);
+        w.u16(16);
+        w.u32(p);
+        w.u16(0);
+        w.zeros(6);
+    }
+    let n = w.len() as u16;
+    w.put_u16(0, n);
+    w.b
+}
+
+/// Group statistics: the rules naming the group are its references; its
+/// packets are their hits (a group of type all gets every packet of a
+/// rule that names it, and each bucket a copy).
+fn group_stats(t: &FlowTable, g: &Group) -> Vec<u8> {
+    let (mut refs, mut p, mut b) = (0u32, 0u64, 0u64);
+    for e in t.flows() {
+        if e.rule
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::Group(x) if *x == g.id))
+        {
+            refs += 1;
+            p += e.stats.packets.load(Relaxed);
+            b += e.stats.bytes.load(Relaxed);
+        }
+    }
+    let mut w = Writer { b: Vec::new() };
+    w.u16(0);
+    w.zeros(2);
+    w.u32(g.id);
+    w.u32(refs);
+    w.zeros(4);
+    w.u64(p);
+    w.u64(b);
+    w.u32(0);
+    w.u32(0);
+    for _ in &g.ports {
+        w.u64(p);
+        w.u64(b);
+    }
+    let n = w.len() as u16;
+    w.put_u16(0, n);
+    w.b
+}
+
+/// One table's features: name, metadata bits, and the properties
+/// OpenFlow 1.3 requires (what `ovs-ofctl` checks for).
+fn table_features(id: u8) -> Vec<u8> {
+    let mut w = Writer { b: Vec::new() };
+    w.u16(0);
+    w.u8(id);
+    w.zeros(5);
+    let name = format!("table{id}");
+    w.bytes(name.as_bytes());
+    w.zeros(32 - name.len());
+    w.u64(u64::MAX); // metadata_match
+    w.u64(u64::MAX); // metadata_write
+    w.u32(0); // config
+    w.u32(1 << 24); // max_entries
+    let prop = |w: &mut Writer, t: u16, body: &dyn Fn(&mut Writer)| {
+        let at = w.len();
+        w.u16(t);
+        w.u16(0);
+        body(w);
+        let n = (w.len() - at) as u16;
+        w.put_u16(at + 2, n);
+        w.pad8();
+    };
+    let insts = |w: &mut Writer| {
+        for i in [1u16, 2, 4, 6] {
+            w.u16(i);
+            w.u16(4);
+        }
+    };
+    let next = |w: &mut Writer| {
+        for t in id.saturating_add(1)..N_TABLES.min(254) as u8 {
+            w.u8(t);
+        }
+    };
+    let acts = |w: &mut Writer| {
+        for a in [0u16, 17, 18, 22, 24, 25] {
+            w.u16(a);
+            w.u16(4);
+        }
+    };
+    let fields = |w: &mut Writer| {
+        for (c, f, l) in [
+            (oxm::CLASS_OXM, 0u8, 4u8),
+            (oxm::CLASS_OXM, 2, 8),
+            (oxm::CLASS_OXM, 3, 6),
+            (oxm::CLASS_OXM, 4, 6),
+            (oxm::CLASS_OXM, 5, 2),
+            (oxm::CLASS_OXM, 6, 2),
+            (oxm::CLASS_OXM, 10, 1),
+            (oxm::CLASS_OXM, 11, 4),
+            (oxm::CLASS_OXM, 12, 4),
+            (oxm::CLASS_OXM, 13, 2),
+            (oxm::CLASS_OXM, 14, 2),
+            (oxm::CLASS_OXM, 15, 2),
+            (oxm::CLASS_OXM, 16, 2),
+        ] {
+            w.u32(oxm::header(c, f, false, l));
+        }
+        for r in 0..8u8 {
+            w.u32(oxm::header(oxm::CLASS_NXM1, r, false, 4));
+        }
+    };
+    let sets = |w: &mut Writer| {
+        for (f, l) in [
+            (3u8, 6u8),
+            (4, 6),
+            (6, 2),
+            (8, 1),
+            (11, 4),
+            (12, 4),
+            (13, 2),
+            (14, 2),
+            (15, 2),
+            (16, 2),
+        ] {
+            w.u32(oxm::header(oxm::CLASS_OXM, f, false, l));
+        }
+    };
+    prop(&mut w, 0, &insts); // instructions
+    prop(&mut w, 2, &next); // next tables
+    prop(&mut w, 4, &|_| {}); // write actions: none (no action set)
+    prop(&mut w, 6, &acts); // apply actions
+    prop(&mut w, 8, &fields); // match
+    prop(&mut w, 10, &fields); // wildcards
+    prop(&mut w, 12, &|_| {}); // write set-field: none
+    prop(&mut w, 14, &sets); // apply set-field
+    let n = w.len() as u16;
+    w.put_u16(0, n);
+    w.b
+}
+
+/// Arbitrary bytes as the messages of one connection (after our HELLO):
+/// cut on the headers' lengths, each handled by a session over a small
+/// table; no panic whatever the bytes.
+pub fn fuzz(data: &[u8]) {
+    use crate::switch::datapath::{CacheCounters, SwitchCounters};
+    use crate::switch::table::Control;
+    let sh = Arc::new(Shared {
+        ctl: Control::new(FlowTable::new()),
+        ports: vec![(1, "mem:a".into(), Default::default())],
+        cache: Arc::new(CacheCounters::default()),
+        counters: Arc::new(SwitchCounters::default()),
+    });
+    let mut s = Session::new(sh, Arc::new(ChannelStats::default()), 1);
+    let _ = s.message(&hello());
+    let mut rest = data;
+    while rest.len() >= HEADER {
+        let n = (Header::parse(rest).map_or(0, |h| h.len as usize)).max(HEADER);
+        let n = n.min(rest.len());
+        let (m, r) = rest.split_at(n);
+        rest = r;
+        let _ = s.message(m);
+        s.out.clear();
+    }
+    s.flush();
+}

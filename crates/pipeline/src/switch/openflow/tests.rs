@@ -1,0 +1,1 @@
+//! Tests of the OpenFlow channel against recorded ovs-ofctl conversations.
