@@ -962,6 +962,37 @@ fn flow_stats(e: &FlowEntry, now: u64) -> Vec<u8> {
     w.b
 }
 
+/// The rules of a flow-stats reply's body (its parts joined): (rule,
+/// packets, bytes) per entry, decoded as a `FLOW_MOD` is.
+pub fn decode_flow_stats(body: &[u8]) -> Result<Vec<(Rule, u64, u64)>> {
+    let mut r = Reader::new(body, "flow stats");
+    let mut v = Vec::new();
+    while !r.is_empty() {
+        let mut peek = r;
+        let len = peek.u16()? as usize;
+        if len < 56 {
+            return Err(OfError::bad_len(format!("flow stats entry of {len} bytes")));
+        }
+        let mut e = Reader::new(r.bytes(len)?, "flow stats entry");
+        e.skip(2)?;
+        let table = e.u8()?;
+        e.skip(9)?;
+        let (priority, idle, hard) = (e.u16()?, e.u16()?, e.u16()?);
+        e.skip(6)?;
+        let (cookie, packets, bytes) = (e.u64()?, e.u64()?, e.u64()?);
+        let mut s = format!(
+            "table={table},priority={priority},cookie={cookie:#x},idle_timeout={idle},hard_timeout={hard}"
+        );
+        oxm::decode_match(&mut e, &mut s)?;
+        s.push(',');
+        instr::decode_instructions(e, &mut s)?;
+        let rule = Rule::parse(&s)
+            .map_err(|x| OfError::new(err::BAD_ACTION, err::BA_BAD_ARGUMENT, x.0))?;
+        v.push((canonical(rule), packets, bytes));
+    }
+    Ok(v)
+}
+
 /// A `FLOW_MOD` adding `r` (what a controller sends; the insertion
 /// benchmark's client and the tests use it).
 pub fn flow_mod_add(r: &Rule, xid: u32) -> Vec<u8> {

@@ -1,0 +1,316 @@
+//! Issue 22, second acceptance line: `ovs-ofctl -O OpenFlow13` (Debian's
+//! openvswitch-common) adds, dumps and deletes flows, groups and meters on
+//! a running `linerate switch --openflow ptcp:PORT`, and its `dump-flows`
+//! lists the same rules as `linerate switch-ctl dump-flows`. A hostile
+//! connection (a message whose length field lies) is closed with an
+//! OpenFlow error while the datapath goes on forwarding.
+//!
+//! The switch runs on in-memory ports (port 1 a source of frames, 2 and 3
+//! sinks): the channel is what is tested, over loopback TCP. The test
+//! fails (never skips) without ovs-ofctl; the switch is killed on drop.
+
+mod support;
+use support::*;
+
+use linerate_pipeline::switch::openflow::msg::canonical;
+use linerate_pipeline::switch::Rule;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+const FLOWS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../examples/flows/vlan-learning.flows"
+);
+
+struct Sw {
+    _p: Proc,
+    target: String,
+    sock: std::path::PathBuf,
+    _dir: TempDir,
+}
+
+fn ofctl(sw: &Sw, args: &[&str]) -> Output {
+    let mut a = vec!["-O", "OpenFlow13", "--timeout=10"];
+    a.push(args[0]);
+    a.push(&sw.target);
+    a.extend(&args[1..]);
+    Command::new("ovs-ofctl")
+        .args(&a)
+        .output()
+        .expect("run ovs-ofctl")
+}
+
+fn ofctl_ok(sw: &Sw, args: &[&str]) -> String {
+    let out = ofctl(sw, args);
+    assert!(
+        out.status.success(),
+        "ovs-ofctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn ctl(sw: &Sw, args: &[&str]) -> serde_json::Value {
+    let mut a = vec!["switch-ctl", sw.sock.to_str().unwrap()];
+    a.extend(args);
+    a.push("--json");
+    last_json(&linerate_ok(&a))
+}
+
+/// A dump-flows line (either tool's) without its statistics, as a rule.
+fn rule_of(line: &str) -> Rule {
+    let fields: Vec<&str> = line
+        .trim()
+        .split(", ")
+        .filter(|f| {
+            ![
+                "duration=",
+                "n_packets=",
+                "n_bytes=",
+                "idle_age=",
+                "hard_age=",
+            ]
+            .iter()
+            .any(|p| f.starts_with(p))
+        })
+        .collect();
+    let text = fields.join(",").replacen(" actions=", ",actions=", 1);
+    canonical(Rule::parse(&text).unwrap_or_else(|e| panic!("'{line}': {e}")))
+}
+
+/// The rules of `ovs-ofctl dump-flows`, sorted.
+fn of_rules(sw: &Sw) -> Vec<String> {
+    let out = ofctl_ok(sw, &["dump-flows"]);
+    let mut v: Vec<String> = out
+        .lines()
+        .skip(1)
+        .map(|l| rule_of(l).to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+/// The rules of `switch-ctl dump-flows`, sorted.
+fn ctl_rules(sw: &Sw) -> Vec<String> {
+    let d = ctl(sw, &["dump-flows"]);
+    let mut v: Vec<String> = d["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| rule_of(l.as_str().unwrap()).to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+/// The switch; `port1` is port 1's URI (a source of frames: with only
+/// sinks the switch would end at once).
+fn start(port1: &str) -> Sw {
+    require_tool("ovs-ofctl");
+    let dir = TempDir::new("lr-of");
+    let sock = dir.join("sw.sock");
+    // A free port: bound, its number taken, let go.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let of = format!("ptcp:{port}");
+    let mut p = Proc(Some(
+        Command::new(EXE)
+            .args([
+                "switch",
+                "--port",
+                &format!("1={port1}"),
+                "--port",
+                "2=mem:b?sink",
+                "--port",
+                "3=mem:c?sink",
+                "--poll",
+                "wait",
+                "--openflow",
+                &of,
+                "--ctl",
+                sock.to_str().unwrap(),
+                "--quiet",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start linerate switch"),
+    ));
+    wait_until(Duration::from_secs(20), "the OpenFlow listener", || {
+        p.assert_running("linerate switch --openflow");
+        TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    Sw {
+        _p: p,
+        target: format!("tcp:127.0.0.1:{port}"),
+        sock,
+        _dir: dir,
+    }
+}
+
+/// The five-table pipeline's rules as OpenFlow 1.3 takes them: ovs-ofctl
+/// refuses `strip_vlan` (pop_vlan) in OpenFlow 1.3 unless the match says
+/// the frame is tagged, so those rules get `vlan_tci=0x1000/0x1000`.
+fn of13_rules(dir: &TempDir) -> (std::path::PathBuf, Vec<String>) {
+    let lines: Vec<String> = std::fs::read_to_string(FLOWS)
+        .unwrap()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            if l.contains("strip_vlan") && !l.contains("dl_vlan") {
+                l.replacen(",actions=", ",vlan_tci=0x1000/0x1000,actions=", 1)
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    (dir.write("of13.flows", &(lines.join("\n") + "\n")), lines)
+}
+
+#[test]
+fn ovs_ofctl_programs_a_running_switch() {
+    let sw = start("mem:a?source=64&flows=8");
+    // Flows: the five-table pipeline, one FLOW_MOD + barrier a line.
+    let (path, lines) = of13_rules(&sw._dir);
+    ofctl_ok(&sw, &["add-flows", path.to_str().unwrap()]);
+    let file: Vec<String> = {
+        let mut v: Vec<String> = lines
+            .iter()
+            .map(|l| canonical(Rule::parse(l).unwrap()).to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    assert!(file.len() >= 10, "{file:?}");
+    // Port 1's frames go through the pipeline: its learn adds a rule to
+    // table 10 (and then no more: the frames have one source address).
+    wait_until(
+        Duration::from_secs(10),
+        "a rule learned in table 10",
+        || of_rules(&sw).iter().any(|r| r.starts_with("table=10,")),
+    );
+    let of = of_rules(&sw);
+    let added: Vec<String> = of
+        .iter()
+        .filter(|r| !r.starts_with("table=10,"))
+        .cloned()
+        .collect();
+    assert_eq!(added, file, "ovs-ofctl dump-flows lists the file's rules");
+    assert_eq!(ctl_rules(&sw), of, "switch-ctl dump-flows lists the same");
+
+    // Groups and meters, and flows that use them.
+    ofctl_ok(
+        &sw,
+        &[
+            "add-group",
+            "group_id=7,type=all,bucket=output:2,bucket=output:3",
+        ],
+    );
+    ofctl_ok(
+        &sw,
+        &["add-meter", "meter=5,pktps,band=type=drop,rate=1000"],
+    );
+    ofctl_ok(
+        &sw,
+        &[
+            "add-flow",
+            "table=20,cookie=0x77,priority=9,ip,nw_dst=10.0.0.0/8,actions=meter:5,group:7",
+        ],
+    );
+    let g = ofctl_ok(&sw, &["dump-groups"]);
+    assert!(
+        g.contains("group_id=7,type=all,bucket=actions=output:2,bucket=actions=output:3"),
+        "{g}"
+    );
+    let cg = ctl(&sw, &["dump-groups"]);
+    assert_eq!(
+        cg["groups"][0],
+        "group_id=7,type=all,bucket=output:2,bucket=output:3"
+    );
+    let m = ofctl_ok(&sw, &["dump-meters"]);
+    assert!(
+        m.contains("meter=5 pktps") && m.contains("rate=1000"),
+        "{m}"
+    );
+    assert_eq!(ctl_rules(&sw), of_rules(&sw));
+    assert!(of_rules(&sw).iter().any(|r| r.contains("meter:5,group:7")));
+
+    // A rule the switch refuses: ovs-ofctl gets the OpenFlow error.
+    let out = ofctl(&sw, &["add-flow", "actions=group:99"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("OFPBAC_BAD_OUT_GROUP"), "{err}");
+
+    // Modify, then deletes: strict, by cookie, by table; groups, meters.
+    ofctl_ok(&sw, &["mod-flows", "table=20,actions=output:3"]);
+    assert!(of_rules(&sw)
+        .iter()
+        .any(|r| r.contains("table=20") && r.ends_with("actions=output:3")));
+    let before = of_rules(&sw).len();
+    ofctl_ok(&sw, &["del-flows", "--strict", "table=0,priority=0"]);
+    assert_eq!(of_rules(&sw).len(), before - 1);
+    ofctl_ok(&sw, &["del-flows", "cookie=0x77/-1"]);
+    assert!(!of_rules(&sw).iter().any(|r| r.contains("table=20")));
+    ofctl_ok(&sw, &["del-flows", "table=3"]);
+    assert!(!of_rules(&sw).iter().any(|r| r.starts_with("table=3,")));
+    assert_eq!(ctl_rules(&sw), of_rules(&sw));
+    ofctl_ok(&sw, &["del-groups"]);
+    ofctl_ok(&sw, &["del-meters"]);
+    assert!(!ofctl_ok(&sw, &["dump-groups"]).contains("group_id"));
+    assert!(!ofctl_ok(&sw, &["dump-meters"]).contains("meter="));
+    ofctl_ok(&sw, &["del-flows"]);
+    assert!(of_rules(&sw).is_empty());
+    assert!(ctl_rules(&sw).is_empty());
+    // The other dumps ovs-ofctl has.
+    let t = ofctl_ok(&sw, &["dump-tables"]);
+    assert!(t.contains("table 0:"), "{t}");
+    let p = ofctl_ok(&sw, &["dump-ports"]);
+    assert!(p.contains("3 ports") && p.contains("port  1:"), "{p}");
+    let s = ofctl_ok(&sw, &["show"]);
+    assert!(s.contains("n_tables:254") && s.contains(" 1(a):"), "{s}");
+}
+
+#[test]
+fn a_lying_message_closes_only_its_connection() {
+    let sw = start("mem:a?source=64&flows=8");
+    ofctl_ok(&sw, &["add-flow", "in_port=1,actions=output:2"]);
+    let sent = |sw: &Sw| {
+        ctl(sw, &["dump-ports"])["ports"][1]["tx_packets"]
+            .as_u64()
+            .unwrap()
+    };
+    let before = sent(&sw);
+    let port: u16 = sw.target.rsplit(':').next().unwrap().parse().unwrap();
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut hello = [0u8; 16];
+    s.read_exact(&mut hello).unwrap();
+    assert_eq!(hello[1], 0, "the switch's HELLO first");
+    s.write_all(&[4, 0, 0, 8, 0, 0, 0, 1]).unwrap(); // HELLO
+                                                     // A FLOW_MOD whose header says 4 bytes: shorter than a header.
+    s.write_all(&[4, 14, 0, 4, 0, 0, 0, 2]).unwrap();
+    let mut rest = Vec::new();
+    s.read_to_end(&mut rest).unwrap(); // ends: the switch closed it
+    assert!(
+        rest.len() >= 12 && rest[1] == 1,
+        "an OFPT_ERROR, then EOF: {rest:?}"
+    );
+    assert_eq!(
+        &rest[8..12],
+        &[0, 1, 0, 6],
+        "OFPET_BAD_REQUEST/OFPBRC_BAD_LEN"
+    );
+    // The datapath never noticed: it forwards on, and the channel serves.
+    wait_until(
+        Duration::from_secs(10),
+        "frames forwarded after the bad connection",
+        || sent(&sw) > before,
+    );
+    assert_eq!(of_rules(&sw).len(), 1);
+}
