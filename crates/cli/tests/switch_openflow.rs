@@ -314,3 +314,68 @@ fn a_lying_message_closes_only_its_connection() {
     );
     assert_eq!(of_rules(&sw).len(), 1);
 }
+
+/// `--openflow tcp:IP:PORT`: the switch connects to a controller (here the
+/// test, with linerate's OpenFlow client), which programs it; the switch
+/// connects again when the controller goes away.
+#[test]
+fn the_switch_connects_to_a_controller() {
+    use linerate_pipeline::switch::openflow::client::Client;
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let dir = TempDir::new("lr-of-active");
+    let sock = dir.join("sw.sock");
+    let of = format!("tcp:127.0.0.1:{port}");
+    let mut p = Proc(Some(
+        Command::new(EXE)
+            .args([
+                "switch",
+                "--port",
+                "1=mem:a?source=64&flows=8",
+                "--port",
+                "2=mem:b?sink",
+                "--poll",
+                "wait",
+                "--openflow",
+                &of,
+                "--ctl",
+                sock.to_str().unwrap(),
+                "--quiet",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start linerate switch"),
+    ));
+    let sw = Sw {
+        _p: Proc(None),
+        target: String::new(),
+        sock: sock.clone(),
+        _dir: dir,
+    };
+    l.set_nonblocking(true).unwrap();
+    let accept = |p: &mut Proc| {
+        wait_for(Duration::from_secs(20), "the switch's connection", || {
+            p.assert_running("linerate switch --openflow tcp:");
+            l.accept().ok().map(|(s, _)| s)
+        })
+    };
+    let s = accept(&mut p);
+    s.set_nonblocking(false).unwrap();
+    let mut c = Client::over(s, Duration::from_secs(10)).unwrap();
+    let r = Rule::parse("cookie=0x5,priority=7,udp,actions=output:2").unwrap();
+    c.add(&r).unwrap();
+    assert!(c.barrier().unwrap().is_empty());
+    assert_eq!(c.aggregate(5).unwrap().2, 1);
+    wait_until(Duration::from_secs(10), "frames hitting the rule", || {
+        c.aggregate(5).unwrap().0 > 0
+    });
+    assert_eq!(ctl_rules(&sw), vec![canonical(r).to_string()]);
+    // The controller goes away; the switch comes back (within its 1 s
+    // backoff) and still has the rule.
+    drop(c);
+    let s = accept(&mut p);
+    s.set_nonblocking(false).unwrap();
+    let mut c = Client::over(s, Duration::from_secs(10)).unwrap();
+    assert_eq!(c.aggregate(5).unwrap().2, 1);
+}

@@ -33,6 +33,16 @@ impl Client {
     pub fn connect(addr: SocketAddr, timeout: Duration) -> Result<Client, String> {
         let s = TcpStream::connect_timeout(&addr, timeout)
             .map_err(|e| format!("openflow tcp:{addr}: {e}"))?;
+        Client::over(s, timeout)
+    }
+
+    /// The same over a connection made otherwise (a controller's accepted
+    /// connection from a switch that connects actively).
+    pub fn over(s: TcpStream, timeout: Duration) -> Result<Client, String> {
+        let addr = s
+            .peer_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|_| "?".into());
         let _ = s.set_nodelay(true);
         s.set_read_timeout(Some(timeout))
             .map_err(|e| e.to_string())?;
