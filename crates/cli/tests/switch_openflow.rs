@@ -273,7 +273,7 @@ fn ovs_ofctl_programs_a_running_switch() {
     let p = ofctl_ok(&sw, &["dump-ports"]);
     assert!(p.contains("3 ports") && p.contains("port  1:"), "{p}");
     let s = ofctl_ok(&sw, &["show"]);
-    assert!(s.contains("n_tables:254") && s.contains(" 1(a):"), "{s}");
+    assert!(s.contains("n_tables:255") && s.contains(" 1(a):"), "{s}");
 }
 
 #[test]

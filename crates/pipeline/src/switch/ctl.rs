@@ -107,7 +107,7 @@ fn add_batch(t: &mut FlowTable, rules: &mut Vec<Rule>, now: u64) -> Result<(), S
         t.check(r).map_err(|e| format!("rule '{r}': {e}"))?;
     }
     if rules.len() > 1 {
-        t.reserve_for(rules);
+        t.reserve_for(rules.iter());
     }
     for r in rules.drain(..) {
         t.add_flow(r, now)?;

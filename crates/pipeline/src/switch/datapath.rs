@@ -680,12 +680,15 @@ impl Datapath {
         };
         let cs = self.emc.cls_stats;
         let cc = &self.cache;
-        cc.learn_requests.store(self.learner.requests, Relaxed);
-        cc.learn_queue_full.store(self.learner.queue_full, Relaxed);
-        cc.mega_hits.store(self.mega.stats.hits, Relaxed);
-        cc.mega_misses.store(self.mega.stats.misses, Relaxed);
-        cc.megaflows.store(self.mega.len() as u64, Relaxed);
-        cc.mega_masks.store(self.mega.masks() as u64, Relaxed);
+        if table.multi() {
+            // Only the multi-table path moves these.
+            cc.learn_requests.store(self.learner.requests, Relaxed);
+            cc.learn_queue_full.store(self.learner.queue_full, Relaxed);
+            cc.mega_hits.store(self.mega.stats.hits, Relaxed);
+            cc.mega_misses.store(self.mega.stats.misses, Relaxed);
+            cc.megaflows.store(self.mega.len() as u64, Relaxed);
+            cc.mega_masks.store(self.mega.masks() as u64, Relaxed);
+        }
         cc.emc_hits.store(es.hits, Relaxed);
         cc.emc_misses.store(es.misses, Relaxed);
         cc.emc_inserts.store(es.inserts, Relaxed);
@@ -747,9 +750,11 @@ impl Datapath {
             pkt: 0,
             now_ns,
         };
+        let mut misses = 0u64;
         for (j, mut p) in self.batch.iter_mut().enumerate() {
             let Some(e) = self.out[j].and_then(|id| t0.entry(id)) else {
                 fate_drop[j] = Some(SwDrop::NoMatch);
+                misses += 1;
                 continue;
             };
             e.stats.hit(p.len() as u64, now_ns);
@@ -787,10 +792,6 @@ impl Datapath {
         }
         // Table 0's counters, once per batch (its matches: the packets
         // not dropped for no match).
-        let misses = fate_drop[..n]
-            .iter()
-            .filter(|d| **d == Some(SwDrop::NoMatch))
-            .count() as u64;
         bump(&t0.stats.lookups, n as u64);
         bump(&t0.stats.matches, n as u64 - misses);
         t3

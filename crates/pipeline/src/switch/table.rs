@@ -310,7 +310,7 @@ impl FlowTable {
     /// Make room for a batch of rules (per table and mask; see
     /// [`Classifier::reserve`]). Only capacity: the rules are added by
     /// [`Self::add_flow`].
-    pub fn reserve_for(&mut self, rules: &[Rule]) {
+    pub fn reserve_for<'a>(&mut self, rules: impl IntoIterator<Item = &'a Rule>) {
         let mut per_mask: HashMap<(u8, crate::switch::key::Key), usize> = HashMap::new();
         for r in rules {
             *per_mask

@@ -28,8 +28,10 @@ use std::sync::Arc;
 
 /// Most `FLOW_MOD`s applied as one table version.
 pub const BATCH: usize = 65536;
+/// Most bytes of `FLOW_MOD`s held before they are applied.
+pub const BATCH_BYTES: usize = 32 << 20;
 /// The tables a switch has (0..254).
-const N_TABLES: u16 = 255;
+const N_TABLES: u8 = 255;
 
 // FLOW_MOD commands.
 const FC_ADD: u8 = 0;
@@ -144,6 +146,8 @@ pub struct Session {
     /// Decoded `FLOW_MOD`s not applied yet: (xid, the request for an
     /// error reply, the change).
     pending: Vec<(u32, Vec<u8>, FlowOp)>,
+    /// Their messages' bytes (a bound on what a peer can make us hold).
+    pending_bytes: usize,
     /// Replies to send, in order.
     pub out: Vec<Vec<u8>>,
     /// The last error's reason (for the switch's log).
@@ -167,6 +171,7 @@ impl Session {
             dpid,
             hello: false,
             pending: Vec::new(),
+            pending_bytes: 0,
             out: Vec::new(),
             last_error: None,
         }
@@ -222,7 +227,8 @@ impl Session {
             match decode_flow_mod(body) {
                 Ok(op) => {
                     self.pending.push((h.xid, m.to_vec(), op));
-                    if self.pending.len() >= BATCH {
+                    self.pending_bytes += m.len();
+                    if self.pending.len() >= BATCH || self.pending_bytes >= BATCH_BYTES {
                         self.flush();
                     }
                 }
@@ -294,19 +300,14 @@ impl Session {
             return;
         }
         let ops = std::mem::take(&mut self.pending);
+        self.pending_bytes = 0;
         let now = mono_ns();
         let errors: Vec<(u32, Vec<u8>, OfError)> = self.sh.ctl.edit(|t| {
             if ops.len() > 1 {
-                let adds: Vec<Rule> = ops
-                    .iter()
-                    .filter_map(|(_, _, o)| match o {
-                        FlowOp::Add(r) => Some(r.clone()),
-                        _ => None,
-                    })
-                    .collect();
-                if adds.len() > 1 {
-                    t.reserve_for(&adds);
-                }
+                t.reserve_for(ops.iter().filter_map(|(_, _, o)| match o {
+                    FlowOp::Add(r) => Some(r),
+                    _ => None,
+                }));
             }
             let mut errors = Vec::new();
             for (xid, req, op) in ops {
@@ -348,7 +349,7 @@ impl Session {
                 let mut w = Writer::new(FEATURES_REPLY, xid);
                 w.u64(self.dpid);
                 w.u32(0); // n_buffers
-                w.u8(N_TABLES.min(254) as u8);
+                w.u8(N_TABLES);
                 w.u8(0); // auxiliary_id
                 w.zeros(2);
                 w.u32(0x1 | 0x2 | 0x4 | 0x8); // flow, table, port, group stats
@@ -603,7 +604,7 @@ impl Session {
             }
             MP_TABLE => {
                 let t = sh.ctl.current();
-                for i in 0..N_TABLES.min(254) as u8 {
+                for i in 0..N_TABLES {
                     let mut w = Writer { b: Vec::new() };
                     w.u8(i);
                     w.zeros(3);
@@ -724,7 +725,7 @@ impl Session {
                         "setting table features is not supported",
                     ));
                 }
-                for i in 0..N_TABLES.min(254) as u8 {
+                for i in 0..N_TABLES {
                     parts.push(&table_features(i));
                 }
             }
@@ -1132,7 +1133,7 @@ fn table_features(id: u8) -> Vec<u8> {
         }
     };
     let next = |w: &mut Writer| {
-        for t in id.saturating_add(1)..N_TABLES.min(254) as u8 {
+        for t in id.saturating_add(1)..N_TABLES {
             w.u8(t);
         }
     };
