@@ -105,6 +105,34 @@ fn ctl_rules(sw: &Sw) -> Vec<String> {
     v
 }
 
+/// `linerate switch` with ports 1 (`port1`), 2 and 3 (sinks), the OpenFlow
+/// channel `of` and the control socket `sock`.
+fn spawn(port1: &str, of: &str, sock: &std::path::Path) -> Proc {
+    Proc(Some(
+        Command::new(EXE)
+            .args([
+                "switch",
+                "--port",
+                &format!("1={port1}"),
+                "--port",
+                "2=mem:b?sink",
+                "--port",
+                "3=mem:c?sink",
+                "--poll",
+                "wait",
+                "--openflow",
+                of,
+                "--ctl",
+                sock.to_str().unwrap(),
+                "--quiet",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start linerate switch"),
+    ))
+}
+
 /// The switch; `port1` is port 1's URI (a source of frames: with only
 /// sinks the switch would end at once).
 fn start(port1: &str) -> Sw {
@@ -118,29 +146,7 @@ fn start(port1: &str) -> Sw {
         .unwrap()
         .port();
     let of = format!("ptcp:{port}");
-    let mut p = Proc(Some(
-        Command::new(EXE)
-            .args([
-                "switch",
-                "--port",
-                &format!("1={port1}"),
-                "--port",
-                "2=mem:b?sink",
-                "--port",
-                "3=mem:c?sink",
-                "--poll",
-                "wait",
-                "--openflow",
-                &of,
-                "--ctl",
-                sock.to_str().unwrap(),
-                "--quiet",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start linerate switch"),
-    ));
+    let mut p = spawn(port1, &of, &sock);
     wait_until(Duration::from_secs(20), "the OpenFlow listener", || {
         p.assert_running("linerate switch --openflow");
         TcpStream::connect(("127.0.0.1", port)).is_ok()
@@ -326,27 +332,7 @@ fn the_switch_connects_to_a_controller() {
     let dir = TempDir::new("lr-of-active");
     let sock = dir.join("sw.sock");
     let of = format!("tcp:127.0.0.1:{port}");
-    let mut p = Proc(Some(
-        Command::new(EXE)
-            .args([
-                "switch",
-                "--port",
-                "1=mem:a?source=64&flows=8",
-                "--port",
-                "2=mem:b?sink",
-                "--poll",
-                "wait",
-                "--openflow",
-                &of,
-                "--ctl",
-                sock.to_str().unwrap(),
-                "--quiet",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start linerate switch"),
-    ));
+    let mut p = spawn("mem:a?source=64&flows=8", &of, &sock);
     let sw = Sw {
         _p: Proc(None),
         target: String::new(),

@@ -463,33 +463,48 @@ impl FlowTable {
     /// Remove group `id` (every group when `None`) and the rules that
     /// name it (as OpenFlow's group delete). Returns the groups removed.
     pub fn del_groups(&mut self, id: Option<u32>) -> usize {
-        let gone: Vec<u32> = self
-            .groups
-            .keys()
-            .copied()
-            .filter(|g| id.is_none_or(|x| x == *g))
-            .collect();
-        let rules = self.rules_using(|a| matches!(a, Action::Group(g) if gone.contains(g)));
-        self.remove_rules(&rules);
-        for g in &gone {
-            self.groups.remove(g);
-        }
-        gone.len()
+        self.del_named(
+            id,
+            |t| &mut t.groups,
+            |a| match a {
+                Action::Group(g) => Some(*g),
+                _ => None,
+            },
+        )
     }
 
     /// Remove meter `id` (every meter when `None`) and the rules that
     /// name it (as OpenFlow's meter delete). Returns the meters removed.
     pub fn del_meters(&mut self, id: Option<u32>) -> usize {
-        let gone: Vec<u32> = self
-            .meters
+        self.del_named(
+            id,
+            |t| &mut t.meters,
+            |a| match a {
+                Action::Meter(m) => Some(*m),
+                _ => None,
+            },
+        )
+    }
+
+    /// Remove entry `id` (every entry when `None`) of the map `map` picks
+    /// (groups, meters) and the rules with an action that `names` one of
+    /// them.
+    fn del_named<T>(
+        &mut self,
+        id: Option<u32>,
+        map: fn(&mut FlowTable) -> &mut HashMap<u32, T>,
+        names: fn(&Action) -> Option<u32>,
+    ) -> usize {
+        let gone: Vec<u32> = map(self)
             .keys()
             .copied()
-            .filter(|m| id.is_none_or(|x| x == *m))
+            .filter(|k| id.is_none_or(|x| x == *k))
             .collect();
-        let rules = self.rules_using(|a| matches!(a, Action::Meter(m) if gone.contains(m)));
+        let rules = self.rules_using(|a| names(a).is_some_and(|k| gone.contains(&k)));
         self.remove_rules(&rules);
-        for m in &gone {
-            self.meters.remove(m);
+        let m = map(self);
+        for k in &gone {
+            m.remove(k);
         }
         gone.len()
     }

@@ -91,7 +91,13 @@ impl Channel {
         let (st, ss) = (stop.clone(), stats.clone());
         let (addr, thread) = match ep {
             Endpoint::Listen(a) => {
-                let l = TcpListener::bind(a).map_err(|e| format!("--openflow ptcp: {a}: {e}"))?;
+                let l = TcpListener::bind(a).map_err(|e| {
+                    format!(
+                        "--openflow ptcp:{}:{}: cannot listen: {e}",
+                        a.port(),
+                        a.ip()
+                    )
+                })?;
                 l.set_nonblocking(true).map_err(|e| e.to_string())?;
                 let addr = l.local_addr().map_err(|e| e.to_string())?;
                 let t = std::thread::Builder::new()

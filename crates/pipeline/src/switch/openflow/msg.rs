@@ -421,20 +421,18 @@ impl Session {
         let id = b.u32()?;
         let mut ports = Vec::new();
         while !b.is_empty() {
-            let (len, mut k) = {
-                let mut peek = b;
-                let l = peek.u16()? as usize;
-                if l < 16 {
-                    return Err(OfError::new(
-                        err::GROUP_MOD_FAILED,
-                        err::GM_BAD_BUCKET,
-                        format!("bucket length {l}"),
-                    ));
-                }
-                (l, Reader::new(b.bytes(l)?, "bucket"))
-            };
-            let _ = len;
-            k.skip(16)?;
+            // A bucket: its length (at least its 16-byte head), weight,
+            // watch port and group, then its actions.
+            let len = b.u16()? as usize;
+            if len < 16 {
+                return Err(OfError::new(
+                    err::GROUP_MOD_FAILED,
+                    err::GM_BAD_BUCKET,
+                    format!("bucket length {len}"),
+                ));
+            }
+            let mut k = Reader::new(b.bytes(len - 2)?, "bucket");
+            k.skip(14)?;
             let mut acts = String::new();
             instr::decode_actions(k, &mut acts)?;
             let p = acts
@@ -469,20 +467,15 @@ impl Session {
                     ));
                 }
                 let exists = ctl.read(|t| t.group(id).is_some());
-                if cmd == 0 && exists {
-                    return Err(OfError::new(
-                        err::GROUP_MOD_FAILED,
-                        err::GM_GROUP_EXISTS,
-                        format!("group {id} exists"),
-                    ));
-                }
-                if cmd == 1 && !exists {
-                    return Err(OfError::new(
-                        err::GROUP_MOD_FAILED,
-                        err::GM_UNKNOWN_GROUP,
-                        format!("group {id} does not exist"),
-                    ));
-                }
+                add_or_modify(
+                    cmd,
+                    exists,
+                    "group",
+                    id,
+                    err::GROUP_MOD_FAILED,
+                    err::GM_GROUP_EXISTS,
+                    err::GM_UNKNOWN_GROUP,
+                )?;
                 ctl.edit(|t| t.add_group(Group { id, ports }));
             }
             2 => {
@@ -538,15 +531,15 @@ impl Session {
             return Err(failed(err::MM_BAD_RATE, "meter rate 0".into()));
         }
         let exists = ctl.read(|t| t.meter(id).is_some());
-        if cmd == 0 && exists {
-            return Err(failed(err::MM_METER_EXISTS, format!("meter {id} exists")));
-        }
-        if cmd == 1 && !exists {
-            return Err(failed(
-                err::MM_UNKNOWN_METER,
-                format!("meter {id} does not exist"),
-            ));
-        }
+        add_or_modify(
+            cmd,
+            exists,
+            "meter",
+            id,
+            err::METER_MOD_FAILED,
+            err::MM_METER_EXISTS,
+            err::MM_UNKNOWN_METER,
+        )?;
         let burst = if flags & 4 != 0 { burst } else { 0 };
         ctl.edit(|t| t.add_meter(Meter::new(id, unit, rate, burst)));
         Ok(())
@@ -739,6 +732,32 @@ impl Session {
         }
         self.out.extend(parts.finish());
         Ok(())
+    }
+}
+
+/// An add (command 0) of something that exists, or a modify (1) of
+/// something that does not, as the OpenFlow error of its kind.
+fn add_or_modify(
+    cmd: u16,
+    exists: bool,
+    what: &str,
+    id: u32,
+    kind: u16,
+    exists_code: u16,
+    unknown_code: u16,
+) -> Result<()> {
+    match (cmd, exists) {
+        (0, true) => Err(OfError::new(
+            kind,
+            exists_code,
+            format!("{what} {id} exists"),
+        )),
+        (1, false) => Err(OfError::new(
+            kind,
+            unknown_code,
+            format!("{what} {id} does not exist"),
+        )),
+        _ => Ok(()),
     }
 }
 

@@ -97,6 +97,26 @@ fn barrier(xid: u32) -> Vec<u8> {
     Writer::new(BARRIER_REQUEST, xid).finish()
 }
 
+/// The first `FLOW_MOD` ovs-ofctl sent in `c`, through `s` with a barrier:
+/// only the barrier is answered.
+fn flow_mod_ok(s: &mut Session, c: &Conversation) {
+    let fm = c
+        .msgs
+        .iter()
+        .find(|m| m.to_switch && m.title.contains("OFPT_FLOW_MOD"))
+        .unwrap_or_else(|| panic!("{}: no FLOW_MOD", c.name));
+    s.out.clear();
+    s.message(&fm.bytes).unwrap();
+    s.message(&barrier(99)).unwrap();
+    assert_eq!(
+        kinds(&s.out),
+        vec![BARRIER_REPLY],
+        "{}: {:?}",
+        c.name,
+        s.last_error
+    );
+}
+
 /// Every `add-flow` ovs-ofctl sent decodes to the rule it was given
 /// (`mod_vlan_vid` on an untagged match: sent as push_vlan + set_field,
 /// read back as `mod_vlan_vid`), and is answered by a barrier reply only.
@@ -115,21 +135,9 @@ fn recorded_add_flows_decode_to_the_rule_ovs_ofctl_was_given() {
         let c = load(name);
         let text = quoted(&c.command);
         let want = canonical(Rule::parse(text).unwrap());
-        let fm = c
-            .msgs
-            .iter()
-            .find(|m| m.to_switch && m.title.contains("OFPT_FLOW_MOD"))
-            .unwrap_or_else(|| panic!("{name}: no FLOW_MOD"));
         let sh = shared();
         let mut s = session(&sh);
-        s.message(&fm.bytes).unwrap();
-        s.message(&barrier(99)).unwrap();
-        assert_eq!(
-            kinds(&s.out),
-            vec![BARRIER_REPLY],
-            "{name}: {:?}",
-            s.last_error
-        );
+        flow_mod_ok(&mut s, &c);
         let t = sh.ctl.current();
         let got: Vec<&Rule> = t.flows().into_iter().map(|e| &e.rule).collect();
         assert_eq!(got, vec![&want], "{name}: {text}");
@@ -290,21 +298,7 @@ fn recorded_deletes_and_modifies_select_the_rules_ovs_did() {
             .unwrap();
     }
     let step = |s: &mut Session, name: &str| {
-        let c = load(name);
-        let fm = c
-            .msgs
-            .iter()
-            .find(|m| m.to_switch && m.title.contains("OFPT_FLOW_MOD"))
-            .unwrap();
-        s.out.clear();
-        s.message(&fm.bytes).unwrap();
-        s.message(&barrier(9)).unwrap();
-        assert_eq!(
-            kinds(&s.out),
-            vec![BARRIER_REPLY],
-            "{name}: {:?}",
-            s.last_error
-        );
+        flow_mod_ok(s, &load(name));
         let t = sh.ctl.current();
         t.flows()
             .iter()
@@ -404,4 +398,66 @@ fn fuzz_smoke() {
         }
         super::fuzz(&x);
     }
+}
+
+/// The recorded GROUP_MOD and METER_MOD add and delete what ovs-ofctl
+/// asked for.
+#[test]
+fn recorded_group_and_meter_mods() {
+    let sh = Arc::new(Shared {
+        ctl: Control::new(FlowTable::new()),
+        ports: vec![],
+        cache: Arc::new(CacheCounters::default()),
+        counters: Arc::new(SwitchCounters::default()),
+    });
+    let mut s = session(&sh);
+    let send = |s: &mut Session, name: &str, title: &str| {
+        let c = load(name);
+        let m = c
+            .msgs
+            .iter()
+            .find(|m| m.to_switch && m.title.contains(title))
+            .unwrap_or_else(|| panic!("{name}: no {title}"));
+        s.out.clear();
+        s.message(&m.bytes).unwrap();
+        s.message(&barrier(1)).unwrap();
+        assert_eq!(
+            kinds(&s.out),
+            vec![BARRIER_REPLY],
+            "{name}: {:?}",
+            s.last_error
+        );
+    };
+    send(&mut s, "add-group", "OFPT_GROUP_MOD");
+    send(&mut s, "add-meter", "OFPT_METER_MOD");
+    {
+        let t = sh.ctl.current();
+        let g: Vec<&Group> = t.groups().collect();
+        assert_eq!(
+            g,
+            vec![&Group {
+                id: 1,
+                ports: vec![2, 3]
+            }]
+        );
+        let m = t.meter(1).expect("meter 1");
+        assert_eq!((m.unit, m.rate), (MeterUnit::Pktps, 1000));
+    }
+    // The same group again is an error (OFPGMFC_GROUP_EXISTS).
+    let c = load("add-group");
+    let gm = &c
+        .msgs
+        .iter()
+        .find(|m| m.title.contains("OFPT_GROUP_MOD"))
+        .unwrap()
+        .bytes;
+    s.out.clear();
+    s.message(gm).unwrap();
+    assert_eq!(kinds(&s.out), vec![ERROR]);
+    assert_eq!(&s.out[0][8..12], &[0, 6, 0, 0]);
+    send(&mut s, "del-groups", "OFPT_GROUP_MOD");
+    send(&mut s, "del-meters", "OFPT_METER_MOD");
+    let t = sh.ctl.current();
+    assert_eq!(t.groups().count(), 0);
+    assert!(t.meter(1).is_none());
 }
