@@ -22,6 +22,10 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+/// How long a pause in a peer's stream of `FLOW_MOD`s (with no barrier)
+/// has to be before they are applied.
+pub const IDLE_FLUSH_MS: i32 = 2;
+
 /// Connections served at once (one more is closed at once).
 pub const MAX_CONNECTIONS: usize = 64;
 
@@ -283,8 +287,11 @@ fn serve(
         }
         buf.drain(..at);
         at = 0;
-        // Apply waiting FLOW_MODs once nothing more is waiting to be read.
-        if sess.has_pending() && !poll_in(s.as_raw_fd(), 0) {
+        // Apply waiting FLOW_MODs once the peer pauses (nothing more
+        // within IDLE_FLUSH_MS): a stream of them becomes a few large table
+        // versions (each publication copies the table), a lone one still
+        // takes effect within milliseconds. A barrier applies them at once.
+        if sess.has_pending() && !poll_in(s.as_raw_fd(), IDLE_FLUSH_MS) {
             sess.flush();
             log(&mut sess, peer);
             if !send(&mut s, &mut sess) {

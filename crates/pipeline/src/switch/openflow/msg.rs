@@ -27,9 +27,11 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 /// Most `FLOW_MOD`s applied as one table version.
-pub const BATCH: usize = 65536;
+pub const BATCH: usize = 1 << 20;
+/// Most bytes of a pending `FLOW_MOD` kept for its error reply.
+const ERROR_DATA: usize = 256;
 /// Most bytes of `FLOW_MOD`s held before they are applied.
-pub const BATCH_BYTES: usize = 32 << 20;
+pub const BATCH_BYTES: usize = 256 << 20;
 /// The tables a switch has (0..254).
 const N_TABLES: u8 = 255;
 
@@ -226,7 +228,11 @@ impl Session {
             self.stats.flow_mods.fetch_add(1, Relaxed);
             match decode_flow_mod(body) {
                 Ok(op) => {
-                    self.pending.push((h.xid, m.to_vec(), op));
+                    // The request for an error reply: whole up to 256 bytes
+                    // (a rule's usual size), else its head (OpenFlow asks
+                    // for at least 64 bytes).
+                    self.pending
+                        .push((h.xid, m[..m.len().min(ERROR_DATA)].to_vec(), op));
                     self.pending_bytes += m.len();
                     if self.pending.len() >= BATCH || self.pending_bytes >= BATCH_BYTES {
                         self.flush();
