@@ -2,9 +2,11 @@
 //! out, the table's changes applied.
 //!
 //! `FLOW_MOD`s are decoded as they come and applied in batches: all those
-//! that arrived back to back (up to [`BATCH`]) go into the table as one
-//! new version, published once, before any other message (a barrier, a
-//! dump) is answered. OpenFlow allows this (only a barrier orders
+//! that arrive back to back (until the peer pauses for
+//! [`super::channel::IDLE_FLUSH_MS`], another message comes, or [`BATCH`]
+//! of them or [`BATCH_BYTES`] are waiting) go into the table as one new
+//! version, published once, before any other message (a barrier, a dump)
+//! is answered. OpenFlow allows this (only a barrier orders
 //! messages), and it is what makes N rules then a barrier cost one table
 //! copy instead of N. Each one still gets its own error reply.
 //!
