@@ -193,7 +193,7 @@ pub fn decode_match_field(r: &mut Reader, out: &mut String) -> Result<()> {
         }
     }
     let n = if hasmask { body.len() / 2 } else { body.len() };
-    if n == 0 || n > 16 || (hasmask && body.len() % 2 != 0) {
+    if n == 0 || n > 16 || (hasmask && !body.len().is_multiple_of(2)) {
         return Err(OfError::new(
             err::BAD_MATCH,
             err::BM_BAD_LEN,
