@@ -678,7 +678,7 @@ pub fn report(v: &Value) -> (String, Table, Vec<String>) {
     if let Some(&(n, s)) = lr.last() {
         let r = get("linerate", n).unwrap_or(&Value::Null);
         findings.push(format!(
-            "**linerate took {} rules over OpenFlow in {s:.2} s ({} rules/s) to the barrier reply**; the first probe frame came out {:.3} s after the first FLOW_MOD was sent ({:+.1} ms from the barrier reply). Rules/s from {} to {} rules: {}.",
+            "**linerate took {} rules over OpenFlow in {s:.2} s ({} rules/s) to the barrier reply**; the first probe frame came out {:.3} s after t0, when the first FLOW_MOD was queued ({:+.1} ms from the barrier reply). Rules/s from {} to {} rules: {}.",
             thousands(n),
             rate((n, s)),
             f(&r["first_s"]),

@@ -41,10 +41,11 @@ Examples:
     Gen(GenArgs),
     /// The flow-table switch: cycles per packet against active flows (1..1M) with the cache on
     /// and off, rule insertion 1k..1M against Open vSwitch's userspace datapath, the time
-    /// from add-flow to the first packet hitting the rule (about 5 min), and on request (part
-    /// veth, root, about 2 min) RFC 2544 throughput through the veth bed against the bridge and
-    /// Open vSwitch, (part openflow, root) insertion of 1k..1M rules over OpenFlow into linerate
-    /// and Open vSwitch by one client, with the time to the first packet through them.
+    /// from add-flow to the first packet hitting the rule (about 5 min); on request, RFC 2544
+    /// throughput through the veth bed against the bridge and Open vSwitch (part veth, root,
+    /// about 2 min) and the insertion of 1k..1M rules over OpenFlow into linerate and Open
+    /// vSwitch by one client, with the time to the first packet through them (part openflow,
+    /// root, under a minute).
     #[command(after_help = "\
 Examples:
   linerate bench switch                                 # sweep, insert and first
