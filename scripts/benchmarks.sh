@@ -6,7 +6,8 @@
 #     issue 2's targets, cycles per packet, mem ports against testpmd net_null),
 #  2. `linerate bench gen` (rate accuracy, maximum rate against trafgen, latency),
 #  3. `linerate bench switch` (flow sweep, rule insertion against Open vSwitch,
-#     first hit, a 5-table pipeline against one table, throughput through the veth bed),
+#     first hit, a 5-table pipeline against one table, throughput through the veth bed,
+#     insertion of 1k..1M rules over OpenFlow into linerate and Open vSwitch),
 #  4. `linerate bench dnac` (seed 002's DNAC experiment),
 #  5. `linerate bench capture` (seed 003's capture-method comparison),
 #  6. `linerate bench` with its RFC 2544 defaults (BENCH_RFC2544=0 skips it),
@@ -33,7 +34,7 @@ study() { # NAME [options]: one study, its section, JSON and HTML page
 
 study overload --seconds "$secs" --repeat "$reps"
 study gen --seconds "$secs"
-study switch --parts sweep,insert,first,pipeline,veth
+study switch --parts sweep,insert,first,pipeline,veth,openflow --ovs-max 1000000
 study dnac
 study capture
 if [ "${BENCH_RFC2544:-1}" = 1 ]; then

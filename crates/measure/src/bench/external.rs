@@ -78,11 +78,13 @@ pub fn iface_up(ifname: &str) -> bool {
 }
 
 /// A raw packet socket on one interface of this namespace, for ARP and
-/// learning frames (a few frames, not the measured traffic).
-struct Raw(i32);
+/// learning frames and the switch study's probe trickle (a few frames or a
+/// few ten thousand a second, not the measured traffic of a throughput
+/// test). `proto` 0: it sends only. Receives wait at most 100 ms.
+pub(crate) struct Raw(i32);
 
 impl Raw {
-    fn open(ifname: &str, proto: u16) -> Result<Raw, String> {
+    pub(crate) fn open(ifname: &str, proto: u16) -> Result<Raw, String> {
         let c = std::ffi::CString::new(ifname).map_err(|e| e.to_string())?;
         // SAFETY: plain socket calls on a fresh fd with valid arguments.
         unsafe {
@@ -126,7 +128,7 @@ impl Raw {
         }
     }
 
-    fn send(&self, frame: &[u8]) -> Result<(), String> {
+    pub(crate) fn send(&self, frame: &[u8]) -> Result<(), String> {
         // SAFETY: frame is valid for its length; fd is ours.
         let n = unsafe { libc::send(self.0, frame.as_ptr().cast(), frame.len(), 0) };
         if n < 0 {
@@ -136,7 +138,7 @@ impl Raw {
     }
 
     /// One frame, or None after the 100 ms timeout.
-    fn recv(&self, buf: &mut [u8]) -> Option<usize> {
+    pub(crate) fn recv(&self, buf: &mut [u8]) -> Option<usize> {
         // SAFETY: buf is valid for its length; fd is ours.
         let n = unsafe { libc::recv(self.0, buf.as_mut_ptr().cast(), buf.len(), 0) };
         (n > 0).then_some(n as usize)

@@ -18,6 +18,7 @@ pub mod overload;
 pub mod sink_cpu;
 pub mod soak;
 pub mod switch;
+pub mod switch_openflow;
 pub mod switch_pipeline;
 pub mod switch_veth;
 

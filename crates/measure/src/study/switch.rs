@@ -13,7 +13,11 @@
 //!   packet at 1 and 1M flows ([`super::switch_pipeline`]);
 //! - veth: the bridge, the switch with 1 and 10 000 rules and Open vSwitch
 //!   forwarding through the veth test bed (one `linerate bench` run,
-//!   [`super::switch_veth`]).
+//!   [`super::switch_veth`]);
+//! - openflow: the time to insert 1k .. 1M rules through the OpenFlow
+//!   channel and to the first packet through the last of them, linerate and
+//!   Open vSwitch programmed by the same client in the same run, on veth
+//!   ports ([`super::switch_openflow`]).
 
 use super::{last_json, linerate, Child, StudyReport};
 use crate::report::svg::{Axis, Chart, Line, Marker, PALETTE};
@@ -43,6 +47,9 @@ pub struct SwitchStudy {
     pub insert: bool,
     pub first: bool,
     pub pipeline: bool,
+    /// The part `openflow`, with the OpenFlow client's rule parser (the
+    /// CLI gives linerate's client).
+    pub openflow: Option<super::switch_openflow::Prepare>,
     /// The part `veth`, if asked for.
     pub veth: Option<super::switch_veth::VethPart>,
 }
@@ -85,8 +92,9 @@ fn sweep_rules() -> String {
     s
 }
 
-/// `n` rules in one subtable, for the insertion batches.
-fn insert_rules(n: u32) -> String {
+/// `n` rules in one subtable, for the insertion batches (the first `n`
+/// of any larger batch).
+pub(super) fn insert_rules(n: u32) -> String {
     let mut s = String::with_capacity(n as usize * 72);
     for i in 0..n {
         let _ = writeln!(
@@ -154,21 +162,49 @@ impl Switch {
     }
 }
 
-/// A private ovsdb-server and ovs-vswitchd in a namespace of their own with
-/// a netdev (userspace) bridge `lrbench` and no ports: the flow table is
-/// what is measured. Stopped and removed when dropped.
-struct Ovs {
+/// A private ovsdb-server and ovs-vswitchd in a namespace with a netdev
+/// (userspace) bridge `lrbench` and no ports: the flow table is what is
+/// measured. Stopped and removed when dropped (the namespace too when it
+/// made it).
+pub(super) struct Ovs {
     dir: PathBuf,
     ns: String,
+    own_ns: bool,
+}
+
+/// Why Open vSwitch was skipped when it is not installed.
+pub(super) const NO_OVS: &str =
+    "ovs-vswitchd not found (scripts/setup.sh installs openvswitch-switch)";
+
+/// `ovs-vswitchd --version`'s version (`3.1.0`), None when it does not run.
+pub(super) fn ovs_version() -> Option<String> {
+    let o = Command::new("ovs-vswitchd")
+        .arg("--version")
+        .output()
+        .ok()?;
+    let out = String::from_utf8_lossy(&o.stdout);
+    let v = out.lines().next()?.split_whitespace().last()?;
+    o.status.success().then(|| v.to_string())
 }
 
 impl Ovs {
+    /// In a namespace of its own.
     fn start(dir: &Path) -> Result<Ovs, String> {
+        Ovs::start_ns(dir, &format!("lrswb-{}", std::process::id()), true)
+    }
+
+    /// In the existing namespace `ns` (left there when dropped).
+    pub(super) fn start_in(dir: &Path, ns: &str) -> Result<Ovs, String> {
+        Ovs::start_ns(dir, ns, false)
+    }
+
+    fn start_ns(dir: &Path, ns: &str, own_ns: bool) -> Result<Ovs, String> {
         let d = dir.join("ovs");
         std::fs::create_dir_all(&d).map_err(|e| e.to_string())?;
         let o = Ovs {
             dir: d.clone(),
-            ns: format!("lrswb-{}", std::process::id()),
+            ns: ns.to_string(),
+            own_ns,
         };
         let run = |args: &[&str], ns: bool| -> Result<(), String> {
             let mut c = if ns {
@@ -196,7 +232,9 @@ impl Ovs {
             Ok(())
         };
         let p = |f: &str| d.join(f).display().to_string();
-        run(&["ip", "netns", "add", &o.ns], false)?;
+        if own_ns {
+            run(&["ip", "netns", "add", &o.ns], false)?;
+        }
         run(
             &[
                 "ovsdb-tool",
@@ -255,6 +293,25 @@ impl Ovs {
         Ok(o)
     }
 
+    /// `ovs-vsctl ARGS` against this instance's database; its output.
+    pub(super) fn vsctl(&self, args: &[&str]) -> Result<String, String> {
+        let db = format!("--db=unix:{}", self.dir.join("db.sock").display());
+        let out = Command::new("ovs-vsctl")
+            .args([db.as_str(), "--timeout=20"])
+            .args(args)
+            .env("OVS_RUNDIR", &self.dir)
+            .output()
+            .map_err(|e| format!("ovs-vsctl: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "ovs-vsctl {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+
     fn pid(&self, daemon: &str) -> Option<i32> {
         std::fs::read_to_string(self.dir.join(format!("{daemon}.pid")))
             .ok()?
@@ -296,7 +353,9 @@ impl Drop for Ovs {
                 }
             }
         }
-        let _ = Command::new("ip").args(["netns", "del", &self.ns]).output();
+        if self.own_ns {
+            let _ = Command::new("ip").args(["netns", "del", &self.ns]).output();
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -309,9 +368,16 @@ impl SwitchStudy {
     /// Run the parts asked for; every switch, daemon and file is removed at
     /// the end, also on errors.
     pub fn run(&self, progress: &mut dyn FnMut(&str)) -> Result<StudyReport, String> {
-        if !(self.sweep || self.insert || self.first || self.pipeline || self.veth.is_some()) {
+        if !(self.sweep
+            || self.insert
+            || self.first
+            || self.pipeline
+            || self.openflow.is_some()
+            || self.veth.is_some())
+        {
             return Err(
-                "nothing to run: give at least one of sweep, insert, first, pipeline, veth".into(),
+                "nothing to run: give at least one of sweep, insert, first, pipeline, openflow, veth"
+                    .into(),
             );
         }
         if let Some(v) = &self.veth {
@@ -394,26 +460,35 @@ impl SwitchStudy {
             if end["balanced"] != true {
                 return Err(format!("insert: received != forwarded + drops: {end}"));
             }
-            match Command::new("ovs-vswitchd").arg("--version").output() {
-                Ok(o) if o.status.success() => {
-                    let version = String::from_utf8_lossy(&o.stdout).lines().next().unwrap_or("").split_whitespace().last().unwrap_or("").to_string();
+            match ovs_version() {
+                Some(version) => {
                     let ovs = Ovs::start(dir)?;
                     for n in [1000u32, 10_000, 100_000, 1_000_000] {
                         if u64::from(n) > self.ovs_max {
                             insert.push(json!({"switch": "ovs", "rules": n, "skipped": format!("--ovs-max {}", self.ovs_max)}));
                             continue;
                         }
-                        progress(&format!("insert: {n} rules into Open vSwitch (ovs-ofctl add-flows)"));
+                        progress(&format!(
+                            "insert: {n} rules into Open vSwitch (ovs-ofctl add-flows)"
+                        ));
                         ovs.ofctl(&["del-flows", "lrbench"])?;
                         let t0 = Instant::now();
-                        ovs.ofctl(&["add-flows", "lrbench", &dir.join(format!("rules-{n}.flows")).display().to_string()])?;
+                        ovs.ofctl(&[
+                            "add-flows",
+                            "lrbench",
+                            &dir.join(format!("rules-{n}.flows")).display().to_string(),
+                        ])?;
                         let wall = t0.elapsed().as_secs_f64();
                         let agg = ovs.ofctl(&["dump-aggregate", "lrbench"])?;
-                        let count = agg.split("flow_count=").nth(1).and_then(|x| x.split_whitespace().next()).and_then(|x| x.parse::<u64>().ok());
+                        let count = agg
+                            .split("flow_count=")
+                            .nth(1)
+                            .and_then(|x| x.split_whitespace().next())
+                            .and_then(|x| x.parse::<u64>().ok());
                         insert.push(json!({"switch": "ovs", "version": version, "rules": n, "wall_s": wall, "flow_count": count}));
                     }
                 }
-                _ => insert.push(json!({"switch": "ovs", "skipped": "ovs-vswitchd not found (scripts/setup.sh installs openvswitch-switch)"})),
+                None => insert.push(json!({"switch": "ovs", "skipped": NO_OVS})),
             }
         }
         let mut first = Vec::new();
@@ -475,14 +550,22 @@ impl SwitchStudy {
         } else {
             Value::Null
         };
-        // The veth part's failure is a finding; the parts before it stay.
+        // The veth and openflow parts' failures are findings; the parts
+        // before them stay.
         let veth = match &self.veth {
             Some(v) => v
                 .run(lr, self.cpu, progress)
                 .unwrap_or_else(|e| json!({ "error": e })),
             None => Value::Null,
         };
-        Ok(self.report(&sweep, &insert, &first, &pipeline, &veth))
+        let openflow = match self.openflow {
+            Some(prepare) => {
+                super::switch_openflow::run(lr, dir, self.cpu, self.ovs_max, prepare, progress)
+                    .unwrap_or_else(|e| json!({ "error": e }))
+            }
+            None => Value::Null,
+        };
+        Ok(self.report(&sweep, &insert, &first, &pipeline, &openflow, &veth))
     }
 
     fn report(
@@ -491,6 +574,7 @@ impl SwitchStudy {
         insert: &[Value],
         first: &[Value],
         pipeline: &Value,
+        openflow: &Value,
         veth: &Value,
     ) -> StudyReport {
         let mut findings = Vec::new();
@@ -682,12 +766,21 @@ impl SwitchStudy {
             tables.push(t);
             findings.extend(f);
         }
+        if let Some(e) = openflow["error"].as_str() {
+            findings.push(format!("The openflow part did not run: {e}"));
+        } else if !openflow.is_null() {
+            let (i, t, f) = super::switch_openflow::report(openflow);
+            intro.push(i);
+            tables.push(t);
+            findings.extend(f);
+        }
         let parts: Vec<&str> = [
             ("sweep", self.sweep),
             ("insert", self.insert),
             ("first", self.first),
             ("pipeline", self.pipeline),
             ("veth", self.veth.is_some()),
+            ("openflow", self.openflow.is_some()),
         ]
         .iter()
         .filter(|p| p.1)
@@ -696,7 +789,7 @@ impl SwitchStudy {
         StudyReport {
             name: "switch",
             title: format!(
-                "`linerate switch`: flow sweep, rule insertion, first hit{}{}",
+                "`linerate switch`: flow sweep, rule insertion, first hit{}{}{}",
                 if self.pipeline {
                     ", 5-table pipeline"
                 } else {
@@ -704,6 +797,11 @@ impl SwitchStudy {
                 },
                 if self.veth.is_some() {
                     ", through the veth test bed"
+                } else {
+                    ""
+                },
+                if self.openflow.is_some() {
+                    ", insertion over OpenFlow"
                 } else {
                     ""
                 }
@@ -727,7 +825,7 @@ impl SwitchStudy {
             charts,
             blocks: vec![],
             findings,
-            data: json!({"sweep": sweep, "insert": insert, "first": first, "pipeline": pipeline, "veth": veth}),
+            data: json!({"sweep": sweep, "insert": insert, "first": first, "pipeline": pipeline, "openflow": openflow, "veth": veth}),
         }
     }
 }

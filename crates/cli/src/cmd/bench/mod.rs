@@ -5,6 +5,7 @@
 
 mod args;
 mod config;
+mod openflow_client;
 mod study;
 mod study_afpacket_soak;
 mod study_overload;

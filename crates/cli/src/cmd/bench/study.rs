@@ -41,9 +41,11 @@ Examples:
     Gen(GenArgs),
     /// The flow-table switch: cycles per packet against active flows (1..1M) with the cache on
     /// and off, rule insertion 1k..1M against Open vSwitch's userspace datapath, the time
-    /// from add-flow to the first packet hitting the rule (about 5 min), and on request (part
-    /// veth, root, about 2 min) RFC 2544 throughput through the veth bed against the bridge and
-    /// Open vSwitch.
+    /// from add-flow to the first packet hitting the rule (about 5 min); on request, RFC 2544
+    /// throughput through the veth bed against the bridge and Open vSwitch (part veth, root,
+    /// about 2 min) and the insertion of 1k..1M rules over OpenFlow into linerate and Open
+    /// vSwitch by one client, with the time to the first packet through them (part openflow,
+    /// root, under a minute).
     #[command(after_help = "\
 Examples:
   linerate bench switch                                 # sweep, insert and first
@@ -51,6 +53,7 @@ Examples:
   linerate bench switch --parts pipeline  # 5 tables against one, cycles per packet
   linerate bench switch --parts sweep,insert,first,veth # and through the veth bed
   linerate bench switch --parts veth --veth-repetitions 1 --veth-duts linux-bridge,linerate-switch
+  linerate bench switch --parts openflow --ovs-max 100000 # insertion over OpenFlow, both switches
   linerate bench switch --markdown docs/BENCHMARKS.md   # rewrite its section there")]
     Switch(SwitchArgs),
     /// Where the sink's receive work runs: two `linerate bench` runs on the same DuTs and sizes,
@@ -94,8 +97,8 @@ Examples:
 
 #[derive(clap::Args)]
 pub struct SwitchArgs {
-    /// Which parts, comma separated: sweep, insert, first, pipeline, veth.
-    #[arg(long, value_delimiter = ',', default_value = "sweep,insert,first,pipeline", value_parser = ["sweep", "insert", "first", "pipeline", "veth"])]
+    /// Which parts, comma separated: sweep, insert, first, pipeline, openflow, veth.
+    #[arg(long, value_delimiter = ',', default_value = "sweep,insert,first,pipeline", value_parser = ["sweep", "insert", "first", "pipeline", "openflow", "veth"])]
     pub parts: Vec<String>,
     /// Seconds per sweep point.
     #[arg(long, default_value_t = 3)]
@@ -103,7 +106,7 @@ pub struct SwitchArgs {
     /// The datapath's CPU (veth: the DuT's CPU of the bench).
     #[arg(long, default_value_t = 1)]
     pub cpu: usize,
-    /// Open vSwitch gets the insertion batches up to this many rules.
+    /// Open vSwitch gets the insertion batches up to this many rules (parts insert, openflow).
     #[arg(long, default_value_t = 100_000)]
     pub ovs_max: u64,
     /// Rounds of the first-hit measurement per table size.
@@ -227,6 +230,7 @@ pub fn run(s: Study) -> Result<()> {
                 insert: has("insert"),
                 first: has("first"),
                 pipeline: has("pipeline"),
+                openflow: has("openflow").then_some(super::openflow_client::prepare as _),
                 veth: a.veth.part(has("veth")),
             };
             (s.run(&mut { progress }).map_err(anyhow::Error::msg)?, a.out)

@@ -29,7 +29,8 @@ pub struct Client {
 
 impl Client {
     /// Connect and exchange `HELLO`s (OpenFlow 1.3); `timeout` bounds the
-    /// connection and every later read.
+    /// connection and every later read and write (a switch that stops
+    /// reading a long stream of `FLOW_MOD`s is an error, not a hang).
     pub fn connect(addr: SocketAddr, timeout: Duration) -> Result<Client, String> {
         let s = TcpStream::connect_timeout(&addr, timeout)
             .map_err(|e| format!("openflow tcp:{addr}: {e}"))?;
@@ -45,6 +46,8 @@ impl Client {
             .unwrap_or_else(|_| "?".into());
         let _ = s.set_nodelay(true);
         s.set_read_timeout(Some(timeout))
+            .map_err(|e| e.to_string())?;
+        s.set_write_timeout(Some(timeout))
             .map_err(|e| e.to_string())?;
         let r = s.try_clone().map_err(|e| e.to_string())?;
         let mut c = Client {
