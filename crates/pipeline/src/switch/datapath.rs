@@ -668,19 +668,18 @@ impl Datapath {
         let pc = &self.ports[pi].counters;
         bump(&pc.rx_packets, n as u64);
         bump(&pc.rx_bytes, bytes);
+        let multi = table.multi();
         // The two caches' counters together (a run uses one or the other,
         // or both around a change from one table to many).
-        let (es, ps) = (self.emc.stats, self.pcache.stats);
-        let es = crate::switch::EmcStats {
-            hits: es.hits + ps.hits,
-            misses: es.misses + ps.misses,
-            inserts: es.inserts + ps.inserts,
-            skipped_inserts: es.skipped_inserts + ps.skipped_inserts,
-            bypassed: es.bypassed + ps.bypassed,
+        let ps = self.pcache.stats;
+        let es = if ps.hits | ps.misses == 0 {
+            self.emc.stats
+        } else {
+            self.emc.stats + ps
         };
         let cs = self.emc.cls_stats;
         let cc = &self.cache;
-        if table.multi() {
+        if multi {
             // Only the multi-table path moves these.
             cc.learn_requests.store(self.learner.requests, Relaxed);
             cc.learn_queue_full.store(self.learner.queue_full, Relaxed);
@@ -805,6 +804,7 @@ impl Datapath {
     /// stamp between the lookups and the walks (`--profile`). Never
     /// inlined: the single-table path's loop stays as compact as it was.
     #[inline(never)]
+    #[cold]
     fn pipeline_batch(
         &mut self,
         pi: usize,

@@ -75,6 +75,19 @@ pub struct EmcStats {
     pub bypassed: u64,
 }
 
+impl core::ops::Add for EmcStats {
+    type Output = EmcStats;
+    fn add(self, o: EmcStats) -> EmcStats {
+        EmcStats {
+            hits: self.hits + o.hits,
+            misses: self.misses + o.misses,
+            inserts: self.inserts + o.inserts,
+            skipped_inserts: self.skipped_inserts + o.skipped_inserts,
+            bypassed: self.bypassed + o.bypassed,
+        }
+    }
+}
+
 /// The hit-rate bypass of a cache (module doc): watch the hit rate over
 /// windows of [`WINDOW`] probes; below [`BYPASS_BELOW_PCT`] % probe only
 /// one chunk in [`SAMPLE_EVERY`]. The megaflow cache uses it too.
