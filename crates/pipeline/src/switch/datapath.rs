@@ -804,7 +804,6 @@ impl Datapath {
     /// stamp between the lookups and the walks (`--profile`). Never
     /// inlined: the single-table path's loop stays as compact as it was.
     #[inline(never)]
-    #[cold]
     fn pipeline_batch(
         &mut self,
         pi: usize,

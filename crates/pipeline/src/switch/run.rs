@@ -397,8 +397,8 @@ impl Report for Finished {
         if let Some(of) = &self.openflow {
             let j = of.json();
             o += &format!(
-                "  openflow: {} connections, {} messages ({} flow_mods), {} errors sent\n",
-                j["connections"], j["messages"], j["flow_mods"], j["errors"]
+                "  openflow: {} connections, {} messages ({} flow_mods in {} table versions), {} errors sent\n",
+                j["connections"], j["messages"], j["flow_mods"], j["versions"], j["errors"]
             );
         }
         if self.profile {

@@ -99,6 +99,8 @@ pub struct ChannelStats {
     pub connections: std::sync::atomic::AtomicU64,
     pub messages: std::sync::atomic::AtomicU64,
     pub flow_mods: std::sync::atomic::AtomicU64,
+    /// Table versions published for `FLOW_MOD`s (each batch is one).
+    pub versions: std::sync::atomic::AtomicU64,
     pub errors: std::sync::atomic::AtomicU64,
 }
 
@@ -108,6 +110,7 @@ impl ChannelStats {
             "connections": self.connections.load(Relaxed),
             "messages": self.messages.load(Relaxed),
             "flow_mods": self.flow_mods.load(Relaxed),
+            "versions": self.versions.load(Relaxed),
             "errors": self.errors.load(Relaxed),
         })
     }
@@ -309,6 +312,7 @@ impl Session {
         }
         let ops = std::mem::take(&mut self.pending);
         self.pending_bytes = 0;
+        self.stats.versions.fetch_add(1, Relaxed);
         let now = mono_ns();
         let errors: Vec<(u32, Vec<u8>, OfError)> = self.sh.ctl.edit(|t| {
             if ops.len() > 1 {
