@@ -186,14 +186,16 @@ impl Drop for Server {
 }
 
 /// Wait up to `ms` for `fd` to be readable (or closed).
-fn poll_in(fd: i32, ms: i32) {
+/// Wait up to `ms` for `fd` to be readable; true when it is (the
+/// control socket's and the OpenFlow channel's accept loops and reads).
+pub(crate) fn poll_in(fd: i32, ms: i32) -> bool {
     let mut p = libc::pollfd {
         fd,
         events: libc::POLLIN,
         revents: 0,
     };
     // SAFETY: one valid pollfd.
-    unsafe { libc::poll(&mut p, 1, ms) };
+    unsafe { libc::poll(&mut p, 1, ms) > 0 }
 }
 
 fn accept_loop(

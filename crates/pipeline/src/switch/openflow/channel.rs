@@ -13,6 +13,7 @@
 
 use super::msg::{hello, ChannelStats, Session};
 use super::wire::{Header, HEADER};
+use crate::control::poll_in;
 use crate::switch::ctl::Shared;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -208,17 +209,6 @@ fn connect_loop(
             }
         }
     }
-}
-
-/// Wait up to `ms` for `fd` to be readable (or the wait to end).
-fn poll_in(fd: i32, ms: i32) -> bool {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd for the duration of the call.
-    unsafe { libc::poll(&mut p, 1, ms) > 0 }
 }
 
 /// Write the session's replies; false when the peer is gone or stuck.

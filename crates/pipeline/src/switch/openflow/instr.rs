@@ -9,7 +9,7 @@
 
 use super::oxm;
 use super::wire::*;
-use crate::switch::field::{Field, SubField};
+use crate::switch::field::SubField;
 use crate::switch::learn::{Learn, LearnItem, LearnSrc};
 use crate::switch::{Action, Rule, SetField};
 use core::fmt::Write as _;
@@ -556,9 +556,4 @@ pub fn encode_instructions(rule: &Rule, w: &mut Writer) {
             w.zeros(3);
         }
     }
-}
-
-/// The field of a Nicira subfield header (for tests and the decoder).
-pub fn field_name(h: u32) -> Option<&'static str> {
-    oxm::field_of(h).map(Field::name)
 }
