@@ -49,8 +49,6 @@ pub const BYPASS_BELOW_PCT: u32 = 50;
 /// While bypassed, one chunk (up to 64 packets) in this many is probed.
 pub const SAMPLE_EVERY: u32 = 64;
 
-const NO_RULE: u32 = u32::MAX;
-
 /// One slot: the packet words of a key, the stamp it was valid at, and
 /// what it decided (one cache line for the key; a probe reads the stamp
 /// and value after it).
@@ -303,20 +301,20 @@ impl<V: Copy> Cache<V> {
 /// The single-table exact-match cache: a rule id (or "no rule") per key,
 /// valid while the classifier's generation is the one it was stored at.
 pub struct Emc {
-    cache: Cache<u32>,
+    cache: Cache<Option<RuleId>>,
     /// Classifier counters for the packets that missed the cache.
     pub cls_stats: LookupStats,
 }
 
 impl core::ops::Deref for Emc {
-    type Target = Cache<u32>;
-    fn deref(&self) -> &Cache<u32> {
+    type Target = Cache<Option<RuleId>>;
+    fn deref(&self) -> &Cache<Option<RuleId>> {
         &self.cache
     }
 }
 
 impl core::ops::DerefMut for Emc {
-    fn deref_mut(&mut self) -> &mut Cache<u32> {
+    fn deref_mut(&mut self) -> &mut Cache<Option<RuleId>> {
         &mut self.cache
     }
 }
@@ -326,7 +324,7 @@ impl Emc {
     /// 2); `inv_prob` 0 disables the cache, 1 inserts every miss.
     pub fn new(slots: usize, inv_prob: u32) -> Emc {
         Emc {
-            cache: Cache::new(slots, inv_prob, NO_RULE),
+            cache: Cache::new(slots, inv_prob, None),
             cls_stats: LookupStats::default(),
         }
     }
@@ -362,7 +360,7 @@ impl Emc {
                 hashes[i] = h;
                 match self.cache.probe(&ks[i], h, generation) {
                     Some(r) => {
-                        os[i] = (r != NO_RULE).then_some(r);
+                        os[i] = r;
                         hits += 1;
                     }
                     None => {
@@ -379,8 +377,7 @@ impl Emc {
                 while it != 0 {
                     let i = it.trailing_zeros() as usize;
                     it &= it - 1;
-                    self.cache
-                        .insert(&ks[i], hashes[i], generation, os[i].unwrap_or(NO_RULE));
+                    self.cache.insert(&ks[i], hashes[i], generation, os[i]);
                 }
             }
             base += len;
