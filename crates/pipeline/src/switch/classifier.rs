@@ -602,10 +602,14 @@ impl Classifier {
     /// one packet at a time): the subtables in probe order, stopping when
     /// none left can beat the best so far. Hit counts are added with a
     /// plain load and store (one writer; only a ranking hint).
-    #[inline]
     ///
     /// `wc`: when given, the masks of the subtables searched are or-ed
     /// into it (the bits of `k` the result depends on).
+    ///
+    /// A small table's scan is inlined into the walk (a pipeline's tables
+    /// after the first are mostly a few rules, and the call's entry and
+    /// exit cost more than the scan); larger tables go out of line.
+    #[inline(always)]
     pub fn lookup_one(
         &self,
         k: &Key,
@@ -613,22 +617,33 @@ impl Classifier {
         mut wc: Option<&mut Key>,
     ) -> Option<RuleId> {
         stats.packets += 1;
-        if !self.small.is_empty() {
-            // The first match in rank order wins; the rules before it and
-            // it are what the result depends on.
-            for r in &self.small {
-                if let Some(wc) = wc.as_deref_mut() {
-                    for &w in &r.sel[..r.nsel as usize] {
-                        wc.w[w as usize] |= r.mask.w[w as usize];
-                    }
-                }
-                if r.matches(k) {
-                    stats.matched += 1;
-                    return Some(r.id);
+        if self.small.is_empty() {
+            return self.lookup_hashed(k, stats, wc);
+        }
+        // The first match in rank order wins; the rules before it and it
+        // are what the result depends on.
+        for r in &self.small {
+            if let Some(wc) = wc.as_deref_mut() {
+                for &w in &r.sel[..r.nsel as usize] {
+                    wc.w[w as usize] |= r.mask.w[w as usize];
                 }
             }
-            return None;
+            if r.matches(k) {
+                stats.matched += 1;
+                return Some(r.id);
+            }
         }
+        None
+    }
+
+    /// [`Self::lookup_one`] through the subtables' hash tables.
+    #[inline(never)]
+    fn lookup_hashed(
+        &self,
+        k: &Key,
+        stats: &mut LookupStats,
+        mut wc: Option<&mut Key>,
+    ) -> Option<RuleId> {
         let (mut best_rank, mut best) = (0u64, None);
         for (pos, &si) in self.order.iter().enumerate() {
             if best_rank >= self.suffix_max[pos] {

@@ -327,6 +327,17 @@ pub enum End {
     Done,
 }
 
+/// Bring `key`'s packet words up to date with the frame if it changed
+/// (`dirty`) since they were extracted.
+#[inline(always)]
+fn sync_key(key: &mut Key, dirty: &mut bool, f: &FrameBuf) {
+    if *dirty {
+        let port = key.get(key::IN_PORT) as u32;
+        key.extract_into(f.bytes(), port);
+        *dirty = false;
+    }
+}
+
 /// One packet's walk.
 pub struct Walk<'a, 't, E: PipeEnv> {
     pub ft: &'a FlowTable,
@@ -401,16 +412,13 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
     /// Bring the key's packet words up to date with the frame.
     #[inline(always)]
     fn sync(&mut self, f: &FrameBuf) {
-        if self.dirty {
-            let port = self.key.get(key::IN_PORT) as u32;
-            self.key.extract_into(f.bytes(), port);
-            self.dirty = false;
-        }
+        sync_key(&mut self.key, &mut self.dirty, f);
     }
 
     /// One lookup, replayed or live. Inlined into [`Self::run`]: called
     /// once per table per packet, its call cost a replayed 5-table walk a
-    /// quarter of its cycles.
+    /// quarter of its cycles. One dispatch on the mode per lookup (each
+    /// `match` on it reloads it through the reference).
     #[inline(always)]
     fn lookup(&mut self, f: &FrameBuf, t: u8) -> Result<Option<&'a FlowEntry>, Verdict> {
         self.lookups += 1;
@@ -418,51 +426,53 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
             return Err(Verdict::TooDeep);
         }
         let ft = self.ft;
-        let replayed = match &mut *self.mode {
+        let e = match &mut *self.mode {
             // SAFETY: a replayed trace is valid for `ft` (the datapath and
             // the tests replay only traces that are, see `Trace`).
             Mode::Replay { trace, pos } => match unsafe { trace.get(*pos) } {
                 Some((tt, e)) if tt == t => {
                     *pos += 1;
-                    Some(e)
+                    e
                 }
                 // Cannot happen for a valid trace; go on live (unrecorded).
-                _ => None,
+                _ => {
+                    let tb = ft.table(t);
+                    match tb {
+                        Some(tb) => {
+                            sync_key(&mut self.key, &mut self.dirty, f);
+                            let id = tb.classifier().lookup_one(&self.key, self.cls_stats, None);
+                            id.and_then(|id| tb.entry(id))
+                        }
+                        None => None,
+                    }
+                }
             },
-            Mode::Live { .. } => None,
-        };
-        let e = match replayed {
-            Some(e) => e,
-            None => {
+            Mode::Live {
+                trace,
+                wc,
+                first,
+                record,
+            } => {
                 let tb = ft.table(t);
-                let first = match &mut *self.mode {
-                    Mode::Live { first, wc, .. } if t == 0 && self.lookups == 1 => {
-                        let f = first.take();
-                        wc.exact |= f.is_some();
-                        f
+                let id = match first.take() {
+                    // Table 0's result, from the datapath's batch lookup
+                    // (its subtables are not known: the walk is exact).
+                    Some(id) if t == 0 && self.lookups == 1 => {
+                        wc.exact = true;
+                        id
                     }
-                    _ => None,
-                };
-                let id = match (first, tb) {
-                    (Some(id), _) => id,
-                    (None, None) => None,
-                    (None, Some(tb)) => {
-                        self.sync(f);
-                        // Exact walks need no wildcards.
-                        let wc = match &mut *self.mode {
-                            Mode::Live { wc, .. } if !wc.exact => Some(&mut wc.mask),
-                            _ => None,
-                        };
-                        tb.classifier().lookup_one(&self.key, self.cls_stats, wc)
-                    }
+                    _ => match tb {
+                        Some(tb) => {
+                            sync_key(&mut self.key, &mut self.dirty, f);
+                            // Exact walks need no wildcards.
+                            let m = (!wc.exact).then_some(&mut wc.mask);
+                            tb.classifier().lookup_one(&self.key, self.cls_stats, m)
+                        }
+                        None => None,
+                    },
                 };
                 let e = id.and_then(|id| tb?.entry(id));
-                if let Mode::Live {
-                    trace,
-                    record: true,
-                    ..
-                } = &mut *self.mode
-                {
+                if *record {
                     trace.push(t, e);
                 }
                 e
@@ -507,7 +517,10 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
         }
     }
 
-    /// Run a rule's actions; `Some(table)` for its `goto_table`.
+    /// Run a rule's actions; `Some(table)` for its `goto_table`. Inlined
+    /// into [`Self::run`] (once per table per packet: the call's entry and
+    /// exit cost a 5-table walk ~100 instructions).
+    #[inline(always)]
     fn actions(
         &mut self,
         f: &mut FrameBuf,
@@ -633,11 +646,20 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
     }
 
     /// Write `v` into subfield `dst`: the key, and the frame for a header.
+    /// A register or metadata write is inlined (a few instructions; the
+    /// call cost more), a header's goes out of line.
+    #[inline(always)]
     fn write(&mut self, f: &mut FrameBuf, dst: &SubField, v: u64) -> Result<(), Verdict> {
         if !dst.field.header() {
             dst.write(&mut self.key, v);
             return Ok(());
         }
+        self.write_header(f, dst, v)
+    }
+
+    /// [`Self::write`] into a header field (the frame too).
+    #[inline(never)]
+    fn write_header(&mut self, f: &mut FrameBuf, dst: &SubField, v: u64) -> Result<(), Verdict> {
         // A partial write keeps the other bits; a VLAN write depends on
         // whether the frame is tagged.
         self.reads(dst.field.loc());
