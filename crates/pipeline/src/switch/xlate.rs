@@ -338,6 +338,25 @@ fn sync_key(key: &mut Key, dirty: &mut bool, f: &FrameBuf) {
     }
 }
 
+/// Look `key` up in table `t` (its packet words brought up to date with
+/// the frame first): the winning rule's entry. `wc` as in
+/// [`super::classifier::Classifier::lookup_one`].
+#[inline(always)]
+fn classify<'a>(
+    ft: &'a FlowTable,
+    t: u8,
+    key: &mut Key,
+    dirty: &mut bool,
+    f: &FrameBuf,
+    stats: &mut LookupStats,
+    wc: Option<&mut Key>,
+) -> Option<&'a FlowEntry> {
+    let tb = ft.table(t)?;
+    sync_key(key, dirty, f);
+    let id = tb.classifier().lookup_one(key, stats, wc)?;
+    tb.entry(id)
+}
+
 /// One packet's walk.
 pub struct Walk<'a, 't, E: PipeEnv> {
     pub ft: &'a FlowTable,
@@ -436,15 +455,8 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
                 }
                 // Cannot happen for a valid trace; go on live (unrecorded).
                 _ => {
-                    let tb = ft.table(t);
-                    match tb {
-                        Some(tb) => {
-                            sync_key(&mut self.key, &mut self.dirty, f);
-                            let id = tb.classifier().lookup_one(&self.key, self.cls_stats, None);
-                            id.and_then(|id| tb.entry(id))
-                        }
-                        None => None,
-                    }
+                    let (key, dirty) = (&mut self.key, &mut self.dirty);
+                    classify(ft, t, key, dirty, f, self.cls_stats, None)
                 }
             },
             Mode::Live {
@@ -453,25 +465,20 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
                 first,
                 record,
             } => {
-                let tb = ft.table(t);
-                let id = match first.take() {
+                let e = match first.take() {
                     // Table 0's result, from the datapath's batch lookup
                     // (its subtables are not known: the walk is exact).
                     Some(id) if t == 0 && self.lookups == 1 => {
                         wc.exact = true;
-                        id
+                        id.and_then(|id| ft.table(t)?.entry(id))
                     }
-                    _ => match tb {
-                        Some(tb) => {
-                            sync_key(&mut self.key, &mut self.dirty, f);
-                            // Exact walks need no wildcards.
-                            let m = (!wc.exact).then_some(&mut wc.mask);
-                            tb.classifier().lookup_one(&self.key, self.cls_stats, m)
-                        }
-                        None => None,
-                    },
+                    _ => {
+                        // Exact walks need no wildcards.
+                        let m = (!wc.exact).then_some(&mut wc.mask);
+                        let (key, dirty) = (&mut self.key, &mut self.dirty);
+                        classify(ft, t, key, dirty, f, self.cls_stats, m)
+                    }
                 };
-                let e = id.and_then(|id| tb?.entry(id));
                 if *record {
                     trace.push(t, e);
                 }
