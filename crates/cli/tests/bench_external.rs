@@ -4,7 +4,8 @@
 //! forwarding, RPS to the DuT's CPU, as the built-in bed has it): the bench
 //! resolves the router's MAC by ARP, answers its ARP for the tester's
 //! address, and measures it; the result is within the stated re-run spread
-//! of the built-in linux-ipfwd measured in the same test. l2: a learning
+//! of the built-in linux-ipfwd measured in the same test (in one of up to
+//! three pairs of runs: the spread is a 95 % interval). l2: a learning
 //! bridge with a third port: after the learning frames, no frame of the
 //! trials is flooded to the third port. Nothing on the interfaces is left
 //! changed (no XDP program, no address). Needs root and ethtool.
@@ -195,41 +196,57 @@ fn l3_router_by_arp_within_the_spread_of_linux_ipfwd() {
         "10.91.2.2",
     ];
     args.extend_from_slice(COMMON);
-    let (ok, err, v) = net.bench(&args, &dir.join("ext.json"));
-    assert!(ok, "{err}");
-    assert!(err.contains("10.91.1.1 is at "), "{err}");
-    let ext = &v["results"][0];
-    assert_eq!(ext["name"], "external");
-    assert_eq!(ext["status"], "ok", "{ext}");
-    // The router learnt the tester's address on port B from our ARP replies.
-    let o = Command::new("ip")
-        .args(["-n", &net.dut, "neigh", "show", "10.91.2.2"])
-        .output()
-        .unwrap();
-    let neigh = String::from_utf8_lossy(&o.stdout);
-    assert!(neigh.contains("lladdr"), "{neigh}");
-    net.untouched(&["pa", "pb"]);
-    // The built-in linux-ipfwd, the same way.
-    let mut args = vec!["--dut", "linux-ipfwd"];
-    args.extend_from_slice(COMMON);
-    let (ok, err, w) = net.bench(&args, &dir.join("ipfwd.json"));
-    assert!(ok, "{err}");
-    let ipfwd = &w["results"][0];
-    let spread = ipfwd["throughput_spread"]
-        .as_f64()
-        .unwrap()
-        .max(ext["throughput_spread"].as_f64().unwrap());
-    for i in 0..2 {
-        let a = ext["sizes"][i]["throughput_pps"].as_f64().unwrap();
-        let b = ipfwd["sizes"][i]["throughput_pps"].as_f64().unwrap();
-        assert!(
-            (a / b - 1.0).abs() <= spread,
-            "{} B: external {a:.0} pps against linux-ipfwd {b:.0}: {:+.1} %, stated re-run spread ±{:.1} %",
-            ext["sizes"][i]["frame_size"],
-            (a / b - 1.0) * 100.0,
-            spread * 100.0
-        );
+    // The stated spread is a 95 % prediction interval: one pair of runs of
+    // two equivalent devices falls outside it about once in ten (two sizes).
+    // A device the bench measures wrongly falls outside it every time, so
+    // a pair that disagrees is measured again, up to three pairs in all.
+    let mut misses = Vec::new();
+    for attempt in 0..3 {
+        let (ok, err, v) = net.bench(&args, &dir.join("ext.json"));
+        assert!(ok, "{err}");
+        assert!(err.contains("10.91.1.1 is at "), "{err}");
+        let ext = &v["results"][0];
+        assert_eq!(ext["name"], "external");
+        assert_eq!(ext["status"], "ok", "{ext}");
+        // The router learnt the tester's address on port B from our ARP replies.
+        let o = Command::new("ip")
+            .args(["-n", &net.dut, "neigh", "show", "10.91.2.2"])
+            .output()
+            .unwrap();
+        let neigh = String::from_utf8_lossy(&o.stdout);
+        assert!(neigh.contains("lladdr"), "{neigh}");
+        net.untouched(&["pa", "pb"]);
+        // The built-in linux-ipfwd, the same way.
+        let mut ip_args = vec!["--dut", "linux-ipfwd"];
+        ip_args.extend_from_slice(COMMON);
+        let (ok, err, w) = net.bench(&ip_args, &dir.join("ipfwd.json"));
+        assert!(ok, "{err}");
+        let ipfwd = &w["results"][0];
+        let spread = ipfwd["throughput_spread"]
+            .as_f64()
+            .unwrap()
+            .max(ext["throughput_spread"].as_f64().unwrap());
+        let mut off = Vec::new();
+        for i in 0..2 {
+            let a = ext["sizes"][i]["throughput_pps"].as_f64().unwrap();
+            let b = ipfwd["sizes"][i]["throughput_pps"].as_f64().unwrap();
+            if (a / b - 1.0).abs() > spread {
+                off.push(format!(
+                    "pair {}: {} B: external {a:.0} pps against linux-ipfwd {b:.0}: {:+.1} %, stated re-run spread ±{:.1} %",
+                    attempt + 1,
+                    ext["sizes"][i]["frame_size"],
+                    (a / b - 1.0) * 100.0,
+                    spread * 100.0
+                ));
+            }
+        }
+        if off.is_empty() {
+            return;
+        }
+        eprintln!("{}", off.join("\n"));
+        misses.extend(off);
     }
+    panic!("three pairs outside the spread:\n{}", misses.join("\n"));
 }
 
 #[test]
