@@ -185,9 +185,8 @@ impl Drop for Server {
     }
 }
 
-/// Wait up to `ms` for `fd` to be readable (or closed).
-/// Wait up to `ms` for `fd` to be readable; true when it is (the
-/// control socket's and the OpenFlow channel's accept loops and reads).
+/// Wait up to `ms` for `fd` to be readable (or closed); true when it is
+/// (the control socket's and the OpenFlow channel's accept loops and reads).
 pub(crate) fn poll_in(fd: i32, ms: i32) -> bool {
     let mut p = libc::pollfd {
         fd,

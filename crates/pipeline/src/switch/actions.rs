@@ -154,14 +154,8 @@ fn set_field_parsed(f: &mut FrameBuf, l: &mut Option<Layers>, s: &SetField) {
     let b = f.bytes_mut();
     // Errors below mean "the frame has no such header": a no-op (module doc).
     let _ = match *s {
-        SetField::EthDst(m) => {
-            b[0..6].copy_from_slice(&m);
-            Ok(())
-        }
-        SetField::EthSrc(m) => {
-            b[6..12].copy_from_slice(&m);
-            Ok(())
-        }
+        // The MACs: written by `set_field` itself, never sent here.
+        SetField::EthDst(_) | SetField::EthSrc(_) => Ok(()),
         SetField::Ipv4Src(a) => frame::rewrite_ipv4_addr(b, &mut ly, Endpoint::Src, a),
         SetField::Ipv4Dst(a) => frame::rewrite_ipv4_addr(b, &mut ly, Endpoint::Dst, a),
         SetField::Ipv6Src(a) => frame::rewrite_ipv6_addr(b, &mut ly, Endpoint::Src, a),

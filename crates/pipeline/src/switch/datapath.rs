@@ -657,7 +657,8 @@ impl Datapath {
                 }
             }
         }
-        if !table.multi() {
+        let multi = table.multi();
+        if !multi {
             // Table 0's counters, once per batch: its matches are the
             // packets not dropped for no match (counted here, not in the
             // actions loop, where every live value costs a register).
@@ -681,7 +682,6 @@ impl Datapath {
         let pc = &self.ports[pi].counters;
         bump(&pc.rx_packets, n as u64);
         bump(&pc.rx_bytes, bytes);
-        let multi = table.multi();
         // The two caches' counters together (a run uses one or the other,
         // or both around a change from one table to many).
         let ps = self.pcache.stats;
