@@ -633,6 +633,38 @@ fn gen_script(script: &Path) -> Proc {
     ))
 }
 
+/// Issue 34: bytecode is how a script leaves the sandbox (Lua does not
+/// verify it): `load(string.dump(f))` is an error of one line, the run
+/// ends at once, and a script file of bytecode is not run.
+#[test]
+fn lua_bytecode_is_refused_with_one_line() {
+    let td = TempDir::new("lua-bc");
+    let p = td.write(
+        "escape.lua",
+        "log('started')\nload(string.dump(function() return 42 end))()\nlog('escaped')\n",
+    );
+    let out = gen_script(&p).wait_output(Duration::from_secs(10), "string.dump");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("started") && !err.contains("escaped"), "{err}");
+    let last = err.lines().last().unwrap_or("");
+    assert!(
+        last.contains("escape.lua") && last.contains("dump"),
+        "one line naming the script and the cause: {err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    // A file of bytecode (its signature, then anything): refused as such.
+    let p = td.write("chunk.lua", "\x1bLua\x54\x00\x19\r\n\x1a\n");
+    let out = gen_script(&p).wait_output(Duration::from_secs(10), "bytecode file");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    let last = err.lines().last().unwrap_or("");
+    assert!(
+        last.contains("chunk.lua") && last.contains("binary chunk"),
+        "{err}"
+    );
+}
+
 #[test]
 fn lua_scripts_end_within_two_seconds_with_one_line() {
     let td = TempDir::new("lua");

@@ -84,8 +84,9 @@ pub struct Args {
     /// os, require, dofile or loadfile).
     #[arg(long)]
     pub script: Option<PathBuf>,
-    /// Give the script Lua's io, os and package libraries (it runs as the
-    /// user running linerate, usually root).
+    /// Give the script Lua's io, os and package libraries and bytecode
+    /// (`string.dump`, binary chunks); it runs as the user running
+    /// linerate, usually root.
     #[arg(long, requires = "script")]
     pub script_unsafe: bool,
     /// Receive on this port in the same process (loopback through a device under test) and report.
