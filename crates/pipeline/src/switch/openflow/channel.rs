@@ -213,9 +213,12 @@ fn connect_loop(
 
 /// Write the session's replies; false when the peer is gone or stuck.
 fn send(s: &mut TcpStream, sess: &mut Session) -> bool {
-    let ok = sess.out.iter().all(|m| s.write_all(m).is_ok());
-    sess.out.clear();
-    ok
+    while let Some(m) = sess.next_out() {
+        if s.write_all(&m).is_err() {
+            return false;
+        }
+    }
+    true
 }
 
 /// The session's last refusal, one line on stderr (the peer gets the
@@ -271,7 +274,7 @@ fn serve(
                 send(&mut s, &mut sess);
                 return;
             }
-            if !sess.out.is_empty() && !send(&mut s, &mut sess) {
+            if sess.has_out() && !send(&mut s, &mut sess) {
                 return;
             }
         }

@@ -25,6 +25,7 @@ use crate::switch::ctl::Shared;
 use crate::switch::table::{mono_ns, FlowEntry, FlowTable};
 use crate::switch::{Action, MatchSpec, Rule};
 use core::fmt::Write as _;
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -155,8 +156,8 @@ pub struct Session {
     pending: Vec<(u32, Vec<u8>, FlowOp)>,
     /// Their messages' bytes (a bound on what a peer can make us hold).
     pending_bytes: usize,
-    /// Replies to send, in order.
-    pub out: Vec<Vec<u8>>,
+    /// Replies to send, in order ([`Session::next_out`]).
+    out: VecDeque<Vec<u8>>,
     /// The last error's reason (for the switch's log).
     pub last_error: Option<String>,
 }
@@ -179,15 +180,34 @@ impl Session {
             hello: false,
             pending: Vec::new(),
             pending_bytes: 0,
-            out: Vec::new(),
+            out: VecDeque::new(),
             last_error: None,
         }
     }
 
     fn error(&mut self, xid: u32, e: &OfError, req: &[u8]) {
         self.stats.errors.fetch_add(1, Relaxed);
-        self.out.push(error_msg(xid, e, req));
+        self.out.push_back(error_msg(xid, e, req));
         self.last_error = Some(e.to_string());
+    }
+
+    /// The next message to send, in order, or None when every reply so far
+    /// has been taken. The channel writes each before it takes the next
+    /// (and before it reads more requests): a peer that does not read its
+    /// replies holds up only its own connection, and what waits to be sent
+    /// stays small.
+    pub fn next_out(&mut self) -> Option<Vec<u8>> {
+        self.out.pop_front()
+    }
+
+    /// Is a reply waiting to be sent?
+    pub fn has_out(&self) -> bool {
+        !self.out.is_empty()
+    }
+
+    /// Every reply waiting, in order (tests and the fuzz target).
+    pub fn take_out(&mut self) -> Vec<Vec<u8>> {
+        std::iter::from_fn(|| self.next_out()).collect()
     }
 
     /// Are decoded `FLOW_MOD`s waiting to be applied?
@@ -354,7 +374,7 @@ impl Session {
             ECHO_REQUEST => {
                 let mut w = Writer::new(ECHO_REPLY, xid);
                 w.bytes(b.rest());
-                self.out.push(w.finish());
+                self.out.push_back(w.finish());
             }
             ECHO_REPLY | SET_CONFIG | SET_ASYNC => {}
             FEATURES_REQUEST => {
@@ -366,17 +386,17 @@ impl Session {
                 w.zeros(2);
                 w.u32(0x1 | 0x2 | 0x4 | 0x8); // flow, table, port, group stats
                 w.u32(0);
-                self.out.push(w.finish());
+                self.out.push_back(w.finish());
             }
             GET_CONFIG_REQUEST => {
                 let mut w = Writer::new(GET_CONFIG_REPLY, xid);
                 w.u16(0);
                 w.u16(0xffff);
-                self.out.push(w.finish());
+                self.out.push_back(w.finish());
             }
             BARRIER_REQUEST => {
                 // Everything before it is applied (flush above).
-                self.out.push(Writer::new(BARRIER_REPLY, xid).finish());
+                self.out.push_back(Writer::new(BARRIER_REPLY, xid).finish());
             }
             ROLE_REQUEST => {
                 let role = b.u32()?;
@@ -388,12 +408,12 @@ impl Session {
                 w.u32(if role == 0 { 1 } else { role });
                 w.zeros(4);
                 w.u64(gen);
-                self.out.push(w.finish());
+                self.out.push_back(w.finish());
             }
             GET_ASYNC_REQUEST => {
                 let mut w = Writer::new(GET_ASYNC_REPLY, xid);
                 w.zeros(24);
-                self.out.push(w.finish());
+                self.out.push_back(w.finish());
             }
             GROUP_MOD => self.group_mod(b)?,
             METER_MOD => self.meter_mod(b)?,
@@ -1246,7 +1266,7 @@ pub fn fuzz(data: &[u8]) {
         let (m, r) = rest.split_at(n);
         rest = r;
         let _ = s.message(m);
-        s.out.clear();
+        s.take_out();
     }
     s.flush();
 }

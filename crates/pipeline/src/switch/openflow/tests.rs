@@ -105,11 +105,11 @@ fn flow_mod_ok(s: &mut Session, c: &Conversation) {
         .iter()
         .find(|m| m.to_switch && m.title.contains("OFPT_FLOW_MOD"))
         .unwrap_or_else(|| panic!("{}: no FLOW_MOD", c.name));
-    s.out.clear();
+    s.take_out();
     s.message(&fm.bytes).unwrap();
     s.message(&barrier(99)).unwrap();
     assert_eq!(
-        kinds(&s.out),
+        kinds(&s.take_out()),
         vec![BARRIER_REPLY],
         "{}: {:?}",
         c.name,
@@ -147,7 +147,7 @@ fn recorded_add_flows_decode_to_the_rule_ovs_ofctl_was_given() {
         s2.message(&flow_mod_add(&want, 5)).unwrap();
         s2.message(&barrier(6)).unwrap();
         assert_eq!(
-            kinds(&s2.out),
+            kinds(&s2.take_out()),
             vec![BARRIER_REPLY],
             "{name}: {:?}",
             s2.last_error
@@ -212,8 +212,13 @@ fn dumps_list_the_table_and_requests_get_their_replies() {
         s.message(&flow_mod_add(&r, i as u32 + 10)).unwrap();
     }
     s.message(&barrier(1)).unwrap();
-    assert_eq!(kinds(&s.out), vec![BARRIER_REPLY], "{:?}", s.last_error);
-    s.out.clear();
+    assert_eq!(
+        kinds(&s.take_out()),
+        vec![BARRIER_REPLY],
+        "{:?}",
+        s.last_error
+    );
+    s.take_out();
     // dump-flows (the request ovs-ofctl sent OvS).
     let dump = load("dump-flows");
     let req = &dump
@@ -223,7 +228,7 @@ fn dumps_list_the_table_and_requests_get_their_replies() {
         .unwrap()
         .bytes;
     s.message(req).unwrap();
-    let body: Vec<u8> = s.out.iter().flat_map(|m| m[16..].to_vec()).collect();
+    let body: Vec<u8> = s.take_out().iter().flat_map(|m| m[16..].to_vec()).collect();
     let got: Vec<Rule> = decode_flow_stats(&body)
         .unwrap()
         .into_iter()
@@ -253,7 +258,7 @@ fn dumps_list_the_table_and_requests_get_their_replies() {
             if m.bytes[1] == HELLO {
                 continue;
             }
-            s.out.clear();
+            s.take_out();
             s.message(&m.bytes).unwrap();
             let xid = Header::parse(&m.bytes).unwrap().xid;
             // OvS's replies by the title (a table-features reply's hex is
@@ -271,13 +276,14 @@ fn dumps_list_the_table_and_requests_get_their_replies() {
                 GET_CONFIG_REPLY => "OFPT_GET_CONFIG_REPLY",
                 _ => "other",
             };
-            let got: Vec<&str> = s.out.iter().map(|m| name_of(m[1])).collect();
+            let out = s.take_out();
+            let got: Vec<&str> = out.iter().map(|m| name_of(m[1])).collect();
             assert!(
                 !got.is_empty() && got.iter().all(|k| want.contains(k)),
                 "{name}: {} -> {got:?}, OvS {want:?}",
                 m.title
             );
-            assert!(s.out.iter().all(|m| Header::parse(m).unwrap().xid == xid));
+            assert!(out.iter().all(|m| Header::parse(m).unwrap().xid == xid));
         }
     }
 }
@@ -339,7 +345,7 @@ fn malformed_messages_end_the_connection_unsupported_ones_do_not() {
     // Before HELLO.
     let mut s = Session::new(sh.clone(), Arc::new(ChannelStats::default()), 1);
     assert!(s.message(&barrier(1)).is_err());
-    assert_eq!(kinds(&s.out), vec![ERROR]);
+    assert_eq!(kinds(&s.take_out()), vec![ERROR]);
     // A peer that speaks OpenFlow 1.0 only.
     let mut s = Session::new(sh.clone(), Arc::new(ChannelStats::default()), 1);
     let mut h = Writer::new(HELLO, 1);
@@ -348,7 +354,11 @@ fn malformed_messages_end_the_connection_unsupported_ones_do_not() {
     h.u16(8);
     h.u32(1 << 1);
     assert!(s.message(&h.finish()).is_err());
-    assert_eq!(&s.out[0][8..12], &[0, 0, 0, 0], "HELLO_FAILED/INCOMPATIBLE");
+    assert_eq!(
+        &s.take_out()[0][8..12],
+        &[0, 0, 0, 0],
+        "HELLO_FAILED/INCOMPATIBLE"
+    );
     // A length that does not add up, a bad version.
     let mut s = session(&sh);
     let mut m = barrier(2);
@@ -377,8 +387,9 @@ fn malformed_messages_end_the_connection_unsupported_ones_do_not() {
     s.message(&fm).unwrap();
     s.message(&Writer::new(PACKET_OUT, 8).finish()).unwrap();
     s.message(&barrier(9)).unwrap();
-    assert_eq!(kinds(&s.out), vec![ERROR, ERROR, BARRIER_REPLY]);
-    assert_eq!(&s.out[0][8..12], &[0, 2, 0, 9], "BAD_ACTION/BAD_OUT_GROUP");
+    let out = s.take_out();
+    assert_eq!(kinds(&out), vec![ERROR, ERROR, BARRIER_REPLY]);
+    assert_eq!(&out[0][8..12], &[0, 2, 0, 9], "BAD_ACTION/BAD_OUT_GROUP");
     assert_eq!(sh.ctl.current().len(), 0);
 }
 
@@ -418,11 +429,11 @@ fn recorded_group_and_meter_mods() {
             .iter()
             .find(|m| m.to_switch && m.title.contains(title))
             .unwrap_or_else(|| panic!("{name}: no {title}"));
-        s.out.clear();
+        s.take_out();
         s.message(&m.bytes).unwrap();
         s.message(&barrier(1)).unwrap();
         assert_eq!(
-            kinds(&s.out),
+            kinds(&s.take_out()),
             vec![BARRIER_REPLY],
             "{name}: {:?}",
             s.last_error
@@ -451,10 +462,11 @@ fn recorded_group_and_meter_mods() {
         .find(|m| m.title.contains("OFPT_GROUP_MOD"))
         .unwrap()
         .bytes;
-    s.out.clear();
+    s.take_out();
     s.message(gm).unwrap();
-    assert_eq!(kinds(&s.out), vec![ERROR]);
-    assert_eq!(&s.out[0][8..12], &[0, 6, 0, 0]);
+    let out = s.take_out();
+    assert_eq!(kinds(&out), vec![ERROR]);
+    assert_eq!(&out[0][8..12], &[0, 6, 0, 0]);
     send(&mut s, "del-groups", "OFPT_GROUP_MOD");
     send(&mut s, "del-meters", "OFPT_METER_MOD");
     let t = sh.ctl.current();
