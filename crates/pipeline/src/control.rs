@@ -65,7 +65,9 @@ impl Default for Limits {
 pub trait Handler: Send + Sync + 'static {
     /// Answer one request line (without its newline; never empty); more
     /// lines of the same request can be read from `conn`. The reply is one
-    /// line (the newline is added).
+    /// line (the newline is added). A reply that may be large (a dump) is
+    /// written through [`Conn::stream_reply`] instead, never built whole;
+    /// what `handle` returns then is not sent.
     fn handle(&self, line: &str, conn: &mut Conn) -> String;
 
     /// The reply line for an error of the connection itself (a request
@@ -262,6 +264,12 @@ fn serve_client(c: &mut Conn, h: &dyn Handler) {
         }
         c.deadline = Instant::now() + c.limits.request_time;
         let reply = h.handle(line, c);
+        if std::mem::take(&mut c.streamed) {
+            if c.closing {
+                return;
+            }
+            continue;
+        }
         if c.reply(&reply).is_err() || c.closing {
             return;
         }
@@ -406,6 +414,8 @@ pub struct Conn {
     deadline: Instant,
     /// Set by a failed read: the connection ends after the reply.
     closing: bool,
+    /// The handler wrote its reply itself ([`Conn::stream_reply`]).
+    streamed: bool,
 }
 
 impl Conn {
@@ -418,6 +428,7 @@ impl Conn {
             limits,
             stop,
             closing: false,
+            streamed: false,
         }
     }
 
@@ -445,6 +456,26 @@ impl Conn {
                 Ok(())
             }
         });
+        if r.is_err() {
+            self.closing = true;
+        }
+        r
+    }
+
+    /// Write the reply line with `f` as it is made, through a 64 KiB
+    /// buffer (the newline is added): a reply of any size costs the buffer,
+    /// and each write waits for the client at most
+    /// [`Limits::write_timeout`] (then the connection ends). For a handler
+    /// whose reply may be large; it returns an empty string after.
+    pub fn stream_reply(
+        &mut self,
+        f: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        self.streamed = true;
+        let mut w = std::io::BufWriter::with_capacity(64 << 10, &mut self.lines.r);
+        let r = f(&mut w)
+            .and_then(|()| w.write_all(b"\n"))
+            .and_then(|()| w.flush());
         if r.is_err() {
             self.closing = true;
         }

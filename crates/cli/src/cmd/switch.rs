@@ -36,6 +36,9 @@ Examples:
   linerate switch --port 1=afpacket:p1 --port 2=afpacket:p2 --openflow ptcp:6653
   #   ovs-ofctl -O OpenFlow13 add-flow tcp:127.0.0.1:6653 'in_port=1,actions=output:2'
   #   ovs-ofctl -O OpenFlow13 dump-flows tcp:127.0.0.1:6653
+  # bounds: 100k rules in all, a learning table of 10k (learned rules evict the oldest)
+  linerate switch --port 1=afpacket:p1 --port 2=afpacket:p2 --flows examples/flows/vlan-learning.flows \\
+      --max-flows 100000 --flow-table table=10,flow_limit=10000
   # CPU cost per stage on in-memory ports
   linerate switch --port '1=mem:a?source=64' --port '2=mem:b?sink' --flows f.txt --duration 5 --profile
 
@@ -54,6 +57,16 @@ pub struct Args {
     /// Meters, one per line: meter=ID,pktps|kbps,band=type=drop,rate=R[,burst_size=B]
     #[arg(long)]
     pub meters: Option<PathBuf>,
+    /// Most rules in all tables; a rule past it is refused (OpenFlow: TABLE_FULL)
+    /// or, if learned, takes an older learned rule's place.
+    #[arg(long, value_name = "N", default_value_t = linerate_pipeline::switch::table::DEFAULT_MAX_FLOWS)]
+    pub max_flows: usize,
+    /// One table's bound, as Open vSwitch's Flow_Table columns:
+    /// table=N,flow_limit=M[,overflow_policy=refuse|evict-learned|evict] (default
+    /// evict-learned: learned rules evict the oldest learned ones, others are refused).
+    /// Repeat for each table.
+    #[arg(long = "flow-table", value_name = "SPEC")]
+    pub flow_tables: Vec<String>,
     /// Control socket path for `linerate switch-ctl` (created with mode 0600).
     #[arg(long)]
     pub ctl: Option<PathBuf>,
@@ -128,6 +141,11 @@ pub fn run(a: Args) -> Result<()> {
             flows: a.flows.clone(),
             groups: a.groups.clone(),
             meters: a.meters.clone(),
+            limits: linerate_pipeline::switch::table::Limits::from_flags(
+                a.max_flows,
+                &a.flow_tables,
+            )
+            .map_err(anyhow::Error::msg)?,
         },
         ctl: a.ctl.clone(),
         openflow: a

@@ -5,9 +5,11 @@
 use super::actions::{Group, Meter};
 use super::datapath::{CacheCounters, PortCounters, SwitchCounters};
 use super::rule::{MatchSpec, Rule};
-use super::table::{mono_ns, Control, FlowTable};
+use super::table::{mono_ns, Control, FlowCursor, FlowTable};
 use crate::control::{Conn, Handler};
 use serde_json::{json, Value};
+use std::fmt::Write as _;
+use std::io::Write;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Instant;
@@ -200,6 +202,7 @@ pub fn cache_json(sh: &Shared) -> Value {
         "emc_bypassed": c.emc_bypassed.load(Relaxed),
         "learn_requests": c.learn_requests.load(Relaxed),
         "learn_queue_full": c.learn_queue_full.load(Relaxed),
+        "learn_refused": c.learn_refused.load(Relaxed),
         "megaflow_hits": c.mega_hits.load(Relaxed),
         "megaflow_misses": c.mega_misses.load(Relaxed),
         "megaflows": c.megaflows.load(Relaxed),
@@ -230,11 +233,26 @@ pub struct SwitchCtl(pub Arc<Shared>);
 
 impl Handler for SwitchCtl {
     fn handle(&self, line: &str, conn: &mut Conn) -> String {
-        match handle(line, conn, &self.0) {
-            Ok(mut v) => {
-                v["ok"] = json!(true);
-                v.to_string()
+        let sh = &self.0;
+        match Request::parse(line) {
+            // Dumps are written as they are made (never built whole): a
+            // million rules to a client that reads slowly cost the
+            // connection's buffer, not a copy of the table.
+            Ok(Request::DumpFlows(spec)) => {
+                let _ = conn.stream_reply(|w| dump_flows(sh, spec.as_ref(), w));
+                String::new()
             }
+            Ok(Request::DumpGroups) => {
+                let _ = conn.stream_reply(|w| dump_groups(sh, w));
+                String::new()
+            }
+            Ok(req) => match handle(req, conn, sh) {
+                Ok(mut v) => {
+                    v["ok"] = json!(true);
+                    v.to_string()
+                }
+                Err(e) => self.error(&e),
+            },
             Err(e) => self.error(&e),
         }
     }
@@ -243,9 +261,100 @@ impl Handler for SwitchCtl {
     }
 }
 
-fn handle(line: &str, conn: &mut Conn, sh: &Shared) -> Result<Value, String> {
+/// `dump-flows [MATCH]`: `{"ok":true,"now_ns":N,"rules":[...]}`, one object
+/// per rule (its `ovs-ofctl` line, table, priority, counters, creation and
+/// hit times), in table then id order; [`request`] gives the client the
+/// `flows` lines and `stats` objects sorted as `ovs-ofctl` sorts them.
+fn dump_flows(sh: &Shared, spec: Option<&MatchSpec>, w: &mut dyn Write) -> std::io::Result<()> {
+    let now = mono_ns();
+    write!(w, "{{\"ok\":true,\"now_ns\":{now},\"rules\":[")?;
+    let mut cur = FlowCursor::new(spec);
+    let mut first = true;
+    // The current version at each step: no version is held while the
+    // client reads.
+    while let Some(e) = cur.next(&sh.ctl.current()) {
+        if !first {
+            w.write_all(b",")?;
+        }
+        first = false;
+        let st = &e.stats;
+        serde_json::to_writer(
+            &mut *w,
+            &json!({
+                "flow": FlowTable::dump_line(&e, now),
+                "table": e.rule.table,
+                "priority": e.rule.priority,
+                "packets": st.packets.load(Relaxed),
+                "bytes": st.bytes.load(Relaxed),
+                "created_ns": e.created_ns,
+                "first_hit_ns": st.first_hit_ns.load(Relaxed),
+                "last_hit_ns": st.last_hit_ns.load(Relaxed),
+                "learned": e.learned,
+            }),
+        )?;
+    }
+    w.write_all(b"]}")
+}
+
+/// One group as `dump-groups` prints it.
+fn group_line(g: &Group) -> String {
+    let mut s = format!("group_id={},type=all", g.id);
+    for p in &g.ports {
+        let _ = write!(s, ",bucket=output:{p}");
+    }
+    s
+}
+
+/// `dump-groups`: `{"ok":true,"groups":[LINE,...]}` by group id, one group
+/// at a time from the current version.
+fn dump_groups(sh: &Shared, w: &mut dyn Write) -> std::io::Result<()> {
+    w.write_all(b"{\"ok\":true,\"groups\":[")?;
+    let ids = sh.ctl.current().group_ids();
+    let mut first = true;
+    for id in ids {
+        let Some(line) = sh.ctl.current().group(id).map(group_line) else {
+            continue;
+        };
+        if !first {
+            w.write_all(b",")?;
+        }
+        first = false;
+        serde_json::to_writer(&mut *w, &line)?;
+    }
+    w.write_all(b"]}")
+}
+
+/// Per table: rules, bounds, lookups, matches, evictions and refusals
+/// (`dump-tables`, the final account).
+pub fn tables_json(sh: &Shared) -> Value {
+    let t = sh.ctl.current();
+    let v: Vec<Value> = t
+        .tables()
+        .filter(|(i, tb)| {
+            *i == 0
+                || !tb.classifier().is_empty()
+                || tb.stats.lookups.load(Relaxed) > 0
+                || tb.stats.refused_full.load(Relaxed) > 0
+        })
+        .map(|(i, tb)| {
+            let lim = t.limits().table(i);
+            json!({"table": i, "rules": tb.classifier().len(),
+                "subtables": tb.classifier().subtables(),
+                "lookups": tb.stats.lookups.load(Relaxed),
+                "matches": tb.stats.matches.load(Relaxed),
+                "flow_limit": (lim.flow_limit != usize::MAX).then_some(lim.flow_limit),
+                "overflow_policy": lim.overflow.as_str(),
+                "evicted": tb.stats.evicted.load(Relaxed),
+                "refused_full": tb.stats.refused_full.load(Relaxed)})
+        })
+        .collect();
+    json!(v)
+}
+
+/// Every request but the dumps (streamed by [`SwitchCtl::handle`]).
+fn handle(req: Request, conn: &mut Conn, sh: &Shared) -> Result<Value, String> {
     let ctl = &sh.ctl;
-    match Request::parse(line)? {
+    match req {
         Request::AddFlow(rule) => {
             add_rules(ctl, vec![rule])?;
             Ok(json!({"added": 1}))
@@ -262,73 +371,23 @@ fn handle(line: &str, conn: &mut Conn, sh: &Shared) -> Result<Value, String> {
             let n = ctl.edit(|t| t.del_flows(spec.as_ref()));
             Ok(json!({"deleted": n}))
         }
-        Request::DumpFlows(spec) => {
-            let now = mono_ns();
-            // The published version: no lock (its counters are the live ones).
-            let (lines, stats): (Vec<String>, Vec<Value>) = {
-                let t = ctl.current();
-                t.flows_matching(spec.as_ref())
-                    .iter()
-                    .map(|e| {
-                        let st = &e.stats;
-                        let raw = json!({
-                            "priority": e.rule.priority,
-                            "packets": st.packets.load(Relaxed),
-                            "bytes": st.bytes.load(Relaxed),
-                            "created_ns": e.created_ns,
-                            "first_hit_ns": st.first_hit_ns.load(Relaxed),
-                            "last_hit_ns": st.last_hit_ns.load(Relaxed),
-                        });
-                        (FlowTable::dump_line(e, now), raw)
-                    })
-                    .unzip()
-            };
-            Ok(json!({"flows": lines, "stats": stats, "now_ns": now}))
-        }
         Request::DumpPorts => Ok(json!({"ports": ports_json(sh)})),
         Request::DumpTables => {
-            let t = ctl.current();
-            let v: Vec<Value> = t
-                .tables()
-                .filter(|(i, tb)| {
-                    *i == 0 || !tb.classifier().is_empty() || tb.stats.lookups.load(Relaxed) > 0
-                })
-                .map(|(i, tb)| {
-                    json!({"table": i, "rules": tb.classifier().len(),
-                        "subtables": tb.classifier().subtables(),
-                        "lookups": tb.stats.lookups.load(Relaxed),
-                        "matches": tb.stats.matches.load(Relaxed)})
-                })
-                .collect();
-            Ok(json!({"tables": v}))
-        }
-        Request::DumpGroups => {
-            let v: Vec<String> = {
-                let t = ctl.current();
-                let mut g: Vec<&Group> = t.groups().collect();
-                g.sort_by_key(|g| g.id);
-                g.iter()
-                    .map(|g| {
-                        let b: Vec<String> = g
-                            .ports
-                            .iter()
-                            .map(|p| format!(",bucket=output:{p}"))
-                            .collect();
-                        format!("group_id={},type=all{}", g.id, b.concat())
-                    })
-                    .collect()
-            };
-            Ok(json!({"groups": v}))
+            let max = ctl.current().limits().max_flows;
+            Ok(json!({"tables": tables_json(sh), "max_flows": max}))
         }
         Request::AddGroup(g) => {
-            ctl.edit(|t| t.add_group(g));
+            ctl.try_edit(|t| t.add_group(g))?;
             Ok(json!({}))
         }
         Request::AddMeter(m) => {
-            ctl.edit(|t| t.add_meter(m));
+            ctl.try_edit(|t| t.add_meter(m))?;
             Ok(json!({}))
         }
         Request::CacheStats => Ok(cache_json(sh)),
+        Request::DumpFlows(_) | Request::DumpGroups => {
+            Err("internal: dumps are streamed by the handler".into())
+        }
     }
 }
 
@@ -506,13 +565,43 @@ pub fn request(
     BufReader::new(&s)
         .read_line(&mut reply)
         .map_err(|e| format!("reading from '{}': {e}", socket.display()))?;
-    let v: Value = serde_json::from_str(reply.trim())
-        .map_err(|_| format!("bad reply from '{}': '{}'", socket.display(), reply.trim()))?;
+    let mut v: Value = serde_json::from_str(reply.trim()).map_err(|_| {
+        let r = reply.trim();
+        let cut: String = r.chars().take(200).collect();
+        format!("bad reply from '{}': '{cut}'", socket.display())
+    })?;
     if v["ok"] != json!(true) {
         return Err(format!(
             "{command}: {}",
             v["error"].as_str().unwrap_or("failed")
         ));
     }
+    flows_sorted(&mut v);
     Ok(v)
+}
+
+/// A `dump-flows` reply's `rules` (streamed by the switch in table and id
+/// order) as `flows` (the lines) and `stats` (the counters), by table and
+/// then highest priority first, as `ovs-ofctl dump-flows --rsort` shows
+/// them (ties: the switch's order).
+fn flows_sorted(v: &mut Value) {
+    let Some(Value::Array(mut rules)) = v.as_object_mut().and_then(|o| o.remove("rules")) else {
+        return;
+    };
+    let key = |r: &Value| {
+        (
+            r["table"].as_u64().unwrap_or(0),
+            std::cmp::Reverse(r["priority"].as_u64().unwrap_or(0)),
+        )
+    };
+    rules.sort_by_key(key);
+    let mut flows = Vec::with_capacity(rules.len());
+    for r in &mut rules {
+        if let Some(o) = r.as_object_mut() {
+            flows.push(o.remove("flow").unwrap_or(Value::Null));
+            o.remove("table");
+        }
+    }
+    v["flows"] = Value::Array(flows);
+    v["stats"] = Value::Array(rules);
 }

@@ -134,6 +134,9 @@ pub struct CacheCounters {
     /// because its queue was full.
     pub learn_requests: AtomicU64,
     pub learn_queue_full: AtomicU64,
+    /// Learned rules the control side refused: their table was full and
+    /// its policy evicts nothing (written by the learning thread).
+    pub learn_refused: AtomicU64,
     /// Megaflows (multi-table pipelines): hits, misses (walked live), how
     /// many there are and their masks.
     pub mega_hits: AtomicU64,
@@ -1166,8 +1169,10 @@ mod tests {
 
     fn table(rules: &[&str]) -> Arc<Control> {
         let mut t = FlowTable::new();
-        t.add_group(Group::parse("group_id=1,type=all,bucket=output:2,bucket=output:3").unwrap());
-        t.add_meter(Meter::parse("meter=1,pktps,band=type=drop,rate=1,burst_size=10").unwrap());
+        t.add_group(Group::parse("group_id=1,type=all,bucket=output:2,bucket=output:3").unwrap())
+            .unwrap();
+        t.add_meter(Meter::parse("meter=1,pktps,band=type=drop,rate=1,burst_size=10").unwrap())
+            .unwrap();
         for r in rules {
             t.add_flow(Rule::parse(r).unwrap(), 0).unwrap();
         }
@@ -1434,9 +1439,9 @@ mod tests {
                     .join(":")
             )
         });
-        assert_eq!(ctl.learn([rule.clone()], 1), 1);
+        assert_eq!(ctl.learn([rule.clone()], 1, true).changed, 1);
         assert_eq!(
-            ctl.learn([rule], 2),
+            ctl.learn([rule], 2, true).changed,
             0,
             "the same rule again only refreshes it"
         );

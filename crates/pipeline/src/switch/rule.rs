@@ -1034,6 +1034,27 @@ impl Rule {
     pub fn parse(s: &str) -> Result<Rule, ParseError> {
         parse_inner(s, Mode::Rule).map(|p| p.rule)
     }
+
+    /// Bytes the rule holds on the heap (its actions; a `learn` spec's
+    /// items), for memory budgets.
+    pub fn heap_bytes(&self) -> usize {
+        Rule::actions_heap_bytes(&self.actions)
+    }
+
+    /// Bytes an action list holds on the heap.
+    pub fn actions_heap_bytes(actions: &Vec<Action>) -> usize {
+        actions.capacity() * std::mem::size_of::<Action>()
+            + actions
+                .iter()
+                .map(|a| match a {
+                    Action::Learn(l) => {
+                        std::mem::size_of::<super::learn::Learn>()
+                            + l.items.capacity() * std::mem::size_of::<super::learn::LearnItem>()
+                    }
+                    _ => 0,
+                })
+                .sum::<usize>()
+    }
 }
 
 /// A match for `del-flows` / `dump-flows`: fields only, the priority if

@@ -4,7 +4,7 @@
 //! the final account.
 
 use super::actions::{Group, Meter};
-use super::ctl::{cache_json, ports_json, Shared, SwitchCtl};
+use super::ctl::{cache_json, ports_json, tables_json, Shared, SwitchCtl};
 use super::datapath::{
     CacheCounters, Datapath, LearnReq, Polling, SwitchCyclesSnapshot, SwitchPort,
 };
@@ -29,12 +29,14 @@ pub fn rule_lines(s: &str) -> impl Iterator<Item = (usize, &str)> {
         .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
 }
 
-/// The rule files of a switch (each optional).
+/// The rule files of a switch (each optional), and the bounds its tables
+/// keep.
 #[derive(Clone, Debug, Default)]
 pub struct RuleFiles {
     pub flows: Option<PathBuf>,
     pub groups: Option<PathBuf>,
     pub meters: Option<PathBuf>,
+    pub limits: super::table::Limits,
 }
 
 impl RuleFiles {
@@ -54,15 +56,16 @@ impl RuleFiles {
             Ok(())
         }
         let mut table = FlowTable::new();
+        table.set_limits(self.limits.clone());
         if let Some(p) = &self.groups {
             each(p, "--groups", &mut |l| {
-                table.add_group(Group::parse(l)?);
+                table.add_group(Group::parse(l)?)?;
                 Ok(())
             })?;
         }
         if let Some(p) = &self.meters {
             each(p, "--meters", &mut |l| {
-                table.add_meter(Meter::parse(l)?);
+                table.add_meter(Meter::parse(l)?)?;
                 Ok(())
             })?;
         }
@@ -152,6 +155,58 @@ fn cache_now(c: &CacheCounters) -> [u64; 3] {
 /// thread (more are counted as `learn_queue_full` and asked again).
 const LEARN_QUEUE: usize = 4096;
 
+/// Learned rules wait at least this long in the control copy before they
+/// are published (a new version of the table) ...
+const LEARN_PUBLISH_MIN: Duration = Duration::from_millis(10);
+/// ... and at most this long.
+const LEARN_PUBLISH_MAX: Duration = Duration::from_secs(1);
+
+/// The learning thread: the datapath's `learn(...)` requests become rules
+/// in the control copy as they come; they are published when the last
+/// publication is ten times its own cost old (at least
+/// [`LEARN_PUBLISH_MIN`], at most [`LEARN_PUBLISH_MAX`]). A publication
+/// copies the whole table, so at most a tenth of this thread's time goes
+/// to copies however fast the wire makes it learn (random source MACs at
+/// line rate): learning costs the rules it adds, not the table's size
+/// times the batches. A full table evicts or refuses by its policy.
+fn learn_loop(
+    rx: &std::sync::mpsc::Receiver<LearnReq>,
+    ctl: &Control,
+    stats: &super::datapath::CacheCounters,
+) {
+    use std::sync::mpsc::RecvTimeoutError;
+    let mut last = Instant::now();
+    let mut gap = LEARN_PUBLISH_MIN;
+    loop {
+        let due = |last: Instant, gap: Duration| gap.saturating_sub(last.elapsed());
+        let first = match rx.recv_timeout(due(last, gap).max(Duration::from_millis(1))) {
+            Ok(r) => Some(r),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => {
+                ctl.publish_learned();
+                return;
+            }
+        };
+        let t = Instant::now();
+        let published = match first {
+            Some(first) => {
+                let more = std::iter::from_fn(|| rx.try_recv().ok()).take(LEARN_QUEUE);
+                let rules = std::iter::once(first)
+                    .chain(more)
+                    .map(|r| r.spec.rule(&r.key));
+                let l = ctl.learn(rules, mono_ns(), due(last, gap).is_zero());
+                stats.learn_refused.fetch_add(l.refused as u64, Relaxed);
+                l.published
+            }
+            None => ctl.publish_learned(),
+        };
+        if published {
+            gap = (t.elapsed() * 10).clamp(LEARN_PUBLISH_MIN, LEARN_PUBLISH_MAX);
+            last = Instant::now();
+        }
+    }
+}
+
 /// Run the switch until `stop`, its duration or the end of finite sources.
 pub fn run(
     cfg: &SwitchConfig,
@@ -186,18 +241,10 @@ pub fn run(
     let (learn_tx, learn_rx) = std::sync::mpsc::sync_channel::<LearnReq>(LEARN_QUEUE);
     dp.set_learner(learn_tx);
     let learn_ctl = ctl.clone();
+    let learn_stats = dp.cache.clone();
     let learner = std::thread::Builder::new()
         .name("linerate-learn".into())
-        .spawn(move || {
-            while let Ok(first) = learn_rx.recv() {
-                let more = std::iter::from_fn(|| learn_rx.try_recv().ok()).take(LEARN_QUEUE);
-                let rules: Vec<_> = std::iter::once(first)
-                    .chain(more)
-                    .map(|r| r.spec.rule(&r.key))
-                    .collect();
-                learn_ctl.learn(rules, mono_ns());
-            }
-        })
+        .spawn(move || learn_loop(&learn_rx, &learn_ctl, &learn_stats))
         .map_err(|e| format!("spawning the learning thread: {e}"))?;
     let server = match &cfg.ctl {
         Some(path) => {
@@ -345,6 +392,7 @@ impl Report for Finished {
             "elapsed_s": self.elapsed_s, "received": s.received, "received_bytes": s.received_bytes,
             "forwarded": s.passed, "dropped": s.dropped(), "drops": drops,
             "balanced": s.balanced(), "ports": ports_json(sh), "cache": cache_json(sh),
+            "tables": tables_json(sh), "max_flows": sh.ctl.current().limits().max_flows,
         });
         if let Some(o) = &self.openflow {
             v["openflow"] = o.json();
@@ -394,6 +442,30 @@ impl Report for Finished {
             c["emc_hits"], c["emc_misses"], c["emc_bypassed"], c["classifier_lookups"],
             c["subtables_per_lookup"].as_f64().unwrap_or(0.0), c["rules"], c["subtables"]
         );
+        let (lr, ev, rf) = (
+            c["learn_requests"].as_u64().unwrap_or(0),
+            tables_json(sh)
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|t| t["evicted"].as_u64().unwrap_or(0))
+                .sum::<u64>(),
+            tables_json(sh)
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|t| t["refused_full"].as_u64().unwrap_or(0))
+                .sum::<u64>(),
+        );
+        if lr > 0 || ev > 0 || rf > 0 {
+            o += &format!(
+                "  tables: {} rules (max-flows {}), {ev} evicted, {rf} refused (full); learn: {lr} requests, {} lost (queue full), {} refused\n",
+                c["rules"],
+                sh.ctl.current().limits().max_flows,
+                c["learn_queue_full"],
+                c["learn_refused"]
+            );
+        }
         if let Some(of) = &self.openflow {
             let j = of.json();
             o += &format!(

@@ -19,14 +19,30 @@
 //! datapath adds to the same slot whichever version it reads.
 //!
 //! Publishing copies the whole table (O(rules)); a burst of changes sent in
-//! one request (`add-flows`) is one copy.
+//! one request (`add-flows`) is one copy, an edit that changes nothing
+//! (a delete that finds no rule) none, and rules the pipeline learns are
+//! published at a pace the learning thread sets ([`Control::learn`]), not
+//! once per batch of them.
+//!
+//! # Bounds ([`Limits`])
+//!
+//! Every rule a peer can make the switch hold is bounded: rules in all
+//! tables ([`DEFAULT_MAX_FLOWS`] unless `--max-flows`), rules per table
+//! (Open vSwitch's Flow_Table `flow_limit`, `--flow-table`), groups
+//! ([`MAX_GROUPS`], each at most [`MAX_BUCKETS`] buckets) and meters
+//! ([`MAX_METERS`]). A full table follows its [`Overflow`] policy: by
+//! default a learned rule takes the place of the table's oldest learned
+//! rule (wire traffic that learns without end, random source MACs, cycles
+//! through the table instead of growing it), and any other rule is refused
+//! ("table N is full", `OFPFMFC_TABLE_FULL` over OpenFlow). Evictions and
+//! refusals are counted per table ([`TableStats`]).
 
 use super::actions::{Group, Meter};
 use super::classifier::{Classifier, RuleId};
 use super::rule::{Action, Match, MatchSpec, Rule};
 use arc_swap::{ArcSwap, Guard};
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 
 /// Monotonic clock in nanoseconds (`CLOCK_MONOTONIC`, read through the
@@ -73,6 +89,9 @@ pub struct FlowEntry {
     /// The actions push a VLAN tag (the datapath then runs them in a
     /// buffer with headroom).
     pub needs_room: bool,
+    /// The rule was added by `learn(...)` (it may be evicted to make room
+    /// for newer learned rules, [`Overflow`]).
+    pub learned: bool,
     pub rule: Rule,
     pub created_ns: u64,
 }
@@ -83,6 +102,11 @@ pub struct FlowEntry {
 pub struct TableStats {
     pub lookups: AtomicU64,
     pub matches: AtomicU64,
+    /// Rules evicted to make room ([`Overflow`]; written by the control
+    /// side under its edit lock).
+    pub evicted: AtomicU64,
+    /// Rules refused because the table (or the switch) was full.
+    pub refused_full: AtomicU64,
 }
 
 /// One table of the pipeline: its classifier and the rules' data.
@@ -96,7 +120,41 @@ pub struct Table {
     /// pipeline cache checks its entries against).
     changed: u64,
     pub stats: Arc<TableStats>,
+    /// Rules that may be evicted, oldest first (shared by every version:
+    /// only the control side, under its edit lock, uses it).
+    evict: Arc<Mutex<EvictQueue>>,
+    /// Learned rules, and rules with a timeout that were not learned.
+    n_learned: usize,
+    n_timed: usize,
 }
+
+/// A rule waiting in an [`EvictQueue`]: which rule (its id and creation
+/// time: an id is reused once its rule is gone, so both must agree), and
+/// when it was queued (a rule hit since then gets a second chance).
+#[derive(Debug, Clone, Copy)]
+struct Queued {
+    id: RuleId,
+    created_ns: u64,
+    queued_ns: u64,
+}
+
+/// A table's candidates for eviction in the order they came: learned
+/// rules, and (for [`Overflow::Evict`]) rules with a timeout. Entries of
+/// rules removed since are dropped when they come to the front, and the
+/// queues are rebuilt from the table when such entries outnumber the live
+/// ones (so a queue never holds more than twice its table's rules plus
+/// [`QUEUE_SLACK`]).
+#[derive(Debug, Default)]
+struct EvictQueue {
+    learned: VecDeque<Queued>,
+    timed: VecDeque<Queued>,
+}
+
+/// Stale entries an eviction queue may hold beyond twice its live ones.
+const QUEUE_SLACK: usize = 1024;
+/// Rules hit since they were queued that one eviction passes over (each
+/// goes to the back) before it takes the next one regardless.
+const SECOND_CHANCES: usize = 16;
 
 impl Table {
     pub fn classifier(&self) -> &Classifier {
@@ -144,6 +202,179 @@ fn pushes_tag(r: &Rule) -> bool {
     })
 }
 
+/// Does the rule have an idle or hard timeout?
+fn timed(r: &Rule) -> bool {
+    r.idle_timeout != 0 || r.hard_timeout != 0
+}
+
+/// Is the rule in its table's queue of timed rules (those with a timeout
+/// that were not learned: learned ones have a queue of their own)?
+fn timed_only(learned: bool, r: &Rule) -> bool {
+    !learned && timed(r)
+}
+
+/// Rules in all tables unless `--max-flows` says otherwise: the
+/// benchmarks' million-rule tables twice over. A version of the table at
+/// this size is about 400 MB, and publishing one holds two for a moment.
+pub const DEFAULT_MAX_FLOWS: usize = 2_000_000;
+/// Groups a switch holds.
+pub const MAX_GROUPS: usize = 65_536;
+/// Buckets of one group: what fits in one OpenFlow group description (a
+/// multipart reply is at most 64 KiB: 16 bytes of headers, 8 of the
+/// group's own, 32 per bucket), so that every group can be dumped.
+pub const MAX_BUCKETS: usize = 2047;
+/// Meters a switch holds.
+pub const MAX_METERS: usize = 65_536;
+
+/// What a full table does with one more rule (Open vSwitch's Flow_Table
+/// `overflow_policy`, with a default of linerate's own for learned rules).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Overflow {
+    /// Nothing is evicted: a rule is refused (a learned one too, counted).
+    Refuse,
+    /// A learned rule takes the place of the table's oldest learned rule
+    /// (one hit since it was learned gets a second chance); other rules
+    /// are refused. The default: traffic that learns without end cycles
+    /// through the table instead of growing it.
+    #[default]
+    EvictLearned,
+    /// Open vSwitch's `evict`: learned rules and rules with an idle or hard
+    /// timeout make room for any rule, oldest first (learned ones before
+    /// the others); permanent rules are never evicted.
+    Evict,
+}
+
+impl Overflow {
+    pub fn parse(s: &str) -> Result<Overflow, String> {
+        match s {
+            "refuse" => Ok(Overflow::Refuse),
+            "evict-learned" => Ok(Overflow::EvictLearned),
+            "evict" => Ok(Overflow::Evict),
+            _ => Err(format!(
+                "overflow_policy '{}': one of refuse, evict-learned, evict",
+                s.escape_default()
+            )),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Overflow::Refuse => "refuse",
+            Overflow::EvictLearned => "evict-learned",
+            Overflow::Evict => "evict",
+        }
+    }
+
+    /// May a rule (learned or not) make room by evicting another?
+    fn evicts(self, learned: bool) -> bool {
+        match self {
+            Overflow::Refuse => false,
+            Overflow::EvictLearned => learned,
+            Overflow::Evict => true,
+        }
+    }
+}
+
+/// One table's bound: its most rules and what it does when full.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TableLimit {
+    /// Rules in the table (`usize::MAX`: only the switch's `max_flows`).
+    pub flow_limit: usize,
+    pub overflow: Overflow,
+}
+
+impl Default for TableLimit {
+    fn default() -> TableLimit {
+        TableLimit {
+            flow_limit: usize::MAX,
+            overflow: Overflow::default(),
+        }
+    }
+}
+
+/// The bounds on a switch's rules (see the module doc).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Rules in all tables.
+    pub max_flows: usize,
+    /// Per table (index = table id).
+    tables: Vec<TableLimit>,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_flows: DEFAULT_MAX_FLOWS,
+            tables: vec![TableLimit::default(); 255],
+        }
+    }
+}
+
+impl Limits {
+    /// `--max-flows N` and every `--flow-table SPEC` ([`Self::parse_table`]).
+    pub fn from_flags(max_flows: usize, tables: &[String]) -> Result<Limits, String> {
+        let mut l = Limits {
+            max_flows,
+            ..Limits::default()
+        };
+        for t in tables {
+            l.parse_table(t)?;
+        }
+        Ok(l)
+    }
+
+    /// Table `t`'s bound.
+    pub fn table(&self, t: u8) -> TableLimit {
+        self.tables.get(t as usize).copied().unwrap_or_default()
+    }
+
+    /// Take `--flow-table table=N[,flow_limit=M][,overflow_policy=P]` (the
+    /// names of Open vSwitch's Flow_Table columns) into these bounds;
+    /// errors are one line.
+    pub fn parse_table(&mut self, spec: &str) -> Result<(), String> {
+        let bad = |why: String| format!("--flow-table '{}': {why}", spec.escape_default());
+        let (mut table, mut lim) = (None, None::<TableLimit>);
+        for kv in spec.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| bad(format!("'{kv}' is not KEY=VALUE")))?;
+            match k {
+                "table" => {
+                    let t: u8 = v
+                        .parse()
+                        .ok()
+                        .filter(|&t| t < 255)
+                        .ok_or_else(|| bad(format!("table '{v}': tables are 0..254")))?;
+                    table = Some(t);
+                    lim = Some(self.table(t));
+                }
+                "flow_limit" | "overflow_policy" => {
+                    let l = lim
+                        .as_mut()
+                        .ok_or_else(|| bad("table=N comes first".into()))?;
+                    if k == "flow_limit" {
+                        l.flow_limit = v
+                            .parse()
+                            .map_err(|_| bad(format!("flow_limit '{v}' is not a number")))?;
+                    } else {
+                        l.overflow = Overflow::parse(v).map_err(bad)?;
+                    }
+                }
+                _ => {
+                    return Err(bad(format!(
+                        "unknown key '{k}' (table, flow_limit, overflow_policy)"
+                    )))
+                }
+            }
+        }
+        let (Some(t), Some(l)) = (table, lim) else {
+            return Err(bad("no table=N".into()));
+        };
+        self.tables[t as usize] = l;
+        Ok(())
+    }
+}
+
 /// The pipeline: tables 0..254 (a rule's `table=`), groups and meters.
 /// With rules in table 0 only and none of the pipeline's own actions it is
 /// the single-table switch of issue 5, and the datapath runs its fast
@@ -161,6 +392,12 @@ pub struct FlowTable {
     pipeline_rules: usize,
     /// Rules for which [`pushes_tag`] holds.
     tag_rules: usize,
+    /// Rules in all tables.
+    n_rules: usize,
+    /// Bumped by every change of the groups or meters (with `epoch`: has
+    /// an edit changed anything?).
+    gen: u64,
+    limits: Arc<Limits>,
 }
 
 impl Default for FlowTable {
@@ -172,6 +409,9 @@ impl Default for FlowTable {
             epoch: 0,
             pipeline_rules: 0,
             tag_rules: 0,
+            n_rules: 0,
+            gen: 0,
+            limits: Arc::new(Limits::default()),
         }
     }
 }
@@ -188,7 +428,22 @@ impl FlowTable {
 
     /// Rules in every table.
     pub fn len(&self) -> usize {
-        self.tables.iter().map(|t| t.cls.len()).sum()
+        self.n_rules
+    }
+
+    /// The bounds on the rules (see the module doc).
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    pub fn set_limits(&mut self, l: Limits) {
+        self.limits = Arc::new(l);
+    }
+
+    /// What changes with every edit that changes anything (rules, groups,
+    /// meters): an edit that leaves it alone publishes nothing.
+    pub fn version(&self) -> (u64, u64) {
+        (self.epoch, self.gen)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -237,6 +492,20 @@ impl FlowTable {
         self.groups.get(&id)
     }
 
+    /// The groups' ids, sorted (at most [`MAX_GROUPS`]).
+    pub fn group_ids(&self) -> Vec<u32> {
+        let mut v: Vec<u32> = self.groups.keys().copied().collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// The meters' ids, sorted (at most [`MAX_METERS`]).
+    pub fn meter_ids(&self) -> Vec<u32> {
+        let mut v: Vec<u32> = self.meters.keys().copied().collect();
+        v.sort_unstable();
+        v
+    }
+
     pub fn groups(&self) -> impl Iterator<Item = &Group> {
         self.groups.values()
     }
@@ -272,11 +541,21 @@ impl FlowTable {
     /// OpenFlow add: a rule with the same table, match and priority gets
     /// the new actions, cookie and timeouts and keeps its counters. Rules
     /// that name a group or meter that does not exist are refused (as OVS
-    /// does). Returns the rule's id in its table.
+    /// does), and so is a new rule for a full table that its [`Overflow`]
+    /// policy cannot make room in. Returns the rule's id in its table.
     pub fn add_flow(&mut self, rule: Rule, now_ns: u64) -> Result<RuleId, String> {
+        self.add_rule(rule, now_ns, false)
+    }
+
+    /// [`Self::add_flow`], for a rule the pipeline learned or not.
+    fn add_rule(&mut self, rule: Rule, now_ns: u64, learned: bool) -> Result<RuleId, String> {
         self.check(&rule)?;
         let t = rule.table;
+        if self.full(t) && !self.has(&rule) {
+            self.make_room(t, learned, now_ns)?;
+        }
         let needs_room = pushes_tag(&rule);
+        let timed = timed(&rule);
         self.tally(&rule, true);
         let (id, new) = self.touch(t).cls.insert(&rule.m, rule.priority);
         let i = id as usize;
@@ -284,12 +563,17 @@ impl FlowTable {
         if tb.entries.len() <= i {
             tb.entries.resize(i + 1, None);
         }
-        let old = match (&mut tb.entries[i], new) {
+        // (the rule it replaces and whether that one was queued, its
+        // creation time)
+        let (old, created_ns) = match (&mut tb.entries[i], new) {
             (Some(e), false) => {
                 // The published version keeps its own copy of the entry.
                 let e = Arc::make_mut(e);
                 e.needs_room = needs_room;
-                Some(std::mem::replace(&mut e.rule, rule))
+                let was = e.learned;
+                e.learned = learned;
+                let old = std::mem::replace(&mut e.rule, rule);
+                (Some((was, old)), e.created_ns)
             }
             (slot, _) => {
                 *slot = Some(Arc::new(FlowEntry {
@@ -297,14 +581,194 @@ impl FlowTable {
                     stats: Arc::new(RuleStats::default()),
                     created_ns: now_ns,
                     needs_room,
+                    learned,
                 }));
-                None
+                (None, now_ns)
             }
         };
-        if let Some(o) = old {
-            self.tally(&o, false);
+        let queued_before = match old {
+            Some((was_learned, o)) => {
+                self.tally(&o, false);
+                let was_timed = timed_only(was_learned, &o);
+                self.kind(t, was_learned, was_timed, false);
+                (was_learned, was_timed)
+            }
+            None => {
+                self.n_rules += 1;
+                (false, false)
+            }
+        };
+        let timed = timed && !learned;
+        self.kind(t, learned, timed, true);
+        // Queued once per rule and kind: a replacement of a queued rule
+        // keeps its place (same id, same creation time).
+        if (learned && !queued_before.0) || (timed && !queued_before.1) {
+            self.queue(t, id, created_ns, now_ns, learned);
         }
         Ok(id)
+    }
+
+    /// Is table `t` (or the switch) at its bound?
+    fn full(&self, t: u8) -> bool {
+        let in_t = self.tables.get(t as usize).map_or(0, |tb| tb.cls.len());
+        self.n_rules >= self.limits.max_flows || in_t >= self.limits.table(t).flow_limit
+    }
+
+    /// Does the table have a rule with this match and priority (an add of
+    /// it replaces that rule and needs no room)?
+    fn has(&self, r: &Rule) -> bool {
+        self.tables
+            .get(r.table as usize)
+            .is_some_and(|tb| tb.cls.find_strict(&r.m, r.priority).is_some())
+    }
+
+    /// Would a new rule for table `t` be refused as the table (or the
+    /// switch) is full, whatever else happens before it, for a rule that
+    /// is not learned? (The OpenFlow channel answers such `FLOW_MOD`s at
+    /// once instead of holding them for a batch.)
+    pub fn refuses_new(&self, r: &Rule) -> bool {
+        self.full(r.table) && !self.limits.table(r.table).overflow.evicts(false) && !self.has(r)
+    }
+
+    /// Table `t` exists (created without marking it changed).
+    fn ensure(&mut self, t: u8) -> &mut Table {
+        let i = t as usize;
+        if self.tables.len() <= i {
+            self.tables.resize_with(i + 1, Table::default);
+        }
+        &mut self.tables[i]
+    }
+
+    /// Make room for one new rule in a full table `t` by its policy, or
+    /// say why not (one line; "is full" is how callers tell this refusal).
+    fn make_room(&mut self, t: u8, learned: bool, now_ns: u64) -> Result<(), String> {
+        let lim = self.limits.table(t);
+        if lim.overflow.evicts(learned) {
+            if let Some(id) = self.victim(t, lim.overflow, now_ns) {
+                self.remove(t, id);
+                self.tables[t as usize].stats.evicted.fetch_add(1, Relaxed);
+                return Ok(());
+            }
+        }
+        self.ensure(t);
+        Err(self.refuse_full(t))
+    }
+
+    /// Count a rule refused because table `t` (which exists) or the switch
+    /// is full, and say why in one line ("is full" is how callers tell
+    /// this refusal from others).
+    pub fn refuse_full(&self, t: u8) -> String {
+        let lim = self.limits.table(t);
+        let n = self.tables.get(t as usize).map_or(0, |tb| {
+            tb.stats.refused_full.fetch_add(1, Relaxed);
+            tb.cls.len()
+        });
+        if n >= lim.flow_limit {
+            format!(
+                "table {t} is full: {n} rules, its flow_limit (overflow_policy {})",
+                lim.overflow.as_str()
+            )
+        } else {
+            format!(
+                "the switch is full: {} rules in all tables, its max-flows (table {t}: overflow_policy {})",
+                self.n_rules,
+                lim.overflow.as_str()
+            )
+        }
+    }
+
+    /// The rule of table `t` to evict: the oldest learned one (then, with
+    /// [`Overflow::Evict`], the oldest with a timeout) that was not hit
+    /// since it was queued; those that were go to the back, up to
+    /// [`SECOND_CHANCES`] of them. None: nothing may be evicted.
+    fn victim(&self, t: u8, policy: Overflow, now_ns: u64) -> Option<RuleId> {
+        let tb = self.tables.get(t as usize)?;
+        let mut q = tb.evict.lock().unwrap_or_else(|p| p.into_inner());
+        let mut chances = 0;
+        for learned in [true, false] {
+            if !learned && policy != Overflow::Evict {
+                break;
+            }
+            loop {
+                let qu = if learned {
+                    &mut q.learned
+                } else {
+                    &mut q.timed
+                };
+                let Some(s) = qu.pop_front() else { break };
+                let Some(e) = tb.entry(s.id) else { continue };
+                let live = e.created_ns == s.created_ns
+                    && if learned {
+                        e.learned
+                    } else {
+                        timed_only(e.learned, &e.rule)
+                    };
+                if !live {
+                    continue;
+                }
+                if chances < SECOND_CHANCES && e.stats.last_hit_ns.load(Relaxed) > s.queued_ns {
+                    chances += 1;
+                    qu.push_back(Queued {
+                        queued_ns: now_ns,
+                        ..s
+                    });
+                    continue;
+                }
+                return Some(s.id);
+            }
+        }
+        None
+    }
+
+    /// Count a rule of table `t` in or out of the learned and timed tallies.
+    fn kind(&mut self, t: u8, learned: bool, timed: bool, add: bool) {
+        let tb = &mut self.tables[t as usize];
+        let d = |n: &mut usize, x: bool| {
+            if x {
+                *n = if add { *n + 1 } else { *n - 1 };
+            }
+        };
+        d(&mut tb.n_learned, learned);
+        d(&mut tb.n_timed, timed);
+    }
+
+    /// Queue rule `id` of table `t` for eviction; rebuild the queue from
+    /// the table when stale entries outnumber the live ones.
+    fn queue(&mut self, t: u8, id: RuleId, created_ns: u64, now_ns: u64, learned: bool) {
+        let tb = &self.tables[t as usize];
+        let mut q = tb.evict.lock().unwrap_or_else(|p| p.into_inner());
+        let (qu, live) = if learned {
+            (&mut q.learned, tb.n_learned)
+        } else {
+            (&mut q.timed, tb.n_timed)
+        };
+        qu.push_back(Queued {
+            id,
+            created_ns,
+            queued_ns: now_ns,
+        });
+        if qu.len() > 2 * live + QUEUE_SLACK {
+            let mut v: Vec<Queued> = tb
+                .entries
+                .iter()
+                .enumerate()
+                .filter_map(|(i, e)| {
+                    let e = e.as_ref()?;
+                    let mine = if learned {
+                        e.learned
+                    } else {
+                        timed_only(e.learned, &e.rule)
+                    };
+                    mine.then_some(Queued {
+                        id: i as RuleId,
+                        created_ns: e.created_ns,
+                        queued_ns: e.created_ns,
+                    })
+                })
+                .collect();
+            v.sort_by_key(|x| x.created_ns);
+            *qu = v.into();
+        }
     }
 
     /// Make room for a batch of rules (per table and mask; see
@@ -330,6 +794,9 @@ impl FlowTable {
         if rule.table == 255 {
             return Err("table=255: tables are 0..254".into());
         }
+        // Every rule can be dumped: its OpenFlow flow-stats entry fits in
+        // one reply (a longer one has no valid encoding).
+        super::openflow::msg::fits_in_reply(rule)?;
         for a in &rule.actions {
             match a {
                 Action::Group(g) if !self.groups.contains_key(g) => {
@@ -361,6 +828,8 @@ impl FlowTable {
         let gone = tb.entries.get_mut(id as usize).and_then(Option::take);
         if let Some(e) = gone {
             self.tally(&e.rule, false);
+            self.kind(t, e.learned, timed_only(e.learned, &e.rule), false);
+            self.n_rules -= 1;
         }
     }
 
@@ -500,12 +969,17 @@ impl FlowTable {
             .copied()
             .filter(|k| id.is_none_or(|x| x == *k))
             .collect();
+        if gone.is_empty() {
+            // Nothing to delete: nothing changes (and nothing is published).
+            return 0;
+        }
         let rules = self.rules_using(|a| names(a).is_some_and(|k| gone.contains(&k)));
         self.remove_rules(&rules);
         let m = map(self);
         for k in &gone {
             m.remove(k);
         }
+        self.gen += 1;
         gone.len()
     }
 
@@ -514,14 +988,38 @@ impl FlowTable {
         self.meters.get(&id)
     }
 
-    /// Add or replace a group.
-    pub fn add_group(&mut self, g: Group) {
+    /// Add or replace a group; refused (one line) past [`MAX_GROUPS`]
+    /// groups or [`MAX_BUCKETS`] buckets.
+    pub fn add_group(&mut self, g: Group) -> Result<(), String> {
+        if g.ports.len() > MAX_BUCKETS {
+            return Err(format!(
+                "group {}: {} buckets; at most {MAX_BUCKETS} (what one OpenFlow group description holds)",
+                g.id,
+                g.ports.len()
+            ));
+        }
+        if self.groups.len() >= MAX_GROUPS && !self.groups.contains_key(&g.id) {
+            return Err(format!(
+                "group {}: the switch holds {MAX_GROUPS} groups, its most",
+                g.id
+            ));
+        }
         self.groups.insert(g.id, g);
+        self.gen += 1;
+        Ok(())
     }
 
-    /// Add or replace a meter.
-    pub fn add_meter(&mut self, m: Meter) {
+    /// Add or replace a meter; refused (one line) past [`MAX_METERS`].
+    pub fn add_meter(&mut self, m: Meter) -> Result<(), String> {
+        if self.meters.len() >= MAX_METERS && !self.meters.contains_key(&m.id) {
+            return Err(format!(
+                "meter {}: the switch holds {MAX_METERS} meters, its most",
+                m.id
+            ));
+        }
         self.meters.insert(m.id, m);
+        self.gen += 1;
+        Ok(())
     }
 
     /// Remove rules whose hard timeout passed or that were idle for their
@@ -566,7 +1064,7 @@ impl FlowTable {
                 }
             }
         }
-        self.add_flow(rule, now_ns).map(|_| true)
+        self.add_rule(rule, now_ns, true).map(|_| true)
     }
 
     /// Rules of every table: by table, then highest priority first (ties:
@@ -636,10 +1134,79 @@ impl FlowTable {
     }
 }
 
+/// A walk over the rules of every table (or of one), table by table and
+/// in id order within a table, that holds no version of the table: each
+/// step takes the rule after the last one from the version it is given
+/// (the current one, when the caller loads it per step). So a dump to a
+/// client that reads slowly holds one rule at a time, not a copy of the
+/// table, and neither a dump's size nor its pace bounds what the switch
+/// keeps in memory. A rule added or removed during the walk may or may not
+/// be seen (as in Open vSwitch's dumps: OpenFlow promises no snapshot).
+#[derive(Debug, Clone)]
+pub struct FlowCursor {
+    table: usize,
+    id: usize,
+    only: Option<u8>,
+    /// Rules this match covers (`dump-flows MATCH`), normalised.
+    m: Option<Match>,
+}
+
+impl FlowCursor {
+    /// Every rule `spec` selects (loosely: at least as specific, in its
+    /// table or every table); every rule without a spec.
+    pub fn new(spec: Option<&MatchSpec>) -> FlowCursor {
+        FlowCursor {
+            table: spec.and_then(|s| s.table).map_or(0, usize::from),
+            id: 0,
+            only: spec.and_then(|s| s.table),
+            m: spec.map(|s| super::reference::normalize(&s.m)),
+        }
+    }
+
+    /// The next rule of `t` after the last one returned, or None at the end.
+    pub fn next(&mut self, t: &FlowTable) -> Option<Arc<FlowEntry>> {
+        while let Some(tb) = t.tables.get(self.table) {
+            while let Some(slot) = tb.entries.get(self.id) {
+                self.id += 1;
+                if let Some(e) = slot {
+                    if self
+                        .m
+                        .as_ref()
+                        .is_none_or(|m| m.covers(&super::reference::normalize(&e.rule.m)))
+                    {
+                        return Some(e.clone());
+                    }
+                }
+            }
+            if self.only.is_some() {
+                break;
+            }
+            self.table += 1;
+            self.id = 0;
+        }
+        self.table = usize::MAX;
+        None
+    }
+}
+
 /// The control side's handle on the table (see the module doc).
 pub struct Control {
     edit: Mutex<FlowTable>,
     published: ArcSwap<FlowTable>,
+    /// The control copy holds learned rules not published yet (set and
+    /// cleared under the edit lock).
+    dirty: AtomicBool,
+}
+
+/// What [`Control::learn`] did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Learned {
+    /// Rules added or changed.
+    pub changed: usize,
+    /// Rules refused (their table full and nothing to evict).
+    pub refused: usize,
+    /// A new version was published.
+    pub published: bool,
 }
 
 impl Control {
@@ -647,6 +1214,7 @@ impl Control {
         Arc::new(Control {
             published: ArcSwap::from_pointee(t.clone()),
             edit: Mutex::new(t),
+            dirty: AtomicBool::new(false),
         })
     }
 
@@ -656,51 +1224,96 @@ impl Control {
         self.published.load()
     }
 
-    /// Edit the table and publish the result (control threads only).
-    pub fn edit<R>(&self, f: impl FnOnce(&mut FlowTable) -> R) -> R {
-        let mut g = self.edit.lock().unwrap_or_else(|p| p.into_inner());
-        let r = f(&mut g);
+    fn lock(&self) -> std::sync::MutexGuard<'_, FlowTable> {
+        self.edit.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Publish the control copy (under the edit lock).
+    fn publish(&self, g: &FlowTable) {
         self.published.store(Arc::new(g.clone()));
+        self.dirty.store(false, SeqCst);
+    }
+
+    /// Edit the table and publish the result (control threads only); an
+    /// edit that changes nothing (a delete that finds nothing) publishes
+    /// nothing.
+    pub fn edit<R>(&self, f: impl FnOnce(&mut FlowTable) -> R) -> R {
+        let mut g = self.lock();
+        let before = g.version();
+        let r = f(&mut g);
+        if g.version() != before || self.dirty.load(SeqCst) {
+            self.publish(&g);
+        }
         r
     }
 
     /// Edit the table all or nothing: on `Ok` the result is published; on
     /// `Err` the control copy is put back to the published version (what
     /// it was before, up to subtable hit counts, which are only a ranking
-    /// hint) and nothing is published. For edits that fail part way, such
-    /// as a stream of rules with a bad line in it.
+    /// hint, and learned rules not published yet, which are learned again)
+    /// and nothing is published. For edits that fail part way, such as a
+    /// stream of rules with a bad line in it.
     pub fn try_edit<R, E>(&self, f: impl FnOnce(&mut FlowTable) -> Result<R, E>) -> Result<R, E> {
-        let mut g = self.edit.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = self.lock();
         let r = f(&mut g);
         if r.is_ok() {
-            self.published.store(Arc::new(g.clone()));
+            self.publish(&g);
         } else {
             *g = FlowTable::clone(&self.published.load());
+            self.dirty.store(false, SeqCst);
         }
         r
     }
 
     /// Rules the pipeline learned (`learn(...)`): each added, or refreshed
-    /// when its table has it already ([`FlowTable::learn`]); one new
-    /// version is published when any table changed. Returns how many rules
-    /// were added or changed.
-    pub fn learn(&self, rules: impl IntoIterator<Item = Rule>, now_ns: u64) -> usize {
-        let mut g = self.edit.lock().unwrap_or_else(|p| p.into_inner());
-        let mut changed = 0;
+    /// when its table has it already ([`FlowTable::learn`]). With `publish`
+    /// a new version is published if anything changed since the last one;
+    /// without, the changes wait in the control copy for the next
+    /// publication (the learning thread paces them: each copies the whole
+    /// table, so one per batch of learned rules would make learning
+    /// quadratic in the table's size).
+    pub fn learn(
+        &self,
+        rules: impl IntoIterator<Item = Rule>,
+        now_ns: u64,
+        publish: bool,
+    ) -> Learned {
+        let mut g = self.lock();
+        let mut out = Learned::default();
         for r in rules {
-            if let Ok(true) = g.learn(r, now_ns) {
-                changed += 1;
+            match g.learn(r, now_ns) {
+                Ok(true) => out.changed += 1,
+                Ok(false) => {}
+                Err(_) => out.refused += 1,
             }
         }
-        if changed > 0 {
-            self.published.store(Arc::new(g.clone()));
+        if out.changed > 0 {
+            self.dirty.store(true, SeqCst);
         }
-        changed
+        if publish && self.dirty.load(SeqCst) {
+            self.publish(&g);
+            out.published = true;
+        }
+        out
+    }
+
+    /// Publish learned rules that wait in the control copy; true if there
+    /// were any.
+    pub fn publish_learned(&self) -> bool {
+        if !self.dirty.load(SeqCst) {
+            return false;
+        }
+        let g = self.lock();
+        if !self.dirty.load(SeqCst) {
+            return false;
+        }
+        self.publish(&g);
+        true
     }
 
     /// Read the control copy (counters are shared, so they are current).
     pub fn read<R>(&self, f: impl FnOnce(&FlowTable) -> R) -> R {
-        let g = self.edit.lock().unwrap_or_else(|p| p.into_inner());
+        let g = self.lock();
         f(&g)
     }
 
@@ -718,7 +1331,7 @@ impl Control {
     /// Once a second: expire timed-out rules and re-rank the subtables by
     /// the hits the datapath counted. Publishes only when something changed.
     pub fn tick(&self, now_ns: u64) -> usize {
-        let g = self.edit.lock().unwrap_or_else(|p| p.into_inner());
+        let g = self.lock();
         self.tick_locked(g, now_ns)
     }
 
@@ -738,8 +1351,8 @@ impl Control {
             }
         }
         // Publishing copies the table: only when something changed.
-        if expired > 0 || reordered {
-            self.published.store(Arc::new(g.clone()));
+        if expired > 0 || reordered || self.dirty.load(SeqCst) {
+            self.publish(&g);
         }
         expired
     }
@@ -803,11 +1416,258 @@ mod tests {
         let mut t = FlowTable::new();
         let r = Rule::parse("actions=group:7").unwrap();
         assert!(t.add_flow(r.clone(), 0).unwrap_err().contains("group 7"));
-        t.add_group(Group::parse("group_id=7,type=all,bucket=output:1").unwrap());
+        t.add_group(Group::parse("group_id=7,type=all,bucket=output:1").unwrap())
+            .unwrap();
         t.add_flow(r, 0).unwrap();
         let r = Rule::parse("actions=meter:1,output:2").unwrap();
         assert!(t.add_flow(r, 0).is_err());
         assert_eq!(t.del_flows(None), 1);
         assert!(t.is_empty());
+    }
+
+    /// `table=1,dl_dst=00:00:00:00:00:NN` learned (as `learn(...)` makes
+    /// them), actions output:1.
+    fn learned(n: u64) -> Rule {
+        Rule::parse(&format!(
+            "table=1,dl_dst=00:00:00:00:{:02x}:{:02x},actions=output:1",
+            n >> 8,
+            n & 0xff
+        ))
+        .unwrap()
+    }
+
+    fn limits(max_flows: usize, tables: &[&str]) -> Limits {
+        let t: Vec<String> = tables.iter().map(|s| s.to_string()).collect();
+        Limits::from_flags(max_flows, &t).unwrap()
+    }
+
+    fn has(t: &FlowTable, r: &Rule) -> bool {
+        t.table(r.table)
+            .is_some_and(|tb| tb.classifier().find_strict(&r.m, r.priority).is_some())
+    }
+
+    #[test]
+    fn learned_rules_evict_the_oldest_learned_ones_at_the_limit() {
+        let mut t = FlowTable::new();
+        t.set_limits(limits(1000, &["table=1,flow_limit=3"]));
+        // A static rule in the same table is never evicted.
+        let fixed = Rule::parse("table=1,priority=1,actions=drop").unwrap();
+        t.add_flow(fixed.clone(), 0).unwrap();
+        for n in 0..6 {
+            assert_eq!(t.learn(learned(n), 10 + n), Ok(true));
+        }
+        let tb = t.table(1).unwrap();
+        assert_eq!(tb.classifier().len(), 3);
+        assert_eq!(tb.stats.evicted.load(Relaxed), 4);
+        assert!(has(&t, &fixed));
+        assert!(has(&t, &learned(4)) && has(&t, &learned(5)));
+        assert!(!has(&t, &learned(3)));
+        // A learned rule hit since it was learned gets a second chance.
+        let id4 = t
+            .table(1)
+            .unwrap()
+            .classifier()
+            .find_strict(&learned(4).m, learned(4).priority)
+            .unwrap();
+        t.table(1).unwrap().entry(id4).unwrap().stats.hit(60, 100);
+        t.learn(learned(6), 200).unwrap();
+        assert!(has(&t, &learned(4)), "hit: kept");
+        assert!(!has(&t, &learned(5)), "not hit: the next oldest goes");
+        // Other rules are refused at the limit, with one line that says so.
+        let e = t
+            .add_flow(
+                Rule::parse("table=1,priority=9,in_port=3,actions=drop").unwrap(),
+                300,
+            )
+            .unwrap_err();
+        assert!(
+            e.contains("table 1 is full") && e.contains("flow_limit") && !e.contains('\n'),
+            "{e}"
+        );
+        assert_eq!(t.table(1).unwrap().stats.refused_full.load(Relaxed), 1);
+        // Replacing a rule needs no room.
+        let mut r = learned(6);
+        r.actions = vec![Action::Output(2)];
+        t.add_flow(r, 300).unwrap();
+        assert_eq!(t.len(), 3);
+    }
+
+    #[test]
+    fn overflow_policies_refuse_or_evict_timed_rules_too() {
+        // refuse: learned rules are refused too.
+        let mut t = FlowTable::new();
+        t.set_limits(limits(
+            1000,
+            &["table=1,flow_limit=2,overflow_policy=refuse"],
+        ));
+        assert_eq!(t.learn(learned(0), 1), Ok(true));
+        assert_eq!(t.learn(learned(1), 2), Ok(true));
+        assert!(t.learn(learned(2), 3).unwrap_err().contains("is full"));
+        assert!(has(&t, &learned(0)));
+        // evict: a rule with a timeout makes room for a FLOW_MOD; a
+        // permanent one never does.
+        let mut t = FlowTable::new();
+        t.set_limits(limits(
+            1000,
+            &["table=0,flow_limit=2,overflow_policy=evict"],
+        ));
+        let timed = Rule::parse("priority=5,idle_timeout=60,in_port=1,actions=drop").unwrap();
+        let fixed = Rule::parse("priority=5,in_port=2,actions=drop").unwrap();
+        t.add_flow(timed.clone(), 1).unwrap();
+        t.add_flow(fixed.clone(), 2).unwrap();
+        let new = Rule::parse("priority=5,in_port=3,actions=drop").unwrap();
+        t.add_flow(new.clone(), 3).unwrap();
+        assert!(!has(&t, &timed) && has(&t, &fixed) && has(&t, &new));
+        let more = Rule::parse("priority=5,in_port=4,actions=drop").unwrap();
+        assert!(t.add_flow(more, 4).unwrap_err().contains("table 0 is full"));
+        // The switch's own bound covers every table.
+        let mut t = FlowTable::new();
+        t.set_limits(limits(2, &[]));
+        t.add_flow(Rule::parse("table=3,actions=drop").unwrap(), 0)
+            .unwrap();
+        t.learn(learned(0), 1).unwrap();
+        let e = t
+            .add_flow(Rule::parse("table=7,actions=drop").unwrap(), 2)
+            .unwrap_err();
+        assert!(
+            e.contains("the switch is full") && e.contains("max-flows"),
+            "{e}"
+        );
+        // ... and a learned rule then evicts a learned one of its own table.
+        assert_eq!(t.learn(learned(1), 3), Ok(true));
+        assert!(!has(&t, &learned(0)) && has(&t, &learned(1)));
+        assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn eviction_queues_stay_bounded_under_churn() {
+        let mut t = FlowTable::new();
+        t.set_limits(limits(1_000_000, &["table=1,flow_limit=100"]));
+        for n in 0..20_000u64 {
+            t.learn(learned(n % 5000), n).unwrap();
+            if n % 7 == 0 {
+                // Deletes leave stale entries behind in the queue.
+                t.del_flows(Some(&MatchSpec::parse("table=1").unwrap()));
+            }
+        }
+        let tb = t.table(1).unwrap();
+        let q = tb.evict.lock().unwrap();
+        assert!(tb.classifier().len() <= 100);
+        assert!(
+            q.learned.len() <= 2 * tb.n_learned + QUEUE_SLACK,
+            "{} queued for {} rules",
+            q.learned.len(),
+            tb.n_learned
+        );
+        assert_eq!(tb.n_learned, tb.classifier().len());
+    }
+
+    #[test]
+    fn edits_that_change_nothing_publish_nothing() {
+        let ctl = Control::new(FlowTable::new());
+        ctl.edit(|t| t.add_flow(Rule::parse("in_port=1,actions=drop").unwrap(), 0))
+            .unwrap();
+        let v = ctl.current().clone();
+        assert_eq!(
+            ctl.edit(|t| t.del_flows(Some(&MatchSpec::parse("in_port=9").unwrap()))),
+            0
+        );
+        assert_eq!(ctl.edit(|t| t.del_groups(Some(5))), 0);
+        assert_eq!(ctl.edit(|t| t.del_meters(None)), 0);
+        assert!(
+            Arc::ptr_eq(&v, &ctl.current()),
+            "nothing changed: no new version"
+        );
+        assert_eq!(ctl.edit(|t| t.del_flows(None)), 1);
+        assert!(!Arc::ptr_eq(&v, &ctl.current()));
+    }
+
+    #[test]
+    fn learned_rules_are_published_when_the_learner_says() {
+        let ctl = Control::new(FlowTable::new());
+        let l = ctl.learn([learned(1), learned(2)], 5, false);
+        assert_eq!((l.changed, l.published), (2, false));
+        assert!(ctl.current().is_empty());
+        assert!(ctl.publish_learned());
+        assert_eq!(ctl.current().len(), 2);
+        assert!(!ctl.publish_learned(), "nothing waits");
+        // Any other publication takes waiting learned rules along.
+        ctl.learn([learned(3)], 6, false);
+        ctl.edit(|t| t.add_flow(Rule::parse("actions=drop").unwrap(), 7))
+            .unwrap();
+        assert_eq!(ctl.current().len(), 4);
+        assert!(!ctl.publish_learned());
+    }
+
+    #[test]
+    fn groups_meters_and_rules_that_cannot_be_dumped_are_refused() {
+        let mut t = FlowTable::new();
+        let ports: Vec<u32> = (1..=MAX_BUCKETS as u32 + 1).collect();
+        let e = t
+            .add_group(Group {
+                id: 1,
+                ports: ports.clone(),
+            })
+            .unwrap_err();
+        assert!(
+            e.contains("2048 buckets") && e.contains("at most 2047"),
+            "{e}"
+        );
+        t.add_group(Group {
+            id: 1,
+            ports: ports[..MAX_BUCKETS].to_vec(),
+        })
+        .unwrap();
+        for id in 2..=MAX_GROUPS as u32 {
+            t.add_group(Group { id, ports: vec![1] }).unwrap();
+        }
+        let e = t
+            .add_group(Group {
+                id: 0,
+                ports: vec![1],
+            })
+            .unwrap_err();
+        assert!(e.contains("65536 groups"), "{e}");
+        // Replacing one is not one more.
+        t.add_group(Group {
+            id: 7,
+            ports: vec![2],
+        })
+        .unwrap();
+        // 1000 actions fit in a flow-stats entry, 5000 do not.
+        let outs = |n: usize| {
+            let a: Vec<String> = (0..n).map(|i| format!("output:{}", i % 60 + 1)).collect();
+            Rule::parse(&format!("in_port=1,actions={}", a.join(","))).unwrap()
+        };
+        t.add_flow(outs(1000), 0).unwrap();
+        let e = t.add_flow(outs(5000), 0).unwrap_err();
+        assert!(e.contains("5000 actions") && e.contains("65519"), "{e}");
+    }
+
+    #[test]
+    fn a_cursor_walks_every_table_or_the_covered_rules() {
+        let mut t = FlowTable::new();
+        for r in [
+            "table=0,priority=1,in_port=1,actions=drop",
+            "table=0,priority=2,in_port=2,ip,actions=drop",
+            "table=4,priority=3,in_port=2,actions=drop",
+            "table=9,priority=4,actions=drop",
+        ] {
+            t.add_flow(Rule::parse(r).unwrap(), 0).unwrap();
+        }
+        let walk = |spec: Option<&str>| {
+            let s = spec.map(|s| MatchSpec::parse(s).unwrap());
+            let mut c = FlowCursor::new(s.as_ref());
+            let mut v = Vec::new();
+            while let Some(e) = c.next(&t) {
+                v.push(e.rule.priority);
+            }
+            assert!(c.next(&t).is_none(), "the end stays the end");
+            v
+        };
+        assert_eq!(walk(None), vec![1, 2, 3, 4]);
+        assert_eq!(walk(Some("in_port=2")), vec![2, 3]);
+        assert_eq!(walk(Some("table=4,in_port=2")), vec![3]);
+        assert_eq!(walk(Some("table=5")), Vec::<u16>::new());
     }
 }

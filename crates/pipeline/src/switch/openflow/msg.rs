@@ -10,6 +10,21 @@
 //! messages), and it is what makes N rules then a barrier cost one table
 //! copy instead of N. Each one still gets its own error reply.
 //!
+//! Memory: what a peer makes the switch hold is bounded. Decoded
+//! `FLOW_MOD`s waiting for their batch and replies waiting to be sent are
+//! charged to one budget for all connections ([`PENDING_BUDGET`], counted
+//! in decoded size): a connection whose charge would take the total past
+//! it applies what it holds once it holds more than [`CONN_RESERVE`], so
+//! all connections together hold at most the budget plus a reserve each.
+//! A `FLOW_MOD` that a full table would refuse whatever comes before it is
+//! answered at once (`OFPFMFC_TABLE_FULL`) instead of waiting for its
+//! batch. Multipart replies (flows, groups, meters) are made one message
+//! at a time as the channel sends them ([`Session::next_out`]), from the
+//! current version of the table at each step: a dump of a million rules
+//! to a peer that reads slowly holds one message, not the dump. Every rule
+//! and group fits in one reply (checked when it is added), so no length is
+//! ever written wrapped.
+//!
 //! Errors: a request linerate does not support, or whose rule the table
 //! refuses, gets an `OFPT_ERROR` and the connection goes on (`ovs-ofctl`
 //! waits for the barrier after it). A message that is malformed (lengths
@@ -22,11 +37,11 @@ use super::oxm;
 use super::wire::*;
 use crate::switch::actions::{Group, Meter, MeterUnit};
 use crate::switch::ctl::Shared;
-use crate::switch::table::{mono_ns, FlowEntry, FlowTable};
+use crate::switch::table::{mono_ns, FlowCursor, FlowEntry, FlowTable};
 use crate::switch::{Action, MatchSpec, Rule};
 use core::fmt::Write as _;
-use std::collections::VecDeque;
-use std::sync::atomic::Ordering::Relaxed;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// Most `FLOW_MOD`s applied as one table version.
@@ -35,6 +50,15 @@ pub const BATCH: usize = 1 << 20;
 const ERROR_DATA: usize = 256;
 /// Most bytes of `FLOW_MOD`s held before they are applied.
 pub const BATCH_BYTES: usize = 256 << 20;
+/// What all connections of a channel may hold together in decoded
+/// `FLOW_MOD`s waiting for their batch and replies waiting to be sent,
+/// beyond [`CONN_RESERVE`] each.
+pub const PENDING_BUDGET: usize = 64 << 20;
+/// What one connection may hold however full the budget is (so a batch is
+/// never cut to a single rule, each a table version, by others' charges).
+pub const CONN_RESERVE: usize = 1 << 20;
+/// What a queued reply costs beyond its bytes (its vector and queue slot).
+const OUT_OVERHEAD: usize = 48;
 /// The tables a switch has (0..254).
 const N_TABLES: u8 = 255;
 
@@ -94,8 +118,9 @@ impl Select {
     }
 }
 
-/// Counters of the channel (all connections).
-#[derive(Debug, Default)]
+/// Counters of the channel (all connections), and the memory budget they
+/// share.
+#[derive(Debug)]
 pub struct ChannelStats {
     pub connections: std::sync::atomic::AtomicU64,
     pub messages: std::sync::atomic::AtomicU64,
@@ -103,6 +128,34 @@ pub struct ChannelStats {
     /// Table versions published for `FLOW_MOD`s (each batch is one).
     pub versions: std::sync::atomic::AtomicU64,
     pub errors: std::sync::atomic::AtomicU64,
+    /// `FLOW_MOD`s refused at once because their table was full.
+    pub refused_full: std::sync::atomic::AtomicU64,
+    /// Bytes charged to the budget now (decoded `FLOW_MOD`s waiting,
+    /// replies waiting), and the most it ever was.
+    pub held: AtomicUsize,
+    pub held_max: AtomicUsize,
+    /// The budget ([`PENDING_BUDGET`] unless a test sets it).
+    pub budget: AtomicUsize,
+    /// Replies that could not be framed (longer than 64 KiB) and were not
+    /// sent; what is added is checked so that none can be, so this stays 0.
+    pub unsendable: std::sync::atomic::AtomicU64,
+}
+
+impl Default for ChannelStats {
+    fn default() -> ChannelStats {
+        ChannelStats {
+            connections: Default::default(),
+            messages: Default::default(),
+            flow_mods: Default::default(),
+            versions: Default::default(),
+            errors: Default::default(),
+            refused_full: Default::default(),
+            held: Default::default(),
+            held_max: Default::default(),
+            budget: AtomicUsize::new(PENDING_BUDGET),
+            unsendable: Default::default(),
+        }
+    }
 }
 
 impl ChannelStats {
@@ -113,6 +166,9 @@ impl ChannelStats {
             "flow_mods": self.flow_mods.load(Relaxed),
             "versions": self.versions.load(Relaxed),
             "errors": self.errors.load(Relaxed),
+            "refused_full": self.refused_full.load(Relaxed),
+            "held_max_bytes": self.held_max.load(Relaxed),
+            "unsendable": self.unsendable.load(Relaxed),
         })
     }
 }
@@ -156,8 +212,17 @@ pub struct Session {
     pending: Vec<(u32, Vec<u8>, FlowOp)>,
     /// Their messages' bytes (a bound on what a peer can make us hold).
     pending_bytes: usize,
-    /// Replies to send, in order ([`Session::next_out`]).
+    /// What they cost decoded (charged to the channel's budget).
+    pending_cost: usize,
+    /// A delete is among them (then a full table may have room after
+    /// them: no `FLOW_MOD` is refused early).
+    pending_delete: bool,
+    /// Replies to send, in order ([`Session::next_out`]), and what they
+    /// cost (charged to the budget until taken).
     out: VecDeque<Vec<u8>>,
+    out_cost: usize,
+    /// A multipart reply being made as it is sent.
+    dump: Option<Dump>,
     /// The last error's reason (for the switch's log).
     pub last_error: Option<String>,
 }
@@ -180,14 +245,18 @@ impl Session {
             hello: false,
             pending: Vec::new(),
             pending_bytes: 0,
+            pending_cost: 0,
+            pending_delete: false,
             out: VecDeque::new(),
+            out_cost: 0,
+            dump: None,
             last_error: None,
         }
     }
 
     fn error(&mut self, xid: u32, e: &OfError, req: &[u8]) {
         self.stats.errors.fetch_add(1, Relaxed);
-        self.out.push_back(error_msg(xid, e, req));
+        self.push_out(error_msg(xid, e, req));
         self.last_error = Some(e.to_string());
     }
 
@@ -197,12 +266,57 @@ impl Session {
     /// replies holds up only its own connection, and what waits to be sent
     /// stays small.
     pub fn next_out(&mut self) -> Option<Vec<u8>> {
-        self.out.pop_front()
+        loop {
+            let m = match self.out.pop_front() {
+                Some(m) => {
+                    let c = m.len() + OUT_OVERHEAD;
+                    self.out_cost -= c;
+                    self.uncharge(c);
+                    m
+                }
+                None => match self.dump.as_mut()?.next_msg(&self.sh, &self.stats) {
+                    Some(m) => m,
+                    None => {
+                        self.dump = None;
+                        return None;
+                    }
+                },
+            };
+            if sendable(&m) {
+                return Some(m);
+            }
+            // Never written with a wrong length (see `Writer::finish`).
+            self.stats.unsendable.fetch_add(1, Relaxed);
+            self.last_error = Some(format!(
+                "a reply of {} bytes does not fit in an OpenFlow message: not sent",
+                m.len()
+            ));
+        }
     }
 
     /// Is a reply waiting to be sent?
     pub fn has_out(&self) -> bool {
-        !self.out.is_empty()
+        !self.out.is_empty() || self.dump.is_some()
+    }
+
+    /// Queue a reply (charged to the budget until it is taken).
+    fn push_out(&mut self, m: Vec<u8>) {
+        let c = m.len() + OUT_OVERHEAD;
+        self.out_cost += c;
+        self.charge(c);
+        self.out.push_back(m);
+    }
+
+    /// Add `n` bytes to the channel's charge; true if the total is past
+    /// the budget.
+    fn charge(&self, n: usize) -> bool {
+        let now = self.stats.held.fetch_add(n, Relaxed) + n;
+        self.stats.held_max.fetch_max(now, Relaxed);
+        now > self.stats.budget.load(Relaxed)
+    }
+
+    fn uncharge(&self, n: usize) {
+        self.stats.held.fetch_sub(n, Relaxed);
     }
 
     /// Every reply waiting, in order (tests and the fuzz target).
@@ -252,14 +366,30 @@ impl Session {
         if h.kind == FLOW_MOD {
             self.stats.flow_mods.fetch_add(1, Relaxed);
             match decode_flow_mod(body) {
+                Ok(FlowOp::Add(r))
+                    if !self.pending_delete && self.sh.ctl.current().refuses_new(&r) =>
+                {
+                    // Nothing before it in this connection can make room
+                    // (no delete waits): refused now, not held for a batch.
+                    self.stats.refused_full.fetch_add(1, Relaxed);
+                    let e = self.sh.ctl.current().refuse_full(r.table);
+                    self.error(h.xid, &table_error(&e), m);
+                }
                 Ok(op) => {
                     // The request for an error reply: whole up to 256 bytes
                     // (a rule's usual size), else its head (OpenFlow asks
                     // for at least 64 bytes).
-                    self.pending
-                        .push((h.xid, m[..m.len().min(ERROR_DATA)].to_vec(), op));
+                    let req = m[..m.len().min(ERROR_DATA)].to_vec();
+                    let cost = op_cost(&req, &op);
+                    self.pending_delete |= matches!(op, FlowOp::Delete(_));
+                    self.pending.push((h.xid, req, op));
                     self.pending_bytes += m.len();
-                    if self.pending.len() >= BATCH || self.pending_bytes >= BATCH_BYTES {
+                    self.pending_cost += cost;
+                    let over = self.charge(cost);
+                    if self.pending.len() >= BATCH
+                        || self.pending_bytes >= BATCH_BYTES
+                        || (over && self.pending_cost + self.out_cost > CONN_RESERVE)
+                    {
                         self.flush();
                     }
                 }
@@ -332,7 +462,10 @@ impl Session {
         }
         let ops = std::mem::take(&mut self.pending);
         self.pending_bytes = 0;
-        self.stats.versions.fetch_add(1, Relaxed);
+        self.pending_delete = false;
+        let cost = std::mem::take(&mut self.pending_cost);
+        self.uncharge(cost);
+        let before = self.sh.ctl.current().version();
         let now = mono_ns();
         let errors: Vec<(u32, Vec<u8>, OfError)> = self.sh.ctl.edit(|t| {
             if ops.len() > 1 {
@@ -361,6 +494,9 @@ impl Session {
             }
             errors
         });
+        if self.sh.ctl.current().version() != before {
+            self.stats.versions.fetch_add(1, Relaxed);
+        }
         for (xid, req, e) in errors {
             self.error(xid, &e, &req);
         }
@@ -374,7 +510,7 @@ impl Session {
             ECHO_REQUEST => {
                 let mut w = Writer::new(ECHO_REPLY, xid);
                 w.bytes(b.rest());
-                self.out.push_back(w.finish());
+                self.push_out(w.finish());
             }
             ECHO_REPLY | SET_CONFIG | SET_ASYNC => {}
             FEATURES_REQUEST => {
@@ -386,17 +522,17 @@ impl Session {
                 w.zeros(2);
                 w.u32(0x1 | 0x2 | 0x4 | 0x8); // flow, table, port, group stats
                 w.u32(0);
-                self.out.push_back(w.finish());
+                self.push_out(w.finish());
             }
             GET_CONFIG_REQUEST => {
                 let mut w = Writer::new(GET_CONFIG_REPLY, xid);
                 w.u16(0);
                 w.u16(0xffff);
-                self.out.push_back(w.finish());
+                self.push_out(w.finish());
             }
             BARRIER_REQUEST => {
                 // Everything before it is applied (flush above).
-                self.out.push_back(Writer::new(BARRIER_REPLY, xid).finish());
+                self.push_out(Writer::new(BARRIER_REPLY, xid).finish());
             }
             ROLE_REQUEST => {
                 let role = b.u32()?;
@@ -408,12 +544,12 @@ impl Session {
                 w.u32(if role == 0 { 1 } else { role });
                 w.zeros(4);
                 w.u64(gen);
-                self.out.push_back(w.finish());
+                self.push_out(w.finish());
             }
             GET_ASYNC_REQUEST => {
                 let mut w = Writer::new(GET_ASYNC_REPLY, xid);
                 w.zeros(24);
-                self.out.push_back(w.finish());
+                self.push_out(w.finish());
             }
             GROUP_MOD => self.group_mod(b)?,
             METER_MOD => self.meter_mod(b)?,
@@ -508,7 +644,15 @@ impl Session {
                     err::GM_GROUP_EXISTS,
                     err::GM_UNKNOWN_GROUP,
                 )?;
-                ctl.edit(|t| t.add_group(Group { id, ports }));
+                ctl.try_edit(|t| t.add_group(Group { id, ports }))
+                    .map_err(|e| {
+                        let code = if e.contains("buckets") {
+                            err::GM_OUT_OF_BUCKETS
+                        } else {
+                            err::GM_OUT_OF_GROUPS
+                        };
+                        OfError::new(err::GROUP_MOD_FAILED, code, e)
+                    })?;
             }
             2 => {
                 let which = (id != OFPG_ALL).then_some(id);
@@ -573,7 +717,8 @@ impl Session {
             err::MM_UNKNOWN_METER,
         )?;
         let burst = if flags & 4 != 0 { burst } else { 0 };
-        ctl.edit(|t| t.add_meter(Meter::new(id, unit, rate, burst)));
+        ctl.try_edit(|t| t.add_meter(Meter::new(id, unit, rate, burst)))
+            .map_err(|e| failed(err::MM_OUT_OF_METERS, e))?;
         Ok(())
     }
 
@@ -599,33 +744,38 @@ impl Session {
                 s(&mut e, "linerate switch", 256);
                 parts.push(&e);
             }
-            MP_FLOW | MP_AGGREGATE => {
+            MP_FLOW => {
                 let sel = decode_select(&mut b, false)?;
-                let t = sh.ctl.current();
-                let now = mono_ns();
-                let ids = sel.ids(&t);
-                let mut entries: Vec<&FlowEntry> = ids
-                    .iter()
-                    .filter_map(|&(tb, id)| t.table(tb).and_then(|x| x.entry(id)))
-                    .collect();
-                entries.sort_by_key(|e| (e.rule.table, std::cmp::Reverse(e.rule.priority)));
-                if mp == MP_AGGREGATE {
-                    let (mut p, mut by) = (0u64, 0u64);
-                    for e in &entries {
+                let cur = FlowCursor::new(Some(&sel.spec));
+                self.start_dump(
+                    mp,
+                    xid,
+                    DumpSrc::Flows {
+                        sel: Box::new(sel),
+                        cur: Box::new(cur),
+                        now: mono_ns(),
+                    },
+                );
+                return Ok(());
+            }
+            MP_AGGREGATE => {
+                let sel = decode_select(&mut b, false)?;
+                let mut cur = FlowCursor::new(Some(&sel.spec));
+                let t: Arc<FlowTable> = Arc::clone(&sh.ctl.current());
+                let (mut p, mut by, mut n) = (0u64, 0u64, 0u32);
+                while let Some(e) = cur.next(&t) {
+                    if sel.keep(&e.rule) {
                         p += e.stats.packets.load(Relaxed);
                         by += e.stats.bytes.load(Relaxed);
-                    }
-                    let mut w = Writer { b: Vec::new() };
-                    w.u64(p);
-                    w.u64(by);
-                    w.u32(entries.len() as u32);
-                    w.zeros(4);
-                    parts.push(&w.b);
-                } else {
-                    for e in entries {
-                        parts.push(&flow_stats(e, now));
+                        n += 1;
                     }
                 }
+                let mut w = Writer { b: Vec::new() };
+                w.u64(p);
+                w.u64(by);
+                w.u32(n);
+                w.zeros(4);
+                parts.push(&w.b);
             }
             MP_TABLE => {
                 let t = sh.ctl.current();
@@ -681,18 +831,23 @@ impl Session {
             MP_GROUP_DESC | MP_GROUP => {
                 let want = if mp == MP_GROUP { b.u32()? } else { OFPG_ALL };
                 let t = sh.ctl.current();
-                let mut groups: Vec<&Group> = t.groups().collect();
-                groups.sort_by_key(|g| g.id);
-                for g in groups {
-                    if want != OFPG_ALL && want != g.id {
-                        continue;
-                    }
-                    parts.push(&if mp == MP_GROUP {
-                        group_stats(&t, g)
-                    } else {
-                        group_desc(g)
-                    });
-                }
+                let ids: Vec<u32> = t
+                    .group_ids()
+                    .into_iter()
+                    .filter(|&g| want == OFPG_ALL || want == g)
+                    .collect();
+                // Group statistics from one pass over the rules.
+                let refs = (mp == MP_GROUP).then(|| group_refs(&t, &ids));
+                drop(t);
+                self.start_dump(
+                    mp,
+                    xid,
+                    DumpSrc::Groups {
+                        ids: ids.into_iter(),
+                        refs,
+                    },
+                );
+                return Ok(());
             }
             MP_GROUP_FEATURES => {
                 let mut w = Writer { b: Vec::new() };
@@ -708,29 +863,21 @@ impl Session {
             }
             MP_METER_CONFIG => {
                 let want = b.u32()?;
-                let t = sh.ctl.current();
-                let mut meters: Vec<&Meter> = t.meters().collect();
-                meters.sort_by_key(|m| m.id);
-                for m in meters {
-                    if want != OFPM_ALL && want != m.id {
-                        continue;
-                    }
-                    let mut w = Writer { b: Vec::new() };
-                    w.u16(24);
-                    w.u16(
-                        match m.unit {
-                            MeterUnit::Kbps => 1,
-                            MeterUnit::Pktps => 2,
-                        } | 4,
-                    );
-                    w.u32(m.id);
-                    w.u16(1);
-                    w.u16(16);
-                    w.u32(m.rate.min(u32::MAX as u64) as u32);
-                    w.u32(m.burst.min(u32::MAX as u64) as u32);
-                    w.zeros(4);
-                    parts.push(&w.b);
-                }
+                let ids: Vec<u32> = sh
+                    .ctl
+                    .current()
+                    .meter_ids()
+                    .into_iter()
+                    .filter(|&m| want == OFPM_ALL || want == m)
+                    .collect();
+                self.start_dump(
+                    mp,
+                    xid,
+                    DumpSrc::Meters {
+                        ids: ids.into_iter(),
+                    },
+                );
+                return Ok(());
             }
             MP_METER_FEATURES => {
                 let mut w = Writer { b: Vec::new() };
@@ -750,8 +897,10 @@ impl Session {
                         "setting table features is not supported",
                     ));
                 }
+                let t = sh.ctl.current();
                 for i in 0..N_TABLES {
-                    parts.push(&table_features(i));
+                    let max = t.limits().table(i).flow_limit.min(t.limits().max_flows);
+                    parts.push(&table_features(i, max));
                 }
             }
             m => {
@@ -762,10 +911,191 @@ impl Session {
                 ))
             }
         }
-        self.out.extend(parts.finish());
+        for m in parts.finish() {
+            self.push_out(m);
+        }
         Ok(())
     }
+
+    /// Begin a multipart reply made one message at a time
+    /// ([`Self::next_out`]); the replies queued before it go first.
+    fn start_dump(&mut self, mp: u16, xid: u32, src: DumpSrc) {
+        self.dump = Some(Dump {
+            mp,
+            xid,
+            src,
+            carry: None,
+            done: false,
+        });
+    }
 }
+
+impl Drop for Session {
+    /// What the connection held is given back to the channel's budget.
+    fn drop(&mut self) {
+        self.uncharge(self.pending_cost + self.out_cost);
+    }
+}
+
+/// What a streamed multipart reply is made of.
+enum DumpSrc {
+    /// Flow statistics: the rules the selection keeps, walked by a cursor.
+    Flows {
+        sel: Box<Select>,
+        cur: Box<FlowCursor>,
+        now: u64,
+    },
+    /// Group descriptions, or statistics (with the rules naming each:
+    /// references, packets, bytes).
+    Groups {
+        ids: std::vec::IntoIter<u32>,
+        refs: Option<HashMap<u32, (u32, u64, u64)>>,
+    },
+    /// Meter configurations.
+    Meters { ids: std::vec::IntoIter<u32> },
+}
+
+/// A multipart reply being sent: its entries made one at a time, each
+/// from the table's current version (see the module doc).
+struct Dump {
+    mp: u16,
+    xid: u32,
+    src: DumpSrc,
+    /// The entry that did not fit in the last message.
+    carry: Option<Vec<u8>>,
+    /// The last message (without `MORE`) was made.
+    done: bool,
+}
+
+impl Dump {
+    fn next_entry(&mut self, sh: &Shared) -> Option<Vec<u8>> {
+        match &mut self.src {
+            DumpSrc::Flows { sel, cur, now } => loop {
+                let e = cur.next(&sh.ctl.current())?;
+                if sel.keep(&e.rule) {
+                    return Some(flow_stats(&e, *now));
+                }
+            },
+            DumpSrc::Groups { ids, refs } => loop {
+                let id = ids.next()?;
+                let t = sh.ctl.current();
+                let Some(g) = t.group(id) else { continue };
+                return Some(match refs {
+                    Some(r) => group_stats(g, r.get(&id).copied().unwrap_or_default()),
+                    None => group_desc(g),
+                });
+            },
+            DumpSrc::Meters { ids } => loop {
+                let id = ids.next()?;
+                if let Some(m) = sh.ctl.current().meter(id) {
+                    return Some(meter_config(m));
+                }
+            },
+        }
+    }
+
+    /// The next message of the reply, None after the last.
+    fn next_msg(&mut self, sh: &Shared, stats: &ChannelStats) -> Option<Vec<u8>> {
+        if self.done {
+            return None;
+        }
+        let mut w = Writer::multipart(self.mp, 0, self.xid);
+        let empty = w.len();
+        let mut next = self.carry.take();
+        loop {
+            let Some(e) = next.take().or_else(|| self.next_entry(sh)) else {
+                self.done = true;
+                return Some(w.finish());
+            };
+            if w.len() + e.len() <= MAX_LEN {
+                w.bytes(&e);
+            } else if w.len() == empty {
+                // One entry too long for any message: the checks when rules
+                // and groups are added keep this from happening.
+                stats.unsendable.fetch_add(1, Relaxed);
+            } else {
+                self.carry = Some(e);
+                w.put_u16(10, MPF_MORE);
+                return Some(w.finish());
+            }
+        }
+    }
+}
+
+/// (references, packets, bytes) of each group in `ids` from the rules
+/// that name it: one pass over the rules (a group of type all gets every
+/// packet of a rule that names it, and each bucket a copy).
+fn group_refs(t: &FlowTable, ids: &[u32]) -> HashMap<u32, (u32, u64, u64)> {
+    let mut m: HashMap<u32, (u32, u64, u64)> = ids.iter().map(|&g| (g, (0, 0, 0))).collect();
+    let mut cur = FlowCursor::new(None);
+    while let Some(e) = cur.next(t) {
+        for a in &e.rule.actions {
+            if let Action::Group(g) = a {
+                if let Some(x) = m.get_mut(g) {
+                    x.0 += 1;
+                    x.1 += e.stats.packets.load(Relaxed);
+                    x.2 += e.stats.bytes.load(Relaxed);
+                }
+            }
+        }
+    }
+    m
+}
+
+/// One meter's configuration entry.
+fn meter_config(m: &Meter) -> Vec<u8> {
+    let mut w = Writer { b: Vec::new() };
+    w.u16(24);
+    w.u16(
+        match m.unit {
+            MeterUnit::Kbps => 1,
+            MeterUnit::Pktps => 2,
+        } | 4,
+    );
+    w.u32(m.id);
+    w.u16(1);
+    w.u16(16);
+    w.u32(m.rate.min(u32::MAX as u64) as u32);
+    w.u32(m.burst.min(u32::MAX as u64) as u32);
+    w.zeros(4);
+    w.b
+}
+
+/// What a decoded `FLOW_MOD` costs while it waits for its batch: the
+/// entry, the request kept for an error reply, and the rule's heap.
+fn op_cost(req: &[u8], op: &FlowOp) -> usize {
+    let heap = match op {
+        FlowOp::Add(r) => r.heap_bytes(),
+        FlowOp::Modify { actions, .. } => Rule::actions_heap_bytes(actions),
+        FlowOp::Delete(_) => 0,
+    };
+    std::mem::size_of::<(u32, Vec<u8>, FlowOp)>() + req.len() + heap
+}
+
+/// Does `r`'s flow-stats entry fit in one multipart reply (so it can be
+/// dumped)? The error is one line naming the limit. Rules whose action
+/// lists are short (no `learn`, at most 256 actions, each at most 32
+/// bytes encoded) fit without encoding them.
+pub fn fits_in_reply(r: &Rule) -> core::result::Result<(), String> {
+    if r.actions.len() <= 256 && !r.actions.iter().any(|a| matches!(a, Action::Learn(_))) {
+        return Ok(());
+    }
+    let mut w = Writer { b: Vec::new() };
+    oxm::encode_match(&r.m, &mut w);
+    instr::encode_instructions(r, &mut w);
+    let n = w.len() + FLOW_STATS_HEAD;
+    if n + 16 > MAX_LEN {
+        return Err(format!(
+            "a rule of {} actions takes {n} bytes in an OpenFlow flow-stats entry; at most {} fit in one reply",
+            r.actions.len(),
+            MAX_LEN - 16
+        ));
+    }
+    Ok(())
+}
+
+/// The fixed part of an `ofp_flow_stats` entry (before its match).
+const FLOW_STATS_HEAD: usize = 48;
 
 /// An add (command 0) of something that exists, or a modify (1) of
 /// something that does not, as the OpenFlow error of its kind.
@@ -826,7 +1156,9 @@ impl Parts {
 
 /// An error from the table (a rule it refuses) as an OpenFlow error.
 fn table_error(e: &str) -> OfError {
-    let (kind, code) = if e.contains("group") {
+    let (kind, code) = if e.contains(" is full") {
+        (err::FLOW_MOD_FAILED, err::FM_TABLE_FULL)
+    } else if e.contains("group") {
         (err::BAD_ACTION, err::BA_BAD_OUT_GROUP)
     } else if e.contains("meter") {
         (err::METER_MOD_FAILED, err::MM_UNKNOWN_METER)
@@ -1120,21 +1452,9 @@ fn group_desc(g: &Group) -> Vec<u8> {
 }
 
 /// Group statistics: the rules naming the group are its references; its
-/// packets are their hits (a group of type all gets every packet of a
-/// rule that names it, and each bucket a copy).
-fn group_stats(t: &FlowTable, g: &Group) -> Vec<u8> {
-    let (mut refs, mut p, mut b) = (0u32, 0u64, 0u64);
-    for e in t.flows() {
-        if e.rule
-            .actions
-            .iter()
-            .any(|a| matches!(a, Action::Group(x) if *x == g.id))
-        {
-            refs += 1;
-            p += e.stats.packets.load(Relaxed);
-            b += e.stats.bytes.load(Relaxed);
-        }
-    }
+/// packets are their hits, and each bucket's (`refs`: from [`group_refs`]).
+fn group_stats(g: &Group, refs: (u32, u64, u64)) -> Vec<u8> {
+    let (refs, p, b) = refs;
     let mut w = Writer { b: Vec::new() };
     w.u16(0);
     w.zeros(2);
@@ -1156,7 +1476,7 @@ fn group_stats(t: &FlowTable, g: &Group) -> Vec<u8> {
 
 /// One table's features: name, metadata bits, and the properties
 /// OpenFlow 1.3 requires (what `ovs-ofctl` checks for).
-fn table_features(id: u8) -> Vec<u8> {
+fn table_features(id: u8, max_entries: usize) -> Vec<u8> {
     let mut w = Writer { b: Vec::new() };
     w.u16(0);
     w.u8(id);
@@ -1167,7 +1487,7 @@ fn table_features(id: u8) -> Vec<u8> {
     w.u64(u64::MAX); // metadata_match
     w.u64(u64::MAX); // metadata_write
     w.u32(0); // config
-    w.u32(1 << 24); // max_entries
+    w.u32(max_entries.min(u32::MAX as usize) as u32); // max_entries
     let prop = |w: &mut Writer, t: u16, body: &dyn Fn(&mut Writer)| {
         let at = w.len();
         w.u16(t);

@@ -116,6 +116,8 @@ pub mod err {
     pub const GROUP_MOD_FAILED: u16 = 6;
     pub const GM_GROUP_EXISTS: u16 = 0;
     pub const GM_INVALID_GROUP: u16 = 1;
+    pub const GM_OUT_OF_GROUPS: u16 = 3;
+    pub const GM_OUT_OF_BUCKETS: u16 = 4;
     pub const GM_UNKNOWN_GROUP: u16 = 8;
     pub const GM_BAD_TYPE: u16 = 10;
     pub const GM_BAD_COMMAND: u16 = 11;
@@ -129,6 +131,7 @@ pub mod err {
     pub const MM_BAD_FLAGS: u16 = 5;
     pub const MM_BAD_RATE: u16 = 6;
     pub const MM_BAD_BAND: u16 = 8;
+    pub const MM_OUT_OF_METERS: u16 = 10;
 }
 
 /// Why a request is refused: the `OFPT_ERROR` type and code sent back,
@@ -314,12 +317,26 @@ impl Writer {
     pub fn put_u16(&mut self, at: usize, v: u16) {
         self.b[at..at + 2].copy_from_slice(&v.to_be_bytes())
     }
-    /// The finished message (its length in the header).
+    /// The finished message (its length in the header). A message longer
+    /// than [`MAX_LEN`] has no valid header: its length is written as 0,
+    /// which [`sendable`] refuses (what could make one is refused when it
+    /// is added: [`super::msg::fits_in_reply`], the group bucket limit),
+    /// so no length is ever sent wrapped.
     pub fn finish(mut self) -> Vec<u8> {
-        let n = self.b.len().min(MAX_LEN) as u16;
+        let n = if self.b.len() <= MAX_LEN {
+            self.b.len() as u16
+        } else {
+            0
+        };
         self.put_u16(2, n);
         self.b
     }
+}
+
+/// Can `m` go on the wire: at least a header, and exactly as long as its
+/// header says?
+pub fn sendable(m: &[u8]) -> bool {
+    Header::parse(m).is_some_and(|h| h.len as usize == m.len())
 }
 
 /// An `OFPT_ERROR` for the request `req` (the whole request as data, as
