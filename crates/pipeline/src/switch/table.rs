@@ -438,6 +438,7 @@ impl FlowTable {
 
     pub fn set_limits(&mut self, l: Limits) {
         self.limits = Arc::new(l);
+        self.gen += 1;
     }
 
     /// What changes with every edit that changes anything (rules, groups,

@@ -294,6 +294,17 @@ impl Session {
         }
     }
 
+    /// The channel's counters and budget.
+    pub fn stats(&self) -> &ChannelStats {
+        &self.stats
+    }
+
+    /// What the replies waiting (not a dump's messages yet to be made) are
+    /// charged.
+    pub fn out_cost(&self) -> usize {
+        self.out_cost
+    }
+
     /// Is a reply waiting to be sent?
     pub fn has_out(&self) -> bool {
         !self.out.is_empty() || self.dump.is_some()

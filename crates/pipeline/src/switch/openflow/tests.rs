@@ -5,6 +5,7 @@
 //! ovs-ofctl printed, and what it encodes decodes back to the same rule.
 
 use super::msg::{canonical, decode_flow_stats, flow_mod_add, hello, ChannelStats, Session};
+use super::wire::sendable;
 use super::wire::*;
 use crate::switch::actions::{Group, Meter, MeterUnit};
 use crate::switch::ctl::Shared;
@@ -479,4 +480,276 @@ fn recorded_group_and_meter_mods() {
     let t = sh.ctl.current();
     assert_eq!(t.groups().count(), 0);
     assert!(t.meter(1).is_none());
+}
+
+fn mp_request(xid: u32, mp: u16, body: &[u8]) -> Vec<u8> {
+    let mut w = Writer::new(MULTIPART_REQUEST, xid);
+    w.u16(mp);
+    w.u16(0);
+    w.zeros(4);
+    w.bytes(body);
+    w.finish()
+}
+
+/// A flow-stats request for every rule of every table.
+fn all_flows(xid: u32) -> Vec<u8> {
+    let mut w = Writer { b: Vec::new() };
+    w.u8(OFPTT_ALL);
+    w.zeros(3);
+    w.u32(OFPP_ANY);
+    w.u32(OFPG_ANY);
+    w.zeros(4);
+    w.u64(0);
+    w.u64(0);
+    w.u16(1);
+    w.u16(4);
+    w.zeros(4);
+    mp_request(xid, MP_FLOW, &w.b)
+}
+
+/// A FLOW_MOD deleting every rule of every table.
+fn delete_all(xid: u32) -> Vec<u8> {
+    let mut w = Writer::new(FLOW_MOD, xid);
+    w.zeros(16);
+    w.u8(OFPTT_ALL);
+    w.u8(3);
+    w.zeros(6);
+    w.u32(NO_BUFFER);
+    w.u32(OFPP_ANY);
+    w.u32(OFPG_ANY);
+    w.zeros(4);
+    w.u16(1);
+    w.u16(4);
+    w.zeros(4);
+    w.finish()
+}
+
+/// Rule `n` of a family of distinct rules (in_port and a destination).
+fn nth_rule(n: u32) -> Rule {
+    Rule::parse(&format!(
+        "priority=10,in_port={},ip,nw_dst=10.{}.{}.{},actions=output:2",
+        n % 60 + 1,
+        (n >> 16) & 0xff,
+        (n >> 8) & 0xff,
+        n & 0xff
+    ))
+    .unwrap()
+}
+
+/// (type, code) of an error message.
+fn err_of(m: &[u8]) -> (u16, u16) {
+    (
+        u16::from_be_bytes([m[8], m[9]]),
+        u16::from_be_bytes([m[10], m[11]]),
+    )
+}
+
+/// A FLOW_MOD past a full table's limit gets OFPFMFC_TABLE_FULL, whether
+/// it waited for its batch or was refused at once (the table already
+/// full); a delete waiting before it keeps it from being refused early.
+#[test]
+fn a_full_table_answers_table_full() {
+    use crate::switch::table::Limits;
+    let sh = shared();
+    sh.ctl
+        .edit(|t| t.set_limits(Limits::from_flags(3, &[]).unwrap()));
+    let mut s = session(&sh);
+    for n in 0..5 {
+        s.message(&flow_mod_add(&nth_rule(n), 100 + n)).unwrap();
+    }
+    s.message(&barrier(1)).unwrap();
+    let out = s.take_out();
+    assert_eq!(kinds(&out), vec![ERROR, ERROR, BARRIER_REPLY]);
+    assert_eq!(err_of(&out[0]), (err::FLOW_MOD_FAILED, err::FM_TABLE_FULL));
+    assert_eq!(Header::parse(&out[0]).unwrap().xid, 103);
+    assert_eq!(sh.ctl.current().len(), 3);
+    // Full now: refused as they come, nothing held for the batch.
+    let held = s_held(&s);
+    s.message(&flow_mod_add(&nth_rule(7), 7)).unwrap();
+    assert_eq!(s_held(&s), held + out_cost_of(&s), "no pending rule");
+    s.message(&barrier(2)).unwrap();
+    let out = s.take_out();
+    assert_eq!(kinds(&out), vec![ERROR, BARRIER_REPLY]);
+    assert_eq!(err_of(&out[0]), (err::FLOW_MOD_FAILED, err::FM_TABLE_FULL));
+    // Replacing a rule of a full table needs no room.
+    s.message(&flow_mod_add(&nth_rule(0), 8)).unwrap();
+    // A delete before an add: the add waits, and fits.
+    s.message(&delete_all(9)).unwrap();
+    s.message(&flow_mod_add(&nth_rule(9), 10)).unwrap();
+    s.message(&barrier(3)).unwrap();
+    assert_eq!(
+        kinds(&s.take_out()),
+        vec![BARRIER_REPLY],
+        "{:?}",
+        s.last_error
+    );
+    assert_eq!(sh.ctl.current().len(), 1);
+}
+
+/// The channel's charge now, in bytes.
+fn s_held(s: &Session) -> usize {
+    s.stats().held.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// What the replies waiting in `s` are charged.
+fn out_cost_of(s: &Session) -> usize {
+    s.out_cost()
+}
+
+/// Decoded FLOW_MODs of many connections share one budget: each
+/// connection past it applies what it holds beyond its reserve, so the
+/// whole never holds more than the budget plus a reserve per connection,
+/// and every rule is applied.
+#[test]
+fn pending_flow_mods_of_all_connections_share_one_budget() {
+    use super::msg::{CONN_RESERVE, PENDING_BUDGET};
+    use std::sync::atomic::Ordering::Relaxed;
+    let sh = shared();
+    let stats = Arc::new(ChannelStats::default());
+    let budget = 256 << 10;
+    stats.budget.store(budget, Relaxed);
+    let (conns, each) = (16u32, 6000u32);
+    let mut ss: Vec<Session> = (0..conns)
+        .map(|_| {
+            let mut s = Session::new(sh.clone(), stats.clone(), 7);
+            s.message(&hello()).unwrap();
+            s
+        })
+        .collect();
+    let msg_len = flow_mod_add(&nth_rule(0), 0).len();
+    for i in 0..each {
+        for (c, s) in ss.iter_mut().enumerate() {
+            let n = c as u32 * each + i;
+            s.message(&flow_mod_add(&nth_rule(n), n)).unwrap();
+            assert!(s.take_out().is_empty(), "no error");
+        }
+    }
+    let max = stats.held_max.load(Relaxed);
+    // Without the budget each would hold all of its own: ~3 MB each here.
+    assert!(max > budget, "the budget was reached ({max} bytes)");
+    assert!(
+        max <= budget + conns as usize * (CONN_RESERVE + 4 * msg_len + 4096),
+        "held at most {max} bytes"
+    );
+    eprintln!("held at most {max} bytes, budget {budget}");
+    assert!(budget < PENDING_BUDGET);
+    for s in &mut ss {
+        s.message(&barrier(1)).unwrap();
+        assert_eq!(kinds(&s.take_out()), vec![BARRIER_REPLY]);
+    }
+    assert_eq!(sh.ctl.current().len(), (conns * each) as usize);
+    drop(ss);
+    assert_eq!(stats.held.load(Relaxed), 0, "everything given back");
+}
+
+/// A flow dump is made a message at a time from the table's current
+/// version: every message framed (at most 64 KiB, MORE on all but the
+/// last), nothing of it queued ahead, and rules deleted while it is sent
+/// are not sent.
+#[test]
+fn dumps_are_made_a_message_at_a_time() {
+    let sh = shared();
+    let n = 20_000u32;
+    sh.ctl
+        .try_edit(|t| {
+            for i in 0..n {
+                t.add_flow(nth_rule(i), 0)?;
+            }
+            Ok::<(), String>(())
+        })
+        .unwrap();
+    let mut s = session(&sh);
+    s.message(&all_flows(5)).unwrap();
+    let first = s.next_out().unwrap();
+    assert!(sendable(&first) && first.len() > 60_000, "{}", first.len());
+    assert_eq!(
+        u16::from_be_bytes([first[10], first[11]]) & MPF_MORE,
+        MPF_MORE
+    );
+    assert!(s.has_out());
+    assert_eq!(out_cost_of(&s), 0, "the rest is not made yet");
+    let mut msgs = vec![first];
+    msgs.extend(s.take_out());
+    for (i, m) in msgs.iter().enumerate() {
+        assert!(sendable(m), "message {i}");
+        let more = u16::from_be_bytes([m[10], m[11]]) & MPF_MORE != 0;
+        assert_eq!(more, i + 1 < msgs.len(), "message {i} of {}", msgs.len());
+    }
+    let body: Vec<u8> = msgs.iter().flat_map(|m| m[16..].to_vec()).collect();
+    assert_eq!(decode_flow_stats(&body).unwrap().len(), n as usize);
+    // Again, deleting every rule after the first message.
+    s.message(&all_flows(6)).unwrap();
+    let first = s.next_out().unwrap();
+    sh.ctl.edit(|t| t.del_flows(None));
+    let mut msgs = vec![first];
+    msgs.extend(s.take_out());
+    assert!(msgs.len() <= 2, "{} messages", msgs.len());
+    let body: Vec<u8> = msgs.iter().flat_map(|m| m[16..].to_vec()).collect();
+    let sent = decode_flow_stats(&body).unwrap().len();
+    assert!(sent > 0 && sent < 1000, "{sent} rules sent");
+}
+
+/// The largest group the table takes (2047 buckets) is one group
+/// description of at most 64 KiB, and a group statistics entry.
+#[test]
+fn the_largest_group_is_dumped_whole() {
+    use crate::switch::table::MAX_BUCKETS;
+    let sh = shared();
+    let ports: Vec<u32> = (1..=MAX_BUCKETS as u32).collect();
+    sh.ctl
+        .try_edit(|t| t.add_group(Group { id: 9, ports }))
+        .unwrap();
+    let mut s = session(&sh);
+    let mut want = Writer { b: Vec::new() };
+    want.u32(9);
+    want.zeros(4);
+    s.message(&mp_request(3, MP_GROUP_DESC, &[])).unwrap();
+    let out = s.take_out();
+    assert!(out.iter().all(|m| sendable(m)));
+    let body: Vec<u8> = out.iter().flat_map(|m| m[16..].to_vec()).collect();
+    // Two groups (the shared table's group 1 and group 9), each whole.
+    let mut r = Reader::new(&body, "groups");
+    let mut buckets = Vec::new();
+    while !r.is_empty() {
+        let len = Reader::new(r.rest(), "len").u16().unwrap() as usize;
+        let mut e = Reader::new(r.bytes(len).unwrap(), "group");
+        e.skip(4).unwrap();
+        let id = e.u32().unwrap();
+        buckets.push((id, e.len() / 32));
+    }
+    assert_eq!(buckets, vec![(1, 2), (9, MAX_BUCKETS)]);
+    s.message(&mp_request(4, MP_GROUP, &want.b)).unwrap();
+    let out = s.take_out();
+    assert_eq!(out.len(), 1);
+    assert!(sendable(&out[0]));
+    assert_eq!(out[0].len(), 16 + 40 + 16 * MAX_BUCKETS);
+}
+
+/// Deletes that delete nothing publish no table version.
+#[test]
+fn deletes_of_nothing_publish_nothing() {
+    let sh = shared();
+    let mut s = session(&sh);
+    let v = sh.ctl.current().clone();
+    s.message(&delete_all(1)).unwrap();
+    let mut gm = Writer::new(GROUP_MOD, 2);
+    gm.u16(2);
+    gm.u8(0);
+    gm.u8(0);
+    gm.u32(77);
+    s.message(&gm.finish()).unwrap();
+    let mut mm = Writer::new(METER_MOD, 3);
+    mm.u16(2);
+    mm.u16(0);
+    mm.u32(78);
+    s.message(&mm.finish()).unwrap();
+    s.message(&barrier(4)).unwrap();
+    assert_eq!(kinds(&s.take_out()), vec![BARRIER_REPLY]);
+    assert!(Arc::ptr_eq(&v, &sh.ctl.current()));
+    assert_eq!(
+        s.stats()
+            .versions
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
 }
