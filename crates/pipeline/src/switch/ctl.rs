@@ -106,7 +106,10 @@ pub struct Shared {
 /// [`Control::try_edit`], which then puts the table back.
 fn add_batch(t: &mut FlowTable, rules: &mut Vec<Rule>, now: u64) -> Result<(), String> {
     for r in rules.iter() {
-        t.check(r).map_err(|e| format!("rule '{r}': {e}"))?;
+        // The rule quoted short: a rule of thousands of actions would make
+        // a line of tens of kilobytes.
+        t.check(r)
+            .map_err(|e| format!("rule {}: {e}", super::rule::q(&r.to_string())))?;
     }
     if rules.len() > 1 {
         t.reserve_for(rules.iter());

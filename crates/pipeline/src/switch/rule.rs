@@ -228,7 +228,7 @@ impl std::error::Error for ParseError {}
 
 /// Quote a token for an error message: control characters escaped, long
 /// tokens cut, so the message stays one line.
-pub(super) fn q(s: &str) -> String {
+pub(crate) fn q(s: &str) -> String {
     let mut o = String::from("'");
     for (i, c) in s.chars().enumerate() {
         if i >= 60 {
