@@ -390,11 +390,8 @@ fn lingering_children_and_a_hanging_stop_do_not_hold_up_the_bench() {
     );
     named_log(&err);
     assert!(t.elapsed() < Duration::from_secs(60), "{:?}", t.elapsed());
-    assert!(
-        sleeping(&[a.clone()]).is_empty(),
-        "left running: {:?}",
-        sleeping(&[a])
-    );
+    let left = sleeping(std::slice::from_ref(&a));
+    assert!(left.is_empty(), "left running: {left:?}");
     assert!(netns_with("dfh").is_empty(), "{:?}", netns_with("dfh"));
 }
 
