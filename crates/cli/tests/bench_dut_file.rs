@@ -5,7 +5,6 @@
 //! `run` process dies gets one line naming the file (and the field), a
 //! non-zero exit, and nothing left behind. Needs root and nft.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -129,35 +128,22 @@ fn an_nft_firewall_spec_is_measured_and_removed() {
     assert!(stop_scripts(pid).is_empty(), "{:?}", stop_scripts(pid));
 }
 
-#[test]
-fn a_spec_dut_is_removed_when_the_bench_is_killed() {
-    require_root();
-    require_tool("nft");
-    let _s = serial();
-    let dir = TempDir::new("dutfile-kill");
-    let spec = nft_spec(&dir);
+/// The bench on `spec` (1 s trials, beds named PREFIX...), once its
+/// trials of DuT `name` run; (the bench, its progress lines so far).
+fn bench_in_trials(spec: &Path, prefix: &str, name: &str) -> (Proc, Vec<String>) {
     let child = Command::new(EXE)
         .args(["bench", "--dut-file"])
-        .arg(&spec)
+        .arg(spec)
         .args(QUICK)
-        .args(["--trial", "1", "--name", "dfk"])
+        .args(["--trial", "1", "--name", prefix])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut p = Proc(Some(child));
-    let pid = p.pid();
-    let err = p.0.as_mut().unwrap().stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for l in BufReader::new(err).lines().map_while(Result::ok) {
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
-    // Killed while its trials run: the DuT started, the firewall loaded.
+    let rx = p.stderr_lines();
     let mut log = Vec::new();
+    let trial = format!("{name} 64 B: ");
     wait_until(
         Duration::from_secs(120),
         "a trial of the spec's DuT",
@@ -165,9 +151,22 @@ fn a_spec_dut_is_removed_when_the_bench_is_killed() {
             while let Ok(l) = rx.try_recv() {
                 log.push(l);
             }
-            log.iter().any(|l| l.contains("linux-ipfwd-nft 64 B: "))
+            log.iter().any(|l| l.contains(&trial))
         },
     );
+    (p, log)
+}
+
+#[test]
+fn a_spec_dut_is_removed_when_the_bench_is_killed() {
+    require_root();
+    require_tool("nft");
+    let _s = serial();
+    let dir = TempDir::new("dutfile-kill");
+    let spec = nft_spec(&dir);
+    // Killed while its trials run: the DuT started, the firewall loaded.
+    let (mut p, log) = bench_in_trials(&spec, "dfk", "linux-ipfwd-nft");
+    let pid = p.pid();
     assert!(dir.join("started").exists(), "{log:?}");
     assert!(!stop_scripts(pid).is_empty(), "no stop script registered");
     p.signal(libc::SIGKILL);
@@ -401,33 +400,8 @@ fn a_lingering_spec_is_removed_when_the_bench_is_killed() {
     let _s = serial();
     let dir = TempDir::new("dutfile-lingerkill");
     let (spec, args) = lingering_spec(&dir, 2);
-    let child = Command::new(EXE)
-        .args(["bench", "--dut-file"])
-        .arg(&spec)
-        .args(QUICK)
-        .args(["--trial", "1", "--name", "dflk"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut p = Proc(Some(child));
+    let (mut p, log) = bench_in_trials(&spec, "dflk", "lingering");
     let pid = p.pid();
-    let err = p.0.as_mut().unwrap().stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for l in BufReader::new(err).lines().map_while(Result::ok) {
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
-    let mut log = Vec::new();
-    wait_until(Duration::from_secs(60), "a trial of the spec's DuT", || {
-        while let Ok(l) = rx.try_recv() {
-            log.push(l);
-        }
-        log.iter().any(|l| l.contains("lingering 64 B: "))
-    });
     // Both children of `start` run (the one in its group, the one that left it).
     assert_eq!(sleeping(&args[..2]).len(), 2, "{log:?}");
     assert!(!stop_scripts(pid).is_empty(), "no stop script registered");
