@@ -151,6 +151,7 @@ pub struct DutSpec {
     /// `{spec_dir}`.
     pub dir: PathBuf,
 }
+
 impl DutSpec {
     /// Read and check a spec file; errors are one line naming the file
     /// (and the field where there is one).
