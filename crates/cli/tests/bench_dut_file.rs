@@ -5,7 +5,6 @@
 //! `run` process dies gets one line naming the file (and the field), a
 //! non-zero exit, and nothing left behind. Needs root and nft.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -129,35 +128,22 @@ fn an_nft_firewall_spec_is_measured_and_removed() {
     assert!(stop_scripts(pid).is_empty(), "{:?}", stop_scripts(pid));
 }
 
-#[test]
-fn a_spec_dut_is_removed_when_the_bench_is_killed() {
-    require_root();
-    require_tool("nft");
-    let _s = serial();
-    let dir = TempDir::new("dutfile-kill");
-    let spec = nft_spec(&dir);
+/// The bench on `spec` (1 s trials, beds named PREFIX...), once its
+/// trials of DuT `name` run; (the bench, its progress lines so far).
+fn bench_in_trials(spec: &Path, prefix: &str, name: &str) -> (Proc, Vec<String>) {
     let child = Command::new(EXE)
         .args(["bench", "--dut-file"])
-        .arg(&spec)
+        .arg(spec)
         .args(QUICK)
-        .args(["--trial", "1", "--name", "dfk"])
+        .args(["--trial", "1", "--name", prefix])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut p = Proc(Some(child));
-    let pid = p.pid();
-    let err = p.0.as_mut().unwrap().stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for l in BufReader::new(err).lines().map_while(Result::ok) {
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
-    // Killed while its trials run: the DuT started, the firewall loaded.
+    let rx = p.stderr_lines();
     let mut log = Vec::new();
+    let trial = format!("{name} 64 B: ");
     wait_until(
         Duration::from_secs(120),
         "a trial of the spec's DuT",
@@ -165,9 +151,22 @@ fn a_spec_dut_is_removed_when_the_bench_is_killed() {
             while let Ok(l) = rx.try_recv() {
                 log.push(l);
             }
-            log.iter().any(|l| l.contains("linux-ipfwd-nft 64 B: "))
+            log.iter().any(|l| l.contains(&trial))
         },
     );
+    (p, log)
+}
+
+#[test]
+fn a_spec_dut_is_removed_when_the_bench_is_killed() {
+    require_root();
+    require_tool("nft");
+    let _s = serial();
+    let dir = TempDir::new("dutfile-kill");
+    let spec = nft_spec(&dir);
+    // Killed while its trials run: the DuT started, the firewall loaded.
+    let (mut p, log) = bench_in_trials(&spec, "dfk", "linux-ipfwd-nft");
+    let pid = p.pid();
     assert!(dir.join("started").exists(), "{log:?}");
     assert!(!stop_scripts(pid).is_empty(), "no stop script registered");
     p.signal(libc::SIGKILL);
@@ -276,6 +275,224 @@ fn bad_specs_get_one_line_naming_file_and_field_and_leave_nothing() {
         let n = l.to_string_lossy().into_owned();
         assert!(!n.contains("-dfb"), "stop script left: {n}");
     }
+}
+
+/// A `sleep` argument of this test process's own (`sleep 7001.PIDk`), to
+/// find the processes a spec started in /proc.
+fn sleep_arg(k: u32) -> String {
+    format!("{}.{}{k}", 7000 + k, std::process::id())
+}
+
+/// Pids of the processes running `sleep ARG` for any of `args`.
+fn sleeping(args: &[String]) -> Vec<u32> {
+    let want: Vec<Vec<u8>> = args
+        .iter()
+        .map(|a| format!("sleep\0{a}\0").into_bytes())
+        .collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| want.contains(&c)))
+        .collect()
+}
+
+/// A spec whose `start` leaves a child in its process group and one that
+/// left it (setsid; still in the DuT's namespace) and whose `stop` leaves
+/// a child too and then hangs; (spec, the sleeps' arguments).
+fn lingering_spec(dir: &TempDir, tag: u32) -> (PathBuf, Vec<String>) {
+    let a: Vec<String> = (0..3).map(|k| sleep_arg(tag * 10 + k)).collect();
+    let text = format!(
+        r#"name = "lingering"
+description = "a start that leaves children behind, a stop that hangs"
+mode = "l3"
+start = """
+sleep {a0} &
+echo $! > {{spec_dir}}/bg.pid
+setsid sleep {a1} &
+sysctl -qw net.ipv4.ip_forward=1
+"""
+stop = "kill -0 $(cat {{spec_dir}}/bg.pid) && touch {{spec_dir}}/bg-alive-at-stop; sleep {a2} & sleep {a2}"
+start_timeout = 20
+stop_timeout = 2
+"#,
+        a0 = a[0],
+        a1 = a[1],
+        a2 = a[2]
+    );
+    (dir.write("lingering.toml", &text), a)
+}
+
+/// The last line of `err` names a log file in /run/linerate/dut-log that
+/// is there (after "log ").
+fn named_log(err: &str) -> PathBuf {
+    let last = err.lines().last().unwrap_or("");
+    let p = last
+        .rsplit_once("; log ")
+        .or_else(|| last.rsplit_once("(log "))
+        .map(|(_, p)| PathBuf::from(p.trim_end_matches(')')))
+        .unwrap_or_else(|| panic!("no log named: {last:?}"));
+    assert!(p.starts_with("/run/linerate/dut-log/"), "{}", p.display());
+    assert!(p.is_file(), "{} is not there", p.display());
+    p
+}
+
+#[test]
+fn lingering_children_and_a_hanging_stop_do_not_hold_up_the_bench() {
+    require_root();
+    let _s = serial();
+    let dir = TempDir::new("dutfile-linger");
+    let (spec, args) = lingering_spec(&dir, 1);
+    let t = std::time::Instant::now();
+    let (st, err) = bench_on(&spec, "dfl");
+    let took = t.elapsed();
+    // The bench ran its trials and then failed on the stop, at its limit.
+    assert!(!st.success(), "{err}");
+    assert!(err.contains("lingering 64 B: "), "no trial ran: {err}");
+    let last = err.lines().last().unwrap_or("");
+    assert!(
+        last.contains("DuT lingering: failed: stop: still running after 2 s (stop_timeout): its process group killed; log /run/linerate/dut-log/"),
+        "{last}"
+    );
+    let log = named_log(&err);
+    assert!(
+        log.to_string_lossy().ends_with("-lingering.stop.log"),
+        "{}",
+        log.display()
+    );
+    assert!(took < Duration::from_secs(60), "the bench took {took:?}");
+    // The child `start` left was the DuT's until `stop`; then all went.
+    assert!(
+        dir.join("bg-alive-at-stop").exists(),
+        "start's child died early"
+    );
+    assert!(
+        sleeping(&args).is_empty(),
+        "left running: {:?}",
+        sleeping(&args)
+    );
+    assert!(netns_with("dfl").is_empty(), "{:?}", netns_with("dfl"));
+
+    // A start that hangs is killed at start_timeout, with what it started.
+    let a = sleep_arg(19);
+    let text = format!(
+        "name = \"hangs\"\ndescription = \"a start that hangs\"\nmode = \"l3\"\nstart = \"setsid sleep {a} & sleep {a}\"\nstart_timeout = 1\n"
+    );
+    let spec = dir.write("hangs.toml", &text);
+    let t = std::time::Instant::now();
+    let (st, err) = bench_on(&spec, "dfh");
+    assert!(!st.success(), "{err}");
+    let last = err.lines().last().unwrap_or("");
+    assert!(
+        last.contains("DuT hangs: failed: start: still running after 1 s (start_timeout): its process group killed; log /run/linerate/dut-log/"),
+        "{last}"
+    );
+    named_log(&err);
+    assert!(t.elapsed() < Duration::from_secs(60), "{:?}", t.elapsed());
+    let left = sleeping(std::slice::from_ref(&a));
+    assert!(left.is_empty(), "left running: {left:?}");
+    assert!(netns_with("dfh").is_empty(), "{:?}", netns_with("dfh"));
+}
+
+#[test]
+fn a_lingering_spec_is_removed_when_the_bench_is_killed() {
+    require_root();
+    let _s = serial();
+    let dir = TempDir::new("dutfile-lingerkill");
+    let (spec, args) = lingering_spec(&dir, 2);
+    let (mut p, log) = bench_in_trials(&spec, "dflk", "lingering");
+    let pid = p.pid();
+    // Both children of `start` run (the one in its group, the one that left it).
+    assert_eq!(sleeping(&args[..2]).len(), 2, "{log:?}");
+    assert!(!stop_scripts(pid).is_empty(), "no stop script registered");
+    p.signal(libc::SIGKILL);
+    let _ = p.0.take().unwrap().wait();
+    // The watchdog kills the groups and the namespace's processes, runs the
+    // stop (which hangs: killed at stop_timeout, 2 s) and removes the bed.
+    wait_until(
+        Duration::from_secs(30),
+        "the watchdog to leave no process and no namespace of the spec",
+        || {
+            sleeping(&args).is_empty()
+                && netns_with("dflk").is_empty()
+                && stop_scripts(pid).is_empty()
+        },
+    );
+}
+
+/// A spec in a directory whose name holds a command substitution (the
+/// shipped nftables example, `{spec_dir}` in its start): it runs, and the
+/// command does not. `{spec_dir}` and `{peers}` come out as the literal
+/// names.
+#[test]
+fn a_spec_in_a_directory_named_with_a_command_runs_and_the_command_does_not() {
+    require_root();
+    require_tool("nft");
+    let _s = serial();
+    let top = TempDir::new("dutfile-quote");
+    let marker = std::env::temp_dir().join(format!("lr-pwned-{}", std::process::id()));
+    let _ = std::fs::remove_file(&marker);
+    let pwned = Path::new("/tmp/pwned");
+    let pwned_before = pwned.exists();
+    // '/' cannot be in a name: the path holds the substitutions, over
+    // several directories, as the shell would see it.
+    let d = top.path().join(format!(
+        "my duts $(touch /tmp/pwned)/then `touch {m}` $(touch {m}); touch {m}",
+        m = marker.display()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::copy(example("dut-ipfwd-nft.nft"), d.join("dut-ipfwd-nft.nft")).unwrap();
+    let text = std::fs::read_to_string(example("dut-ipfwd-nft.toml")).unwrap();
+    let mut t: toml::Table = toml::from_str(&text).unwrap();
+    let start = t["start"].as_str().unwrap().to_string();
+    let stop = t["stop"].as_str().unwrap().to_string();
+    t.insert(
+        "start".into(),
+        format!("touch {{spec_dir}}/started\n{start}").into(),
+    );
+    t.insert(
+        "stop".into(),
+        format!("rm {{spec_dir}}/started; {stop}").into(),
+    );
+    t.insert(
+        "version".into(),
+        "echo \"nft in {spec_dir}\" {peers}".into(),
+    );
+    let spec = d.join("nft.toml");
+    std::fs::write(&spec, toml::to_string(&t).unwrap()).unwrap();
+    let json = top.join("b.json");
+    let child = Command::new(EXE)
+        .args(["bench", "--dut-file"])
+        .arg(&spec)
+        .args(QUICK)
+        .args(["--trial", "0.1", "--name", "dfq", "--json"])
+        .arg(&json)
+        .env("LINERATE_PEERS", &d)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = Proc(Some(child)).wait_output(Duration::from_secs(120), "bench");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !marker.exists(),
+        "a command in the directory's name ran: {err}"
+    );
+    assert!(pwned_before || !pwned.exists(), "/tmp/pwned made: {err}");
+    assert!(out.status.success(), "{err}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let r = &v["results"][0];
+    assert_eq!(r["status"], "ok", "{r}");
+    let dn = d.display().to_string();
+    assert_eq!(r["version"], format!("nft in {dn} {dn}"), "{r}");
+    assert!(
+        r["sizes"][0]["throughput_pps"].as_f64().unwrap() > 1000.0,
+        "{r}"
+    );
+    // Made in the directory by start, removed by stop.
+    assert!(!d.join("started").exists(), "stop did not run");
+    assert!(netns_with("dfq").is_empty(), "{:?}", netns_with("dfq"));
 }
 
 /// The examples parse (their commands are checked by the tests above and

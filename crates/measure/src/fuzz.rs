@@ -164,10 +164,11 @@ pub fn fuzz_history(data: &[u8]) {
 
 /// Arbitrary text as a DuT spec file (`linerate bench --dut-file`): no
 /// panic; an error is one line naming the file; a spec that parses expands
-/// every command with made-up values without error, and a name that
+/// every command with made-up values and into its `sh` text (placeholders
+/// as variable references) without error, and a name that
 /// survives is one the watchdog's stop-script names can carry.
 pub fn fuzz_dut_spec(data: &[u8]) {
-    use crate::bench::dut_spec::{expand, DutSpec, PLACEHOLDERS};
+    use crate::bench::dut_spec::{expand, shell_expand, DutSpec, PLACEHOLDERS};
     let text = String::from_utf8_lossy(data);
     match DutSpec::parse(&text, "f.toml", std::path::Path::new("/")) {
         Err(e) => {
@@ -186,6 +187,10 @@ pub fn fuzz_dut_spec(data: &[u8]) {
                 .flatten()
             {
                 expand(c, value).unwrap_or_else(|e| panic!("{c:?} checked but: {e}"));
+                let names: Vec<&str> = PLACEHOLDERS.iter().map(|p| p.0).collect();
+                let text =
+                    shell_expand(c, &names).unwrap_or_else(|e| panic!("{c:?} checked but: {e}"));
+                assert!(!text.contains('\0'), "{text:?}");
             }
             assert!(s.start.is_some() || s.run.is_some());
             assert!(s
@@ -222,8 +227,9 @@ pub fn fuzz_guard(data: &[u8]) {
             "registered bed {b:?}"
         );
     }
-    for (ns, script) in &reg.peers {
+    for ((ns, script), limit) in &reg.peers {
         assert!(!ns.is_empty() && !script.as_os_str().is_empty());
+        assert!(!limit.is_zero() && limit.as_secs() <= 3600, "{limit:?}");
     }
 }
 
@@ -265,6 +271,8 @@ mod tests {
         for e in std::fs::read_dir(corpus).unwrap() {
             fuzz_dut_spec(&std::fs::read(e.unwrap().path()).unwrap());
         }
-        fuzz_guard(b"bed lr-1\npid 1234 99\ngroup 1234\npeer ns /x.sh\nunbed lr-1\ndone\n");
+        fuzz_guard(
+            b"bed lr-1\npid 1234 99\ngroup 1234\npeer ns /x.sh\npeerlimit 9 ns /y.sh\nunbed lr-1\ndone\n",
+        );
     }
 }

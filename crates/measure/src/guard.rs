@@ -13,6 +13,7 @@
 //! ```text
 //! bed NAME            test bed NAME (namespaces NAME-gen, NAME-dut, NAME-sink)
 //! peer NS SCRIPT      a peer DuT started with `SCRIPT start NS ...`, stopped by `SCRIPT stop NS`
+//! peerlimit S NS SCRIPT   the same, its stop given S seconds (1..=3600) instead of 30
 //! pid PID START       a child process (START: its start time, field 22 of /proc/PID/stat)
 //! group PGID          a process group (a script and its children)
 //! unbed / unpeer / unpid / ungroup ...   the same, removed again by the parent
@@ -30,7 +31,11 @@
 //!    three scans in a row find none (a process that was entering a
 //!    namespace with `ip netns exec` is caught by the next scan);
 //! 3. `SCRIPT stop NS` for every registered peer (removes the peer's pid
-//!    files and run directories; the processes are dead already);
+//!    files and run directories; the processes are dead already), each in
+//!    a process group of its own, its output in memory (never a pipe a
+//!    child it leaves could hold open), SIGKILL to that group when it ends
+//!    or at its time limit (30 s, or the peer's own): no stop holds the
+//!    watchdog up;
 //! 4. the beds: every bed registered, and every bed whose record in
 //!    [`crate::testbed::STATE_DIR`] names the parent as owner (so a bed
 //!    still being built is found as well): namespaces deleted (which removes
@@ -164,6 +169,10 @@ impl Guard {
     pub fn register_peer(&self, script: &Path, ns: &str) {
         self.send(&format!("peer {ns} {}", script.display()));
     }
+    /// [`Guard::register_peer`] with a time limit of its own for the stop.
+    pub fn register_peer_limit(&self, script: &Path, ns: &str, limit: Duration) {
+        self.send(&peer_limit_line(script, ns, limit));
+    }
     pub fn unregister_peer(&self, script: &Path, ns: &str) {
         self.send(&format!("unpeer {ns} {}", script.display()));
     }
@@ -254,8 +263,22 @@ pub fn keep_bed(name: &str) {
 pub fn register_peer(script: &Path, ns: &str) {
     send_installed(&format!("peer {ns} {}", script.display()));
 }
+/// [`register_peer`] with a time limit of its own for the stop (whole
+/// seconds, rounded up, 1 to 3600).
+pub fn register_peer_limit(script: &Path, ns: &str, limit: Duration) {
+    send_installed(&peer_limit_line(script, ns, limit));
+}
 pub fn unregister_peer(script: &Path, ns: &str) {
     send_installed(&format!("unpeer {ns} {}", script.display()));
+}
+
+fn peer_limit_line(script: &Path, ns: &str, limit: Duration) -> String {
+    let s = limit.as_secs() + u64::from(limit.subsec_nanos() > 0);
+    format!(
+        "peerlimit {} {ns} {}",
+        s.clamp(1, MAX_PEER_STOP_LIMIT),
+        script.display()
+    )
 }
 pub fn register_pid(pid: u32) {
     if let Some(st) = start_time(pid) {
@@ -309,8 +332,8 @@ pub fn start_time(pid: u32) -> Option<u64> {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Registry {
     pub beds: BTreeSet<String>,
-    /// (namespace, script)
-    pub peers: BTreeSet<(String, PathBuf)>,
+    /// (namespace, script) -> the time limit of its stop
+    pub peers: BTreeMap<(String, PathBuf), Duration>,
     /// pid -> start time
     pub pids: BTreeMap<u32, u64>,
     pub groups: BTreeSet<u32>,
@@ -350,9 +373,18 @@ impl Registry {
                     self.beds.remove(rest);
                 }
             }
+            "peerlimit" => {
+                let (secs, rest) = rest.split_once(' ').unwrap_or((rest, ""));
+                match (secs.parse::<u64>(), peer(rest)) {
+                    (Ok(s), Some(p)) if (1..=MAX_PEER_STOP_LIMIT).contains(&s) => {
+                        self.peers.insert(p, Duration::from_secs(s));
+                    }
+                    _ => return false,
+                }
+            }
             "peer" | "unpeer" => match peer(rest) {
                 Some(p) if verb == "peer" => {
-                    self.peers.insert(p);
+                    self.peers.insert(p, PEER_STOP_LIMIT);
                 }
                 Some(p) => {
                     self.peers.remove(&p);
@@ -550,8 +582,8 @@ pub fn reap(parent: u32, reg: &Registry) -> ReapReport {
     }
     rep.killed += kill_in_netns(&inodes);
     // 3. Peers' own cleanup (pid files, run directories, XDP detach).
-    for (ns, script) in &reg.peers {
-        match run_timeout(Command::new(script).arg("stop").arg(ns), PEER_STOP_LIMIT) {
+    for ((ns, script), &limit) in &reg.peers {
+        match run_timeout(Command::new(script).arg("stop").arg(ns), limit) {
             Ok(()) => rep.peers_stopped += 1,
             Err(e) => rep
                 .errors
@@ -590,7 +622,10 @@ pub fn reap(parent: u32, reg: &Registry) -> ReapReport {
     rep
 }
 
+/// How long a peer's `stop` may take (a `peer` record).
 const PEER_STOP_LIMIT: Duration = Duration::from_secs(30);
+/// The longest limit a `peerlimit` record may give, in seconds.
+const MAX_PEER_STOP_LIMIT: u64 = 3600;
 
 /// Open the namespace file `p` (which keeps the namespace, and so its inode
 /// number, alive while the file is in `held`); its (device, inode).
@@ -631,6 +666,16 @@ pub fn pids_in_netns(ids: &BTreeSet<(u64, u64)>) -> Vec<u32> {
         }
     }
     v
+}
+
+/// SIGKILL every process in network namespace `ns` (/run/netns/NS) until
+/// none is left (as in the watchdog's sweep); how many were signalled.
+pub fn kill_netns_processes(ns: &str) -> usize {
+    let mut held = Vec::new();
+    match hold_ns(&Path::new("/run/netns").join(ns), &mut held) {
+        Some(id) => kill_in_netns(&BTreeSet::from([id])),
+        None => 0,
+    }
 }
 
 /// SIGKILL every process in the namespaces until three scans in a row,
@@ -709,41 +754,22 @@ fn remove_tmp_records(parent: u32) {
     }
 }
 
-/// Run a command with a time limit (killed after it), stdout discarded.
+/// Run a command with a time limit, in a process group of its own that is
+/// killed when it ends or at the limit (crate::pgroup); stdout and stderr
+/// in memory, the last line in the error.
 fn run_timeout(cmd: &mut Command, limit: Duration) -> Result<(), String> {
-    let mut c = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    let err = c.stderr.take();
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        if let Some(mut e) = err {
-            let _ = e.read_to_string(&mut s);
-        }
-        s
-    });
-    let t = Instant::now();
-    loop {
-        match c.try_wait() {
-            Ok(Some(st)) => {
-                let msg = reader.join().unwrap_or_default();
-                if st.success() {
-                    return Ok(());
-                }
-                let last = msg.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
-                return Err(format!("ended with {st}: {last}"));
-            }
-            Ok(None) if t.elapsed() < limit => std::thread::sleep(Duration::from_millis(20)),
-            Ok(None) => {
-                let _ = c.kill();
-                let _ = c.wait();
-                return Err(format!("still running after {} s, killed", limit.as_secs()));
-            }
-            Err(e) => return Err(e.to_string()),
-        }
+    use crate::pgroup::{last_line, run_bounded, scratch_file, tail_lines, Ended};
+    let mut out = scratch_file().map_err(|e| e.to_string())?;
+    match run_bounded(cmd, &out, limit).map_err(|e| e.to_string())? {
+        Ended::Exited(st) if st.success() => Ok(()),
+        Ended::Exited(st) => Err(format!(
+            "ended with {st}: {}",
+            last_line(&tail_lines(&mut out, 0))
+        )),
+        Ended::TimedOut => Err(format!(
+            "still running after {} s, its process group killed",
+            limit.as_secs()
+        )),
     }
 }
 
@@ -772,9 +798,12 @@ mod tests {
         assert_eq!(r.beds.iter().collect::<Vec<_>>(), ["lr1b"]);
         assert_eq!(
             r.peers.iter().next().unwrap(),
-            &(
-                "lr1b-dut".to_string(),
-                PathBuf::from("/x/scripts/peers/dut ovs.sh")
+            (
+                &(
+                    "lr1b-dut".to_string(),
+                    PathBuf::from("/x/scripts/peers/dut ovs.sh")
+                ),
+                &PEER_STOP_LIMIT
             )
         );
         assert_eq!(r.pids.get(&1234), Some(&5678));
@@ -782,6 +811,23 @@ mod tests {
         assert!(r.groups.contains(&99));
         assert!(!r.done);
         assert!(r.apply("unpeer lr1b-dut /x/scripts/peers/dut ovs.sh"));
+        assert!(r.peers.is_empty());
+        assert!(r.apply("peerlimit 2 lr1b-dut /run/x y.sh"));
+        let key = ("lr1b-dut".to_string(), PathBuf::from("/run/x y.sh"));
+        assert_eq!(r.peers.get(&key), Some(&Duration::from_secs(2)));
+        for bad in [
+            "peerlimit 0 n /s",
+            "peerlimit 3601 n /s",
+            "peerlimit x n /s",
+            "peerlimit 5 n",
+        ] {
+            assert!(!r.apply(bad), "{bad}");
+        }
+        assert_eq!(
+            peer_limit_line(Path::new("/s"), "n", Duration::from_millis(1500)),
+            "peerlimit 2 n /s"
+        );
+        assert!(r.apply("unpeer lr1b-dut /run/x y.sh"));
         assert!(r.peers.is_empty());
         assert!(r.apply("keep lr1b"));
         assert!(r.beds.is_empty() && r.kept.contains("lr1b"));
@@ -825,6 +871,61 @@ mod tests {
         let pids = pids_in_netns(&BTreeSet::from([id]));
         assert!(!pids.contains(&std::process::id()));
         assert!(pids_in_netns(&BTreeSet::new()).is_empty());
+    }
+
+    /// A peer's stop that hangs, or that ends but leaves a child holding
+    /// its output open, holds the watchdog up no longer than its limit,
+    /// and what it started dies with its process group.
+    #[test]
+    fn a_hanging_or_lingering_stop_does_not_hold_up_the_watchdog() {
+        let dir = std::env::temp_dir().join(format!("lr-guard-stop-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        // Each script's children are `sleep` with a number of its own, found
+        // afterwards in /proc.
+        let secs = format!("{}.{}", 900 + std::process::id() % 97, std::process::id());
+        let script = |name: &str, body: &str| {
+            use std::os::unix::fs::PermissionsExt;
+            let p = dir.join(name);
+            fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+            fs::set_permissions(&p, fs::Permissions::from_mode(0o700)).unwrap();
+            p
+        };
+        let hangs = script("hangs", &format!("sleep {secs} & sleep {secs}"));
+        let lingers = script(
+            "lingers",
+            &format!("sleep {secs} & echo stopped $2 >&2; exit 1"),
+        );
+        let mut reg = Registry::default();
+        assert!(reg.apply(&peer_limit_line(&hangs, "lrx-dut", Duration::from_secs(1))));
+        assert!(reg.apply(&format!("peer lrx-dut {}", lingers.display())));
+        let t = Instant::now();
+        let r = reap(u32::MAX - 1, &reg);
+        let took = t.elapsed();
+        let sleeping = || -> Vec<u32> {
+            let want = format!("sleep\0{secs}\0");
+            fs::read_dir("/proc")
+                .unwrap()
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+                .filter(|p| {
+                    fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| c == want.as_bytes())
+                })
+                .collect()
+        };
+        let left = sleeping();
+        let _ = fs::remove_dir_all(&dir);
+        assert!(took < Duration::from_secs(10), "reap took {took:?}: {r:?}");
+        assert_eq!(r.errors.len(), 2, "{r:?}");
+        let e = r.errors.join(" | ");
+        assert!(
+            e.contains("still running after 1 s, its process group killed"),
+            "{e}"
+        );
+        assert!(
+            e.contains("ended with exit status: 1: stopped lrx-dut"),
+            "{e}"
+        );
+        assert!(left.is_empty(), "their children live on: {left:?}");
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod experiment;
 pub mod frame_size;
 pub mod fuzz;
 pub mod guard;
+pub mod pgroup;
 pub mod report;
 pub mod study;
 pub mod testbed;

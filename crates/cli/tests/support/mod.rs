@@ -79,22 +79,13 @@ impl Proc {
     /// Its stdout, line by line, from a thread of its own (so the test can
     /// wait for a line with a deadline); the receiver ends with the stream.
     pub fn stdout_lines(&mut self) -> Receiver<String> {
-        let out = self
-            .0
-            .as_mut()
-            .unwrap()
-            .stdout
-            .take()
-            .expect("stdout piped");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(l).is_err() {
-                    break;
-                }
-            }
-        });
-        rx
+        let out = self.0.as_mut().unwrap().stdout.take();
+        lines_of(out.expect("stdout piped"))
+    }
+    /// [`Proc::stdout_lines`] for its stderr.
+    pub fn stderr_lines(&mut self) -> Receiver<String> {
+        let err = self.0.as_mut().unwrap().stderr.take();
+        lines_of(err.expect("stderr piped"))
     }
     pub fn interrupt(&self) {
         self.signal(libc::SIGINT);
@@ -103,6 +94,20 @@ impl Proc {
         // SAFETY: signalling our own child (`ip netns exec` execs linerate in place).
         unsafe { libc::kill(self.pid() as i32, sig) };
     }
+}
+
+/// The lines of `r`, read by a thread of their own; the receiver ends with
+/// the stream.
+fn lines_of(r: impl std::io::Read + Send + 'static) -> Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(r).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    rx
 }
 
 impl Drop for Proc {

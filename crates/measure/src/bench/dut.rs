@@ -227,25 +227,6 @@ impl Drop for LinerateChild {
     }
 }
 
-/// Run a peer script to its end: in its own process group, which the
-/// watchdog (crate::guard) kills if we die meanwhile, and killed with us.
-pub(crate) fn run_script(cmd: &mut Command) -> std::io::Result<std::process::Output> {
-    use std::os::unix::process::CommandExt;
-    crate::guard::die_with_parent(cmd);
-    on_every_cpu(cmd);
-    let child = cmd
-        .process_group(0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    let pgid = child.id();
-    crate::guard::register_group(pgid);
-    let out = child.wait_with_output();
-    crate::guard::unregister_group(pgid);
-    out
-}
-
 /// scripts/peers of the repository the binary was built in (walks up from
 /// `exe`), or `$LINERATE_PEERS`.
 pub fn find_peers_dir(exe: &Path) -> Option<PathBuf> {

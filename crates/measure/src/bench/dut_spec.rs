@@ -13,6 +13,8 @@
 //! stop = "nft flush ruleset"               # optional; also run by the watchdog
 //! version = "nft --version"                # optional; shown in the report
 //! ready_timeout = 10                       # seconds until the first probe frames must come out
+//! start_timeout = 30                       # seconds `start` may take (default 30)
+//! stop_timeout = 10                        # seconds `stop` may take (default 10)
 //! in_netns = true                          # commands run in the DuT's namespace (default)
 //! both_ways = true                         # forwards d1 -> d0 too (default; --direction bi)
 //! ```
@@ -24,23 +26,43 @@
 //! object, that is the DuT's own account in the report. Readiness is not
 //! slept for: the bench sends probe frames until they come out of d1.
 //!
+//! Every command is bounded and contained ([`crate::pgroup`]): it runs in
+//! a process group of its own, its output goes to a log file in
+//! [`LOG_DIR`] (never to a pipe the bench would wait on: a background
+//! child may hold that open for ever), and only the group's leader, the
+//! shell, is waited for, at most `start_timeout`, `stop_timeout` or
+//! [`VERSION_LIMIT`]; at the limit the whole group gets SIGKILL and the
+//! error names the field, the limit and the log. What `start` leaves
+//! running in its group (`my-fwd {d0} {d1} &`) is the DuT: its group is
+//! killed after `stop` has run, and then every process still in the DuT's
+//! namespace. The watchdog, if the bench dies, kills the groups and the
+//! namespace's processes and runs `stop` (as a script in
+//! `/run/linerate/dut-stop`), also within `stop_timeout`. A process that
+//! leaves both its group (setsid) and the DuT's namespace (`in_netns =
+//! false`) is beyond reach: a `stop` must end it.
+//!
 //! Placeholders in `start`, `run` and `stop`: `{ns}`, `{d0}`, `{d1}`,
 //! `{cpu}`, `{linerate}` (this binary), `{peers}` (scripts/peers),
 //! `{spec_dir}` (the spec file's directory), and `{gen_mac}`, `{d0_mac}`,
 //! `{d1_mac}`, `{sink_mac}`, `{gen_ip}`, `{d0_ip}`, `{d1_ip}`, `{sink_ip}`
 //! (with `_ip6` for IPv6). `version` knows only `{linerate}`, `{peers}`
-//! and `{spec_dir}`. `{{` and `}}` are literal braces. Values are put in
-//! as they are (not quoted); every command also sees them in its
-//! environment as `DUT_NS`, `DUT_D0`, ... (the name in upper case).
+//! and `{spec_dir}`. `{{` and `}}` are literal braces. Every command sees
+//! the values in its environment as `DUT_NS`, `DUT_D0`, ... (the name in
+//! upper case), and a placeholder is put in as a quoted reference to that
+//! variable: `{spec_dir}` becomes `"${DUT_SPEC_DIR}"`. So a value is one
+//! literal word whatever it holds (a directory named `my duts $(reboot)`
+//! stays a name), unquoted or inside double quotes
+//! (`"afpacket:{d0}?ring=v3"`); inside single quotes it would not be
+//! filled in, so a placeholder there is an error.
 
-use super::dut::{kernel_release, run_script, Dut, DutEnv, DutError};
+use super::dut::{kernel_release, Dut, DutEnv, DutError};
+use crate::pgroup::{last_line, tail_lines, Group};
 use crate::testbed::{DutMode, Testbed};
 use serde::Deserialize;
-use std::io::{BufRead, BufReader, Read};
+use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 /// Placeholders and what they stand for (the `--help` and error texts).
 pub const PLACEHOLDERS: &[(&str, &str)] = &[
@@ -71,8 +93,24 @@ const BEDLESS: &[&str] = &["linerate", "peers", "spec_dir"];
 /// Default wait for the first probe frames to come out.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Default time `start` may take.
+pub const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Default time `stop` may take.
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The time `version` may take.
+pub const VERSION_LIMIT: Duration = Duration::from_secs(10);
+
 /// How long a `run` process has to exit after SIGINT before SIGKILL.
 const RUN_STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// Where the DuTs' commands write their output: one file per command and
+/// DuT session, `PID-NS-NAME.FIELD.log` (`PID-NAME.version.log`), appended
+/// to (a DuT started again on a bed of the same name), never through a
+/// symlink. The logs of a run stay until the next run starts, which removes
+/// those of runs no longer going.
+pub const LOG_DIR: &str = "/run/linerate/dut-log";
 
 /// The file as written.
 #[derive(Deserialize)]
@@ -86,6 +124,8 @@ struct SpecFile {
     stop: Option<String>,
     version: Option<String>,
     ready_timeout: Option<f64>,
+    start_timeout: Option<f64>,
+    stop_timeout: Option<f64>,
     in_netns: Option<bool>,
     both_ways: Option<bool>,
 }
@@ -101,6 +141,8 @@ pub struct DutSpec {
     pub stop: Option<String>,
     pub version: Option<String>,
     pub ready_timeout: Duration,
+    pub start_timeout: Duration,
+    pub stop_timeout: Duration,
     pub in_netns: bool,
     /// Forwards d1 -> d0 too (default): measured both ways with `--direction bi`.
     pub both_ways: bool,
@@ -181,19 +223,20 @@ impl DutSpec {
                 if c.trim().is_empty() {
                     return Err(field(name, "empty command".into()));
                 }
-                expand(c, |k| known.contains(&k).then(String::new)).map_err(|e| field(name, e))?;
+                shell_expand(c, known).map_err(|e| field(name, e))?;
             }
         }
-        let ready_timeout = match f.ready_timeout {
-            None => READY_TIMEOUT,
-            Some(s) if s.is_finite() && s > 0.0 && s <= 3600.0 => Duration::from_secs_f64(s),
-            Some(s) => {
-                return Err(field(
-                    "ready_timeout",
-                    format!("{s}: seconds, over 0 and at most 3600"),
-                ))
-            }
+        let seconds = |name: &str, v: Option<f64>, default: Duration| match v {
+            None => Ok(default),
+            Some(s) if s.is_finite() && s > 0.0 && s <= 3600.0 => Ok(Duration::from_secs_f64(s)),
+            Some(s) => Err(field(
+                name,
+                format!("{s}: seconds, over 0 and at most 3600"),
+            )),
         };
+        let ready_timeout = seconds("ready_timeout", f.ready_timeout, READY_TIMEOUT)?;
+        let start_timeout = seconds("start_timeout", f.start_timeout, START_TIMEOUT)?;
+        let stop_timeout = seconds("stop_timeout", f.stop_timeout, STOP_TIMEOUT)?;
         Ok(DutSpec {
             name: f.name,
             description: f.description,
@@ -203,6 +246,8 @@ impl DutSpec {
             stop: f.stop,
             version: f.version,
             ready_timeout,
+            start_timeout,
+            stop_timeout,
             in_netns: f.in_netns.unwrap_or(true),
             both_ways: f.both_ways.unwrap_or(true),
             origin: origin.to_string(),
@@ -260,40 +305,164 @@ pub fn expand(template: &str, value: impl Fn(&str) -> Option<String>) -> Result<
     Ok(out)
 }
 
-/// The last lines a process wrote on one of its pipes (read by a thread,
-/// so that a chatty process never blocks on a full pipe).
-#[derive(Clone, Default)]
-struct Tail(Arc<Mutex<Vec<String>>>);
+/// Where a placeholder stands in a command, as far as `sh` quoting goes.
+#[derive(Clone, Copy, PartialEq)]
+enum Quoting {
+    None,
+    Single,
+    Double,
+    Comment,
+}
 
-impl Tail {
-    const KEEP: usize = 20;
-
-    fn follow(&self, r: impl Read + Send + 'static) -> std::thread::JoinHandle<()> {
-        let t = self.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(r).lines() {
-                let Ok(line) = line else { break };
-                let mut v = t.0.lock().unwrap_or_else(|p| p.into_inner());
-                if v.len() == Self::KEEP {
-                    v.remove(0);
-                }
-                v.push(line);
+/// `template` as the text for `sh -c`: every placeholder (one of `known`)
+/// a reference to its variable, double-quoted where it stands unquoted
+/// (`{d0}`: `"${DUT_D0}"`), bare inside double quotes (`"x:{d0}"`:
+/// `"x:${DUT_D0}"`). `sh` fills a quoted reference in as one literal word,
+/// whatever the value holds; and whatever the quoting, it never runs what
+/// a value holds (the value is in the environment, never in the text).
+/// Inside single quotes nothing is filled in: a placeholder there is an
+/// error. The quoting is followed as far as `'`, `"`, `\`, `#` comments
+/// and `$(...)` go (not backquotes, here-documents or `case` patterns).
+pub fn shell_expand(template: &str, known: &[&str]) -> Result<String, String> {
+    // Placeholders stand out as NUL-delimited names for the walk below (a
+    // NUL cannot be in the text: TOML strings hold none, and `sh -c` could
+    // not take one).
+    if template.contains('\0') {
+        return Err("a NUL character".into());
+    }
+    let marked = expand(template, |k| known.contains(&k).then(|| format!("\0{k}\0")))?;
+    let mut out = String::with_capacity(marked.len());
+    // The quoting of each `$(` or `(` level, the innermost last.
+    let mut stack = vec![Quoting::None];
+    let (mut escaped, mut word_start, mut dollar) = (false, true, false);
+    let mut parts = marked.split('\0');
+    let mut text = parts.next();
+    while let Some(t) = text {
+        for c in t.chars() {
+            out.push(c);
+            let q = stack.last_mut().expect("the outermost level stays");
+            let was_dollar = std::mem::replace(&mut dollar, false);
+            if escaped {
+                escaped = false;
+                word_start = false;
+                continue;
             }
-        })
+            match (*q, c) {
+                (Quoting::None | Quoting::Double, '\\') => escaped = true,
+                (Quoting::None | Quoting::Double, '$') => dollar = true,
+                (Quoting::None, '\'') => *q = Quoting::Single,
+                (Quoting::None, '"') => *q = Quoting::Double,
+                (Quoting::None, '#') if word_start => *q = Quoting::Comment,
+                (Quoting::Single, '\'') | (Quoting::Double, '"') | (Quoting::Comment, '\n') => {
+                    *q = Quoting::None
+                }
+                (Quoting::Double, '(') if was_dollar => stack.push(Quoting::None),
+                (Quoting::None, '(') => stack.push(Quoting::None),
+                (Quoting::None, ')') if stack.len() > 1 => {
+                    stack.pop();
+                }
+                _ => {}
+            }
+            word_start = c.is_whitespace() || ";&|()<>".contains(c);
+        }
+        let Some(name) = parts.next() else { break };
+        let var = env_name(name);
+        match stack.last() {
+            Some(Quoting::Single) => {
+                return Err(format!(
+                    "placeholder {{{name}}} inside single quotes, where it is not filled in: put it outside them or in double quotes"
+                ))
+            }
+            Some(Quoting::Double) => out.push_str(&format!("${{{var}}}")),
+            _ => out.push_str(&format!("\"${{{var}}}\"")),
+        }
+        word_start = false;
+        dollar = false;
+        text = parts.next();
+    }
+    Ok(out)
+}
+
+/// The environment variable of placeholder `name` (`d0`: `DUT_D0`).
+pub fn env_name(name: &str) -> String {
+    format!("DUT_{}", name.to_ascii_uppercase())
+}
+
+/// A log file of one command ([`LOG_DIR`]), and where this command's
+/// output starts in it.
+struct Log {
+    path: PathBuf,
+    file: File,
+    from: u64,
+}
+
+impl Log {
+    /// Open (append to) `LOG_DIR/file_name`, its header line written.
+    fn open(file_name: &str, header: &str) -> Result<Log, String> {
+        use std::io::{Seek, SeekFrom, Write};
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        let dir = Path::new(LOG_DIR);
+        let path = dir.join(file_name);
+        let fail = |e: std::io::Error| format!("log {}: {e}", path.display());
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(fail)?;
+        prune_logs(dir);
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .read(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .map_err(fail)?;
+        writeln!(file, "--- {header} ---").map_err(fail)?;
+        let from = file.seek(SeekFrom::End(0)).map_err(fail)?;
+        Ok(Log { path, file, from })
     }
 
-    fn last(&self, pred: impl Fn(&str) -> bool) -> Option<String> {
-        let v = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        v.iter().rev().find(|l| pred(l)).cloned()
+    /// What the command wrote (its last [`crate::pgroup::TAIL_BYTES`]).
+    fn lines(&mut self) -> Vec<String> {
+        tail_lines(&mut self.file, self.from)
     }
+
+    /// Its last line that is not blank.
+    fn last(&mut self) -> String {
+        last_line(&self.lines())
+    }
+}
+
+/// Remove the logs of runs that no longer go (their pid is gone), once
+/// per process: a log stays until the next run.
+fn prune_logs(dir: &Path) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let me = std::process::id();
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let name = e.file_name();
+            let Some(pid) = name
+                .to_str()
+                .and_then(|n| n.split_once('-'))
+                .and_then(|(p, _)| p.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if pid != me && !Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    });
 }
 
 /// The `run` process of a started DuT.
 struct Running {
-    child: Child,
-    out: Tail,
-    err: Tail,
-    readers: Vec<std::thread::JoinHandle<()>>,
+    group: Group,
+    log: Log,
 }
 
 /// A DuT described by a [`DutSpec`].
@@ -303,6 +472,9 @@ pub struct SpecDut {
     pub env: Vec<(String, String)>,
     /// The namespace it was started in and the watchdog's stop script.
     started: Option<(String, Option<PathBuf>)>,
+    /// What `start` left running in its process group: the DuT's own
+    /// processes, killed after `stop`.
+    start_group: Option<Group>,
     running: Option<Running>,
     /// The values of the placeholders while it runs.
     values: Vec<(String, String)>,
@@ -314,6 +486,7 @@ impl SpecDut {
             spec,
             env: Vec::new(),
             started: None,
+            start_group: None,
             running: None,
             values: Vec::new(),
         }
@@ -329,17 +502,12 @@ impl SpecDut {
         }
     }
 
-    fn value(&self, k: &str) -> Option<String> {
-        self.values
-            .iter()
-            .find(|(n, _)| n == k)
-            .map(|(_, v)| v.clone())
-    }
-
-    /// `sh -c CMD` with the placeholders put in, in the DuT's namespace
-    /// (or the root one), with the values and `env` in its environment.
+    /// `sh -c CMD` with the placeholders put in (as references to their
+    /// variables), in the DuT's namespace (or the root one), with the
+    /// values and `env` in its environment.
     fn command(&self, field: &str, cmd: &str, ns: &str) -> Result<Command, DutError> {
-        let text = expand(cmd, |k| self.value(k))
+        let names: Vec<&str> = self.values.iter().map(|(k, _)| k.as_str()).collect();
+        let text = shell_expand(cmd, &names)
             .map_err(|e| DutError::Failed(format!("field `{field}`: {e}")))?;
         let mut c = if self.spec.in_netns {
             let mut c = Command::new("ip");
@@ -350,13 +518,44 @@ impl SpecDut {
             c.args(["-c", &text]);
             c
         };
-        c.envs(
-            self.values
-                .iter()
-                .map(|(k, v)| (format!("DUT_{}", k.to_ascii_uppercase()), v.clone())),
-        )
-        .envs(self.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        c.envs(self.values.iter().map(|(k, v)| (env_name(k), v.clone())))
+            .envs(self.env.iter().map(|(k, v)| (k.clone(), v.clone())));
         Ok(c)
+    }
+
+    /// The log file of `field` in namespace `ns`.
+    fn log_name(&self, field: &str, ns: &str) -> String {
+        format!("{}-{ns}-{}.{field}.log", std::process::id(), self.spec.name)
+    }
+
+    /// Command `field` started as a process group of its own (die with us,
+    /// on every CPU), its output in its log.
+    fn spawn(&self, field: &str, cmd: &str, ns: &str) -> Result<(Group, Log), DutError> {
+        let mut c = self.command(field, cmd, ns)?;
+        let log = Log::open(
+            &self.log_name(field, ns),
+            &format!(
+                "`{field}` of DuT {} ({}) in namespace {ns}",
+                self.spec.name,
+                self.spec.origin.replace('\n', " ")
+            ),
+        )
+        .map_err(|e| DutError::Failed(format!("{field}: {e}")))?;
+        crate::guard::die_with_parent(&mut c);
+        super::dut::on_every_cpu(&mut c);
+        let g = Group::spawn(&mut c, &log.file, &log.file)
+            .map_err(|e| DutError::Failed(format!("{field}: {e}")))?;
+        Ok((g, log))
+    }
+
+    /// "FIELD: still running after N s (FIELD_timeout): its process group
+    /// killed; log PATH".
+    fn timed_out(field: &str, limit: Duration, log: &Log) -> DutError {
+        DutError::Failed(format!(
+            "{field}: still running after {} s ({field}_timeout): its process group killed; log {}",
+            limit.as_secs_f64(),
+            log.path.display()
+        ))
     }
 
     fn set_values(&mut self, bed: &Testbed, env: &DutEnv) {
@@ -388,8 +587,10 @@ impl SpecDut {
     }
 
     /// The watchdog's way to run `stop` if the bench dies: a script
-    /// `SCRIPT stop NS` (crate::guard's peer protocol) that runs the
-    /// expanded command and removes itself.
+    /// `SCRIPT stop NS` (crate::guard's peer protocol) that removes itself
+    /// and runs the command, its output appended to the stop log. The
+    /// watchdog runs it in a process group of its own within
+    /// `stop_timeout`.
     fn write_stop_script(&self, ns: &str) -> Result<Option<PathBuf>, DutError> {
         let Some(stop) = &self.spec.stop else {
             return Ok(None);
@@ -398,8 +599,7 @@ impl SpecDut {
         let fail = |e: std::io::Error| DutError::Failed(format!("stop script: {e}"));
         let dir = Path::new("/run/linerate/dut-stop");
         std::fs::create_dir_all(dir).map_err(fail)?;
-        let quote =
-            |s: &std::ffi::OsStr| format!("'{}'", s.to_string_lossy().replace('\'', "'\\''"));
+        let quote = |s: &std::ffi::OsStr| shell_quote(&s.to_string_lossy());
         let argv: Vec<String> = std::iter::once(c.get_program())
             .chain(c.get_args())
             .map(quote)
@@ -408,11 +608,18 @@ impl SpecDut {
             .get_envs()
             .filter_map(|(k, v)| Some(format!("export {}={}", k.to_string_lossy(), quote(v?))))
             .collect();
+        let log = shell_quote(
+            &Path::new(LOG_DIR)
+                .join(self.log_name("stop", ns))
+                .display()
+                .to_string(),
+        );
         let body = format!(
-            "#!/bin/sh\n# linerate bench: the stop command of DuT {} ({}), run by the watchdog if the bench dies.\n[ \"$1\" = stop ] || exit 2\n{}\n{}\nrc=$?\nrm -f \"$0\"\nexit $rc\n",
+            "#!/bin/sh\n# linerate bench: the stop command of DuT {} ({}), run by the watchdog if the bench dies.\n[ \"$1\" = stop ] || exit 2\n# Gone before the command runs: the watchdog may kill this at its limit.\nrm -f \"$0\"\n{}\nmkdir -p {}\necho '--- `stop` of the DuT, run by the watchdog ---' >>{log}\n{} </dev/null >>{log} 2>&1\nrc=$?\n[ $rc = 0 ] || echo \"exit status $rc; log \"{log} >&2\nexit $rc\n",
             self.spec.name,
             self.spec.origin.replace('\n', " "),
             envs.join("\n"),
+            shell_quote(LOG_DIR),
             argv.join(" ")
         );
         let p = dir.join(format!(
@@ -429,6 +636,7 @@ impl SpecDut {
                 .create(true)
                 .truncate(true)
                 .mode(0o700)
+                .custom_flags(libc::O_NOFOLLOW)
                 .open(&p)
                 .map_err(fail)?;
             f.write_all(body.as_bytes()).map_err(fail)?;
@@ -436,26 +644,36 @@ impl SpecDut {
         Ok(Some(p))
     }
 
-    /// Run `stop` (if any) and forget the watchdog's script.
+    /// Run `stop` (if any, within `stop_timeout`), kill what `start` left
+    /// running and every process still in the DuT's namespace, and forget
+    /// the watchdog's script.
     fn run_stop(&mut self) -> Result<(), DutError> {
         let Some((ns, script)) = self.started.take() else {
+            self.start_group = None;
             return Ok(());
         };
         let mut r = Ok(());
         if let Some(stop) = self.spec.stop.clone() {
-            r = self.command("stop", &stop, &ns).and_then(|mut c| {
-                let out = run_script(&mut c).map_err(|e| DutError::Failed(e.to_string()))?;
-                if out.status.success() {
-                    Ok(())
-                } else {
-                    Err(DutError::Failed(format!(
-                        "stop: {}: {}",
-                        out.status,
-                        last_line(&out)
-                    )))
+            r = self.spawn("stop", &stop, &ns).and_then(|(mut g, mut log)| {
+                let limit = self.spec.stop_timeout;
+                let st = g.wait_for(limit);
+                g.kill();
+                match st {
+                    None => Err(Self::timed_out("stop", limit, &log)),
+                    Some(s) if s.success() => Ok(()),
+                    Some(s) => Err(DutError::Failed(format!(
+                        "stop: {s}: {} (log {})",
+                        log.last(),
+                        log.path.display()
+                    ))),
                 }
             });
         }
+        // The DuT's processes that `start` left, once `stop` had its say;
+        // then whatever else is left in its namespace (a child that left
+        // the group with setsid).
+        self.start_group = None;
+        crate::guard::kill_netns_processes(&ns);
         if let Some(s) = script {
             crate::guard::unregister_peer(&s, &ns);
             let _ = std::fs::remove_file(&s);
@@ -469,42 +687,22 @@ impl SpecDut {
         let Some(mut r) = self.running.take() else {
             return Ok(None);
         };
-        let pgid = r.child.id() as libc::pid_t;
-        let early = r.child.try_wait().ok().flatten();
-        // SAFETY: signalling the process group we made for it.
-        unsafe { libc::kill(-pgid, libc::SIGINT) };
-        let t = Instant::now();
-        let status = loop {
-            match r.child.try_wait() {
-                Ok(Some(s)) => break Some(s),
-                Ok(None) if t.elapsed() < RUN_STOP_GRACE => {
-                    std::thread::sleep(Duration::from_millis(10))
-                }
-                _ => {
-                    // SAFETY: as above.
-                    unsafe { libc::kill(-pgid, libc::SIGKILL) };
-                    let _ = r.child.wait();
-                    break None;
-                }
-            }
-        };
+        let early = r.group.exited();
+        r.group.signal(libc::SIGINT);
+        let status = r.group.wait_for(RUN_STOP_GRACE);
         // Whatever is left in the group (it may have forked).
-        // SAFETY: as above; the group is ours.
-        unsafe { libc::kill(-pgid, libc::SIGKILL) };
-        crate::guard::unregister_group(pgid as u32);
-        for h in r.readers.drain(..) {
-            let _ = h.join();
-        }
+        r.group.kill();
         let what = "run";
+        let log = r.log.path.display().to_string();
         if let Some(s) = early {
             return Err(DutError::Failed(format!(
-                "{what}: ended with {s} before the DuT was stopped: {}",
-                r.err.last(|l| !l.trim().is_empty()).unwrap_or_default()
+                "{what}: ended with {s} before the DuT was stopped: {} (log {log})",
+                r.log.last()
             )));
         }
         let Some(s) = status else {
             return Err(DutError::Failed(format!(
-                "{what}: still running {} s after SIGINT: killed",
+                "{what}: still running {} s after SIGINT: killed (log {log})",
                 RUN_STOP_GRACE.as_secs()
             )));
         };
@@ -512,27 +710,22 @@ impl SpecDut {
         let by_stop_signal = matches!(s.signal(), Some(libc::SIGINT) | Some(libc::SIGTERM));
         if !(s.success() || by_stop_signal || s.code() == Some(130)) {
             return Err(DutError::Failed(format!(
-                "{what}: ended with {s}: {}",
-                r.err.last(|l| !l.trim().is_empty()).unwrap_or_default()
+                "{what}: ended with {s}: {} (log {log})",
+                r.log.last()
             )));
         }
-        Ok(r.out
-            .last(|l| l.trim_start().starts_with('{'))
-            .and_then(|l| serde_json::from_str(&l).ok()))
+        Ok(r.log
+            .lines()
+            .iter()
+            .rev()
+            .filter(|l| l.trim_start().starts_with('{'))
+            .find_map(|l| serde_json::from_str(l).ok()))
     }
 }
 
-/// The last non-empty line of a command's stderr, else of its stdout.
-fn last_line(o: &std::process::Output) -> String {
-    let e = String::from_utf8_lossy(&o.stderr);
-    let s = String::from_utf8_lossy(&o.stdout);
-    e.lines()
-        .rev()
-        .chain(s.lines().rev())
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim()
-        .to_string()
+/// `s` as one word for `sh`: in single quotes, a `'` as `'\''`.
+pub fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 impl Dut for SpecDut {
@@ -562,25 +755,8 @@ impl Dut for SpecDut {
         let Some(v) = &self.spec.version else {
             return format!("Linux {}", kernel_release());
         };
-        let exe = std::env::current_exe().unwrap_or_default();
-        let peers = super::dut::find_peers_dir(&exe).unwrap_or_default();
-        let text = expand(v, |k| match k {
-            "linerate" => Some(exe.display().to_string()),
-            "peers" => Some(peers.display().to_string()),
-            "spec_dir" => Some(self.spec.dir.display().to_string()),
-            _ => None,
-        });
-        let Ok(text) = text else {
-            return "unknown".into();
-        };
-        match run_script(Command::new("sh").args(["-c", &text])) {
-            Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("unknown")
-                .trim()
-                .to_string(),
-            Ok(o) => format!("unknown (version: {})", last_line(&o)),
+        match self.run_version(v) {
+            Ok(s) => s,
             Err(e) => format!("unknown (version: {e})"),
         }
     }
@@ -590,63 +766,47 @@ impl Dut for SpecDut {
         // Registered before anything starts: the watchdog runs `stop` if we die.
         let script = self.write_stop_script(&ns)?;
         if let Some(s) = &script {
-            crate::guard::register_peer(s, &ns);
+            crate::guard::register_peer_limit(s, &ns, self.spec.stop_timeout);
         }
         self.started = Some((ns.clone(), script));
         if let Some(start) = self.spec.start.clone() {
-            let mut c = self.command("start", &start, &ns)?;
-            let out = run_script(&mut c).map_err(|e| DutError::Failed(format!("start: {e}")));
-            let out = match out {
-                Ok(o) => o,
+            let (mut g, mut log) = match self.spawn("start", &start, &ns) {
+                Ok(x) => x,
                 Err(e) => {
                     let _ = self.run_stop();
                     return Err(e);
                 }
             };
-            if !out.status.success() {
-                // Half-started: whatever `stop` undoes.
-                let _ = self.run_stop();
-                let line = last_line(&out);
-                return Err(if out.status.code() == Some(3) {
-                    DutError::Unavailable(line)
-                } else {
-                    DutError::Failed(format!("start: {}: {line}", out.status))
-                });
-            }
-        }
-        if let Some(run) = self.spec.run.clone() {
-            use std::os::unix::process::CommandExt;
-            let mut c = self.command("run", &run, &ns)?;
-            crate::guard::die_with_parent(&mut c);
-            super::dut::on_every_cpu(&mut c);
-            let spawned = c
-                .process_group(0)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn();
-            let mut child = match spawned {
-                Ok(c) => c,
-                Err(e) => {
-                    let _ = self.run_stop();
-                    return Err(DutError::Failed(format!("run: {e}")));
+            let limit = self.spec.start_timeout;
+            let err = match g.wait_for(limit) {
+                // Started: what it left running in its group is the DuT.
+                Some(s) if s.success() => None,
+                None => Some(Self::timed_out("start", limit, &log)),
+                Some(s) => {
+                    let line = log.last();
+                    Some(if s.code() == Some(3) {
+                        DutError::Unavailable(line)
+                    } else {
+                        DutError::Failed(format!("start: {s}: {line} (log {})", log.path.display()))
+                    })
                 }
             };
-            crate::guard::register_group(child.id());
-            let (out, err) = (Tail::default(), Tail::default());
-            let mut readers = Vec::new();
-            if let Some(o) = child.stdout.take() {
-                readers.push(out.follow(o));
+            if let Some(e) = err {
+                g.kill();
+                // Half-started: whatever `stop` undoes.
+                let _ = self.run_stop();
+                return Err(e);
             }
-            if let Some(e) = child.stderr.take() {
-                readers.push(err.follow(e));
+            self.start_group = Some(g);
+        }
+        if let Some(run) = self.spec.run.clone() {
+            match self.spawn("run", &run, &ns) {
+                Ok((group, log)) => self.running = Some(Running { group, log }),
+                Err(e) => {
+                    let _ = self.run_stop();
+                    return Err(e);
+                }
             }
-            self.running = Some(Running {
-                child,
-                out,
-                err,
-                readers,
-            });
         }
         Ok(())
     }
@@ -654,13 +814,12 @@ impl Dut for SpecDut {
         let Some(r) = &mut self.running else {
             return Ok(());
         };
-        if let Ok(Some(s)) = r.child.try_wait() {
-            // Let the readers take what it wrote last.
-            for h in r.readers.drain(..) {
-                let _ = h.join();
-            }
-            let line = r.err.last(|l| !l.trim().is_empty()).unwrap_or_default();
-            return Err(DutError::Failed(format!("run: ended with {s}: {line}")));
+        if let Some(s) = r.group.exited() {
+            return Err(DutError::Failed(format!(
+                "run: ended with {s}: {} (log {})",
+                r.log.last(),
+                r.log.path.display()
+            )));
         }
         Ok(())
     }
@@ -670,6 +829,49 @@ impl Dut for SpecDut {
         let acct = acct?;
         stopped?;
         Ok(acct)
+    }
+}
+
+impl SpecDut {
+    /// `version` with its placeholders, in the root namespace, within
+    /// [`VERSION_LIMIT`]: the first line it printed on stdout (stderr goes
+    /// to its log).
+    fn run_version(&self, v: &str) -> Result<String, String> {
+        let exe = std::env::current_exe().unwrap_or_default();
+        let peers = super::dut::find_peers_dir(&exe).unwrap_or_default();
+        let values = [
+            ("linerate", exe.display().to_string()),
+            ("peers", peers.display().to_string()),
+            ("spec_dir", self.spec.dir.display().to_string()),
+        ];
+        let text = shell_expand(v, BEDLESS)?;
+        let mut c = Command::new("sh");
+        c.args(["-c", &text])
+            .envs(values.iter().map(|(k, v)| (env_name(k), v)))
+            .envs(self.env.iter().map(|(k, v)| (k, v)));
+        crate::guard::die_with_parent(&mut c);
+        let mut log = Log::open(
+            &format!("{}-{}.version.log", std::process::id(), self.spec.name),
+            &format!("`version` of DuT {}: its stderr", self.spec.name),
+        )?;
+        let mut out = crate::pgroup::scratch_file().map_err(|e| e.to_string())?;
+        let mut g = Group::spawn(&mut c, &out, &log.file).map_err(|e| e.to_string())?;
+        let st = g.wait_for(VERSION_LIMIT);
+        g.kill();
+        match st {
+            None => Err(format!(
+                "still running after {} s: its process group killed; log {}",
+                VERSION_LIMIT.as_secs(),
+                log.path.display()
+            )),
+            Some(s) if s.success() => Ok(tail_lines(&mut out, 0)
+                .iter()
+                .map(|l| l.trim())
+                .find(|l| !l.is_empty())
+                .unwrap_or("unknown")
+                .to_string()),
+            Some(_) => Err(log.last()),
+        }
     }
 }
 
@@ -713,12 +915,89 @@ mod tests {
         );
     }
 
+    /// Placeholders become quoted references to their variables, outside
+    /// quotes and inside double quotes; inside single quotes they are an
+    /// error, as far as the quotes can be followed.
+    #[test]
+    fn placeholders_become_quoted_variable_references() {
+        let k = &["d0", "spec_dir"];
+        assert_eq!(
+            shell_expand("nft -f {spec_dir}/fw.nft {{x}}", k).unwrap(),
+            "nft -f \"${DUT_SPEC_DIR}\"/fw.nft {x}"
+        );
+        assert_eq!(
+            shell_expand("fwd \"afpacket:{d0}?ring=v3\"", k).unwrap(),
+            "fwd \"afpacket:${DUT_D0}?ring=v3\""
+        );
+        assert_eq!(
+            shell_expand("x \"$(cat {d0} \"{d0}\")\" $((1+2)) {d0}", k).unwrap(),
+            "x \"$(cat \"${DUT_D0}\" \"${DUT_D0}\")\" $((1+2)) \"${DUT_D0}\""
+        );
+        for ok in [
+            "echo \"it's\" {d0}",
+            "echo it\\'s {d0}",
+            "# don't\necho {d0}",
+            "echo 'a' {d0} 'b'",
+            "echo 'a\"' {d0} '",
+            "echo a#'b' ; # c'\necho {d0}",
+        ] {
+            assert!(shell_expand(ok, k).is_ok(), "{ok:?}");
+        }
+        for bad in [
+            "echo '{d0}'",
+            "echo \"x\" 'a {d0}'",
+            "echo a#'b {d0}'",
+            "echo \"$(cat '{d0}')\"",
+        ] {
+            let e = shell_expand(bad, k).unwrap_err();
+            assert!(e.contains("{d0} inside single quotes"), "{bad:?}: {e}");
+        }
+        assert!(shell_expand("echo {d1}", k)
+            .unwrap_err()
+            .contains("not known here"));
+    }
+
+    /// Whatever a value holds, `sh` takes it as one literal word: spaces,
+    /// quotes, `$(...)`, backquotes, variables, newlines and globs.
+    #[test]
+    fn values_are_literal_words_for_sh() {
+        let dir = std::env::temp_dir().join(format!("lr-spec-quote-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let marker = dir.join("pwned");
+        let m = marker.display();
+        let value =
+            format!("my duts $(touch {m}) `touch {m}` 'q' \"d\" $HOME * ; touch {m}\nline2 \\");
+        let template = "printf '<%s>\\n' {spec_dir} \"x:{spec_dir}:y\" \"$(printf %s {spec_dir})\"";
+        let text = shell_expand(template, &["spec_dir"]).unwrap();
+        let out = Command::new("sh")
+            .args(["-c", &text])
+            .env(env_name("spec_dir"), &value)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        let got = String::from_utf8_lossy(&out.stdout).into_owned();
+        let exists = marker.exists();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!exists, "the value ran a command");
+        assert_eq!(got, format!("<{value}>\n<x:{value}:y>\n<{value}>\n"));
+    }
+
     #[test]
     fn a_good_spec_parses() {
         let s = parse(OK).unwrap();
         assert_eq!(s.name, "a");
         assert_eq!(s.mode, DutMode::IpForward);
         assert_eq!(s.ready_timeout, READY_TIMEOUT);
+        assert_eq!(s.start_timeout, START_TIMEOUT);
+        assert_eq!(s.stop_timeout, STOP_TIMEOUT);
+        let t = parse(&format!("{OK}start_timeout = 2.5\nstop_timeout = 1\n")).unwrap();
+        assert_eq!(t.start_timeout, Duration::from_millis(2500));
+        assert_eq!(t.stop_timeout, Duration::from_secs(1));
         assert!(s.in_netns);
     }
 
@@ -734,6 +1013,9 @@ mod tests {
             ("name = \"a\"\nmode = \"l2\"\nstart = \"x\"\n", "missing field `description`"),
             ("name = \"a\"\ndescription = \"b\"\nmode = \"l2\"\nstart = \"x\"\nversion = \"{d0}\"\n", "field `version`: placeholder {d0} is not known here"),
             ("name = \"a\"\ndescription = \"b\"\nmode = \"l2\"\nstart = \"x\"\nready_timeout = -1\n", "field `ready_timeout`"),
+            ("name = \"a\"\ndescription = \"b\"\nmode = \"l2\"\nstart = \"x\"\nstart_timeout = 0\n", "field `start_timeout`: 0: seconds"),
+            ("name = \"a\"\ndescription = \"b\"\nmode = \"l2\"\nstart = \"x\"\nstop_timeout = 4000\n", "field `stop_timeout`: 4000: seconds"),
+            ("name = \"a\"\ndescription = \"b\"\nmode = \"l2\"\nrun = \"fwd 'afpacket:{d0}'\"\n", "field `run`: placeholder {d0} inside single quotes"),
             ("name = \"a\"\ndescription = \"b\"\nmode = \"l2\"\nstart = \"\"\n", "field `start`: empty"),
             ("name = = \n", "x.toml: line 1"),
         ];
