@@ -753,19 +753,3 @@ fn deletes_of_nothing_publish_nothing() {
         0
     );
 }
-
-#[test]
-#[ignore]
-fn scratch_decode_speed() {
-    use crate::switch::table::Limits;
-    let sh = shared();
-    sh.ctl.edit(|t| t.set_limits(Limits::from_flags(1000, &[]).unwrap()));
-    let mut s = session(&sh);
-    let msgs: Vec<Vec<u8>> = (0..20_000u32).map(|n| flow_mod_add(&nth_rule(n), n)).collect();
-    let t = std::time::Instant::now();
-    for m in &msgs {
-        s.message(m).unwrap();
-        while s.next_out().is_some() {}
-    }
-    eprintln!("200k FLOW_MODs (1k applied, the rest refused early): {:?}", t.elapsed());
-}
