@@ -173,6 +173,36 @@ fn trace_http_bad_options() {
     );
 }
 
+/// `linerate trace http OUT` never replaces an existing OUT unless
+/// --overwrite, and never writes through a symbolic link.
+#[test]
+fn trace_http_keeps_an_existing_file_unless_overwrite() {
+    let tmp = TempDir::new("trace-again");
+    let f = tmp.join("t.pcapng");
+    std::fs::write(&f, b"earlier").unwrap();
+    let name = f.to_str().unwrap();
+    let small = ["--connections", "5", "--min-size", "2000"];
+    one_line_error(
+        &[&["trace", "http", name][..], &small].concat(),
+        "t.pcapng: exists; not overwritten (--overwrite replaces it)",
+    );
+    assert_eq!(std::fs::read(&f).unwrap(), b"earlier");
+    let link = tmp.join("l.pcapng");
+    std::os::unix::fs::symlink(&f, &link).unwrap();
+    one_line_error(
+        &[
+            &["trace", "http", link.to_str().unwrap(), "--overwrite"][..],
+            &small,
+        ]
+        .concat(),
+        "l.pcapng: is a symbolic link; not followed",
+    );
+    assert_eq!(std::fs::read(&f).unwrap(), b"earlier");
+    let (code, err) = run(&[&["trace", "http", name, "--overwrite"][..], &small].concat());
+    assert_eq!(code, 0, "{err}");
+    assert!(std::fs::read(&f).unwrap().len() > 1000);
+}
+
 /// `linerate trace http` writes a file that tshark reads without an error,
 /// with the packets and connections its ground truth states, and that the
 /// capture layer's http analyser fully decodes from the pcap port.

@@ -29,5 +29,5 @@ pub use batch::{Batch, Pkt, PktMut, DEFAULT_BATCH, MAX_BATCH};
 pub use counters::{
     Counters, DropReason, KernelStats, Reason, Snapshot, StageCounters, StageSnapshot,
 };
-pub use port::{open, OpenOptions, Port, PortError, PortInfo, RxPort, TxPort};
+pub use port::{open, OpenOptions, Port, PortError, PortInfo, PortRole, RxPort, TxPort};
 pub use uri::Uri;

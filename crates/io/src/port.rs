@@ -133,6 +133,23 @@ pub struct OpenOptions {
     pub frame_size: u32,
     /// Busy-poll (true) or use need_wakeup/poll (false) where the backend has the choice.
     pub busy_poll: bool,
+    /// What the caller does with the port. A `pcap:` file in `mode=auto`
+    /// follows it: a port only received from never creates its file (a
+    /// missing one is an error, not a new empty capture), a port only sent
+    /// to never reads (nor replaces) an existing one.
+    pub role: PortRole,
+}
+
+/// What a caller does with a port (see [`OpenOptions::role`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PortRole {
+    /// Both halves are used (`fwd`, `switch`).
+    #[default]
+    Both,
+    /// Only the RX half (capture, count, a replayed file).
+    RxOnly,
+    /// Only the TX half (gen's port, capture's `--out`).
+    TxOnly,
 }
 
 impl Default for OpenOptions {
@@ -142,6 +159,7 @@ impl Default for OpenOptions {
             ring_size: 2048,
             frame_size: crate::pool::DEFAULT_FRAME_SIZE,
             busy_poll: true,
+            role: PortRole::Both,
         }
     }
 }

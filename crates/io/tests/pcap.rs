@@ -3,7 +3,7 @@
 //! tests fail without), all header variants, damaged files, pacing, loops
 //! and the fuzz entry point.
 
-use linerate_io::{open, Batch, OpenOptions, Pkt, Port};
+use linerate_io::{open, Batch, OpenOptions, Pkt, Port, PortRole};
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -509,7 +509,10 @@ fn damaged_files() {
     .err()
     .unwrap()
     .to_string();
-    assert!(e.contains("cannot open"), "{e}");
+    assert_eq!(
+        e,
+        "port 'pcap:/nonexistent/x.pcap?mode=read': /nonexistent/x.pcap: no such file"
+    );
 }
 
 #[test]
@@ -524,7 +527,7 @@ fn modes_and_parameters() {
     let pk = unsafe { Pkt::from_raw(b.as_mut_ptr(), b.len() as u32, 0, 0) };
     assert_eq!(p.tx.send(&[pk]).unwrap(), 0);
     assert_eq!(read_all(&mut p).len(), 5);
-    // mode=write truncates.
+    // mode=write replaces the file (the explicit opt-in).
     {
         let _w = open(
             &format!("pcap:{}?mode=write", t.s()),
@@ -532,7 +535,7 @@ fn modes_and_parameters() {
         )
         .unwrap();
     }
-    assert_eq!(read_file(t.s()).len(), 0, "truncated to an empty capture");
+    assert_eq!(read_file(t.s()).len(), 0, "replaced by an empty capture");
     // Bad parameters.
     for bad in [
         "?speed=0",
@@ -814,4 +817,103 @@ fn throughput_print() {
         "pcap replay, 64 B, top speed: {got} packets in {dt:.3} s = {:.2} Mpps",
         got as f64 / dt / 1e6
     );
+}
+
+/// What the caller does with a port decides what `mode=auto` may do: an
+/// input never creates its file, an output never reads or replaces an
+/// existing one; no mode writes through a symbolic link.
+#[test]
+fn an_input_is_never_created_and_an_output_never_replaces() {
+    let role = |role| OpenOptions {
+        role,
+        ..OpenOptions::default()
+    };
+    let dir = TempDir::new("pcap-role");
+    // An input with a typo: one line, and no file made.
+    let missing = dir.join("typo.pcapng");
+    let uri = format!("pcap:{}", missing.display());
+    let e = open(&uri, &role(PortRole::RxOnly))
+        .err()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        e,
+        format!("port '{uri}': {}: no such file", missing.display())
+    );
+    assert!(!missing.exists());
+    let e = open(&format!("{uri}?mode=write"), &role(PortRole::RxOnly))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("only received from") && !e.contains('\n'), "{e}");
+    assert!(!missing.exists());
+    // An output in mode=auto creates a missing file...
+    let out = dir.join("out.pcapng");
+    let fr = frames(3, 5);
+    {
+        let mut p = open(&format!("pcap:{}", out.display()), &role(PortRole::TxOnly)).unwrap();
+        let mut bufs = fr.clone();
+        let pkts: Vec<Pkt> = bufs
+            .iter_mut()
+            // SAFETY: one test buffer per descriptor; it outlives the descriptor.
+            .map(|b| unsafe { Pkt::from_raw(b.as_mut_ptr(), b.len() as u32, 0, 1) })
+            .collect();
+        assert_eq!(p.tx.send(&pkts).unwrap(), 3);
+    }
+    let before = std::fs::read(&out).unwrap();
+    // ...and refuses it the next time, unless mode=write.
+    let e = open(&format!("pcap:{}", out.display()), &role(PortRole::TxOnly))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("exists; not overwritten (mode=write"), "{e}");
+    let e = open(
+        &format!("pcap:{}?mode=read", out.display()),
+        &role(PortRole::TxOnly),
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(e.contains("only sent to"), "{e}");
+    assert_eq!(std::fs::read(&out).unwrap(), before);
+    // An existing file is an input for every role but TxOnly.
+    for r in [PortRole::Both, PortRole::RxOnly] {
+        let mut p = open(&format!("pcap:{}", out.display()), &role(r)).unwrap();
+        assert_eq!(read_all(&mut p).len(), 3);
+    }
+    // A symlink planted at an output name is not followed, even by mode=write.
+    let victim = dir.join("victim");
+    std::fs::write(&victim, b"precious").unwrap();
+    let link = dir.join("link.pcapng");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    for q in ["", "?mode=write"] {
+        for r in [PortRole::Both, PortRole::TxOnly] {
+            let u = format!("pcap:{}{q}", link.display());
+            // mode=auto reads through the link (reading destroys nothing);
+            // the victim is no capture file, so that fails too.
+            let e = open(&u, &role(r)).err().unwrap().to_string();
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+    let e = open(
+        &format!("pcap:{}?mode=write", link.display()),
+        &OpenOptions::default(),
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(e.contains("symbolic link; not followed"), "{e}");
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    // A dangling link: mode=auto would write, and refuses to.
+    let dangling = dir.join("dangling.pcapng");
+    std::os::unix::fs::symlink(dir.join("through"), &dangling).unwrap();
+    let e = open(
+        &format!("pcap:{}", dangling.display()),
+        &OpenOptions::default(),
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(e.contains("symbolic link; not followed"), "{e}");
+    assert!(!dir.join("through").exists());
 }
