@@ -145,7 +145,7 @@ fn pcap_replay_through_fwd_is_unchanged() {
         loop {
             let k = port.rx.recv(&mut b).unwrap();
             v.extend(b.pkts().iter().map(|p| p.bytes().to_vec()));
-            port.rx.release(&mut b);
+            port.rx.release(&mut b).unwrap();
             if k == 0 && port.rx.at_end() {
                 break;
             }

@@ -25,7 +25,7 @@ pub mod time;
 pub mod uri;
 pub mod xdp;
 
-pub use batch::{Batch, Pkt, PktMut, DEFAULT_BATCH, MAX_BATCH};
+pub use batch::{Batch, Pkt, PktMut, PortId, DEFAULT_BATCH, MAX_BATCH};
 pub use counters::{
     Counters, DropReason, KernelStats, Reason, Snapshot, StageCounters, StageSnapshot,
 };

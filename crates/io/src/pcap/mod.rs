@@ -148,7 +148,7 @@ pub fn open(uri: &Uri, opts: &OpenOptions) -> Result<Port, PortError> {
                 ifindex: None,
                 ifname: None,
             },
-            rx: Box::new(crate::port::NoRx),
+            rx: Box::new(crate::port::NoRx::new()),
             tx: Box::new(PcapTx {
                 w,
                 calls: 0,
@@ -199,7 +199,9 @@ pub fn fuzz_read(data: &[u8]) -> usize {
             // Touch the bytes: they must be inside the frame.
             std::hint::black_box(p.bytes().iter().fold(0u8, |a, b| a ^ b));
         }
-        rx.release(&mut batch);
+        if rx.release(&mut batch).is_err() {
+            break;
+        }
     }
     n
 }

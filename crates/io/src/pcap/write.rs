@@ -414,15 +414,8 @@ impl TxPort for PcapTx {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::file::tests::dir;
     use std::os::unix::fs::FileTypeExt;
-    use std::path::PathBuf;
-
-    fn dir(tag: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("lr-pcapw-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    }
 
     fn s(p: &std::path::Path) -> &str {
         p.to_str().unwrap()
@@ -438,7 +431,7 @@ mod tests {
 
     #[test]
     fn an_existing_file_is_refused_and_kept() {
-        let d = dir("exists");
+        let d = dir("pcapw-exists");
         let f = d.join("a.pcapng");
         std::fs::write(&f, b"earlier capture").unwrap();
         for format in [WriteFormat::PcapNg, WriteFormat::Pcap] {
@@ -451,7 +444,7 @@ mod tests {
 
     #[test]
     fn a_symlink_at_the_name_is_not_followed_even_when_replacing() {
-        let d = dir("link");
+        let d = dir("pcapw-link");
         let victim = d.join("victim");
         std::fs::write(&victim, b"precious").unwrap();
         let link = d.join("out.pcapng");
@@ -476,7 +469,7 @@ mod tests {
 
     #[test]
     fn replace_makes_a_new_file_and_a_hard_link_keeps_the_old_bytes() {
-        let d = dir("replace");
+        let d = dir("pcapw-replace");
         let f = d.join("a.pcapng");
         let other = d.join("hardlink");
         std::fs::write(&f, b"old").unwrap();
@@ -499,7 +492,7 @@ mod tests {
             .unwrap()
             .file_type()
             .is_char_device());
-        let d = dir("kinds");
+        let d = dir("pcapw-kinds");
         let e = write_one(s(&d), true).unwrap_err();
         assert!(e.contains("not a regular file"), "{e}");
         let fifo = d.join("fifo");

@@ -446,7 +446,7 @@ mod tests {
             for p in b.pkts() {
                 out.push((p.bytes().to_vec(), p.ts_ns()));
             }
-            port.rx.release(&mut b);
+            port.rx.release(&mut b).unwrap();
             if n == 0 && port.rx.at_end() {
                 break;
             }

@@ -341,7 +341,10 @@ fn dispatch(
                     };
                     d.dispatch_one(p.bytes(), ts, now_ns);
                 }
-                port.rx.release(&mut b);
+                if let Err(e) = port.rx.release(&mut b) {
+                    rx_err = Some(e.to_string());
+                    break;
+                }
                 inbox.take(|key| {
                     let w = super::worker_of(&key, n);
                     d.forwarder_mut(w).shunt(&key);
@@ -577,7 +580,10 @@ fn fanout_worker(
                     }
                 }
             }
-            port.rx.release(&mut b);
+            if let Err(e) = port.rx.release(&mut b) {
+                port_err = Some(e.to_string());
+                break;
+            }
             for key in shunts.drain(..) {
                 fwd.shunt(&key);
             }
