@@ -156,7 +156,7 @@ fn wire(c: &mut Corpus) {
 fn write_pcap(format: WriteFormat, frames: &[(String, Vec<u8>, Layers)]) -> Vec<u8> {
     let p = std::env::temp_dir().join(format!("linerate-seed-{}.pcap", std::process::id()));
     let ps = p.to_string_lossy().into_owned();
-    let mut w = PcapWriter::create(&ps, format).unwrap();
+    let mut w = PcapWriter::create(&ps, format, false).unwrap();
     for (i, (_, f, _)) in frames.iter().enumerate() {
         // The third record truncated (orig_len > caplen).
         let cap = if i == 2 { 30 } else { f.len() };

@@ -712,3 +712,199 @@ fn a_file_at_top_speed_is_not_dropped() {
         "{v}"
     );
 }
+
+// ------------------------------------------- earlier captures stay whole
+
+/// `linerate trace http OUT` with a small trace (seed `seed`).
+fn small_trace(out: &Path, seed: &str) {
+    linerate_ok(&[
+        "trace",
+        "http",
+        out.to_str().unwrap(),
+        "--connections",
+        "20",
+        "--min-size",
+        "3000",
+        "--seed",
+        seed,
+    ]);
+}
+
+/// Every file of `dir` with its bytes and inode, by name.
+fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let m = std::fs::symlink_metadata(e.path()).unwrap();
+            let bytes = if m.file_type().is_symlink() {
+                std::fs::read_link(e.path())
+                    .unwrap()
+                    .into_os_string()
+                    .into_encoded_bytes()
+            } else {
+                std::fs::read(e.path()).unwrap()
+            };
+            (e.file_name().to_string_lossy().into_owned(), bytes, m.ino())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// `linerate ARGS` fails with exactly one line on stderr containing every
+/// one of `want`; that line.
+fn refused(args: &[&str], want: &[&str]) -> String {
+    let out = linerate(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(!out.status.success(), "{args:?} succeeded: {err}");
+    assert_eq!(lines.len(), 1, "{args:?}: want one line: {err}");
+    for w in want {
+        assert!(lines[0].contains(w), "{args:?}: '{w}' not in: {err}");
+    }
+    lines[0].to_string()
+}
+
+/// Two captures into one directory: the second is refused before it
+/// starts (one line naming a file of the first and --overwrite), whatever
+/// its worker count or --merge, and every file of the first run is byte
+/// for byte the same file (same inode) afterwards; --overwrite then
+/// replaces them with the second run's capture.
+#[test]
+fn a_second_capture_into_one_directory_leaves_the_first_intact() {
+    let tmp = TempDir::new("again");
+    let (t1, t2) = (tmp.join("t1.pcapng"), tmp.join("t2.pcapng"));
+    small_trace(&t1, "1");
+    small_trace(&t2, "2");
+    let dir = tmp.join("out");
+    let d = dir.to_str().unwrap();
+    let (s1, s2) = (
+        format!("pcap:{}", t1.display()),
+        format!("pcap:{}", t2.display()),
+    );
+    let v = capture_json(&[&[
+        "capture",
+        &s1,
+        "--workers",
+        "2",
+        "--write",
+        d,
+        "--json",
+        "-q",
+    ]]);
+    let first = snapshot(&dir);
+    assert_eq!(first.len(), 2, "{first:?}");
+    assert_eq!(files_of(&v).len(), 2, "{v}");
+    for extra in [&["--workers", "2"][..], &["--workers", "1"], &["--merge"]] {
+        let e = refused(
+            &[&["capture", &s2, "--write", d, "--json", "-q"], extra].concat(),
+            &["capture-w", "exists", "--overwrite"],
+        );
+        assert!(e.starts_with("linerate: error: capture: "), "{e}");
+        assert_eq!(
+            snapshot(&dir),
+            first,
+            "{extra:?}: the first run's files changed"
+        );
+    }
+    // Asked for: replaced by the second run's capture.
+    let v = capture_json(&[&[
+        "capture",
+        &s2,
+        "--workers",
+        "2",
+        "--write",
+        d,
+        "--overwrite",
+        "--json",
+        "-q",
+    ]]);
+    let second = snapshot(&dir);
+    assert_eq!(second.len(), 2);
+    assert_ne!(second, first);
+    let t2_records = pcap_ng_records(&t2);
+    let written: u64 = files_of(&v).iter().map(|f| pcap_ng_records(f)).sum();
+    assert_eq!(written, t2_records);
+}
+
+/// EPB records in a pcapng file linerate wrote (little endian).
+fn pcap_ng_records(path: &Path) -> u64 {
+    let b = std::fs::read(path).unwrap();
+    let (mut off, mut n) = (0usize, 0u64);
+    while off + 8 <= b.len() {
+        let t = u32::from_le_bytes(b[off..off + 4].try_into().unwrap());
+        let len = u32::from_le_bytes(b[off + 4..off + 8].try_into().unwrap()) as usize;
+        assert!(
+            len >= 12 && off + len <= b.len(),
+            "{}: bad block",
+            path.display()
+        );
+        n += u64::from(t == 6);
+        off += len;
+    }
+    n
+}
+
+/// A symbolic link planted at an output name (a worker's file, the merged
+/// file) is not followed, also with --overwrite: the run is refused and
+/// the file it points to is unchanged.
+#[test]
+fn a_symlink_at_an_output_name_is_not_followed() {
+    let tmp = TempDir::new("link");
+    let t = tmp.join("t.pcapng");
+    small_trace(&t, "3");
+    let src = format!("pcap:{}", t.display());
+    let victim = tmp.join("victim");
+    std::fs::write(&victim, b"precious").unwrap();
+    for (name, extra) in [
+        ("capture-w0-0000.pcapng", &[][..]),
+        ("capture-w1-0007.pcapng", &["--overwrite"][..]),
+        ("capture.pcapng", &["--merge", "--overwrite"][..]),
+    ] {
+        let dir = tmp.join(&format!("out-{name}"));
+        std::fs::create_dir(&dir).unwrap();
+        std::os::unix::fs::symlink(&victim, dir.join(name)).unwrap();
+        let before = snapshot(&dir);
+        let d = dir.to_str().unwrap();
+        refused(
+            &[
+                &["capture", &src, "--workers", "2", "--write", d, "-q"],
+                extra,
+            ]
+            .concat(),
+            &[name, "symbolic link; not followed"],
+        );
+        assert_eq!(snapshot(&dir), before, "{name}");
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious", "{name}");
+    }
+}
+
+/// A pcap: input that does not exist (a typo) is one line, exit status 1,
+/// and no file is made: not the input, not the capture's files.
+#[test]
+fn a_missing_pcap_input_is_a_one_line_error() {
+    let tmp = TempDir::new("typo");
+    let typo = tmp.join("typo.pcap");
+    let src = format!("pcap:{}", typo.display());
+    let dir = tmp.join("out");
+    let d = dir.to_str().unwrap();
+    for args in [
+        &["capture", &src][..],
+        &["capture", &src, "--write", d],
+        &["count", &src],
+    ] {
+        let e = refused(args, &[&format!("{}: no such file", typo.display())]);
+        assert_eq!(
+            e,
+            format!(
+                "linerate: error: port '{src}': {}: no such file",
+                typo.display()
+            )
+        );
+        assert_eq!(linerate(args).status.code(), Some(1));
+    }
+    assert!(!typo.exists());
+    assert!(!dir.exists() || std::fs::read_dir(&dir).unwrap().next().is_none());
+}

@@ -145,7 +145,7 @@ fn pcap_replay_through_fwd_is_unchanged() {
         loop {
             let k = port.rx.recv(&mut b).unwrap();
             v.extend(b.pkts().iter().map(|p| p.bytes().to_vec()));
-            port.rx.release(&mut b);
+            port.rx.release(&mut b).unwrap();
             if k == 0 && port.rx.at_end() {
                 break;
             }
@@ -171,6 +171,36 @@ fn trace_http_bad_options() {
         &["trace", "http", "/nonexistent-dir/x.pcapng"],
         "/nonexistent-dir/x.pcapng",
     );
+}
+
+/// `linerate trace http OUT` never replaces an existing OUT unless
+/// --overwrite, and never writes through a symbolic link.
+#[test]
+fn trace_http_keeps_an_existing_file_unless_overwrite() {
+    let tmp = TempDir::new("trace-again");
+    let f = tmp.join("t.pcapng");
+    std::fs::write(&f, b"earlier").unwrap();
+    let name = f.to_str().unwrap();
+    let small = ["--connections", "5", "--min-size", "2000"];
+    one_line_error(
+        &[&["trace", "http", name][..], &small].concat(),
+        "t.pcapng: exists; not overwritten (--overwrite replaces it)",
+    );
+    assert_eq!(std::fs::read(&f).unwrap(), b"earlier");
+    let link = tmp.join("l.pcapng");
+    std::os::unix::fs::symlink(&f, &link).unwrap();
+    one_line_error(
+        &[
+            &["trace", "http", link.to_str().unwrap(), "--overwrite"][..],
+            &small,
+        ]
+        .concat(),
+        "l.pcapng: is a symbolic link; not followed",
+    );
+    assert_eq!(std::fs::read(&f).unwrap(), b"earlier");
+    let (code, err) = run(&[&["trace", "http", name, "--overwrite"][..], &small].concat());
+    assert_eq!(code, 0, "{err}");
+    assert!(std::fs::read(&f).unwrap().len() > 1000);
 }
 
 /// `linerate trace http` writes a file that tshark reads without an error,

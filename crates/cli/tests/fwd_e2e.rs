@@ -108,7 +108,7 @@ fn run_backend_with(scheme: &str, extra: &[&str]) {
                     }
                     i += 1;
                 }
-                port.rx.release(&mut b);
+                port.rx.release(&mut b).unwrap();
                 rc.store(i, Ordering::SeqCst);
             }
             i

@@ -129,7 +129,7 @@ fn main() {
                 if with_rx {
                     while !stop.load(Ordering::Relaxed) {
                         n += rx.rx.recv(&mut b).unwrap() as u64;
-                        rx.rx.release(&mut b);
+                        rx.rx.release(&mut b).unwrap();
                     }
                 }
                 (n, rx, thread_cpu() - c0)

@@ -114,7 +114,7 @@ fn rx_loop(uri: String, stop: Arc<AtomicBool>, count: Arc<Progress>, ready: Arc<
                 for p in b.pkts() {
                     sum = sum.wrapping_add(p.bytes()[12] as u64);
                 }
-                port.rx.release(&mut b);
+                port.rx.release(&mut b).unwrap();
                 k += got;
             }
             if k >= 1024 {
@@ -127,7 +127,7 @@ fn rx_loop(uri: String, stop: Arc<AtomicBool>, count: Arc<Progress>, ready: Arc<
         for p in b.pkts() {
             sum = sum.wrapping_add(p.bytes()[12] as u64);
         }
-        port.rx.release(&mut b);
+        port.rx.release(&mut b).unwrap();
         n += got;
         count.pkts.store(n, Ordering::Relaxed);
         i += 1;

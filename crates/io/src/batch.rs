@@ -21,12 +21,22 @@
 //!   out of its batch or swapped into another port's batch, so it is gone
 //!   when the batch is handed back with [`crate::RxPort::release`] (which
 //!   clears it) and cannot be used after its frame was recycled;
+//! - a batch belongs to the port that filled it: every RX half has a
+//!   [`PortId`], its `recv` stamps the batch ([`Batch::claim`], which
+//!   refuses a batch still holding another port's frames) and its
+//!   `release` takes back only its own batches ([`Batch::check_owner`]);
+//!   a batch handed to the wrong port is an error that touches nothing
+//!   (the frames stay in the batch, for the right port), never a frame
+//!   address of one port written into another port's ring;
 //! - the batch holds a reference to the memory its frames live in
 //!   ([`Batch::hold`], called by the port's `recv`), so dropping the port
 //!   before the batch leaves the batch pointing at memory that is still
 //!   mapped.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+use crate::port::PortError;
 
 /// Largest batch any stage uses.
 pub const MAX_BATCH: usize = 256;
@@ -159,6 +169,26 @@ impl std::ops::Deref for PktMut<'_> {
     }
 }
 
+/// The identity of a port's RX half, stamped on the batches it fills (see
+/// the module docs). Unique in the process: drawn from a counter, never
+/// reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PortId(u64);
+
+impl PortId {
+    /// A new identity (one per RX half, made when it is opened).
+    pub fn fresh() -> PortId {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        PortId(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+impl std::fmt::Display for PortId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
 /// What keeps the memory of a batch's frames mapped (see [`Batch::hold`]).
 type Keep = Arc<dyn Send + Sync>;
 
@@ -171,10 +201,13 @@ pub struct Batch {
     /// skip the reference count when the same port fills the batch again).
     keep: Option<Keep>,
     keep_ptr: *const (),
-    /// Owners before `keep` whose frames may still be in the batch (a batch
-    /// filled from two ports before a release); dropped once it is empty.
-    /// Empty, and never allocated, when one port fills the batch.
+    /// Owners before `keep` whose frames may still be in the batch; dropped
+    /// once it is empty. Empty, and never allocated, when one port fills
+    /// the batch (which [`Batch::claim`] makes the only case for ports).
     earlier: Vec<Keep>,
+    /// The [`PortId`] (its number) of the port whose frames the batch
+    /// holds, or last held; 0 before any port filled it.
+    owner: u64,
 }
 
 // SAFETY: the descriptors are Send (above) and `keep` is Send + Sync;
@@ -191,6 +224,7 @@ impl Batch {
             keep: None,
             keep_ptr: std::ptr::null(),
             earlier: Vec::new(),
+            owner: 0,
         }
     }
     #[inline(always)]
@@ -213,6 +247,45 @@ impl Batch {
     #[inline(always)]
     pub fn is_full(&self) -> bool {
         self.len >= self.cap
+    }
+    /// A port's `recv` calls this before it appends frames: the batch
+    /// becomes port `id`'s. Refused, the batch unchanged, while it holds
+    /// frames of another port or of a stage (pushed by hand): appended to,
+    /// all of them would go back to this port. Costs one compare per batch
+    /// (no work per packet) when the same port fills it again.
+    #[inline(always)]
+    pub fn claim(&mut self, id: PortId) -> Result<(), PortError> {
+        if self.owner != id.0 {
+            if self.len > 0 {
+                return Err(self.not_ours("received into by", id));
+            }
+            self.owner = id.0;
+        }
+        Ok(())
+    }
+    /// A port's `release` calls this before it takes frames back: Ok if
+    /// the batch is port `id`'s or empty (an empty batch releases
+    /// anywhere); an error, the batch unchanged, if it holds another port's
+    /// (or a stage's) frames, which the caller can still give back to the
+    /// right port. One compare per batch, no work per packet.
+    #[inline(always)]
+    pub fn check_owner(&self, id: PortId) -> Result<(), PortError> {
+        if self.owner == id.0 || self.len == 0 {
+            Ok(())
+        } else {
+            Err(self.not_ours("released into", id))
+        }
+    }
+    #[cold]
+    fn not_ours(&self, what: &str, id: PortId) -> PortError {
+        let whose = match self.owner {
+            0 => "frames no port received".to_string(),
+            o => format!("frames of port #{o}"),
+        };
+        PortError::new(format!(
+            "a batch holding {} {whose} {what} port {id}: refused, nothing changed (a bug: frames go back only to the port that lent them)",
+            self.len
+        ))
     }
     /// Keep `owner` (the memory a port's frames live in) alive as long as
     /// this batch may hold descriptors into it. A port's `recv` calls it
@@ -349,6 +422,36 @@ mod tests {
         batch.clear();
         assert!(batch.pkts().is_empty());
         assert_eq!((bufs[0][0], bufs[1][0]), (10, 11));
+    }
+
+    #[test]
+    fn a_batch_is_its_filling_ports_until_empty() {
+        let (a, b) = (PortId::fresh(), PortId::fresh());
+        assert_ne!(a, b);
+        let mut buf = [0u8; 4];
+        let mut batch = Batch::new(4);
+        // Empty: anyone's to fill or to release.
+        batch.check_owner(b).unwrap();
+        batch.claim(a).unwrap();
+        batch.push(frame(&mut buf, 1));
+        batch.claim(a).unwrap();
+        let e = batch.check_owner(b).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("port {a}")) && e.contains(&format!("port {b}")),
+            "{e}"
+        );
+        assert!(batch.claim(b).is_err());
+        assert_eq!(batch.len(), 1);
+        batch.check_owner(a).unwrap();
+        batch.clear();
+        batch.check_owner(b).unwrap();
+        batch.claim(b).unwrap();
+        // Frames pushed by a stage (no port filled the batch) go back to no port.
+        let mut staged = Batch::new(4);
+        staged.push(frame(&mut buf, 2));
+        let e = staged.check_owner(a).unwrap_err().to_string();
+        assert!(e.contains("frames no port received"), "{e}");
+        assert!(staged.claim(a).is_err());
     }
 
     #[test]

@@ -133,10 +133,11 @@ pub fn append_line(path: &Path, line: &str) -> Result<(), String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn dir(tag: &str) -> PathBuf {
+    /// A fresh, empty directory for test `tag` (unique tags per test).
+    pub(crate) fn dir(tag: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("lr-file-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();

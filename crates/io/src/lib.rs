@@ -25,9 +25,9 @@ pub mod time;
 pub mod uri;
 pub mod xdp;
 
-pub use batch::{Batch, Pkt, PktMut, DEFAULT_BATCH, MAX_BATCH};
+pub use batch::{Batch, Pkt, PktMut, PortId, DEFAULT_BATCH, MAX_BATCH};
 pub use counters::{
     Counters, DropReason, KernelStats, Reason, Snapshot, StageCounters, StageSnapshot,
 };
-pub use port::{open, OpenOptions, Port, PortError, PortInfo, RxPort, TxPort};
+pub use port::{open, OpenOptions, Port, PortError, PortInfo, PortRole, RxPort, TxPort};
 pub use uri::Uri;

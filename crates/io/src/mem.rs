@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use crate::batch::{Batch, Pkt, MAX_BATCH};
+use crate::batch::{Batch, Pkt, PortId, MAX_BATCH};
 use crate::counters::KernelStats;
 use crate::pool::{FreeStack, Region};
 use crate::port::{OpenOptions, Port, PortError, PortInfo, RxPort, TxPort};
@@ -61,7 +61,7 @@ pub fn open(uri: &Uri, opts: &OpenOptions) -> Result<Port, PortError> {
                 ifindex: None,
                 ifname: None,
             },
-            rx: Box::new(crate::port::NoRx),
+            rx: Box::new(crate::port::NoRx::new()),
             tx: Box::new(DiscardTx::new(opts.frame_size as usize, "sink")),
         });
     }
@@ -195,6 +195,7 @@ pub fn ipv4_checksum(hdr: &[u8]) -> u16 {
 
 /// RX of a source: hands out the pre-built frames in turn.
 struct SourceRx {
+    id: PortId,
     /// The frames; also held by every batch this source fills.
     region: Arc<Region>,
     size: u32,
@@ -221,6 +222,7 @@ impl SourceRx {
             build_udp_frame(f, i as u16);
         }
         Ok(SourceRx {
+            id: PortId::fresh(),
             region: Arc::new(region),
             size: size as u32,
             stride: stride as u64,
@@ -259,6 +261,7 @@ impl SourceRx {
 impl RxPort for SourceRx {
     #[inline]
     fn recv(&mut self, batch: &mut Batch) -> Result<usize, PortError> {
+        batch.claim(self.id)?;
         if self.out > 0 {
             return Ok(0);
         }
@@ -288,19 +291,12 @@ impl RxPort for SourceRx {
         Ok(n)
     }
     #[inline]
-    fn release(&mut self, batch: &mut Batch) {
-        // This source's frames in the batch (a compare each, no syscall).
-        let (lo, hi) = (
-            self.region.base() as usize,
-            self.region.base() as usize + self.region.len(),
-        );
-        let mine = batch
-            .pkts()
-            .iter()
-            .filter(|p| (lo..hi).contains(&(p.as_ptr() as usize)))
-            .count();
-        self.out = self.out.saturating_sub(mine);
+    fn release(&mut self, batch: &mut Batch) -> Result<(), PortError> {
+        // Every frame of a batch this source filled is its own.
+        batch.check_owner(self.id)?;
+        self.out = self.out.saturating_sub(batch.len());
         batch.clear();
+        Ok(())
     }
     fn kernel_stats(&self) -> KernelStats {
         KernelStats {
@@ -611,6 +607,7 @@ fn open_link(uri: &Uri, opts: &OpenOptions) -> Result<Port, PortError> {
             too_big: 0,
         });
         let rx = Box::new(LinkRx {
+            id: PortId::fresh(),
             link: link.clone(),
             peer: 1 - e,
             data: rx_data,
@@ -745,6 +742,7 @@ impl TxPort for LinkTx {
 }
 
 struct LinkRx {
+    id: PortId,
     link: Arc<Link>,
     peer: usize,
     data: Consumer,
@@ -755,6 +753,7 @@ struct LinkRx {
 
 impl RxPort for LinkRx {
     fn recv(&mut self, batch: &mut Batch) -> Result<usize, PortError> {
+        batch.claim(self.id)?;
         batch.hold(&self.link);
         let region = &self.link.dir[self.peer].region;
         let n = self.data.pop_with(batch.room(), |d| {
@@ -768,7 +767,10 @@ impl RxPort for LinkRx {
         self.received += n as u64;
         Ok(n)
     }
-    fn release(&mut self, batch: &mut Batch) {
+    fn release(&mut self, batch: &mut Batch) -> Result<(), PortError> {
+        // Only this link's frames go into its return ring: another link's
+        // addresses would be written into this sender's pool.
+        batch.check_owner(self.id)?;
         // The return ring holds every frame of the peer's pool, so it never fills.
         for chunk in batch.pkts().chunks(MAX_BATCH) {
             for (a, p) in self.addrs.iter_mut().zip(chunk) {
@@ -778,6 +780,7 @@ impl RxPort for LinkRx {
             debug_assert_eq!(n, chunk.len());
         }
         batch.clear();
+        Ok(())
     }
     fn kernel_stats(&self) -> KernelStats {
         KernelStats {
@@ -797,14 +800,17 @@ mod tests {
         assert_eq!(src.recv(&mut a).unwrap(), MAX_BATCH);
         // `a` still holds every frame: a second batch gets none of them.
         assert_eq!(src.recv(&mut b).unwrap(), 0);
-        // A batch of other memory released here frees nothing of the source.
+        // A batch of other memory (no port filled it) is refused here and
+        // frees nothing.
         let other = [0u8; 64];
+        let mut c = Batch::new(4);
         // SAFETY: a descriptor of a live buffer, never written.
-        b.push(unsafe { Pkt::from_raw(other.as_ptr() as *mut u8, 64, 0, 0) });
-        src.release(&mut b);
+        c.push(unsafe { Pkt::from_raw(other.as_ptr() as *mut u8, 64, 0, 0) });
+        assert!(src.release(&mut c).is_err());
+        assert_eq!(c.len(), 1);
         assert_eq!(src.recv(&mut b).unwrap(), 0);
-        src.release(&mut a);
+        src.release(&mut a).unwrap();
         assert_eq!(src.recv(&mut b).unwrap(), MAX_BATCH);
-        src.release(&mut b);
+        src.release(&mut b).unwrap();
     }
 }

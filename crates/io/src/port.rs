@@ -4,7 +4,7 @@
 //! run one direction per core (RX of A with TX of B on one thread). Every
 //! call moves a whole batch: the per-packet path makes no syscall.
 
-use crate::batch::{Batch, Pkt};
+use crate::batch::{Batch, Pkt, PortId};
 use crate::counters::KernelStats;
 use crate::uri::Uri;
 
@@ -33,10 +33,15 @@ impl std::error::Error for PortError {}
 pub trait RxPort: Send {
     /// Append up to `batch.room()` received packets to `batch`; never blocks.
     /// Returns how many were appended. The frames belong to this port until
-    /// [`RxPort::release`].
+    /// [`RxPort::release`], and the batch with them ([`Batch::claim`]): a
+    /// batch still holding another port's frames is an error, nothing
+    /// appended.
     fn recv(&mut self, batch: &mut Batch) -> Result<usize, PortError>;
     /// Give every frame of `batch` back to the port and clear the batch.
-    fn release(&mut self, batch: &mut Batch);
+    /// A batch this port did not fill is refused ([`Batch::check_owner`]):
+    /// an error, the batch and the port untouched; an empty batch is
+    /// released anywhere.
+    fn release(&mut self, batch: &mut Batch) -> Result<(), PortError>;
     /// Sleep until packets may be there or `timeout_ms` passes (the
     /// poll()/need_wakeup mode). Busy-polling callers never call this.
     fn wait(&mut self, timeout_ms: i32) -> Result<(), PortError> {
@@ -84,14 +89,30 @@ pub trait TxPort: Send {
 
 /// The RX half of a port that only transmits (a pcap file being written,
 /// a mem sink): gives nothing and is at its end from the start.
-pub struct NoRx;
+pub struct NoRx(PortId);
+
+impl NoRx {
+    pub fn new() -> NoRx {
+        NoRx(PortId::fresh())
+    }
+}
+
+impl Default for NoRx {
+    fn default() -> Self {
+        NoRx::new()
+    }
+}
 
 impl RxPort for NoRx {
-    fn recv(&mut self, _batch: &mut Batch) -> Result<usize, PortError> {
+    fn recv(&mut self, batch: &mut Batch) -> Result<usize, PortError> {
+        batch.claim(self.0)?;
         Ok(0)
     }
-    fn release(&mut self, batch: &mut Batch) {
+    fn release(&mut self, batch: &mut Batch) -> Result<(), PortError> {
+        // It lends no frame: only an empty batch is its to clear.
+        batch.check_owner(self.0)?;
         batch.clear();
+        Ok(())
     }
     fn at_end(&self) -> bool {
         true
@@ -133,6 +154,23 @@ pub struct OpenOptions {
     pub frame_size: u32,
     /// Busy-poll (true) or use need_wakeup/poll (false) where the backend has the choice.
     pub busy_poll: bool,
+    /// What the caller does with the port. A `pcap:` file in `mode=auto`
+    /// follows it: a port only received from never creates its file (a
+    /// missing one is an error, not a new empty capture), a port only sent
+    /// to never reads (nor replaces) an existing one.
+    pub role: PortRole,
+}
+
+/// What a caller does with a port (see [`OpenOptions::role`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PortRole {
+    /// Both halves are used (`fwd`, `switch`).
+    #[default]
+    Both,
+    /// Only the RX half (capture, count, a replayed file).
+    RxOnly,
+    /// Only the TX half (gen's port, capture's `--out`).
+    TxOnly,
 }
 
 impl Default for OpenOptions {
@@ -142,6 +180,7 @@ impl Default for OpenOptions {
             ring_size: 2048,
             frame_size: crate::pool::DEFAULT_FRAME_SIZE,
             busy_poll: true,
+            role: PortRole::Both,
         }
     }
 }

@@ -3,7 +3,7 @@
 //! counters, hash fanout, and the one-line errors. Needs root.
 mod common;
 
-use common::{require_root, NetnsGuard};
+use common::{release_elsewhere_is_refused, require_root, NetnsGuard};
 use linerate_io::{open, Batch, OpenOptions, Pkt, Port};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -171,13 +171,13 @@ fn recv_all(
         if which > hold {
             // Release the held batches newest first (out of order on purpose).
             for b in held.iter_mut().rev() {
-                port.rx.release(b);
+                port.rx.release(b).unwrap();
             }
             which = 0;
         }
     }
     for b in held.iter_mut() {
-        port.rx.release(b);
+        port.rx.release(b).unwrap();
     }
     (seqs, all)
 }
@@ -335,7 +335,7 @@ fn recv_only(port: &mut Port, want: &[u8], what: &str, truncated: u64) {
     let mut b = recv_some(port, what);
     assert_eq!(b.len(), 1, "{what}");
     assert_eq!(b.pkts()[0].bytes(), want, "{what}");
-    port.rx.release(&mut b);
+    port.rx.release(&mut b).unwrap();
     assert_eq!(
         port.rx.kernel_stats().get("rx_truncated_drops"),
         Some(truncated),
@@ -435,7 +435,7 @@ fn v2_hands_a_lone_frame_over_at_once_v3_after_its_timeout() {
     }
     let dt = t.elapsed();
     assert_eq!(seq_of(b.pkts()[0].bytes()), Some(7));
-    v2.rx.release(&mut b);
+    v2.rx.release(&mut b).unwrap();
     // The V3 ring has the frame in an open block: not handed over yet.
     assert_eq!(
         v3.rx.recv(&mut b).unwrap(),
@@ -451,7 +451,7 @@ fn v2_hands_a_lone_frame_over_at_once_v3_after_its_timeout() {
         v3.rx.wait(100).unwrap();
     }
     assert!(t.elapsed() >= Duration::from_secs(2), "{:?}", t.elapsed());
-    v3.rx.release(&mut b);
+    v3.rx.release(&mut b).unwrap();
 }
 
 /// Two sockets in one hash fanout group split the traffic: disjoint sets
@@ -513,7 +513,7 @@ fn fanout_hash_splits_disjoint() {
                 count[who] += 1;
                 got += 1;
             }
-            p.rx.release(&mut b);
+            p.rx.release(&mut b).unwrap();
         }
     }
     assert!(seen.iter().all(|&w| w != 0));
@@ -644,4 +644,44 @@ fn eperm_says_cap_net_raw() {
     .unwrap();
     assert!(e.contains("needs root or CAP_NET_RAW"), "{e}");
     assert!(e.starts_with("port 'afpacket:lo'"), "{e}");
+}
+
+/// A batch of one afpacket socket released into another is refused and
+/// changes nothing (V2: its frame indices would hand the other ring's
+/// frames back to the kernel while in use; V3: its packets would be
+/// counted off the other ring's blocks; mmsg: its buffers would join the
+/// other free list). Two sockets of each kind on one interface, each
+/// receiving every frame; the right socket takes the batch back, and both
+/// keep receiving.
+#[test]
+fn a_batch_goes_back_only_to_its_own_port() {
+    require_root();
+    let ns = NetnsGuard::new("apown");
+    ns.veth("va", "vb");
+    for ring in ["v2", "v3&tov_ms=1", "mmsg"] {
+        let rx = format!("afpacket:vb?ring={ring}");
+        let mut ports = open_in(&ns, &["afpacket:va", &rx, &rx], &OpenOptions::default());
+        let mut b = ports.pop().unwrap();
+        let mut a = ports.pop().unwrap();
+        let mut tx = ports.pop().unwrap();
+        for k in 0..3u32 {
+            let f = frame(k, 0);
+            send_one(&mut tx, &f);
+            let what = format!("frame {k} on {ring}");
+            let mut batch = recv_some(&mut a, &what);
+            assert_eq!(batch.pkts()[0].bytes(), &f[..], "{what}");
+            release_elsewhere_is_refused(a.rx.as_mut(), b.rx.as_mut(), &mut batch);
+            // b's own copy of the frame: its ring is intact.
+            let mut own = recv_some(&mut b, &what);
+            assert_eq!(own.pkts()[0].bytes(), &f[..], "{what}");
+            b.rx.release(&mut own).unwrap();
+        }
+        for p in [&a, &b] {
+            let k = p.rx.kernel_stats();
+            assert_eq!(k.get("tp_drops"), Some(0), "{ring}: {k:?}");
+            if ring.starts_with("v3") {
+                assert_eq!(k.get("rx_bad_release"), Some(0), "{ring}: {k:?}");
+            }
+        }
+    }
 }

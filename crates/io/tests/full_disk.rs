@@ -54,7 +54,7 @@ fn a_capture_file_on_a_full_disk_holds_its_acknowledged_records() {
     let mnt = Tmpfs::mount(td.join("mnt"), "64k");
     for format in [WriteFormat::PcapNg, WriteFormat::Pcap] {
         let f = mnt.0.join("w.cap");
-        let mut w = PcapWriter::create(f.to_str().unwrap(), format).unwrap();
+        let mut w = PcapWriter::create(f.to_str().unwrap(), format, false).unwrap();
         let frame = [0x5au8; 300];
         let mut n = 0u64;
         // Write out every 7 records: most writes fit, the last one only in

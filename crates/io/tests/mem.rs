@@ -2,6 +2,9 @@
 //! registry, source frames, and a throughput print.
 
 use linerate_io::{open, Batch, OpenOptions, Pkt};
+
+mod common;
+use common::release_elsewhere_is_refused;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Instant;
 
@@ -92,7 +95,7 @@ fn two_threads_order_and_bytes() {
             assert!(p.bytes() == &check[..len], "bytes of packet {expect}");
             expect += 1;
         }
-        rx.release(&mut batch);
+        rx.release(&mut batch).unwrap();
     }
     let (tx, _) = sender.join().unwrap();
     let ks = tx.kernel_stats();
@@ -124,10 +127,10 @@ fn both_directions() {
     let mut batch = Batch::new(64);
     assert_eq!(b.rx.recv(&mut batch).unwrap(), 1);
     assert_eq!(batch.pkts()[0].bytes(), &[1, 2, 3, 4]);
-    b.rx.release(&mut batch);
+    b.rx.release(&mut batch).unwrap();
     assert_eq!(a.rx.recv(&mut batch).unwrap(), 2);
     assert!(batch.pkts().iter().all(|p| p.bytes() == [9u8; 100]));
-    a.rx.release(&mut batch);
+    a.rx.release(&mut batch).unwrap();
     // Too big for a frame: consumed and counted.
     let mut big = vec![0u8; 5000];
     // SAFETY: one test buffer per descriptor; it outlives the descriptor and nothing else touches it meanwhile.
@@ -180,7 +183,7 @@ fn ring_full_when_peer_does_not_read() {
             break;
         }
         got += n;
-        b.rx.release(&mut batch);
+        b.rx.release(&mut batch).unwrap();
     }
     assert_eq!(got, taken);
     assert_eq!(a.tx.send(&pkts).unwrap(), 256);
@@ -201,7 +204,7 @@ fn ring_full_when_peer_does_not_read() {
     let ks = a.tx.kernel_stats();
     assert!(ks.get("ring_full_no_frame").unwrap() > 0, "{ks:?}");
     for mut bt in held {
-        b.rx.release(&mut bt);
+        b.rx.release(&mut bt).unwrap();
     }
     assert!(a.tx.send(&pkts).unwrap() > 0, "frames came back");
     assert!(total_taken > 0);
@@ -305,7 +308,7 @@ fn source_frames_are_valid_ipv4_udp() {
                 assert_eq!(csum(&pseudo), 0, "UDP checksum");
                 flows.insert((ip[12..16].to_vec(), [f[34], f[35]]));
             }
-            p.rx.release(&mut batch);
+            p.rx.release(&mut batch).unwrap();
         }
         assert!(flows.len() >= 64, "frames spread over flows");
         assert!(!p.rx.at_end());
@@ -341,7 +344,7 @@ fn throughput_print() {
     for _ in 0..iters {
         src.rx.recv(&mut batch).unwrap();
         n += sink.tx.send(batch.pkts()).unwrap() as u64;
-        src.rx.release(&mut batch);
+        src.rx.release(&mut batch).unwrap();
     }
     let dt = t0.elapsed().as_secs_f64();
     println!(
@@ -361,9 +364,9 @@ fn throughput_print() {
     for _ in 0..iters {
         src.rx.recv(&mut batch).unwrap();
         a.tx.send(batch.pkts()).unwrap();
-        src.rx.release(&mut batch);
+        src.rx.release(&mut batch).unwrap();
         n += b.rx.recv(&mut rb).unwrap() as u64;
-        b.rx.release(&mut rb);
+        b.rx.release(&mut rb).unwrap();
     }
     let dt = t0.elapsed().as_secs_f64();
     println!(
@@ -401,7 +404,7 @@ fn throughput_print() {
                 std::thread::yield_now();
             }
             if off == batch.len() {
-                src.rx.release(&mut batch);
+                src.rx.release(&mut batch).unwrap();
             }
         }
     });
@@ -410,7 +413,7 @@ fn throughput_print() {
     while got < total {
         let k = rx.recv(&mut b2).unwrap() as u64;
         got += k;
-        rx.release(&mut b2);
+        rx.release(&mut b2).unwrap();
         if k == 0 {
             // Be kind on an oversubscribed machine.
             std::thread::yield_now();
@@ -455,8 +458,57 @@ fn source_flows_draws_from_n_flows_with_valid_headers() {
                 assert!(src & 0xff_ffff < n, "flow {} of {n}", src & 0xff_ffff);
                 seen.insert(src);
             }
-            p.rx.release(&mut b);
+            p.rx.release(&mut b).unwrap();
         }
         assert_eq!(seen.len(), n as usize, "distinct flows seen");
     }
+}
+
+/// A batch of one mem port released into another is refused and changes
+/// nothing: a link's frame addresses would otherwise go into the other
+/// link's return ring (a write outside that sender's frames). Links,
+/// sources and a sink's RX; the right port takes the batch back and its
+/// frames are used again.
+#[test]
+fn a_batch_goes_back_only_to_its_own_port() {
+    let opts = OpenOptions {
+        ring_size: 4,
+        ..OpenOptions::default()
+    };
+    let (n1, n2) = (uniq("own1"), uniq("own2"));
+    let (mut a1, mut b1) = (
+        open(&format!("mem:{n1}"), &opts).unwrap(),
+        open(&format!("mem:{n1}"), &opts).unwrap(),
+    );
+    let (_a2, mut b2) = (
+        open(&format!("mem:{n2}"), &opts).unwrap(),
+        open(&format!("mem:{n2}"), &opts).unwrap(),
+    );
+    let mut src = open("mem:s?source=64", &opts).unwrap();
+    let mut src2 = open("mem:s?source=64", &opts).unwrap();
+    let mut sink = open("mem:k?sink", &opts).unwrap();
+    let mut f = vec![7u8; 60];
+    let mut batch = Batch::new(8);
+    // Many more rounds than the sender has frames (4): every frame came
+    // back to its own pool each time.
+    for round in 0..16u8 {
+        f[0] = round;
+        // SAFETY: one test buffer per descriptor; it outlives the descriptor and nothing else touches it meanwhile.
+        let p = unsafe { Pkt::from_raw(f.as_mut_ptr(), 60, 0, 0) };
+        assert_eq!(
+            a1.tx.send(std::slice::from_ref(&p)).unwrap(),
+            1,
+            "round {round}"
+        );
+        assert_eq!(b1.rx.recv(&mut batch).unwrap(), 1);
+        assert_eq!(batch.pkts()[0].bytes()[0], round);
+        release_elsewhere_is_refused(b1.rx.as_mut(), b2.rx.as_mut(), &mut batch);
+    }
+    let mut small = Batch::new(4);
+    assert_eq!(src.rx.recv(&mut small).unwrap(), 4);
+    release_elsewhere_is_refused(src.rx.as_mut(), src2.rx.as_mut(), &mut small);
+    assert_eq!(src.rx.recv(&mut small).unwrap(), 4);
+    release_elsewhere_is_refused(src.rx.as_mut(), sink.rx.as_mut(), &mut small);
+    assert_eq!(src.rx.recv(&mut small).unwrap(), 4);
+    release_elsewhere_is_refused(src.rx.as_mut(), b1.rx.as_mut(), &mut small);
 }

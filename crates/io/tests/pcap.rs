@@ -3,14 +3,14 @@
 //! tests fail without), all header variants, damaged files, pacing, loops
 //! and the fuzz entry point.
 
-use linerate_io::{open, Batch, OpenOptions, Pkt, Port};
+use linerate_io::{open, Batch, OpenOptions, Pkt, Port, PortRole};
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{require_tool, TempDir};
+use common::{release_elsewhere_is_refused, require_tool, TempDir};
 
 /// A temporary file path (in a private directory of its own), removed on
 /// drop.
@@ -86,7 +86,7 @@ fn read_all(p: &mut Port) -> Vec<(Vec<u8>, u64)> {
         for k in b.pkts() {
             out.push((k.bytes().to_vec(), k.ts_ns()));
         }
-        p.rx.release(&mut b);
+        p.rx.release(&mut b).unwrap();
         assert!(t0.elapsed() < Duration::from_secs(60), "read never ends");
     }
     out
@@ -509,7 +509,10 @@ fn damaged_files() {
     .err()
     .unwrap()
     .to_string();
-    assert!(e.contains("cannot open"), "{e}");
+    assert_eq!(
+        e,
+        "port 'pcap:/nonexistent/x.pcap?mode=read': /nonexistent/x.pcap: no such file"
+    );
 }
 
 #[test]
@@ -524,7 +527,7 @@ fn modes_and_parameters() {
     let pk = unsafe { Pkt::from_raw(b.as_mut_ptr(), b.len() as u32, 0, 0) };
     assert_eq!(p.tx.send(&[pk]).unwrap(), 0);
     assert_eq!(read_all(&mut p).len(), 5);
-    // mode=write truncates.
+    // mode=write replaces the file (the explicit opt-in).
     {
         let _w = open(
             &format!("pcap:{}?mode=write", t.s()),
@@ -532,7 +535,7 @@ fn modes_and_parameters() {
         )
         .unwrap();
     }
-    assert_eq!(read_file(t.s()).len(), 0, "truncated to an empty capture");
+    assert_eq!(read_file(t.s()).len(), 0, "replaced by an empty capture");
     // Bad parameters.
     for bad in [
         "?speed=0",
@@ -566,7 +569,7 @@ fn timed_replay(uri: &str) -> (usize, f64) {
     let mut b = Batch::new(64);
     while !p.rx.at_end() {
         n += p.rx.recv(&mut b).unwrap();
-        p.rx.release(&mut b);
+        p.rx.release(&mut b).unwrap();
         if b.is_empty() {
             p.rx.wait(1).unwrap();
         }
@@ -619,7 +622,7 @@ fn pacing_and_loops() {
     let mut n = 0;
     for _ in 0..100 {
         n += p.rx.recv(&mut b).unwrap();
-        p.rx.release(&mut b);
+        p.rx.release(&mut b).unwrap();
     }
     assert_eq!(n, 25_600);
     assert!(!p.rx.at_end());
@@ -712,7 +715,7 @@ fn frames_stay_valid_until_release() {
         }
     }
     for mut b in held {
-        p.rx.release(&mut b);
+        p.rx.release(&mut b).unwrap();
     }
     let rest = read_all(&mut p);
     assert_eq!(rest.len(), 1200 - i);
@@ -814,4 +817,112 @@ fn throughput_print() {
         "pcap replay, 64 B, top speed: {got} packets in {dt:.3} s = {:.2} Mpps",
         got as f64 / dt / 1e6
     );
+}
+
+/// What the caller does with a port decides what `mode=auto` may do: an
+/// input never creates its file, an output never reads or replaces an
+/// existing one; no mode writes through a symbolic link.
+#[test]
+fn an_input_is_never_created_and_an_output_never_replaces() {
+    let role = |role| OpenOptions {
+        role,
+        ..OpenOptions::default()
+    };
+    // The one-line error of opening `uri` in `r`.
+    let err = |uri: &str, r| {
+        let e = open(uri, &role(r)).err().unwrap().to_string();
+        assert!(!e.contains('\n'), "{e}");
+        e
+    };
+    let dir = TempDir::new("pcap-role");
+    // An input with a typo: one line, and no file made.
+    let missing = dir.join("typo.pcapng");
+    let uri = format!("pcap:{}", missing.display());
+    let e = err(&uri, PortRole::RxOnly);
+    assert_eq!(
+        e,
+        format!("port '{uri}': {}: no such file", missing.display())
+    );
+    assert!(!missing.exists());
+    let e = err(&format!("{uri}?mode=write"), PortRole::RxOnly);
+    assert!(e.contains("only received from"), "{e}");
+    assert!(!missing.exists());
+    // An output in mode=auto creates a missing file...
+    let out = dir.join("out.pcapng");
+    let fr = frames(3, 5);
+    {
+        let mut p = open(&format!("pcap:{}", out.display()), &role(PortRole::TxOnly)).unwrap();
+        let mut bufs = fr.clone();
+        let pkts: Vec<Pkt> = bufs
+            .iter_mut()
+            // SAFETY: one test buffer per descriptor; it outlives the descriptor.
+            .map(|b| unsafe { Pkt::from_raw(b.as_mut_ptr(), b.len() as u32, 0, 1) })
+            .collect();
+        assert_eq!(p.tx.send(&pkts).unwrap(), 3);
+    }
+    let before = std::fs::read(&out).unwrap();
+    // ...and refuses it the next time, unless mode=write.
+    let e = err(&format!("pcap:{}", out.display()), PortRole::TxOnly);
+    assert!(e.contains("exists; not overwritten (mode=write"), "{e}");
+    let e = err(
+        &format!("pcap:{}?mode=read", out.display()),
+        PortRole::TxOnly,
+    );
+    assert!(e.contains("only sent to"), "{e}");
+    assert_eq!(std::fs::read(&out).unwrap(), before);
+    // An existing file is an input for every role but TxOnly.
+    for r in [PortRole::Both, PortRole::RxOnly] {
+        let mut p = open(&format!("pcap:{}", out.display()), &role(r)).unwrap();
+        assert_eq!(read_all(&mut p).len(), 3);
+    }
+    // A symlink planted at an output name is not followed, even by mode=write.
+    let victim = dir.join("victim");
+    std::fs::write(&victim, b"precious").unwrap();
+    let link = dir.join("link.pcapng");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    for q in ["", "?mode=write"] {
+        for r in [PortRole::Both, PortRole::TxOnly] {
+            let u = format!("pcap:{}{q}", link.display());
+            // mode=auto reads through the link (reading destroys nothing);
+            // the victim is no capture file, so that fails too: one line.
+            err(&u, r);
+        }
+    }
+    let e = err(
+        &format!("pcap:{}?mode=write", link.display()),
+        PortRole::Both,
+    );
+    assert!(e.contains("symbolic link; not followed"), "{e}");
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    // A dangling link: mode=auto would write, and refuses to.
+    let dangling = dir.join("dangling.pcapng");
+    std::os::unix::fs::symlink(dir.join("through"), &dangling).unwrap();
+    let e = err(&format!("pcap:{}", dangling.display()), PortRole::Both);
+    assert!(e.contains("symbolic link; not followed"), "{e}");
+    assert!(!dir.join("through").exists());
+}
+
+/// A batch of one pcap port released into another (or into a port being
+/// written, whose RX lends nothing) is refused and changes nothing; its
+/// own port takes it back, and hands the frames out again.
+#[test]
+fn a_batch_goes_back_only_to_its_own_port() {
+    let fr = frames(4, 3);
+    let t = Tmp::new("pcapng");
+    write_with_port(&format!("pcap:{}", t.s()), &fr, &[1, 2, 3, 4]);
+    let uri = format!("pcap:{}?loop=0", t.s());
+    let opts = OpenOptions::default();
+    let (mut a, mut b) = (open(&uri, &opts).unwrap(), open(&uri, &opts).unwrap());
+    let t2 = Tmp::new("pcapng");
+    let mut w = open(&format!("pcap:{}", t2.s()), &opts).unwrap();
+    let mut batch = Batch::new(4);
+    // More rounds than the port has frames (512): each time every frame
+    // came back to a's own free stack.
+    for round in 0..300 {
+        assert_eq!(a.rx.recv(&mut batch).unwrap(), 4, "round {round}");
+        let bytes: Vec<&[u8]> = batch.pkts().iter().map(|p| p.bytes()).collect();
+        assert_eq!(bytes, fr.iter().map(|f| &f[..]).collect::<Vec<_>>());
+        let other = if round % 2 == 0 { &mut b } else { &mut w };
+        release_elsewhere_is_refused(a.rx.as_mut(), other.rx.as_mut(), &mut batch);
+    }
 }

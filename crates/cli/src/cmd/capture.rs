@@ -69,6 +69,10 @@ pub struct Args {
     /// File name prefix.
     #[arg(long, default_value = "capture")]
     pub name: String,
+    /// Replace the files of an earlier capture with the same --name in the
+    /// --write directory (without it the run is refused before it starts).
+    #[arg(long, requires = "write")]
+    pub overwrite: bool,
     /// Start a new file when one would exceed this many MB.
     #[arg(long)]
     pub rotate_mb: Option<f64>,
@@ -166,6 +170,7 @@ pub fn run(a: Args) -> Result<()> {
         None => None,
         Some(dir) => {
             let mut r = RotateConfig::new(dir, &a.name, 0);
+            r.overwrite = a.overwrite;
             if let Some(mb) = a.rotate_mb {
                 if mb.is_nan() || mb <= 0.0 {
                     bail!("--rotate-mb {mb}: must be > 0");

@@ -73,6 +73,7 @@ pub fn run(a: Args) -> Result<()> {
     let opts = OpenOptions {
         batch: a.batch,
         busy_poll: false,
+        role: linerate_io::PortRole::RxOnly,
         ..OpenOptions::default()
     };
     let mut port = linerate_io::open(&a.port, &opts)?;

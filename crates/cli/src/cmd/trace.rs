@@ -1,8 +1,8 @@
 //! `linerate trace http OUT`: write a synthetic trace file (for the DNAC
 //! experiment: `linerate capture 'pcap:OUT?rate=PPS' --analyser http`).
 
-use anyhow::{bail, Context, Result};
-use linerate_io::{OpenOptions, Pkt};
+use anyhow::{bail, Result};
+use linerate_io::pcap::{PcapWriter, WriteFormat};
 use linerate_pipeline::generate::http_trace::{write_trace, HttpTraceConfig};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -16,6 +16,8 @@ Examples:
   linerate trace http /tmp/http.pcapng
   # smaller, another seed, JSON ground truth
   linerate trace http /tmp/small.pcap --connections 2000 --seed 7 --json
+  # write it again over the earlier file (refused without --overwrite)
+  linerate trace http /tmp/small.pcap --connections 2000 --seed 8 --overwrite
   # replay it into the capture layer at 50 kpps with the http analyser
   linerate capture 'pcap:/tmp/http.pcapng?rate=50000' --analyser http"
 )]
@@ -61,6 +63,9 @@ pub struct HttpArgs {
     /// Print the ground truth as one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// Replace OUT if it exists (a regular file; never through a symbolic link).
+    #[arg(long)]
+    pub overwrite: bool,
 }
 
 /// File timestamps start here (2026-01-01T00:00:00Z), so a trace is the
@@ -86,38 +91,24 @@ pub fn run(a: Args) -> Result<()> {
     cfg.check()
         .map_err(|e| anyhow::anyhow!("trace http: {e}"))?;
     let name = a.out.to_string_lossy();
-    if name.contains('?') {
-        bail!("output file '{name}': the name must not contain '?'");
-    }
     let format = if name.ends_with(".pcap") {
-        "pcap"
+        WriteFormat::Pcap
     } else {
-        "pcapng"
+        WriteFormat::PcapNg
     };
-    let uri = format!("pcap:{name}?mode=write&format={format}");
-    let opts = OpenOptions {
-        frame_size: 2048,
-        ..OpenOptions::default()
-    };
-    let mut port = linerate_io::open(&uri, &opts)?;
-    let t = Instant::now();
-    let mut frame = [0u8; 2048];
-    let truth = write_trace(&cfg, |ts, f| {
-        frame[..f.len()].copy_from_slice(f);
-        // SAFETY: `frame` outlives `p`, which only the writer reads.
-        let p = unsafe { Pkt::from_raw(frame.as_mut_ptr(), f.len() as u32, 0, EPOCH_NS + ts) };
-        // One record per call: this is a file writer, not a per-packet
-        // fast path; the port buffers 4 MiB before each write.
-        match port.tx.send(std::slice::from_ref(&p)) {
-            Ok(1) => Ok(()),
-            Ok(_) => Err(anyhow::anyhow!("'{name}': the writer took no record")),
-            Err(e) => Err(anyhow::anyhow!(e)),
+    let mut w = PcapWriter::create(&name, format, a.overwrite).map_err(|e| {
+        if a.overwrite || !e.ends_with("not overwritten") {
+            anyhow::anyhow!(e)
+        } else {
+            anyhow::anyhow!("{e} (--overwrite replaces it)")
         }
     })?;
-    port.tx
-        .flush()
-        .with_context(|| format!("writing '{name}'"))?;
-    drop(port);
+    let t = Instant::now();
+    // One record per call: the writer buffers 4 MiB before each write.
+    let truth = write_trace(&cfg, |ts, f| w.write_record(f, f.len(), EPOCH_NS + ts))
+        .map_err(anyhow::Error::msg)?;
+    w.write_out().map_err(anyhow::Error::msg)?;
+    drop(w);
     let secs = t.elapsed().as_secs_f64();
     if a.json {
         let mut v = serde_json::to_value(&truth)?;

@@ -8,7 +8,7 @@ use super::{
     bind, packet_socket, poll_in, setsockopt, setup_rx, setup_tx, tx_transient, watch, Config,
     SockStats, TxDrops, MIN_FRAME,
 };
-use crate::batch::{Batch, Pkt, MAX_BATCH};
+use crate::batch::{Batch, Pkt, PortId, MAX_BATCH};
 use crate::counters::KernelStats;
 use crate::link::LinkWatch;
 use crate::pool::Region;
@@ -57,6 +57,8 @@ impl Msgs {
 
 /// RX half: recvmmsg into pre-allocated buffers.
 pub(crate) struct RxMmsg {
+    /// Stamped on the batches this half fills (see [`Batch::claim`]).
+    id: PortId,
     fd: OwnedFd,
     /// The receive buffers; also held by every batch this half fills.
     bufs: Arc<Region>,
@@ -113,6 +115,7 @@ impl RxMmsg {
         let buf_size = cfg.frame_size as usize;
         let free: Vec<u32> = (0..nbufs as u32).rev().collect();
         Ok(RxMmsg {
+            id: PortId::fresh(),
             watch: watch(uri, cfg, &fd)?,
             fd,
             bufs: Arc::new(
@@ -169,6 +172,7 @@ pub fn vlan_of(h: &libc::msghdr) -> Option<(u16, u16)> {
 
 impl RxPort for RxMmsg {
     fn recv(&mut self, batch: &mut Batch) -> Result<usize, PortError> {
+        batch.claim(self.id)?;
         let want = batch.room().min(self.free.len()).min(MAX_BATCH);
         if want == 0 {
             return Ok(0);
@@ -233,7 +237,10 @@ impl RxPort for RxMmsg {
         Ok(got)
     }
 
-    fn release(&mut self, batch: &mut Batch) {
+    fn release(&mut self, batch: &mut Batch) -> Result<(), PortError> {
+        // Another port's buffer indices would put buffers still in use on
+        // this free list.
+        batch.check_owner(self.id)?;
         for p in batch.pkts() {
             // Capacity is reserved for every buffer: never reallocates.
             if (p.handle() as usize) < self.nbufs && self.free.len() < self.nbufs {
@@ -241,6 +248,7 @@ impl RxPort for RxMmsg {
             }
         }
         batch.clear();
+        Ok(())
     }
 
     fn wait(&mut self, timeout_ms: i32) -> Result<(), PortError> {

@@ -10,7 +10,7 @@ use super::{
     bind, packet_socket, poll_in, setsockopt, setup_rx, setup_tx, tx_transient, watch, Config,
     SockStats, TxDrops, MIN_FRAME,
 };
-use crate::batch::{Batch, Pkt};
+use crate::batch::{Batch, Pkt, PortId};
 use crate::counters::KernelStats;
 use crate::link::LinkWatch;
 use crate::port::{PortError, RxPort, TxPort};
@@ -104,6 +104,8 @@ const BLOCK_STATUS_OFF: usize = 8;
 
 /// RX half: a TPACKET_V3 block ring.
 pub(crate) struct RxV3 {
+    /// Stamped on the batches this half fills (see [`Batch::claim`]).
+    id: PortId,
     fd: OwnedFd,
     /// The ring; also held by every batch this half fills.
     map: Arc<Mapping>,
@@ -123,6 +125,11 @@ pub(crate) struct RxV3 {
     stats: SockStats,
     /// Packets whose header the ring walk found inconsistent (skipped).
     bad: u64,
+    /// Released packets that were not outstanding in their block (never
+    /// expected: batches are checked to be this half's); not subtracted,
+    /// so a block's count never goes below zero and the block is not
+    /// handed back while packets of it may still be in use.
+    bad_release: u64,
     watch: LinkWatch,
 }
 
@@ -161,6 +168,7 @@ impl RxV3 {
         setup_rx(uri, &fd, cfg)?;
         let n = cfg.blocks as usize;
         Ok(RxV3 {
+            id: PortId::fresh(),
             watch: watch(uri, cfg, &fd)?,
             fd,
             map,
@@ -174,6 +182,7 @@ impl RxV3 {
             outstanding: vec![0; n],
             stats: SockStats::default(),
             bad: 0,
+            bad_release: 0,
         })
     }
 
@@ -208,6 +217,22 @@ impl RxV3 {
         };
     }
 
+    /// `run` packets of block `blk` came back (once per run of packets of
+    /// one block, not per packet). More than the block has out is counted
+    /// and clamped at zero: the count cannot go negative.
+    #[inline(always)]
+    fn put_back(&mut self, blk: usize, run: u32) {
+        match self.outstanding.get_mut(blk) {
+            Some(o) if *o >= run => *o -= run,
+            Some(o) => {
+                debug_assert!(false, "block {blk}: {run} released, {o} outstanding");
+                self.bad_release += u64::from(run - *o);
+                *o = 0;
+            }
+            None => self.bad_release += u64::from(run),
+        }
+    }
+
     /// Return to the kernel, in ring order, every block that was fully
     /// handed out and whose packets were all released.
     #[inline]
@@ -228,6 +253,7 @@ impl RxV3 {
 
 impl RxPort for RxV3 {
     fn recv(&mut self, batch: &mut Batch) -> Result<usize, PortError> {
+        batch.claim(self.id)?;
         let mut n = 0;
         let bs = self.block_size;
         batch.hold(&self.map);
@@ -323,26 +349,30 @@ impl RxPort for RxV3 {
         Ok(n)
     }
 
-    fn release(&mut self, batch: &mut Batch) {
-        // Per packet only a counter decrement; consecutive packets share a block.
+    fn release(&mut self, batch: &mut Batch) -> Result<(), PortError> {
+        // Another port's batch would count its packets off this ring's
+        // blocks and hand blocks back to the kernel while still in use.
+        batch.check_owner(self.id)?;
+        // Per packet only a compare; consecutive packets share a block.
         let mut run_blk = usize::MAX;
         let mut run = 0u32;
         for p in batch.pkts() {
             let b = p.handle() as usize;
             if b != run_blk {
-                if run_blk < self.nblocks {
-                    self.outstanding[run_blk] = self.outstanding[run_blk].saturating_sub(run);
+                if run > 0 {
+                    self.put_back(run_blk, run);
                 }
                 run_blk = b;
                 run = 0;
             }
             run += 1;
         }
-        if run_blk < self.nblocks {
-            self.outstanding[run_blk] = self.outstanding[run_blk].saturating_sub(run);
+        if run > 0 {
+            self.put_back(run_blk, run);
         }
         batch.clear();
         self.return_blocks();
+        Ok(())
     }
 
     fn wait(&mut self, timeout_ms: i32) -> Result<(), PortError> {
@@ -356,6 +386,7 @@ impl RxPort for RxV3 {
     fn kernel_stats(&self) -> KernelStats {
         let mut k = self.stats.read(&self.fd, true);
         k.counters.push(("rx_bad_slot_drops", self.bad));
+        k.counters.push(("rx_bad_release", self.bad_release));
         k
     }
 }
@@ -424,6 +455,8 @@ const RX2_HDR_END: usize = libc::TPACKET2_HDRLEN;
 /// block only after its retire timeout, 1-2 ms, which at low rates is the
 /// latency of every packet). The ring of a busy-polling forwarder.
 pub(crate) struct RxV2 {
+    /// Stamped on the batches this half fills (see [`Batch::claim`]).
+    id: PortId,
     fd: OwnedFd,
     /// The ring; its mapping is also held by every batch this half fills.
     ring: Frames,
@@ -477,6 +510,7 @@ impl RxV2 {
         bind(uri, &fd, cfg, libc::ETH_P_ALL as u16)?;
         setup_rx(uri, &fd, cfg)?;
         Ok(RxV2 {
+            id: PortId::fresh(),
             watch: watch(uri, cfg, &fd)?,
             fd,
             ring: Frames {
@@ -507,6 +541,7 @@ impl RxV2 {
 
 impl RxPort for RxV2 {
     fn recv(&mut self, batch: &mut Batch) -> Result<usize, PortError> {
+        batch.claim(self.id)?;
         batch.hold(&self.ring.map);
         let mut n = 0;
         while !batch.is_full() && self.ready(self.cur) {
@@ -571,7 +606,10 @@ impl RxPort for RxV2 {
         Ok(n)
     }
 
-    fn release(&mut self, batch: &mut Batch) {
+    fn release(&mut self, batch: &mut Batch) -> Result<(), PortError> {
+        // Another port's frame indices would hand this ring's frames back
+        // to the kernel while still in use.
+        batch.check_owner(self.id)?;
         for p in batch.pkts() {
             let i = p.handle() as usize;
             if i < self.ring.frames && self.lent[i] {
@@ -584,6 +622,7 @@ impl RxPort for RxV2 {
             }
         }
         batch.clear();
+        Ok(())
     }
 
     fn wait(&mut self, timeout_ms: i32) -> Result<(), PortError> {

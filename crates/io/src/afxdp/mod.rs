@@ -445,6 +445,7 @@ pub fn open(uri: &Uri, opts: &OpenOptions) -> Result<Port, PortError> {
         if shared.umem.hugepages() { " (hugepages)" } else { "" },
     );
     let rxh = AfXdpRx {
+        id: crate::batch::PortId::fresh(),
         rx,
         fill,
         base,

@@ -2,7 +2,7 @@
 
 use super::ring::{ConsRing, ProdRing};
 use super::*;
-use crate::batch::{Batch, Pkt};
+use crate::batch::{Batch, Pkt, PortId};
 use crate::counters::KernelStats;
 use crate::link::LinkWatch;
 use crate::port::{PortError, RxPort};
@@ -11,6 +11,8 @@ use std::sync::Arc;
 
 /// The receive half.
 pub struct AfXdpRx {
+    /// Stamped on the batches this half fills (see [`Batch::claim`]).
+    pub(super) id: PortId,
     pub(super) rx: ConsRing,
     pub(super) fill: ProdRing,
     pub(super) base: *mut u8,
@@ -54,6 +56,7 @@ impl AfXdpRx {
 
 impl RxPort for AfXdpRx {
     fn recv(&mut self, batch: &mut Batch) -> Result<usize, PortError> {
+        batch.claim(self.id)?;
         let want = batch.room() as u32;
         if want == 0 {
             return Ok(0);
@@ -88,7 +91,10 @@ impl RxPort for AfXdpRx {
         Ok(got as usize)
     }
 
-    fn release(&mut self, batch: &mut Batch) {
+    fn release(&mut self, batch: &mut Batch) -> Result<(), PortError> {
+        // Another socket's frames would go into this fill ring while still
+        // in use there (or be addresses of another UMEM).
+        batch.check_owner(self.id)?;
         let want = batch.len() as u32;
         if want > 0 {
             // The fill ring holds the whole RX set, so this gets `want` slots
@@ -113,6 +119,7 @@ impl RxPort for AfXdpRx {
             }
         }
         batch.clear();
+        Ok(())
     }
 
     fn wait(&mut self, timeout_ms: i32) -> Result<(), PortError> {

@@ -4,7 +4,16 @@
 //!
 //! - If FILE exists it is read (RX replays it, TX takes nothing); if not, it
 //!   is created and written (RX gives nothing and is at its end). `mode=`
-//!   overrides (`mode=write` truncates an existing file).
+//!   overrides: `mode=write` replaces an existing regular file (the
+//!   explicit opt-in; without it no file is ever overwritten).
+//! - What the caller does with the port ([`OpenOptions::role`]) narrows
+//!   this: a port only received from (capture, count) never creates its
+//!   file (a missing one, a typo, is a one-line error); a port only sent to
+//!   (gen) refuses an existing file unless `mode=write`.
+//! - A file is written only through its own name, never through a symbolic
+//!   link (also with `mode=write`), and is created exclusively
+//!   (`O_CREAT|O_EXCL|O_NOFOLLOW`): a file or link that appears at the name
+//!   meanwhile is an error, not a victim.
 //! - Reading: classic pcap (microsecond and nanosecond magic, both byte
 //!   orders, and the "modified" variant) and pcapng (SHB/IDB/EPB/SPB, the
 //!   `if_tsresol`/`if_tsoffset` of each interface, several interfaces and
@@ -31,7 +40,7 @@
 use std::time::Instant;
 
 use crate::batch::Batch;
-use crate::port::{OpenOptions, Port, PortError, PortInfo, RxPort};
+use crate::port::{OpenOptions, Port, PortError, PortInfo, PortRole, RxPort};
 use crate::uri::Uri;
 
 /// Size of the read buffer, and of the write buffer.
@@ -53,9 +62,21 @@ pub fn open(uri: &Uri, opts: &OpenOptions) -> Result<Port, PortError> {
     let path = uri.target.as_str();
     let mode = uri.get_choice("mode", &["read", "write", "auto"], "auto")?;
     let exists = std::path::Path::new(path).exists();
-    let read = match mode {
-        "read" => true,
-        "write" => false,
+    let read = match (mode, opts.role) {
+        ("read", PortRole::TxOnly) => {
+            return Err(uri
+                .err("mode=read: this port is only sent to, and a file being read takes nothing"));
+        }
+        ("write", PortRole::RxOnly) => {
+            return Err(uri.err("mode=write: this port is only received from, and a file being written gives nothing"));
+        }
+        ("read", _) | (_, PortRole::RxOnly) => true,
+        ("write", _) => false,
+        (_, PortRole::TxOnly) if exists => {
+            return Err(uri.err(format!(
+                "{path}: exists; not overwritten (mode=write replaces it)"
+            )));
+        }
         _ => exists,
     };
     if read {
@@ -110,7 +131,8 @@ pub fn open(uri: &Uri, opts: &OpenOptions) -> Result<Port, PortError> {
             "pcap" => WriteFormat::Pcap,
             _ => WriteFormat::PcapNg,
         };
-        let w = PcapWriter::create(path, format).map_err(|e| uri.err(e))?;
+        // Only an explicit mode=write replaces an existing file.
+        let w = PcapWriter::create(path, format, mode == "write").map_err(|e| uri.err(e))?;
         Ok(Port {
             info: PortInfo {
                 uri: uri.text.clone(),
@@ -126,7 +148,7 @@ pub fn open(uri: &Uri, opts: &OpenOptions) -> Result<Port, PortError> {
                 ifindex: None,
                 ifname: None,
             },
-            rx: Box::new(crate::port::NoRx),
+            rx: Box::new(crate::port::NoRx::new()),
             tx: Box::new(PcapTx {
                 w,
                 calls: 0,
@@ -177,7 +199,9 @@ pub fn fuzz_read(data: &[u8]) -> usize {
             // Touch the bytes: they must be inside the frame.
             std::hint::black_box(p.bytes().iter().fold(0u8, |a, b| a ^ b));
         }
-        rx.release(&mut batch);
+        if rx.release(&mut batch).is_err() {
+            break;
+        }
     }
     n
 }

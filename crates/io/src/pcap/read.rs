@@ -128,7 +128,10 @@ pub(super) fn rd32(b: &[u8], be: bool) -> u32 {
 
 impl Reader {
     pub(super) fn open_file(path: &str, max_pkt: usize) -> ParseResult<Reader> {
-        let mut f = File::open(path).map_err(|e| format!("cannot open: {e}"))?;
+        let mut f = File::open(path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => "no such file".to_string(),
+            _ => format!("cannot open: {e}"),
+        })?;
         let meta = f.metadata().map_err(|e| format!("cannot stat: {e}"))?;
         if meta.is_dir() {
             return Err("is a directory, not a capture file".into());

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::batch::{Batch, Pkt};
+use crate::batch::{Batch, Pkt, PortId};
 use crate::counters::KernelStats;
 use crate::pool::{FreeStack, Region};
 use crate::port::{OpenOptions, PortError, RxPort, TxPort};
@@ -12,6 +12,8 @@ use super::pace::Pacer;
 use super::*;
 
 pub(super) struct PcapRx {
+    /// Stamped on the batches this half fills (see [`Batch::claim`]).
+    pub(super) id: PortId,
     pub(super) reader: Reader,
     /// The frames; also held by every batch this port fills.
     pub(super) region: Arc<Region>,
@@ -41,6 +43,7 @@ impl PcapRx {
         let fs = opts.frame_size.max(64);
         let region = Region::new(frames, fs).map_err(|e| format!("cannot map frames: {e}"))?;
         Ok(PcapRx {
+            id: PortId::fresh(),
             reader,
             region: Arc::new(region),
             free: FreeStack::new(0, frames, fs),
@@ -103,6 +106,7 @@ impl PcapRx {
 
 impl RxPort for PcapRx {
     fn recv(&mut self, batch: &mut Batch) -> Result<usize, PortError> {
+        batch.claim(self.id)?;
         let n0 = batch.len();
         if self.done && self.pending.is_none() {
             return Ok(0);
@@ -147,11 +151,14 @@ impl RxPort for PcapRx {
         }
         Ok(batch.len() - n0)
     }
-    fn release(&mut self, batch: &mut Batch) {
+    fn release(&mut self, batch: &mut Batch) -> Result<(), PortError> {
+        // Another port's handles would go on this free stack.
+        batch.check_owner(self.id)?;
         for p in batch.pkts() {
             self.free.push(p.handle());
         }
         batch.clear();
+        Ok(())
     }
     fn wait(&mut self, timeout_ms: i32) -> Result<(), PortError> {
         // Sleep until the pending packet is due (bounded by the timeout).

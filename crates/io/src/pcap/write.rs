@@ -50,9 +50,11 @@ pub struct PcapWriter {
 }
 
 impl PcapWriter {
-    /// Create (truncate) `path` and write the file header.
-    pub fn create(path: &str, format: WriteFormat) -> Result<PcapWriter, String> {
-        let file = File::create(path).map_err(|e| format!("{path}: cannot create: {e}"))?;
+    /// Create `path` and write the file header. The file is created
+    /// exclusively and never through a symbolic link: an existing file is
+    /// an error unless `replace` (see [`create_file`]).
+    pub fn create(path: &str, format: WriteFormat, replace: bool) -> Result<PcapWriter, String> {
+        let file = create_file(path, replace)?;
         let mut w = PcapWriter {
             file,
             buf: Vec::with_capacity(CHUNK),
@@ -304,6 +306,52 @@ impl Drop for PcapWriter {
     }
 }
 
+/// Open `path` to write a capture file into. It is created exclusively and
+/// never through a symbolic link (`O_CREAT|O_EXCL|O_NOFOLLOW`): an existing
+/// file is refused, and so is a link planted at the name (by anyone who can
+/// write to the directory: linerate runs as root), even with `replace`.
+/// With `replace` an existing regular file is removed and a new one created
+/// the same way (not truncated in place: a hard link to the old file keeps
+/// its bytes, and a link planted between the two steps is refused). A
+/// character device (`/dev/null`, `/dev/full`) is written in place: writing
+/// there destroys nothing. Anything else (a directory, a FIFO that would
+/// block until a reader comes, a block device) is refused. One-line errors
+/// naming the file.
+pub(crate) fn create_file(path: &str, replace: bool) -> Result<File, String> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let create = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|e| format!("{path}: cannot create: {e}"))
+    };
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => create(),
+        Err(e) => Err(format!("{path}: cannot create: {e}")),
+        Ok(m) => {
+            let t = m.file_type();
+            if t.is_symlink() {
+                Err(format!("{path}: is a symbolic link; not followed"))
+            } else if t.is_char_device() {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                    .open(path)
+                    .map_err(|e| format!("{path}: cannot open: {e}"))
+            } else if !t.is_file() {
+                Err(format!("{path}: exists and is not a regular file"))
+            } else if !replace {
+                Err(format!("{path}: exists; not overwritten"))
+            } else {
+                std::fs::remove_file(path).map_err(|e| format!("{path}: cannot replace: {e}"))?;
+                create()
+            }
+        }
+    }
+}
+
 pub(super) fn realtime_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -360,5 +408,100 @@ impl TxPort for PcapTx {
                 ("snapped", self.w.snapped),
             ],
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::file::tests::dir;
+    use std::os::unix::fs::FileTypeExt;
+
+    fn s(p: &std::path::Path) -> &str {
+        p.to_str().unwrap()
+    }
+
+    /// A writer with one record, written out and closed.
+    fn write_one(path: &str, replace: bool) -> Result<u64, String> {
+        let mut w = PcapWriter::create(path, WriteFormat::PcapNg, replace)?;
+        w.write_record(&[7u8; 60], 60, 1)?;
+        w.write_out()?;
+        Ok(w.file_len())
+    }
+
+    #[test]
+    fn an_existing_file_is_refused_and_kept() {
+        let d = dir("pcapw-exists");
+        let f = d.join("a.pcapng");
+        std::fs::write(&f, b"earlier capture").unwrap();
+        for format in [WriteFormat::PcapNg, WriteFormat::Pcap] {
+            let e = PcapWriter::create(s(&f), format, false).err().unwrap();
+            assert_eq!(e, format!("{}: exists; not overwritten", f.display()));
+        }
+        assert_eq!(std::fs::read(&f).unwrap(), b"earlier capture");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_symlink_at_the_name_is_not_followed_even_when_replacing() {
+        let d = dir("pcapw-link");
+        let victim = d.join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        let link = d.join("out.pcapng");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        // A dangling link (the target would be created through it) too.
+        let dangling = d.join("dangling.pcapng");
+        std::os::unix::fs::symlink(d.join("made-through-link"), &dangling).unwrap();
+        for l in [&link, &dangling] {
+            for replace in [false, true] {
+                let e = write_one(s(l), replace).unwrap_err();
+                assert!(e.contains("symbolic link") && !e.contains('\n'), "{e}");
+                assert!(std::fs::symlink_metadata(l)
+                    .unwrap()
+                    .file_type()
+                    .is_symlink());
+            }
+        }
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        assert!(!d.join("made-through-link").exists());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn replace_makes_a_new_file_and_a_hard_link_keeps_the_old_bytes() {
+        let d = dir("pcapw-replace");
+        let f = d.join("a.pcapng");
+        let other = d.join("hardlink");
+        std::fs::write(&f, b"old").unwrap();
+        std::fs::hard_link(&f, &other).unwrap();
+        let len = write_one(s(&f), true).unwrap();
+        assert_eq!(std::fs::metadata(&f).unwrap().len(), len);
+        assert!(len > 60);
+        assert_eq!(std::fs::read(&other).unwrap(), b"old");
+        // A new file is created without `replace` too.
+        let g = d.join("new.pcapng");
+        assert_eq!(write_one(s(&g), false).unwrap(), len);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn devices_are_written_in_place_other_kinds_refused() {
+        // /dev/null: written, nothing destroyed; it stays a device.
+        write_one("/dev/null", false).unwrap();
+        assert!(std::fs::metadata("/dev/null")
+            .unwrap()
+            .file_type()
+            .is_char_device());
+        let d = dir("pcapw-kinds");
+        let e = write_one(s(&d), true).unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
+        let fifo = d.join("fifo");
+        let c = std::ffi::CString::new(s(&fifo)).unwrap();
+        // SAFETY: c is a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // Refused at once, not a wait for a reader.
+        let e = write_one(s(&fifo), true).unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
+        std::fs::remove_dir_all(&d).unwrap();
     }
 }

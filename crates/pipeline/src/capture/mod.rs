@@ -32,6 +32,8 @@ pub use forwarder::{
     CaptureDrop, Forwarder, ForwarderConfig, ForwarderCounts, ForwarderReport, ForwarderShared,
     ShuntSender, Verdict,
 };
-pub use pcapng::{merge_files, CaptureWriter, RotateConfig, WriterReport};
+pub use pcapng::{
+    check_existing, merge_files, merged_path, CaptureWriter, RotateConfig, WriterReport,
+};
 pub use steer::{worker_of, Dispatcher, Slot, SteerConfig, WorkerRx};
 pub use ted::{Ted, TedConfig, TedStats};

@@ -21,6 +21,15 @@
 //!
 //! [`merge_files`] combines the workers' files into one in timestamp order
 //! once the capture has ended (`linerate capture --merge`).
+//!
+//! **No earlier capture is destroyed.** Every file is created exclusively
+//! and never through a symbolic link ([`PcapWriter::create`]); the names a
+//! capture may write restart at `-w0-0000` every run, so
+//! [`check_existing`] refuses, before any traffic, a directory that already
+//! holds files of that series (any worker, any number) or the merged file,
+//! unless [`RotateConfig::overwrite`] (`--overwrite`), which replaces them
+//! one by one as the run reaches them (a symbolic link is refused even
+//! then). This is stricter than `tcpdump -w`, which truncates silently.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -40,6 +49,9 @@ pub struct RotateConfig {
     pub max_age: Option<Duration>,
     /// Write buffered records out at least this often (100 ms).
     pub flush_interval: Duration,
+    /// Replace existing files of the series (and the merged file) instead
+    /// of refusing the run (see the module docs).
+    pub overwrite: bool,
 }
 
 impl RotateConfig {
@@ -51,6 +63,7 @@ impl RotateConfig {
             max_bytes: None,
             max_age: None,
             flush_interval: Duration::from_millis(100),
+            overwrite: false,
         }
     }
 }
@@ -82,6 +95,58 @@ pub struct CaptureWriter {
 /// The path of file `index` of worker `worker`.
 pub fn file_path(dir: &Path, name: &str, worker: usize, index: usize) -> PathBuf {
     dir.join(format!("{name}-w{worker}-{index:04}.pcapng"))
+}
+
+/// The path of the merged file (`--merge`).
+pub fn merged_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}.pcapng"))
+}
+
+/// Is `file` a name of the series `name` ([`file_path`] of any worker and
+/// index)?
+fn in_series(file: &str, name: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    file.strip_prefix(name)
+        .and_then(|r| r.strip_prefix("-w"))
+        .and_then(|r| r.strip_suffix(".pcapng"))
+        .and_then(|r| r.split_once('-'))
+        .is_some_and(|(w, i)| digits(w) && digits(i))
+}
+
+/// Before a capture starts: refuse if `cfg.dir` holds a file this run may
+/// write (a file of the series, of any worker; the merged file with
+/// `merge`), unless `cfg.overwrite`; a symbolic link at such a name is
+/// refused even then. One line naming the first such file. A directory
+/// that does not exist yet holds nothing.
+pub fn check_existing(cfg: &RotateConfig, merge: bool) -> Result<(), String> {
+    let entries = match std::fs::read_dir(&cfg.dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("capture: {}: {e}", cfg.dir.display())),
+    };
+    let merged = format!("{}.pcapng", cfg.name);
+    let mut taken: Vec<(PathBuf, bool)> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            let f = e.file_name();
+            let f = f.to_string_lossy();
+            in_series(&f, &cfg.name) || (merge && f == merged)
+        })
+        .map(|e| (e.path(), e.file_type().is_ok_and(|t| t.is_symlink())))
+        .filter(|(_, link)| *link || !cfg.overwrite)
+        .collect();
+    taken.sort();
+    match taken.first() {
+        None => Ok(()),
+        Some((p, true)) => Err(format!(
+            "capture: {} is a symbolic link; not followed (remove it, or choose another --name)",
+            p.display()
+        )),
+        Some((p, false)) => Err(format!(
+            "capture: {} exists (an earlier capture); not overwritten: --overwrite replaces it, or choose another --write directory or --name",
+            p.display()
+        )),
+    }
 }
 
 impl CaptureWriter {
@@ -120,7 +185,7 @@ impl CaptureWriter {
             self.files.len(),
         );
         let p = path.to_string_lossy().into_owned();
-        let w = PcapWriter::create(&p, WriteFormat::PcapNg)?;
+        let w = PcapWriter::create(&p, WriteFormat::PcapNg, self.cfg.overwrite)?;
         self.cur = Some(w);
         self.files.push(path);
         self.opened = Instant::now();
@@ -230,7 +295,15 @@ impl CaptureWriter {
 
 impl Drop for CaptureWriter {
     fn drop(&mut self) {
+        // Dropped before `finish` and before it took any record: the run
+        // failed to start (a bad --ctl path, ...). Its only file holds just
+        // the header this run wrote; removed, so that the corrected run is
+        // not refused for a file that holds no capture.
+        let unused = self.cur.is_some() && self.files.len() == 1 && self.records() == 0;
         let _ = self.close_current();
+        if unused {
+            let _ = std::fs::remove_file(&self.files[0]);
+        }
     }
 }
 
@@ -316,10 +389,11 @@ pub fn fuzz_read(data: &[u8]) -> usize {
 
 /// Merge the workers' files into one pcapng file `out` in timestamp order
 /// (records with equal timestamps keep the order of `inputs`), then remove
-/// the inputs. Returns the number of records written. Runs once at the end
-/// of a capture, after the workers stopped: the per-packet path writes
-/// per-worker files and shares nothing.
-pub fn merge_files(inputs: &[PathBuf], out: &Path) -> Result<u64, String> {
+/// the inputs. An existing `out` is replaced only with `replace`. Returns
+/// the number of records written. Runs once at the end of a capture, after
+/// the workers stopped: the per-packet path writes per-worker files and
+/// shares nothing.
+pub fn merge_files(inputs: &[PathBuf], out: &Path, replace: bool) -> Result<u64, String> {
     let mut readers = inputs
         .iter()
         .map(|p| EpbReader::open(p))
@@ -329,7 +403,7 @@ pub fn merge_files(inputs: &[PathBuf], out: &Path) -> Result<u64, String> {
         .map(|r| r.next())
         .collect::<Result<_, _>>()?;
     let o = out.to_string_lossy().into_owned();
-    let mut w = PcapWriter::create(&o, WriteFormat::PcapNg)?;
+    let mut w = PcapWriter::create(&o, WriteFormat::PcapNg, replace)?;
     let mut n = 0u64;
     loop {
         let pick = heads
@@ -372,7 +446,7 @@ mod tests {
             for p in b.pkts() {
                 out.push((p.bytes().to_vec(), p.ts_ns()));
             }
-            port.rx.release(&mut b);
+            port.rx.release(&mut b).unwrap();
             if n == 0 && port.rx.at_end() {
                 break;
             }
@@ -453,7 +527,7 @@ mod tests {
             files.extend(w.finish().files);
         }
         let out = dir.join("m.pcapng");
-        assert_eq!(merge_files(&files, &out).unwrap(), 150);
+        assert_eq!(merge_files(&files, &out, false).unwrap(), 150);
         for f in &files {
             assert!(!f.exists(), "input {} removed", f.display());
         }
@@ -472,8 +546,94 @@ mod tests {
         let cut = dir.join("cut.pcapng");
         let b = std::fs::read(&out).unwrap();
         std::fs::write(&cut, &b[..b.len() - 10]).unwrap();
-        let e = merge_files(std::slice::from_ref(&cut), &dir.join("x.pcapng")).unwrap_err();
+        let e = merge_files(std::slice::from_ref(&cut), &dir.join("x.pcapng"), false).unwrap_err();
         assert!(e.contains("cut.pcapng") && e.contains("truncated"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_earlier_series_is_refused_before_the_run_unless_overwrite() {
+        let dir = tmp("again");
+        let cfg = RotateConfig::new(&dir, "cap", 0);
+        // A directory not made yet, or holding only other names: nothing to refuse.
+        check_existing(&cfg, true).unwrap();
+        std::fs::create_dir_all(&dir).unwrap();
+        for other in [
+            "cap.pcap",
+            "cap-w1-x.pcapng",
+            "capx-w0-0000.pcapng",
+            "cap-w-0000.pcapng",
+        ] {
+            std::fs::write(dir.join(other), b"x").unwrap();
+        }
+        check_existing(&cfg, true).unwrap();
+        // A file of another worker of the series (an earlier run with more
+        // workers) is refused, naming the file and --overwrite.
+        let earlier = file_path(&dir, "cap", 3, 12);
+        std::fs::write(&earlier, b"earlier").unwrap();
+        let e = check_existing(&cfg, false).unwrap_err();
+        assert!(
+            e.contains(&earlier.display().to_string()) && e.contains("--overwrite"),
+            "{e}"
+        );
+        assert!(!e.contains('\n'));
+        // The writer itself refuses its first file too (a file that appears
+        // after the check), and leaves it alone.
+        let first = file_path(&dir, "cap", 0, 0);
+        std::fs::write(&first, b"earlier").unwrap();
+        let e = CaptureWriter::new(cfg.clone()).err().unwrap();
+        assert!(e.contains("exists; not overwritten"), "{e}");
+        assert_eq!(std::fs::read(&first).unwrap(), b"earlier");
+        // With --overwrite the files are replaced.
+        let over = RotateConfig {
+            overwrite: true,
+            ..cfg.clone()
+        };
+        check_existing(&over, false).unwrap();
+        let mut w = CaptureWriter::new(over.clone()).unwrap();
+        w.write(&[1u8; 60], 60, 1).unwrap();
+        drop(w.finish());
+        assert_eq!(read_back(&first).len(), 1);
+        // The merged file counts only with --merge.
+        std::fs::remove_file(&earlier).unwrap();
+        std::fs::remove_file(&first).unwrap();
+        let merged = merged_path(&dir, "cap");
+        std::fs::write(&merged, b"earlier").unwrap();
+        check_existing(&cfg, false).unwrap();
+        let e = check_existing(&cfg, true).unwrap_err();
+        assert!(e.contains("cap.pcapng"), "{e}");
+        // A symbolic link at a name of the series: refused even with --overwrite.
+        std::fs::remove_file(&merged).unwrap();
+        let victim = dir.join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        std::os::unix::fs::symlink(&victim, &first).unwrap();
+        let e = check_existing(&over, false).unwrap_err();
+        assert!(e.contains("symbolic link"), "{e}");
+        assert!(CaptureWriter::new(over).is_err());
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_writer_dropped_unused_leaves_no_file() {
+        let dir = tmp("unused");
+        let w = CaptureWriter::new(RotateConfig::new(&dir, "u", 0)).unwrap();
+        let f = w.files()[0].clone();
+        assert!(f.exists());
+        drop(w);
+        assert!(
+            !f.exists(),
+            "a header-only file of a run that never started"
+        );
+        // One that took a record keeps it, also when dropped unfinished.
+        let mut w = CaptureWriter::new(RotateConfig::new(&dir, "u", 0)).unwrap();
+        w.write(&[1u8; 60], 60, 1).unwrap();
+        drop(w);
+        assert_eq!(read_back(&f).len(), 1);
+        // A finished one with no record keeps its (empty) file.
+        let w = CaptureWriter::new(RotateConfig::new(&dir, "v", 0)).unwrap();
+        let r = w.finish();
+        assert!(r.files[0].exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

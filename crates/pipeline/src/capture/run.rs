@@ -20,11 +20,11 @@ use super::worker::{
     WorkerShared,
 };
 use super::{
-    merge_files, Analyser, CaptureWriter, Dispatcher, Forwarder, ForwarderConfig, HttpAnalyser,
-    HttpConfig, RotateConfig, SteerConfig,
+    check_existing, merge_files, merged_path, Analyser, CaptureWriter, Dispatcher, Forwarder,
+    ForwarderConfig, HttpAnalyser, HttpConfig, RotateConfig, SteerConfig,
 };
 use crate::control::{Handler, Limits, Listener, Server};
-use linerate_io::{Batch, OpenOptions, Port};
+use linerate_io::{Batch, OpenOptions, Port, PortRole};
 use linerate_wire::FlowKey;
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -116,13 +116,25 @@ pub fn run(
     if n == 0 || n > 256 {
         return Err(format!("--workers {n}: must be 1..=256"));
     }
+    // Refused before any traffic: files of an earlier capture at the names
+    // this one writes.
+    if let Some(r) = &cfg.write {
+        check_existing(r, cfg.merge)?;
+    }
+    // The capture's port(s) before any file: one that does not open (a
+    // mistyped pcap: file) leaves nothing behind.
+    let ports = open_inputs(cfg)?;
     let wshared: Vec<Arc<WorkerShared>> = (0..n).map(|_| Arc::default()).collect();
     let mut consumers = Vec::with_capacity(n);
+    let out_opts = OpenOptions {
+        role: PortRole::TxOnly,
+        ..cfg.open.clone()
+    };
     for (w, ws) in wshared.iter().enumerate() {
         let out = match &cfg.out {
             Some(uri) => {
                 let p =
-                    linerate_io::open(uri, &cfg.open).map_err(|e| format!("--out {uri}: {e}"))?;
+                    linerate_io::open(uri, &out_opts).map_err(|e| format!("--out {uri}: {e}"))?;
                 Some(OutPort::new(p.tx, cfg.open.batch, cfg.slot_size))
             }
             None => None,
@@ -144,8 +156,10 @@ pub fn run(
     }
     let t0 = Instant::now();
     let (shared, ctl, error) = match cfg.steering {
-        Steering::Dispatcher => dispatch(cfg, consumers, wshared, stop, t0, on)?,
-        Steering::Fanout | Steering::Queues => fanout(cfg, consumers, wshared, stop, t0, on)?,
+        Steering::Dispatcher => dispatch(cfg, ports, consumers, wshared, stop, t0, on)?,
+        Steering::Fanout | Steering::Queues => {
+            fanout(cfg, ports, consumers, wshared, stop, t0, on)?
+        }
     };
     // Stops accepting and removes the socket file; clients are not waited for.
     if let Some(c) = ctl {
@@ -162,13 +176,39 @@ pub fn run(
         .map(|p| p.display().to_string())
         .collect::<Vec<_>>());
     if let (true, Some(r)) = (cfg.merge, &cfg.write) {
-        let out = r.dir.join(format!("{}.pcapng", r.name));
-        let k = merge_files(&files, &out).map_err(|e| format!("--merge: {e}"))?;
+        let out = merged_path(&r.dir, &r.name);
+        let k = merge_files(&files, &out, r.overwrite).map_err(|e| format!("--merge: {e}"))?;
         report["files"] = json!([out.display().to_string()]);
         report["merged_records"] = json!(k);
     }
     report["final"] = json!(true);
     Ok(Finished { report, error })
+}
+
+/// The port group of fanout steering (one per process).
+fn fanout_group() -> u16 {
+    (std::process::id() & 0xffff) as u16
+}
+
+/// Open the port(s) the capture reads: one (dispatcher steering) or one
+/// per worker. Opened as inputs: a `pcap:` file that does not exist is an
+/// error, never a new empty file.
+fn open_inputs(cfg: &CaptureConfig) -> Result<Vec<Port>, String> {
+    let opts = OpenOptions {
+        role: PortRole::RxOnly,
+        ..cfg.open.clone()
+    };
+    if cfg.steering == Steering::Dispatcher {
+        let p = linerate_io::open(&cfg.port, &opts).map_err(|e| e.to_string())?;
+        return Ok(vec![p]);
+    }
+    let n = cfg.workers;
+    let mut ports = Vec::with_capacity(n);
+    for w in 0..n {
+        let u = worker_uri(cfg.steering, &cfg.port, fanout_group(), w, n)?;
+        ports.push(linerate_io::open(&u, &opts).map_err(|e| format!("worker {w}: {u}: {e}"))?);
+    }
+    Ok(ports)
 }
 
 /// A worker's analyser, if it runs one.
@@ -205,6 +245,7 @@ type Ended = (Arc<Shared>, Option<Server>, Option<String>);
 /// workers drain their rings and end, and are joined.
 fn dispatch(
     cfg: &CaptureConfig,
+    ports: Vec<Port>,
     consumers: Vec<Consumer>,
     wshared: Vec<Arc<WorkerShared>>,
     stop: &Arc<AtomicBool>,
@@ -212,7 +253,9 @@ fn dispatch(
     on: &mut dyn FnMut(Event<'_>),
 ) -> Result<Ended, String> {
     let (n, batch) = (cfg.workers, cfg.open.batch);
-    let mut port = linerate_io::open(&cfg.port, &cfg.open).map_err(|e| e.to_string())?;
+    let Some(mut port) = ports.into_iter().next() else {
+        return Err("capture: no port".into());
+    };
     let keep_ts = matches!(port.info.clock, "kernel-realtime" | "file");
     let offline = file_at_top_speed(&cfg.port);
     let (mut d, rxs) = Dispatcher::new(SteerConfig {
@@ -298,7 +341,10 @@ fn dispatch(
                     };
                     d.dispatch_one(p.bytes(), ts, now_ns);
                 }
-                port.rx.release(&mut b);
+                if let Err(e) = port.rx.release(&mut b) {
+                    rx_err = Some(e.to_string());
+                    break;
+                }
                 inbox.take(|key| {
                     let w = super::worker_of(&key, n);
                     d.forwarder_mut(w).shunt(&key);
@@ -401,6 +447,7 @@ fn worker_uri(
 /// the workers to stop (they close their files and publish their counts).
 fn fanout(
     cfg: &CaptureConfig,
+    ports: Vec<Port>,
     consumers: Vec<Consumer>,
     wshared: Vec<Arc<WorkerShared>>,
     stop: &Arc<AtomicBool>,
@@ -408,13 +455,9 @@ fn fanout(
     on: &mut dyn FnMut(Event<'_>),
 ) -> Result<Ended, String> {
     let n = cfg.workers;
-    let group = (std::process::id() & 0xffff) as u16;
-    let uri = worker_uri(cfg.steering, &cfg.port, group, 0, n)?;
-    let mut ports: Vec<Port> = Vec::with_capacity(n);
+    let uri = worker_uri(cfg.steering, &cfg.port, fanout_group(), 0, n)?;
     let mut fwds = Vec::with_capacity(n);
-    for w in 0..n {
-        let u = worker_uri(cfg.steering, &cfg.port, group, w, n)?;
-        ports.push(linerate_io::open(&u, &cfg.open).map_err(|e| format!("worker {w}: {u}: {e}"))?);
+    for _ in 0..n {
         fwds.push(Forwarder::new(cfg.forwarder.clone())?);
     }
     let (steering, how) = match cfg.steering {
@@ -537,7 +580,10 @@ fn fanout_worker(
                     }
                 }
             }
-            port.rx.release(&mut b);
+            if let Err(e) = port.rx.release(&mut b) {
+                port_err = Some(e.to_string());
+                break;
+            }
             for key in shunts.drain(..) {
                 fwd.shunt(&key);
             }

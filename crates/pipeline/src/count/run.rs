@@ -40,7 +40,7 @@ pub fn receive_loop(
         if n > 0 {
             // One clock read per batch (vDSO, no syscall).
             rx.on_batch(b.pkts(), monotonic_ns());
-            port.release(&mut b);
+            port.release(&mut b)?;
             got_any = true;
             empty = 0;
         } else {

@@ -3,7 +3,7 @@
 //! loop.
 
 use crate::fwd::{run_loop, Direction, Polling};
-use linerate_io::OpenOptions;
+use linerate_io::{OpenOptions, PortRole};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -51,8 +51,22 @@ impl Replay {
             batch: self.batch,
             ..OpenOptions::default()
         };
-        let src = linerate_io::open(&uri, &opts).map_err(|e| e.to_string())?;
-        let dst = linerate_io::open(&self.port, &opts).map_err(|e| e.to_string())?;
+        let src = linerate_io::open(
+            &uri,
+            &OpenOptions {
+                role: PortRole::RxOnly,
+                ..opts.clone()
+            },
+        )
+        .map_err(|e| e.to_string())?;
+        let dst = linerate_io::open(
+            &self.port,
+            &OpenOptions {
+                role: PortRole::TxOnly,
+                ..opts
+            },
+        )
+        .map_err(|e| e.to_string())?;
         let mut d = Direction::new("replay", src.rx, dst.tx, None, self.batch);
         let counters = d.counters.clone();
         let t0 = Instant::now();

@@ -6,7 +6,7 @@
 use super::run::{run_loop, rx_counters, Control, GenEnd};
 use super::{GenError, Generator, Profile};
 use crate::count::{receive_loop, Clock, Receiver, Until};
-use linerate_io::OpenOptions;
+use linerate_io::{OpenOptions, PortRole};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -70,6 +70,7 @@ impl GenSession {
         let names: Vec<String> = g.stream_names().iter().map(|s| s.to_string()).collect();
         let opts = OpenOptions {
             batch: setup.batch,
+            role: PortRole::TxOnly,
             ..OpenOptions::default()
         };
         let port = linerate_io::open(&setup.port, &opts).map_err(|e| e.to_string())?;
@@ -95,6 +96,7 @@ impl GenSession {
             Some(uri) => {
                 let ropts = OpenOptions {
                     busy_poll: false,
+                    role: PortRole::RxOnly,
                     ..opts.clone()
                 };
                 let mut rport = linerate_io::open(uri, &ropts).map_err(|e| e.to_string())?;

@@ -713,7 +713,8 @@ impl Datapath {
         cc.cls_matched.store(cs.matched, Relaxed);
         cc.subtables_searched.store(cs.subtables_searched, Relaxed);
         drop(table);
-        self.ports[pi].rx.release(&mut self.batch);
+        // Refused only for a batch of another port (a bug): an error of the run.
+        let released = self.ports[pi].rx.release(&mut self.batch);
         if profile {
             let t6 = rdtsc();
             let cy = &self.cycles;
@@ -727,7 +728,7 @@ impl Datapath {
         }
         match tx_err {
             Some(e) => Err(e),
-            None => Ok(n),
+            None => released.map(|()| n),
         }
     }
 
@@ -1105,8 +1106,9 @@ mod tests {
             }
             Ok(n)
         }
-        fn release(&mut self, b: &mut Batch) {
+        fn release(&mut self, b: &mut Batch) -> Result<(), PortError> {
             b.clear();
+            Ok(())
         }
         fn at_end(&self) -> bool {
             self.left == 0
@@ -1283,8 +1285,9 @@ mod tests {
             }
             Ok(n)
         }
-        fn release(&mut self, b: &mut Batch) {
+        fn release(&mut self, b: &mut Batch) -> Result<(), PortError> {
             b.clear();
+            Ok(())
         }
         fn at_end(&self) -> bool {
             self.left.load(Relaxed) == 0
