@@ -353,6 +353,31 @@ fn l2_learning_bridge_floods_nothing_after_learning() {
 /// The cap of the guard tests (frames/s).
 const CAP: f64 = 10_000.0;
 
+/// The guard tests' run: l2 on pa and pb, 64-byte frames, 0.2 s trials.
+const L2_SHORT: &[&str] = &[
+    "--port-a",
+    "pa",
+    "--port-b",
+    "pb",
+    "--port-mode",
+    "l2",
+    "--sizes",
+    "64",
+    "--trial",
+    "0.2",
+    "--no-report",
+    "--no-history",
+];
+
+/// Tester ports pa and pb with a learning bridge between them (the DuT).
+fn bridged(tag: &str) -> Net {
+    let net = Net::new(tag);
+    net.link("pa", "ra");
+    net.link("pb", "rb");
+    net.bridge(&["ra", "rb"]);
+    net
+}
+
 /// A port holding the default route is refused with one line naming it,
 /// the check and --force-port, before anything is sent; so are a port
 /// with a global address and one enslaved to a bridge. Forced, the run
@@ -365,29 +390,10 @@ fn own_links_are_refused_and_a_forced_port_stays_under_the_cap() {
     require_tool("ethtool");
     let _s = serial();
     let dir = TempDir::new("ext-own");
-    let net = Net::new("o");
-    net.link("pa", "ra");
-    net.link("pb", "rb");
-    net.bridge(&["ra", "rb"]);
+    let net = bridged("o");
     net.tester(&["ip", "route", "add", "default", "dev", "pb"]);
-    let mut args = vec![
-        "--port-a",
-        "pa",
-        "--port-b",
-        "pb",
-        "--port-mode",
-        "l2",
-        "--sizes",
-        "64",
-        "--trial",
-        "0.2",
-        "--repetitions",
-        "1",
-        "--b2b-trials",
-        "1",
-        "--no-report",
-        "--no-history",
-    ];
+    let mut args = L2_SHORT.to_vec();
+    args.extend_from_slice(&["--repetitions", "1", "--b2b-trials", "1"]);
     let refused = |extra: &[&str], port: &str, why: &str| {
         let tx0 = (net.tester_tx("pa"), net.tester_tx("pb"));
         let mut a = args.clone();
@@ -495,22 +501,10 @@ fn a_port_whose_link_goes_down_stops_the_run() {
     require_tool("ethtool");
     let _s = serial();
     let dir = TempDir::new("ext-down");
-    let net = Net::new("w");
-    net.link("pa", "ra");
-    net.link("pb", "rb");
-    net.bridge(&["ra", "rb"]);
+    let net = bridged("w");
     let json = dir.join("down.json");
-    let args = [
-        "--port-a",
-        "pa",
-        "--port-b",
-        "pb",
-        "--port-mode",
-        "l2",
-        "--sizes",
-        "64",
-        "--trial",
-        "0.2",
+    let mut args = L2_SHORT.to_vec();
+    args.extend_from_slice(&[
         "--repetitions",
         "200",
         "--no-latency",
@@ -520,9 +514,7 @@ fn a_port_whose_link_goes_down_stops_the_run() {
         "none",
         "--max-rate",
         "10kpps",
-        "--no-report",
-        "--no-history",
-    ];
+    ]);
     let mut p = net.spawn_bench(&args, &json);
     let lines = stderr_lines(&mut p);
     wait_line(&lines, Duration::from_secs(60), "the second search", |l| {
