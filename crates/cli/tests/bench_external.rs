@@ -8,13 +8,18 @@
 //! three pairs of runs: the spread is a 95 % interval). l2: a learning
 //! bridge with a third port: after the learning frames, no frame of the
 //! trials is flooded to the third port. Nothing on the interfaces is left
-//! changed (no XDP program, no address). Needs root and ethtool.
+//! changed (no XDP program, no address). Guards: a port that looks like
+//! one of the machine's own links (default route, global address, a
+//! master) is refused with one line unless forced; `--max-rate` bounds
+//! every trial; a port whose link goes down stops the run. Needs root and
+//! ethtool.
 
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
 
 mod support;
-use support::{require_root, require_tool, Proc, TempDir, EXE};
+use support::{drain_lines, require_root, require_tool, wait_line, Proc, TempDir, EXE};
 
 /// One bench at a time (they share the CPUs they measure with).
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -106,14 +111,47 @@ impl Net {
         v.extend_from_slice(args);
         sh(&v);
     }
+    fn tester(&self, args: &[&str]) {
+        let mut v = vec!["ip", "netns", "exec", &self.tester];
+        v.extend_from_slice(args);
+        sh(&v);
+    }
+    /// A learning bridge br0 in the DuT's namespace over `ports`: no STP,
+    /// no multicast snooping, no multicast from the bridge itself (it sends
+    /// nothing of its own).
+    fn bridge(&self, ports: &[&str]) {
+        self.dut(&[
+            "ip",
+            "link",
+            "add",
+            "br0",
+            "type",
+            "bridge",
+            "stp_state",
+            "0",
+            "mcast_snooping",
+            "0",
+        ]);
+        self.dut(&["ip", "link", "set", "br0", "multicast", "off"]);
+        for p in ports {
+            self.dut(&["ip", "link", "set", p, "master", "br0"]);
+        }
+        self.dut(&["ip", "link", "set", "br0", "up"]);
+    }
+    /// tx_packets of a tester port (the kernel's count of what left it).
+    fn tester_tx(&self, p: &str) -> u64 {
+        linerate_measure::testbed::iface_stats(&self.tester, p)
+            .unwrap()
+            .tx_packets
+    }
     /// tx_packets of a DuT port.
     fn tx_packets(&self, d: &str) -> u64 {
         linerate_measure::testbed::iface_stats(&self.dut, d)
             .unwrap()
             .tx_packets
     }
-    /// The bench, in the tester's namespace; (status, stderr, JSON).
-    fn bench(&self, args: &[&str], json: &std::path::Path) -> (bool, String, serde_json::Value) {
+    /// The bench started in the tester's namespace (killed on drop).
+    fn spawn_bench(&self, args: &[&str], json: &std::path::Path) -> Proc {
         let child = Command::new("ip")
             .args(["netns", "exec", &self.tester, EXE, "bench"])
             .args(args)
@@ -123,13 +161,15 @@ impl Net {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let out = Proc(Some(child)).wait_output(Duration::from_secs(300), "bench");
+        Proc(Some(child))
+    }
+    /// The bench, in the tester's namespace; (status, stderr, JSON).
+    fn bench(&self, args: &[&str], json: &std::path::Path) -> (bool, String, serde_json::Value) {
+        let out = self
+            .spawn_bench(args, json)
+            .wait_output(Duration::from_secs(300), "bench");
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        let v = std::fs::read_to_string(json)
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or(serde_json::Value::Null);
-        (out.status.success(), err, v)
+        (out.status.success(), err, read_json(json))
     }
     /// No XDP program and no address on the tester's ports.
     fn untouched(&self, ports: &[&str]) {
@@ -143,6 +183,30 @@ impl Net {
             assert!(!t.contains("inet "), "{p}: {t}");
         }
     }
+}
+
+/// The JSON the bench wrote (null when there is none).
+fn read_json(json: &std::path::Path) -> serde_json::Value {
+    std::fs::read_to_string(json)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(serde_json::Value::Null)
+}
+
+/// A child's stderr line by line, from a thread of its own (for
+/// [`wait_line`]); the receiver ends with the stream.
+fn stderr_lines(p: &mut Proc) -> Receiver<String> {
+    use std::io::BufRead;
+    let err = p.0.as_mut().unwrap().stderr.take().expect("stderr piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    rx
 }
 
 impl Drop for Net {
@@ -259,25 +323,8 @@ fn l2_learning_bridge_floods_nothing_after_learning() {
     net.link("pa", "ra");
     net.link("pb", "rb");
     net.link("pc", "rc");
-    // No STP, no multicast snooping, no multicast from the bridge itself:
-    // it sends nothing of its own out of the third port.
-    net.dut(&[
-        "ip",
-        "link",
-        "add",
-        "br0",
-        "type",
-        "bridge",
-        "stp_state",
-        "0",
-        "mcast_snooping",
-        "0",
-    ]);
-    net.dut(&["ip", "link", "set", "br0", "multicast", "off"]);
-    for p in ["ra", "rb", "rc"] {
-        net.dut(&["ip", "link", "set", p, "master", "br0"]);
-    }
-    net.dut(&["ip", "link", "set", "br0", "up"]);
+    // The bridge sends nothing of its own out of the third port.
+    net.bridge(&["ra", "rb", "rc"]);
     let rc0 = net.tx_packets("rc");
     let mut args = vec!["--port-a", "pa", "--port-b", "pb", "--port-mode", "l2"];
     args.extend_from_slice(COMMON);
@@ -300,5 +347,201 @@ fn l2_learning_bridge_floods_nothing_after_learning() {
         flooded <= 4,
         "{flooded} frames flooded to the third port of {sent} sent"
     );
+    net.untouched(&["pa", "pb"]);
+}
+
+/// The cap of the guard tests (frames/s).
+const CAP: f64 = 10_000.0;
+
+/// The guard tests' run: l2 on pa and pb, 64-byte frames, 0.2 s trials.
+const L2_SHORT: &[&str] = &[
+    "--port-a",
+    "pa",
+    "--port-b",
+    "pb",
+    "--port-mode",
+    "l2",
+    "--sizes",
+    "64",
+    "--trial",
+    "0.2",
+    "--no-report",
+    "--no-history",
+];
+
+/// Tester ports pa and pb with a learning bridge between them (the DuT).
+fn bridged(tag: &str) -> Net {
+    let net = Net::new(tag);
+    net.link("pa", "ra");
+    net.link("pb", "rb");
+    net.bridge(&["ra", "rb"]);
+    net
+}
+
+/// A port holding the default route is refused with one line naming it,
+/// the check and --force-port, before anything is sent; so are a port
+/// with a global address and one enslaved to a bridge. Forced, the run
+/// goes ahead under --max-rate 10kpps: every trial (the check, the probe,
+/// latency, frame loss, back-to-back) asks for at most the cap and offers
+/// no more, and the kernel counted no more leaving port A over the run.
+#[test]
+fn own_links_are_refused_and_a_forced_port_stays_under_the_cap() {
+    require_root();
+    require_tool("ethtool");
+    let _s = serial();
+    let dir = TempDir::new("ext-own");
+    let net = bridged("o");
+    net.tester(&["ip", "route", "add", "default", "dev", "pb"]);
+    let mut args = L2_SHORT.to_vec();
+    args.extend_from_slice(&["--repetitions", "1", "--b2b-trials", "1"]);
+    let refused = |extra: &[&str], port: &str, why: &str| {
+        let tx0 = (net.tester_tx("pa"), net.tester_tx("pb"));
+        let mut a = args.clone();
+        a.extend_from_slice(extra);
+        let (ok, err, _) = net.bench(&a, &dir.join("refused.json"));
+        assert!(!ok, "{err}");
+        let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{err}");
+        for want in [port, why, "--force-port"] {
+            assert!(lines[0].contains(want), "{want:?} in {err}");
+        }
+        assert_eq!(
+            (net.tester_tx("pa"), net.tester_tx("pb")),
+            tx0,
+            "nothing sent"
+        );
+    };
+    refused(&[], "--port-b pb", "default route");
+    // Forcing the other port leaves this one refused.
+    refused(&["--force-port", "pa"], "--port-b pb", "default route");
+    // Port A with a global address, then enslaved to a bridge.
+    net.tester(&["ip", "addr", "add", "10.93.0.2/24", "dev", "pa"]);
+    refused(
+        &["--force-port", "pb"],
+        "--port-a pa",
+        "global address 10.93.0.2",
+    );
+    net.tester(&["ip", "addr", "flush", "dev", "pa"]);
+    net.tester(&["ip", "link", "add", "brt", "type", "bridge"]);
+    net.tester(&["ip", "link", "set", "pa", "master", "brt"]);
+    refused(&["--force-port", "pb"], "--port-a pa", "enslaved to brt");
+    net.tester(&["ip", "link", "set", "pa", "nomaster"]);
+    net.untouched(&["pa", "pb"]);
+
+    args.extend_from_slice(&["--force-port", "pb", "--max-rate", "10kpps"]);
+    let (tx0, t0) = (net.tester_tx("pa"), Instant::now());
+    let (ok, err, v) = net.bench(&args, &dir.join("capped.json"));
+    let (tx, secs) = (net.tester_tx("pa") - tx0, t0.elapsed().as_secs_f64());
+    assert!(ok, "{err}");
+    assert_eq!(
+        v["procedures"]["max_rate"]["pps"], CAP,
+        "{}",
+        v["procedures"]
+    );
+    let r = &v["results"][0];
+    assert_eq!(r["status"], "ok", "{r}");
+    let s = &r["sizes"][0];
+    let mut trials: Vec<&serde_json::Value> = s["trials"].as_array().unwrap().iter().collect();
+    trials.push(&r["check"]);
+    for p in ["check", "probe", "latency", "frame-loss", "back-to-back"] {
+        assert!(trials.iter().any(|t| t["procedure"] == p), "no {p} trial");
+    }
+    // Every trial's schedule asks for at most the cap. Its offered rate is
+    // the generator's count over the time its stamps (every 64th frame)
+    // span, scaled to every frame, less the gaps of a slipped schedule
+    // (latency trials). The schedule never runs ahead of the rate asked,
+    // but a frame that left late (the generator preempted; the frames due
+    // meanwhile catch up) shortens the span by up to that lateness, and
+    // gaps before the first stamp are taken off a span that never had
+    // them, so on a busy machine the figure reads above the rate asked by
+    // up to (late + gaps) / span (seen: +2.1 % for a 4 ms stall in
+    // 0.2 s). With >= 1000 frames the span is at least 7/8 of tx_seconds;
+    // 1 % more for rounding. Invalid trials (repeated) are the bench's own
+    // verdict that the figure is not the schedule's. The kernel's count
+    // below is the hard bound over the run.
+    for t in &trials {
+        let asked = t["requested_pps"].as_f64().unwrap_or(f64::INFINITY);
+        assert!(asked <= CAP, "{t}");
+        if !t["invalid"].as_array().unwrap().is_empty() {
+            continue;
+        }
+        let num = |k: &str| t[k].as_f64().unwrap();
+        let off = (num("gen_late_max_us") + num("gen_slipped_us")) / 1e6;
+        assert!(num("sent") >= 1000.0, "{t}");
+        let tol = 1.0
+            + linerate_measure::bench::rfc2544::OFFERED_TOLERANCE
+            + 2.0 * off / num("tx_seconds");
+        assert!(num("offered_pps") <= CAP * tol, "{t}");
+    }
+    // What left port A over the whole run, by the kernel's count.
+    assert!(
+        tx as f64 <= CAP * secs,
+        "{tx} frames left pa in {secs:.1} s"
+    );
+    // A probe that passed at the cap makes the size a bound: ">=" (the
+    // generator may fall short of the cap on a busy machine: then it is
+    // the generator's limit, not the cap's).
+    let probe = trials.iter().find(|t| t["procedure"] == "probe").unwrap();
+    if probe["lost"] == 0 && probe["invalid"].as_array().unwrap().is_empty() {
+        assert_eq!(s["generator_limited"], true, "{s}");
+        let at_cap = probe["offered_pps"].as_f64().unwrap() >= CAP * 0.99;
+        assert_eq!(s["rate_capped"], at_cap, "{probe}");
+        assert!(s["throughput_pps"].as_f64().unwrap() <= CAP);
+    }
+    net.untouched(&["pa", "pb"]);
+}
+
+/// Port B's link goes down mid-run (its peer in the DuT's namespace set
+/// down): the run stops at the next trial with one error line naming the
+/// port, long before its searches were done, and the sink's XDP program is
+/// gone from the port.
+#[test]
+fn a_port_whose_link_goes_down_stops_the_run() {
+    require_root();
+    require_tool("ethtool");
+    let _s = serial();
+    let dir = TempDir::new("ext-down");
+    let net = bridged("w");
+    let json = dir.join("down.json");
+    let mut args = L2_SHORT.to_vec();
+    args.extend_from_slice(&[
+        "--repetitions",
+        "200",
+        "--no-latency",
+        "--frame-loss-sizes",
+        "none",
+        "--b2b-sizes",
+        "none",
+        "--max-rate",
+        "10kpps",
+    ]);
+    let mut p = net.spawn_bench(&args, &json);
+    let lines = stderr_lines(&mut p);
+    wait_line(&lines, Duration::from_secs(60), "the second search", |l| {
+        l.contains("search 2:").then_some(())
+    });
+    net.dut(&["ip", "link", "set", "rb", "down"]);
+    let rest = drain_lines(
+        &lines,
+        Duration::from_secs(60),
+        "the bench after the link went down",
+    );
+    let out = p.wait_output(Duration::from_secs(10), "bench");
+    assert!(!out.status.success(), "{rest:?}");
+    let last = rest.last().map(String::as_str).unwrap_or("");
+    assert!(
+        last.starts_with("linerate: error: ") && last.contains("--port-b pb: link down"),
+        "{rest:?}"
+    );
+    let r = &read_json(&json)["results"][0];
+    assert!(
+        r["status"]
+            .as_str()
+            .unwrap()
+            .starts_with("failed: --port-b pb: link down"),
+        "{r}"
+    );
+    let searches = r["sizes"][0]["searches"].as_array().map_or(0, Vec::len);
+    assert!(searches < 200, "{searches} searches: the run went on");
     net.untouched(&["pa", "pb"]);
 }

@@ -1,6 +1,7 @@
 //! Fuzz bodies for the files and protocols this crate reads: the
 //! experiment file and its observations (CSV), the bench's history lines,
-//! DuT spec files and the watchdog's registration lines. Each takes arbitrary bytes and asserts invariants
+//! DuT spec files, the watchdog's registration lines and the bench's
+//! frame sizes (`--sizes`). Each takes arbitrary bytes and asserts invariants
 //! that must hold for any input; a panic is a bug. The cargo-fuzz targets
 //! in `fuzz/` call them.
 
@@ -162,6 +163,36 @@ pub fn fuzz_history(data: &[u8]) {
     }
 }
 
+/// Arbitrary bytes as a frame size on the command line (`--sizes`, lossy
+/// UTF-8): no panic; an error is one line; a size that parses is valid,
+/// has a positive number of bytes on the wire, and its label parses back
+/// to it (also with spaces around and in capitals).
+pub fn fuzz_frame_size(data: &[u8]) {
+    use crate::frame_size::{self, IMIX};
+    let s = String::from_utf8_lossy(data);
+    let v = match frame_size::parse(&s) {
+        Ok(v) => v,
+        Err(e) => {
+            assert!(
+                !e.contains('\n') && !e.contains('\r'),
+                "multi-line error: {e:?}"
+            );
+            return;
+        }
+    };
+    assert!(frame_size::is_valid(v), "{s:?} parsed to {v}");
+    let b = frame_size::wire_bytes(v);
+    assert!(
+        b.is_finite() && (64.0..=1518.0).contains(&b),
+        "{v}: {b} bytes"
+    );
+    let l = frame_size::label(v);
+    assert_eq!(frame_size::parse(&l), Ok(v), "label {l:?}");
+    assert_eq!(frame_size::parse(&format!(" {} ", l.to_uppercase())), Ok(v));
+    assert!(frame_size::label_b(v).starts_with(&l));
+    assert_eq!(v == IMIX, l == "imix");
+}
+
 /// Arbitrary text as a DuT spec file (`linerate bench --dut-file`): no
 /// panic; an error is one line naming the file; a spec that parses expands
 /// every command with made-up values and into its `sh` text (placeholders
@@ -274,5 +305,20 @@ mod tests {
         fuzz_guard(
             b"bed lr-1\npid 1234 99\ngroup 1234\npeer ns /x.sh\npeerlimit 9 ns /y.sh\nunbed lr-1\ndone\n",
         );
+        for s in [
+            "64",
+            "imix",
+            " IMIX ",
+            "1518",
+            "63",
+            "1519",
+            "+64",
+            "064",
+            "6\u{4e00}4",
+            "",
+        ] {
+            fuzz_frame_size(s.as_bytes());
+        }
+        fuzz_frame_size(b"\xff64");
     }
 }

@@ -159,10 +159,13 @@ pub fn open(uri: &Uri, opts: &OpenOptions) -> Result<Port, PortError> {
     }
 }
 
+mod fuzz;
 mod pace;
 mod read;
 mod rx;
 mod write;
+
+pub use fuzz::fuzz_chunked;
 
 use pace::Pace;
 pub use read::ReadStats;

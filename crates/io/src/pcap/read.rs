@@ -143,23 +143,31 @@ impl Reader {
                 .map_err(|e| format!("cannot read: {e}"))?;
             Reader::from_bytes(data, max_pkt)
         } else {
-            Reader {
-                file: Some(f),
-                buf: vec![0u8; CHUNK],
-                pos: 0,
-                end: 0,
-                base: 0,
-                eof: false,
-                whole: false,
-                fmt: Fmt::Start,
-                max_pkt,
-                last_ts: 0,
-                stats: ReadStats::default(),
-                first_format: "",
-            }
+            Reader::chunked(f, CHUNK, max_pkt)
         };
         r.prime()?;
         Ok(r)
+    }
+
+    /// A reader over `f` from its current offset (the start), refilled
+    /// `chunk` bytes at a time (files over [`CHUNK`]; small chunks in
+    /// fuzzing). A record that does not fit in `chunk` bytes ends the
+    /// pass as truncated. Call [`Reader::prime`] next.
+    pub(super) fn chunked(f: File, chunk: usize, max_pkt: usize) -> Reader {
+        Reader {
+            file: Some(f),
+            buf: vec![0u8; chunk],
+            pos: 0,
+            end: 0,
+            base: 0,
+            eof: false,
+            whole: false,
+            fmt: Fmt::Start,
+            max_pkt,
+            last_ts: 0,
+            stats: ReadStats::default(),
+            first_format: "",
+        }
     }
 
     /// A reader over bytes held in memory (small files, fuzzing).
@@ -333,6 +341,9 @@ impl Reader {
     /// Start a new pass from the beginning of the file.
     pub(super) fn rewind(&mut self) -> ParseResult<()> {
         self.fmt = Fmt::Start;
+        // An SPB before the first EPB takes 0 as on the first pass, not
+        // the last timestamp of the pass before.
+        self.last_ts = 0;
         if self.whole {
             self.pos = 0;
             return Ok(());

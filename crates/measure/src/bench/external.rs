@@ -15,6 +15,14 @@
 //! Nothing on the interfaces is changed: no address, no sysctl; the XDP
 //! program (the sink on B) hangs off a BPF link, which the kernel removes
 //! when the process ends, however it ends.
+//!
+//! Guards, since a port named by mistake is one of the machine's own
+//! links: a port that holds a default route, has a global address or is
+//! enslaved to a bridge or bond is refused before anything is sent unless
+//! it is in `force_ports` ([`super::own_link`]); `--max-rate` caps every
+//! trial ([`super::rfc2544::Rfc2544Config::max_rate`]); a port whose link
+//! goes down stops the run at the next trial, the sink's program detached
+//! on the way out.
 
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,6 +54,41 @@ pub struct External {
     /// The sink's interface (traffic from the DuT arrives here).
     pub port_b: String,
     pub mode: ExtMode,
+    /// Ports measured even though they look like the machine's own links
+    /// (`--force-port`).
+    pub force_ports: Vec<String>,
+}
+
+impl External {
+    /// The ports may be used: two different ones, neither one of the
+    /// machine's own links unless forced, and every forced one a port. An
+    /// error is one line naming the option and the check that failed.
+    pub fn check(&self) -> Result<(), String> {
+        if self.port_a == self.port_b {
+            return Err(format!("--port-a and --port-b are both {}", self.port_a));
+        }
+        if let Some(f) = self
+            .force_ports
+            .iter()
+            .find(|f| **f != self.port_a && **f != self.port_b)
+        {
+            return Err(format!(
+                "--force-port {f}: not --port-a ({}) or --port-b ({})",
+                self.port_a, self.port_b
+            ));
+        }
+        for (opt, p) in self.ports() {
+            if !self.force_ports.contains(p) {
+                super::own_link::refuse_own(opt, p)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// (option, interface) of both ports.
+    fn ports(&self) -> [(&'static str, &String); 2] {
+        [("--port-a", &self.port_a), ("--port-b", &self.port_b)]
+    }
 }
 
 /// Between the learning frames of port B, of port A and the first trial.
@@ -73,8 +116,54 @@ pub fn iface_mac(ifname: &str) -> Result<[u8; 6], String> {
 /// Whether `ifname` is up (its operational state is "up" or "unknown",
 /// which some virtual drivers report).
 pub fn iface_up(ifname: &str) -> bool {
+    operstate(ifname).is_some_and(|s| matches!(s.as_str(), "up" | "unknown"))
+}
+
+/// The operational state of `ifname` ("up", "down", "lowerlayerdown", ...).
+fn operstate(ifname: &str) -> Option<String> {
+    if ifname.is_empty() || ifname.contains('/') || ifname.starts_with('.') {
+        return None;
+    }
     std::fs::read_to_string(format!("/sys/class/net/{ifname}/operstate"))
-        .is_ok_and(|s| matches!(s.trim(), "up" | "unknown"))
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// Both ports up, or an error naming the first that is not.
+fn links_up(ext: &External) -> Result<(), String> {
+    for (opt, p) in ext.ports() {
+        if !iface_up(p) {
+            return Err(format!(
+                "{opt} {p}: link down (operstate {}): run stopped",
+                operstate(p).unwrap_or_else(|| "gone".into())
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Trials that stop the run when a port's link goes down: both links are
+/// looked at before and after every trial (a trial on a dead link measures
+/// nothing, and the run's error says which link it was).
+struct Watched<'t, T> {
+    inner: &'t mut T,
+    ext: &'t External,
+}
+
+impl<T: super::rfc2544::Trials> super::rfc2544::Trials for Watched<'_, T> {
+    fn trial(
+        &mut self,
+        spec: &super::rfc2544::TrialSpec,
+    ) -> Result<super::rfc2544::TrialRecord, String> {
+        links_up(self.ext)?;
+        let rec = self.inner.trial(spec)?;
+        links_up(self.ext)?;
+        Ok(rec)
+    }
+
+    fn stopped(&self) -> bool {
+        self.inner.stopped()
+    }
 }
 
 /// A raw packet socket on one interface of this namespace, for ARP and
@@ -360,15 +449,12 @@ fn session(
     use linerate_io::xdp::AttachMode;
     let fail = |m: String| DutError::Failed(m);
     let name = "external";
-    if ext.port_a == ext.port_b {
-        return Err(fail(format!(
-            "--port-a and --port-b are both {}",
-            ext.port_a
-        )));
-    }
+    // Checked by the command line before the run too (a refusal is then
+    // its one line); here for every other caller.
+    ext.check().map_err(fail)?;
     let mac_a = iface_mac(&ext.port_a).map_err(|e| fail(format!("--port-a: {e}")))?;
     let mac_b = iface_mac(&ext.port_b).map_err(|e| fail(format!("--port-b: {e}")))?;
-    for (opt, p) in [("--port-a", &ext.port_a), ("--port-b", &ext.port_b)] {
+    for (opt, p) in ext.ports() {
         if !iface_up(p) {
             return Err(fail(format!("{opt} {p}: the interface is not up")));
         }
@@ -458,16 +544,11 @@ fn session(
         sink_if: ext.port_b.clone(),
         dut: None,
     };
-    let mut trials = super::trial::BedTrials::new(
-        ends,
-        &mut sink,
-        addrs,
-        cfg.gen_cpu,
-        cfg.flows,
-        cfg.ts_every,
-        stop.clone(),
-    );
-    trials.settle = cfg.procedures.settle;
+    let mut bed_trials = super::bed_trials(ends, &mut sink, addrs, cfg, stop);
+    let mut trials = Watched {
+        inner: &mut bed_trials,
+        ext,
+    };
     let size0 = cfg.procedures.sizes.first().copied().unwrap_or(64);
     let (ready_s, check) = super::ready_and_check(
         &mut trials,
@@ -488,6 +569,9 @@ fn session(
         rfc2544::further_pass(&cfg.procedures, &mut trials, &mut r.sizes, rep, &mut p)
             .map_err(&fail)?;
     }
+    // Every way out of here (a link down included) drops the trials'
+    // generator, the ARP responder, the relearning and the sink, whose XDP
+    // program is detached then, before the run's result is reported.
     Ok(())
 }
 

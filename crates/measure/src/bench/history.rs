@@ -100,6 +100,11 @@ pub const METHOD: u32 = 2;
 /// The settings that change a result besides the machine.
 pub fn settings(cfg: &Rfc2544Bench) -> String {
     let p = &cfg.procedures;
+    // A cap moves the results (capped sizes are bounds); said only when
+    // set, so runs without one keep matching the earlier ones.
+    let cap = p
+        .max_rate
+        .map_or(String::new(), |m| format!("; max rate {m:?}"));
     format!(
         "method {METHOD}; trial {} s; loss tolerance {}; {}; resolution {}; {} searches; \
          generator CPU {}, DuT CPU {}; {} flows; threaded NAPI {}; RPS {}; sink CPU {:?}; \
@@ -121,7 +126,7 @@ pub fn settings(cfg: &Rfc2544Bench) -> String {
         cfg.sink_cpu,
         p.settle.as_secs_f64(),
         p.final_trial.map(|d| d.as_secs_f64())
-    )
+    ) + &cap
 }
 
 /// This run, for the history file: every DuT that finished, at every size

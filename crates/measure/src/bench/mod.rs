@@ -14,6 +14,7 @@ pub mod dut_switch;
 pub mod external;
 pub mod history;
 pub mod markdown;
+pub mod own_link;
 pub mod rfc2544;
 pub mod session;
 pub mod text;
@@ -53,6 +54,8 @@ pub struct BenchConfig {
     pub env: DutEnv,
     /// Test bed names: this prefix + a counter (None: unique default names).
     pub bed_prefix: Option<String>,
+    /// The most the generator offers (`--max-rate`; None: its top speed).
+    pub max_rate: Option<rfc2544::MaxRate>,
 }
 
 /// One measured trial.
@@ -325,17 +328,17 @@ pub struct EmptyBed {
 /// cleanly and the sink takes at every size.
 pub const EMPTY_BED_PPS: f64 = 1e6;
 
-/// Trials on `bed` as `cfg` sets them up (generator CPU, flows, stamps,
-/// restabilisation wait).
-fn bed_trials<'a>(
-    bed: &'a Testbed,
+/// Trials between `ends` as `cfg` sets them up (generator CPU, flows,
+/// stamps, restabilisation wait, rate cap).
+pub(crate) fn bed_trials<'a>(
+    ends: trial::Ends,
     sink: &'a mut XdpCount,
     addrs: FrameAddrs,
     cfg: &Rfc2544Bench,
     stop: &Arc<AtomicBool>,
 ) -> trial::BedTrials<'a> {
     let mut t = trial::BedTrials::new(
-        trial::Ends::of_bed(bed),
+        ends,
         sink,
         addrs,
         cfg.gen_cpu,
@@ -344,6 +347,7 @@ fn bed_trials<'a>(
         stop.clone(),
     );
     t.settle = cfg.procedures.settle;
+    t.max_rate = cfg.procedures.max_rate;
     t
 }
 
@@ -372,13 +376,17 @@ pub fn empty_bed(
             .map_err(|e| e.to_string())?
             .map_err(|e| format!("sink counter on d0: {e}"))?;
         let addrs = FrameAddrs::for_mode(bed.info(), testbed::DutMode::None);
-        let mut t = bed_trials(&bed, &mut sink, addrs, cfg, stop).direct();
+        let ends = trial::Ends::of_bed(&bed);
+        let mut t = bed_trials(ends, &mut sink, addrs, cfg, stop).direct();
         let mut out = Vec::new();
         for &size in &cfg.procedures.sizes {
             if stop.load(Ordering::SeqCst) {
                 break;
             }
-            let rate = EMPTY_BED_PPS;
+            let rate = cfg
+                .procedures
+                .capped(size, Some(EMPTY_BED_PPS))
+                .unwrap_or(EMPTY_BED_PPS);
             let spec = rfc2544::TrialSpec {
                 frame_size: size,
                 rate_pps: Some(rate),
@@ -655,11 +663,12 @@ fn rfc2544_dut(
                 rps: cfg.rps,
                 bed_prefix: None,
                 env: cfg.env.clone(),
+                max_rate: cfg.procedures.max_rate,
             };
             place_napi(&bed, &bc).map_err(failed)?;
         }
         let addrs = FrameAddrs::for_mode(bed.info(), d.mode());
-        let mut trials = bed_trials(&bed, &mut sink, addrs, cfg, stop);
+        let mut trials = bed_trials(trial::Ends::of_bed(&bed), &mut sink, addrs, cfg, stop);
         if let Some(rs) = rev_sink.as_mut() {
             trials = trials.both_ways(
                 rs,
@@ -814,7 +823,8 @@ fn trial(cfg: &BenchConfig, d: &mut dyn Dut, stop: &Arc<AtomicBool>) -> Result<T
         let frame = udp_frame(&a, cfg.frame_len);
         let gstop = Arc::new(AtomicBool::new(false));
         let total = cfg.warmup + cfg.duration + Duration::from_secs(2);
-        let (gen_cpu, flows) = (cfg.gen_cpu, cfg.flows);
+        let (gen_cpu, flows, max_rate) = (cfg.gen_cpu, cfg.flows, cfg.max_rate);
+        let frame_len = cfg.frame_len;
         let gs = gstop.clone();
         let outer_stop = stop.clone();
         let ns = ns_gen.clone();
@@ -830,6 +840,8 @@ fn trial(cfg: &BenchConfig, d: &mut dyn Dut, stop: &Arc<AtomicBool>) -> Result<T
                     },
                 )
                 .map_err(|e| e.to_string())?;
+                g.set_rate(max_rate.map(|m| m.pps(frame_len as u32 + 4)))
+                    .map_err(|e| e.to_string())?;
                 // Stop on either flag: the trial's or the user's.
                 let both = Arc::new(AtomicBool::new(false));
                 let b2 = both.clone();

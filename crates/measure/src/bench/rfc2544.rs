@@ -48,6 +48,12 @@
 //! and run again, up to [`INVALID_REPEATS`] times; one still invalid then
 //! counts as a fail (a rate that cannot be offered cleanly is not
 //! credited).
+//!
+//! A rate cap ([`Rfc2544Config::max_rate`], `--max-rate`) bounds every
+//! trial: the probe and the back-to-back bursts run paced at the cap
+//! instead of the generator's top speed, and no procedure asks for more;
+//! a size whose probe at the cap passed is marked as a bound
+//! ([`SizeResult::rate_capped`], with `generator_limited`: ">=").
 
 use serde::Serialize;
 use std::time::Duration;
@@ -413,7 +419,10 @@ impl TrialRecord {
                 why.push(format!("the generator sent {} of {n} frames", self.sent));
             }
         }
-        if let (Some(r), true) = (spec.rate_pps, self.sent > 0) {
+        // A probe asks for the most that may be offered (the cap, or the
+        // top speed): falling short of it is what it measures, not a fault.
+        let paced = spec.procedure != Procedure::Probe;
+        if let (Some(r), true, true) = (spec.rate_pps, self.sent > 0, paced) {
             if self.offered_pps < r * (1.0 - OFFERED_TOLERANCE) {
                 why.push(format!(
                     "offered {} ({:.1} % under the rate asked)",
@@ -506,6 +515,55 @@ pub struct Rfc2544Config {
     pub back_to_back_max: Duration,
     /// Back-to-back searches per size (RFC 2544 asks for 50; the mean is reported).
     pub back_to_back_trials: usize,
+    /// The most the bench offers (`--max-rate`; None: the generator's top
+    /// speed): the probe and the back-to-back bursts are paced at it and
+    /// no trial asks for more.
+    pub max_rate: Option<MaxRate>,
+}
+
+/// A rate cap: frames/s, or a bit rate on the wire, which is a frame rate
+/// at each size (L1: frame, FCS, preamble and inter-frame gap, as a link's
+/// speed counts; L2: frame and FCS).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MaxRate {
+    Pps(f64),
+    Bps { bps: f64, l1: bool },
+}
+
+/// The least rate cap, frames/s: the readiness and check trials send 2000
+/// frames (2 s here) and a search needs some frames per trial.
+pub const MIN_CAP_PPS: f64 = 1000.0;
+
+/// Bytes of preamble, start delimiter and inter-frame gap per frame.
+const L1_OVERHEAD: f64 = 20.0;
+
+impl MaxRate {
+    /// Frames/s at `size` (bytes on the wire with FCS; the IMIX's mean).
+    pub fn pps(&self, size: u32) -> f64 {
+        match *self {
+            MaxRate::Pps(p) => p,
+            MaxRate::Bps { bps, l1 } => {
+                let extra = if l1 { L1_OVERHEAD } else { 0.0 };
+                bps / 8.0 / (crate::frame_size::wire_bytes(size) + extra)
+            }
+        }
+    }
+}
+
+impl Rfc2544Config {
+    /// The cap at `size` (frames/s), if there is one.
+    pub fn cap(&self, size: u32) -> Option<f64> {
+        self.max_rate.map(|m| m.pps(size))
+    }
+
+    /// `rate` under the cap (None, the generator's top speed: the cap).
+    pub fn capped(&self, size: u32, rate: Option<f64>) -> Option<f64> {
+        match (rate, self.cap(size)) {
+            (Some(r), Some(c)) => Some(r.min(c)),
+            (r, c) => r.or(c),
+        }
+    }
 }
 
 impl Default for Rfc2544Config {
@@ -528,6 +586,7 @@ impl Default for Rfc2544Config {
             back_to_back_sizes: vec![64],
             back_to_back_max: Duration::from_millis(500),
             back_to_back_trials: 2,
+            max_rate: None,
         }
     }
 }
@@ -615,6 +674,10 @@ pub struct SizeResult {
     pub pdr_max_pps: Option<f64>,
     /// The generator's top speed passed: the DuT is faster than the generator.
     pub generator_limited: bool,
+    /// The probe at the rate cap ([`Rfc2544Config::max_rate`]) passed: the
+    /// throughput is at least the cap (`generator_limited` is set too: the
+    /// offer, not the DuT, was the limit).
+    pub rate_capped: bool,
     /// Index of the latency trial.
     pub latency_trial: Option<usize>,
     /// Every latency trial (`latency_trials` of the configuration; the
@@ -688,6 +751,7 @@ impl SizeResult {
             pdr_min_pps: None,
             pdr_max_pps: None,
             generator_limited: false,
+            rate_capped: false,
             latency_trial: None,
             latency_trials: Vec::new(),
             latency_merged: None,
@@ -774,6 +838,9 @@ impl Latency {
 /// frames the sink did not count (foreign, late, duplicated).
 pub fn size_notes(s: &SizeResult) -> Vec<String> {
     let mut n = Vec::new();
+    if s.rate_capped {
+        n.push("the probe at the rate cap (--max-rate) passed: a lower bound".into());
+    }
     let invalid = s.trials.iter().filter(|t| !t.invalid.is_empty()).count();
     let counted_invalid = s
         .trials
@@ -915,7 +982,7 @@ fn repetition(
         "top speed",
         progress,
     )?;
-    let bounds = (probe.offered_pps, probe.forwarded_pps);
+    let bounds = probe_bounds(cfg, &probe);
     let passed = passes(&probe, cfg);
     let i = r.push(probe);
     if passed {
@@ -980,7 +1047,9 @@ pub(crate) fn pooled_relative(groups: impl Iterator<Item = Vec<f64>>) -> Option<
     Some(((ss / dof as f64).sqrt(), t, n_max))
 }
 
+/// A trial at `rate` (None: the top speed), under the cap.
 fn spec(size: u32, procedure: Procedure, rate: Option<f64>, cfg: &Rfc2544Config) -> TrialSpec {
+    let rate = cfg.capped(size, rate);
     TrialSpec {
         frame_size: size,
         rate_pps: rate,
@@ -1024,6 +1093,20 @@ fn valid_trial(
     Ok(rec)
 }
 
+/// A probe's bounds for a search: (the highest rate offered, never above
+/// the cap; what the DuT forwarded at it).
+fn probe_bounds(cfg: &Rfc2544Config, probe: &TrialRecord) -> (f64, f64) {
+    let cap = cfg.cap(probe.frame_size).unwrap_or(f64::INFINITY);
+    (probe.offered_pps.min(cap), probe.forwarded_pps.min(cap))
+}
+
+/// The probe offered the cap (the generator reached it): a pass there is
+/// the cap's limit, not the generator's.
+fn at_cap(cfg: &Rfc2544Config, probe: &TrialRecord) -> bool {
+    cfg.cap(probe.frame_size)
+        .is_some_and(|c| probe.offered_pps >= c * (1.0 - OFFERED_TOLERANCE))
+}
+
 fn mpps(v: f64) -> String {
     format!("{:.3} Mpps", v / 1e6)
 }
@@ -1036,7 +1119,13 @@ pub fn run_size(
     progress: Progress,
 ) -> Result<SizeResult, String> {
     let mut r = SizeResult::new(size);
-    progress(size, "probe at the generator's top speed");
+    progress(
+        size,
+        &match cfg.cap(size) {
+            Some(c) => format!("probe at the rate cap, {}", mpps(c)),
+            None => "probe at the generator's top speed".into(),
+        },
+    );
     let probe = valid_trial(
         t,
         &mut r,
@@ -1053,9 +1142,9 @@ pub fn run_size(
             crate::frame_size::label_b(size)
         ));
     }
-    r.max_offered_pps = probe.offered_pps;
-    r.overload_forwarded_pps = probe.forwarded_pps;
+    (r.max_offered_pps, r.overload_forwarded_pps) = probe_bounds(cfg, &probe);
     let probe_passed = passes(&probe, cfg);
+    let at_cap = at_cap(cfg, &probe);
     r.push(probe);
     progress(
         size,
@@ -1068,6 +1157,7 @@ pub fn run_size(
     if !t.stopped() {
         let s = if probe_passed {
             r.generator_limited = true;
+            r.rate_capped = at_cap;
             Search::top_speed(r.max_offered_pps, 0)
         } else {
             let bounds = (r.max_offered_pps, r.overload_forwarded_pps);
@@ -1444,6 +1534,7 @@ pub fn common_latency(
     progress: Progress,
 ) -> Result<(), String> {
     let n = cfg.latency_trials.max(1);
+    let rate = cfg.capped(r.frame_size, Some(rate)).unwrap_or(rate);
     r.common_latency_pps = Some(rate);
     for k in 0..n {
         if t.stopped() {
@@ -1467,7 +1558,8 @@ pub fn common_latency(
     Ok(())
 }
 
-/// RFC 2544 26.4: the longest burst at the top speed forwarded without loss.
+/// RFC 2544 26.4: the longest burst at the top speed (under a cap: the
+/// highest rate offered) forwarded without loss.
 fn back_to_back(
     cfg: &Rfc2544Config,
     t: &mut dyn Trials,
@@ -1482,7 +1574,8 @@ fn back_to_back(
      -> Result<bool, String> {
         let s = TrialSpec {
             frame_size: r.frame_size,
-            rate_pps: None,
+            // Under a cap: at the highest rate its probe offered.
+            rate_pps: cfg.cap(r.frame_size).map(|_| r.max_offered_pps),
             frames: Some(n),
             duration: cfg.trial,
             latency: false,
@@ -1909,6 +2002,83 @@ mod tests {
         assert!(r[0].generator_limited);
         assert_eq!(r[0].throughput_pps, Some(2e6));
         assert_eq!(m.trials, 1);
+    }
+
+    /// A cap bounds every trial: the probe, the search, the latency, the
+    /// frame loss and the back-to-back bursts. A DuT faster than the cap
+    /// is a bound at the cap; a slower one is searched under it; a cap
+    /// above the generator's top speed leaves the generator the limit.
+    #[test]
+    fn a_rate_cap_bounds_every_trial() {
+        let cap = 1e6;
+        let cfg = Rfc2544Config {
+            sizes: vec![64, 1518],
+            frame_loss_sizes: vec![64],
+            back_to_back_sizes: vec![64],
+            back_to_back_trials: 1,
+            max_rate: Some(MaxRate::Pps(cap)),
+            ..Default::default()
+        };
+        for dut in [10e6, 0.5e6] {
+            let r = run(&cfg, &mut Model::new(dut, 0.0, 4e6), &mut |_, _| {}).unwrap();
+            for s in &r {
+                for t in &s.trials {
+                    let asked = t.requested_pps.expect("every trial paced");
+                    assert!(asked <= cap && t.offered_pps <= cap, "{t:?}");
+                }
+                assert_eq!(s.rate_capped, dut > cap);
+                assert_eq!(s.generator_limited, dut > cap);
+                assert!(s.max_offered_pps <= cap);
+            }
+            let procs: Vec<Procedure> = r[0].trials.iter().map(|t| t.procedure).collect();
+            for p in [
+                Procedure::Latency,
+                Procedure::FrameLoss,
+                Procedure::BackToBack,
+            ] {
+                assert!(procs.contains(&p), "{p:?} in {procs:?}");
+            }
+            let tp = r[0].throughput_pps.unwrap();
+            if dut > cap {
+                assert_eq!(tp, cap);
+                assert!(size_notes(&r[0])[0].contains("rate cap"));
+            } else {
+                assert!((0.49e6..=0.5e6).contains(&tp), "{tp}");
+            }
+        }
+        // Above the generator's top speed: the probe offers what it can,
+        // valid, and a pass is the generator's limit.
+        let high = Rfc2544Config {
+            max_rate: Some(MaxRate::Pps(8e6)),
+            ..search_only(vec![64], 1)
+        };
+        let r = run(&high, &mut Model::new(10e6, 0.0, 4e6), &mut |_, _| {}).unwrap();
+        assert!(r[0].trials[0].invalid.is_empty(), "{:?}", r[0].trials[0]);
+        assert!(r[0].generator_limited && !r[0].rate_capped);
+        assert_eq!(r[0].throughput_pps, Some(4e6));
+    }
+
+    #[test]
+    fn bit_rate_caps_are_frame_rates_per_size() {
+        let l1 = MaxRate::Bps { bps: 1e9, l1: true };
+        assert!((l1.pps(64) - 1e9 / 8.0 / 84.0).abs() < 1e-6);
+        assert!((l1.pps(1518) - 1e9 / 8.0 / 1538.0).abs() < 1e-6);
+        let l2 = MaxRate::Bps {
+            bps: 1e9,
+            l1: false,
+        };
+        assert!((l2.pps(64) - 1e9 / 8.0 / 64.0).abs() < 1e-6);
+        let imix = crate::frame_size::IMIX;
+        assert!((l2.pps(imix) - 1e9 / 8.0 / crate::frame_size::IMIX_MEAN_BYTES).abs() < 1e-6);
+        assert_eq!(MaxRate::Pps(5.0).pps(1518), 5.0);
+        let cfg = Rfc2544Config {
+            max_rate: Some(MaxRate::Pps(100.0)),
+            ..Default::default()
+        };
+        assert_eq!(cfg.capped(64, None), Some(100.0));
+        assert_eq!(cfg.capped(64, Some(50.0)), Some(50.0));
+        assert_eq!(cfg.capped(64, Some(500.0)), Some(100.0));
+        assert_eq!(Rfc2544Config::default().capped(64, None), None);
     }
 
     #[test]

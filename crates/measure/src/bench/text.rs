@@ -131,7 +131,7 @@ pub fn rfc2544(
                 })
                 .unwrap_or_else(|| "-".into());
             let mut note = Vec::new();
-            if s.generator_limited {
+            if s.generator_limited && !s.rate_capped {
                 note.push("generator-limited".to_string());
             }
             if s.kernel_disagreements > 0 {

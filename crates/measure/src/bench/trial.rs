@@ -13,7 +13,7 @@
 //! ([`super::rfc2544::Verification`]).
 
 use super::rfc2544::{
-    KernelCheck, Latency, TrialRecord, TrialSpec, Trials, Verification, LATENCY_MAX_LAG,
+    KernelCheck, Latency, MaxRate, TrialRecord, TrialSpec, Trials, Verification, LATENCY_MAX_LAG,
 };
 use crate::testbed::{iface_stats, in_netns, FrameAddrs, IfaceStats, Testbed};
 use linerate_io::xdp::count::{CountStats, LatencyHistogram, XdpCount};
@@ -270,6 +270,10 @@ pub struct BedTrials<'a> {
     /// Per frame size: the smallest batch a latency trial may use (raised
     /// when the generator could not keep the rate with smaller ones).
     lat_batch: HashMap<u32, u32>,
+    /// The most any trial offers (`--max-rate`): every trial passes here,
+    /// the readiness probes and the check included, so a trial asking for
+    /// more (or for the top speed) is paced at the cap.
+    pub max_rate: Option<MaxRate>,
 }
 
 impl<'a> BedTrials<'a> {
@@ -309,6 +313,7 @@ impl<'a> BedTrials<'a> {
             settle: Duration::ZERO,
             runs: 0,
             lat_batch: HashMap::new(),
+            max_rate: None,
         }
     }
 
@@ -426,8 +431,23 @@ fn share(spec: &TrialSpec, i: usize, n: usize) -> TrialSpec {
     s
 }
 
+/// `spec` at most at `cap` frames/s (a top-speed trial at the cap).
+fn capped(spec: &TrialSpec, cap: f64) -> TrialSpec {
+    let mut s = spec.clone();
+    s.rate_pps = Some(spec.rate_pps.map_or(cap, |r| r.min(cap)));
+    s
+}
+
 impl Trials for BedTrials<'_> {
     fn trial(&mut self, spec: &TrialSpec) -> Result<TrialRecord, String> {
+        let capped_spec;
+        let spec = match self.max_rate {
+            Some(m) => {
+                capped_spec = capped(spec, m.pps(spec.frame_size));
+                &capped_spec
+            }
+            None => spec,
+        };
         if self.runs > 0 && !self.settle.is_zero() {
             // The restabilisation wait of RFC 2544 section 23 (a protocol
             // wait, not a wait for readiness); cut short by a stop.
@@ -640,6 +660,23 @@ fn latency_of(h: &LatencyHistogram, d: &CountStats, now: &CountStats) -> Latency
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn caps_pace_top_speed_and_lower_faster_trials() {
+        use super::super::rfc2544::{Procedure, TrialSpec};
+        let s = |rate| TrialSpec {
+            frame_size: 64,
+            rate_pps: rate,
+            frames: Some(1000),
+            duration: std::time::Duration::from_millis(100),
+            latency: false,
+            procedure: Procedure::Probe,
+        };
+        assert_eq!(super::capped(&s(None), 1e4).rate_pps, Some(1e4));
+        assert_eq!(super::capped(&s(Some(2e4)), 1e4).rate_pps, Some(1e4));
+        assert_eq!(super::capped(&s(Some(5e3)), 1e4).rate_pps, Some(5e3));
+        assert_eq!(super::capped(&s(None), 1e4).frames, Some(1000));
+    }
+
     #[test]
     fn latency_batches_grow_with_the_rate() {
         use super::latency_batch;

@@ -231,6 +231,7 @@ impl Runner for BenchRunner {
                 cpu: s.dut_cpu,
                 ..self.env.clone()
             },
+            max_rate: None,
         };
         let results = bench::run(&cfg, &mut duts, stop, &mut |_, _| {});
         let r = results

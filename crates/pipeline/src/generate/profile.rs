@@ -327,18 +327,23 @@ impl RateSpec {
     /// rates 100Mbps, 10Gbps (L1: frame + FCS + preamble + IFG) or
     /// 10Gbps@l2 (frame + FCS). Errors name the option (`--rate`).
     pub fn parse(s: &str) -> Result<RateSpec, String> {
+        RateSpec::parse_as("--rate", s)
+    }
+
+    /// [`RateSpec::parse`] for another option: errors name `opt`.
+    pub fn parse_as(opt: &str, s: &str) -> Result<RateSpec, String> {
         let t = s.trim().to_ascii_lowercase();
         let (v, acct) = match t.split_once('@') {
             Some((v, "l1")) => (v.to_string(), Some(Accounting::L1)),
             Some((v, "l2")) => (v.to_string(), Some(Accounting::L2)),
-            Some((_, a)) => return Err(format!("--rate '{s}': accounting '@{a}' is not l1 or l2")),
+            Some((_, a)) => return Err(format!("{opt} '{s}': accounting '@{a}' is not l1 or l2")),
             None => (t.clone(), None),
         };
         let split = v.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(v.len());
         let (num, unit) = v.split_at(split);
         let x: f64 = num
             .parse()
-            .map_err(|_| format!("--rate '{s}': '{num}' is not a number"))?;
+            .map_err(|_| format!("{opt} '{s}': '{num}' is not a number"))?;
         let (mult, bits) = match unit {
             "" | "pps" => (1.0, false),
             "kpps" => (1e3, false),
@@ -350,16 +355,16 @@ impl RateSpec {
             "gbps" | "gbit" | "gbit/s" => (1e9, true),
             u => {
                 return Err(format!(
-                    "--rate '{s}': unknown unit '{u}' (pps, kpps, Mpps, bps, Mbps, Gbps)"
+                    "{opt} '{s}': unknown unit '{u}' (pps, kpps, Mpps, bps, Mbps, Gbps)"
                 ))
             }
         };
         let r = x * mult;
         if !(r.is_finite() && r > 0.0) {
-            return Err(format!("--rate '{s}': must be a positive rate"));
+            return Err(format!("{opt} '{s}': must be a positive rate"));
         }
         if !bits && acct.is_some() {
-            return Err(format!("--rate '{s}': @l1/@l2 applies to bit rates only"));
+            return Err(format!("{opt} '{s}': @l1/@l2 applies to bit rates only"));
         }
         Ok(RateSpec {
             pps: (!bits).then_some(r),

@@ -1,6 +1,6 @@
 //! `linerate bench`'s options (the help text is in help.txt).
 
-use linerate_measure::bench::{self, rfc2544::STANDARD_SIZES};
+use linerate_measure::bench::{self, rfc2544, rfc2544::STANDARD_SIZES};
 use linerate_measure::frame_size;
 use std::path::PathBuf;
 
@@ -38,6 +38,20 @@ pub struct Args {
     /// l3: the tester's IPv4 address on port B (the traffic's destination).
     #[arg(long, value_name = "IP")]
     pub tester_b: Option<std::net::Ipv4Addr>,
+    /// External ports: measure this port although it looks like one of this machine's own
+    /// links. A port that holds a default route, has a global address or is enslaved to a
+    /// bridge or bond is refused otherwise (a mistyped --port-b eth0 would flood the machine's
+    /// link and cut it off: the sink's XDP program drops all but ARP). Repeatable, for that
+    /// port only, e.g. --force-port enp3s0f1.
+    #[arg(long = "force-port", value_name = "IF", requires = "port_a")]
+    pub force_ports: Vec<String>,
+    /// The most the bench offers, in every trial: the probe and the back-to-back bursts are
+    /// paced at it instead of the generator's top speed, no trial asks for more, and a size
+    /// whose probe passes at it is a lower bound (">="). Frames/s (10kpps, 1.5Mpps) or a bit
+    /// rate on the wire (100Mbps: frame, FCS, preamble and gap; 1Gbps@l2: frame and FCS);
+    /// at least 1 kpps at every size. E.g. --max-rate 10kpps.
+    #[arg(long, value_name = "RATE", value_parser = max_rate)]
+    pub max_rate: Option<rfc2544::MaxRate>,
     /// Also (or, without --dut, only) the DuT this TOML file describes (repeatable): its
     /// start/run/stop commands with placeholders for the bed; see "Your own DuT" below.
     #[arg(long = "dut-file", value_name = "FILE")]
@@ -202,6 +216,20 @@ pub struct Args {
     /// --overload: trials per DuT (the table shows the median and min-max).
     #[arg(long, default_value_t = 1)]
     pub repeat: usize,
+}
+
+/// A rate cap: the syntax of `linerate gen --rate`.
+fn max_rate(s: &str) -> Result<rfc2544::MaxRate, String> {
+    use linerate_pipeline::generate::profile::{Accounting, RateSpec};
+    let r = RateSpec::parse_as("--max-rate", s)?;
+    Ok(match (r.pps, r.bps) {
+        (Some(p), _) => rfc2544::MaxRate::Pps(p),
+        (None, Some(b)) => rfc2544::MaxRate::Bps {
+            bps: b,
+            l1: r.accounting == Accounting::L1,
+        },
+        (None, None) => return Err(format!("--max-rate '{s}': no rate")),
+    })
 }
 
 fn direction(s: &str) -> Result<bench::Direction, String> {

@@ -4,7 +4,7 @@
 use super::args::Args;
 use anyhow::{bail, Result};
 use linerate_measure::bench::dut::{self, Dut, DutEnv};
-use linerate_measure::bench::rfc2544::Rfc2544Config;
+use linerate_measure::bench::rfc2544::{self, Rfc2544Config};
 use linerate_measure::bench::session::Plan;
 use linerate_measure::bench::{self, history, BenchConfig, Rfc2544Bench};
 use linerate_measure::frame_size;
@@ -100,11 +100,15 @@ fn external_ports(a: &Args) -> Result<Option<bench::external::External>> {
             ExtMode::L2
         }
     };
-    Ok(Some(External {
+    let ext = External {
         port_a: pa.clone(),
         port_b: pb.clone(),
         mode,
-    }))
+        force_ports: a.force_ports.clone(),
+    };
+    // Before anything is built or sent: a refusal is the run's one line.
+    ext.check().map_err(anyhow::Error::msg)?;
+    Ok(Some(ext))
 }
 
 /// The RFC 2544 run the options ask for.
@@ -161,6 +165,9 @@ pub fn rfc2544_plan(a: &Args) -> Result<Plan> {
         bail!("--resolution 0: must be above 0 %");
     }
     let external = external_ports(a)?;
+    for &s in sizes.iter().chain(&frame_loss_sizes).chain(&b2b_sizes) {
+        max_rate_at(a, s)?;
+    }
     let procedures = Rfc2544Config {
         sizes,
         trial: Duration::from_secs_f64(if a.quick { 0.2 } else { a.trial }),
@@ -189,6 +196,7 @@ pub fn rfc2544_plan(a: &Args) -> Result<Plan> {
         frame_loss_sizes: if a.quick { vec![64] } else { frame_loss_sizes },
         back_to_back_sizes: if a.quick { vec![64] } else { b2b_sizes },
         back_to_back_trials: if a.quick { 1 } else { a.b2b_trials.max(1) },
+        max_rate: a.max_rate,
         ..Rfc2544Config::default()
     };
     if let Some(c) = a.sink_cpu {
@@ -232,11 +240,27 @@ pub fn rfc2544_plan(a: &Args) -> Result<Plan> {
     })
 }
 
+/// --max-rate at frame size `size` is at least [`rfc2544::MIN_CAP_PPS`].
+fn max_rate_at(a: &Args, size: u32) -> Result<()> {
+    if let Some(m) = a.max_rate {
+        let pps = m.pps(size);
+        if pps < rfc2544::MIN_CAP_PPS {
+            bail!(
+                "--max-rate: {pps:.0} frames/s at {}, under the least of {} (the bench's check trials alone send 2000 frames)",
+                frame_size::label_b(size),
+                rfc2544::MIN_CAP_PPS
+            );
+        }
+    }
+    Ok(())
+}
+
 /// The overload run the options ask for.
 pub fn overload_config(a: &Args) -> Result<BenchConfig> {
     if a.frame_size < 64 || a.frame_size > 1518 {
         bail!("--frame-size {}: must be 64..=1518", a.frame_size);
     }
+    max_rate_at(a, a.frame_size as u32)?;
     let (duration, warmup) = if a.quick {
         (1.0, 0.5)
     } else {
@@ -254,5 +278,6 @@ pub fn overload_config(a: &Args) -> Result<BenchConfig> {
         rps: !a.no_rps,
         bed_prefix: a.name.clone(),
         env: dut_env(a.dut_cpu)?,
+        max_rate: a.max_rate,
     })
 }
