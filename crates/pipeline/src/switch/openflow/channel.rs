@@ -357,11 +357,14 @@ impl Chan {
         self.log.line(&format!("openflow: {peer}: {why}"));
     }
 
-    /// A TLS handshake, counted and logged as what ended it when it fails.
+    /// A TLS handshake, counted and logged as what ended it when it fails
+    /// (a peer that closes before it sends anything is not a failure);
+    /// true when done.
     fn handshake(&self, t: &mut Tls, peer: &str, slot: &SlotGuard, hello_by: Instant) -> bool {
         let give_up = || self.stop.load(Relaxed) || slot.evicted();
-        let Err(e) = t.handshake(hello_by, &give_up) else {
-            return true;
+        let e = match t.handshake(hello_by, &give_up) {
+            Ok(done) => return done,
+            Err(e) => e,
         };
         if slot.evicted() {
             self.ended(peer, End::Evicted);

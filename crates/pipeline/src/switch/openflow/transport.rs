@@ -289,13 +289,16 @@ impl Tls {
     }
 
     /// Complete the handshake by `deadline` (checked at every read
-    /// timeout, as is `give_up`: the switch stopping, an eviction). A
-    /// refused peer gets TLS's alert before the error is returned.
+    /// timeout, as is `give_up`: the switch stopping, an eviction): true
+    /// when done, false if the peer closed the connection before it sent
+    /// anything (a port probe, a health check). A refused peer gets TLS's
+    /// alert before the error is returned.
     pub fn handshake(
         &mut self,
         deadline: Instant,
         give_up: &dyn Fn() -> bool,
-    ) -> Result<(), String> {
+    ) -> Result<bool, String> {
+        let mut heard = false;
         while self.conn.is_handshaking() {
             self.push()
                 .map_err(|e| format!("TLS handshake: writing: {e}"))?;
@@ -303,8 +306,10 @@ impl Tls {
                 break;
             }
             match self.conn.read_tls(&mut self.sock) {
+                Ok(0) if !heard => return Ok(false),
                 Ok(0) => return Err("TLS handshake: the peer closed the connection".into()),
                 Ok(_) => {
+                    heard = true;
                     if let Err(e) = self.conn.process_new_packets() {
                         let _ = self.push();
                         return Err(format!("TLS handshake: {}", line(&e)));
@@ -325,7 +330,8 @@ impl Tls {
             }
         }
         self.push()
-            .map_err(|e| format!("TLS handshake: writing: {e}"))
+            .map_err(|e| format!("TLS handshake: writing: {e}"))?;
+        Ok(true)
     }
 
     /// Write every TLS record waiting (each write may time out: an error).
