@@ -469,24 +469,31 @@ impl Controller {
     }
 }
 
-#[test]
-fn ssl_connects_to_a_controller_of_its_ca_only() {
-    let d = pki();
-    let good = Controller::start(
-        &d,
+/// A TLS controller with certificate `name` (trusting CA `good`), and a
+/// switch connecting to it over `ssl:`.
+fn ssl_controller(d: &TempDir, name: &str) -> (Controller, Sw) {
+    let ctl = Controller::start(
+        d,
         &[
-            d.join("controller-cert.pem"),
-            d.join("controller-key.pem"),
+            d.join(&format!("{name}-cert.pem")),
+            d.join(&format!("{name}-key.pem")),
             d.join("good-ca.pem"),
         ],
     );
     let mut args = vec![
         "--openflow".to_string(),
-        format!("ssl:127.0.0.1:{}", good.port),
+        format!("ssl:127.0.0.1:{}", ctl.port),
     ];
-    args.extend(switch_tls(&d));
+    args.extend(switch_tls(d));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut sw = spawn(&args);
+    let sw = spawn(&args);
+    (ctl, sw)
+}
+
+#[test]
+fn ssl_connects_to_a_controller_of_its_ca_only() {
+    let d = pki();
+    let (good, mut sw) = ssl_controller(&d, "controller");
     // The controller's certificate names no address: the chain is what
     // counts, as in Open vSwitch.
     assert_eq!(good.up(Duration::from_secs(20)), "up 1");
@@ -494,21 +501,7 @@ fn ssl_connects_to_a_controller_of_its_ca_only() {
     drop(sw);
 
     // A controller whose certificate is of another CA: refused.
-    let bad = Controller::start(
-        &d,
-        &[
-            d.join("stranger-cert.pem"),
-            d.join("stranger-key.pem"),
-            d.join("good-ca.pem"),
-        ],
-    );
-    let mut args = vec![
-        "--openflow".to_string(),
-        format!("ssl:127.0.0.1:{}", bad.port),
-    ];
-    args.extend(switch_tls(&d));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut sw = spawn(&args);
+    let (bad, mut sw) = ssl_controller(&d, "stranger");
     let (_, l) = sw.line("refused: TLS handshake", Duration::from_secs(20));
     assert!(l.contains("UnknownIssuer"), "{l}");
     let of = sw.finish();

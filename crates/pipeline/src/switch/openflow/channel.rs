@@ -498,9 +498,14 @@ enum Accepted {
 
 fn accept_loop(l: Listening, chan: Arc<Chan>) {
     let slots = Slots::new(MAX_CONNECTIONS);
-    let fd = match &l {
-        Listening::Tcp(t, _) => t.as_raw_fd(),
-        Listening::Unix(u) => u.socket().as_raw_fd(),
+    // A Unix peer is named by the socket and its process (it has no
+    // address); a TCP one by its address.
+    let (fd, shown) = match &l {
+        Listening::Tcp(t, _) => (t.as_raw_fd(), String::new()),
+        Listening::Unix(u) => (
+            u.socket().as_raw_fd(),
+            format!("punix:{}", u.path().display()),
+        ),
     };
     while !chan.stop.load(Ordering::SeqCst) {
         let got = match &l {
@@ -522,7 +527,7 @@ fn accept_loop(l: Listening, chan: Arc<Chan>) {
         let accepted = Instant::now();
         let peer = match &s {
             Accepted::Tcp(_, a) => a.to_string(),
-            Accepted::Unix(u) => format!("{} ({})", endpoint_of(&l), unix_peer(u)),
+            Accepted::Unix(u) => format!("{shown} ({})", unix_peer(u)),
         };
         let slot = loop {
             match slots.take() {
@@ -580,13 +585,6 @@ fn accept_loop(l: Listening, chan: Arc<Chan>) {
                     }
                 }
             });
-    }
-}
-
-fn endpoint_of(l: &Listening) -> String {
-    match l {
-        Listening::Unix(u) => format!("punix:{}", u.path().display()),
-        Listening::Tcp(t, _) => t.local_addr().map(|a| a.to_string()).unwrap_or_default(),
     }
 }
 

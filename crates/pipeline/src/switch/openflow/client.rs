@@ -20,6 +20,14 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 
+/// An error of the connection to `target`: "openflow TARGET: WHY".
+fn named(target: &str, why: &str) -> String {
+    format!(
+        "openflow {target}: {}",
+        why.strip_prefix("openflow: ").unwrap_or(why)
+    )
+}
+
 /// An `OFPT_ERROR` the switch sent: (xid, type, code).
 pub type Refused = (u32, u16, u16);
 
@@ -62,7 +70,7 @@ impl Client<TcpStream> {
             .map_err(|e| e.to_string())?;
         s.set_write_timeout(Some(timeout))
             .map_err(|e| e.to_string())?;
-        Client::start(s).map_err(|e| format!("openflow tcp:{addr}: {e}"))
+        Client::start(s).map_err(|e| named(&format!("tcp:{addr}"), &e))
     }
 }
 
@@ -70,13 +78,13 @@ impl Client<UnixStream> {
     /// Connect to a switch's `punix:` socket; `timeout` as
     /// [`Client::connect`]'s.
     pub fn connect_unix(path: &Path, timeout: Duration) -> Result<Self, String> {
-        let name = format!("openflow unix:{}", path.display());
-        let s = UnixStream::connect(path).map_err(|e| format!("{name}: {e}"))?;
+        let name = format!("unix:{}", path.display());
+        let s = UnixStream::connect(path).map_err(|e| named(&name, &e.to_string()))?;
         s.set_read_timeout(Some(timeout))
             .map_err(|e| e.to_string())?;
         s.set_write_timeout(Some(timeout))
             .map_err(|e| e.to_string())?;
-        Client::start(s).map_err(|e| format!("{name}: {e}"))
+        Client::start(s).map_err(|e| named(&name, &e))
     }
 }
 

@@ -68,6 +68,7 @@ pub struct TlsFiles {
 }
 
 impl TlsFiles {
+    /// Is any of the files given?
     pub fn any(&self) -> bool {
         self.private_key.is_some() || self.certificate.is_some() || self.ca_cert.is_some()
     }
