@@ -615,6 +615,7 @@ fn silent_connections_never_lock_out_a_controller() {
     assert!(c.barrier().unwrap().is_empty());
     assert_eq!(c.dump_flows().unwrap().len(), 1);
     let served = t.elapsed();
+    eprintln!("served after {served:?}, with 200 silent connections open");
     assert!(served < Duration::from_secs(10), "served after {served:?}");
     let dump = ofctl_ok(&["dump-flows", &format!("tcp:127.0.0.1:{port}")]);
     assert!(dump.contains("priority=3,udp actions=output:2"), "{dump}");
@@ -661,6 +662,7 @@ fn a_stopped_controller_is_noticed_and_the_switch_comes_back() {
     let stopped = Instant::now();
     let (at, l) = sw.line("inactivity probe", Duration::from_secs(30));
     let took = at.duration_since(stopped).as_secs_f64();
+    eprintln!("the stopped controller was noticed after {took:.2} s: {l}");
     // Heard from at most N before the stop (a probe is answered at once),
     // so the end comes at most 2N after it; 1 s more for the loop's 100 ms
     // wake-ups and a loaded machine's scheduling. Not before N: the
