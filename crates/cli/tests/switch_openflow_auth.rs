@@ -535,54 +535,32 @@ fn tls_files_that_do_not_fit_are_one_line_errors() {
         err
     };
     let (k, c, ca) = (f("switch-key.pem"), f("switch-cert.pem"), f("good-ca.pem"));
-    let e = run(&[
-        "--openflow",
-        "pssl:0",
-        "--private-key",
-        &k,
-        "--certificate",
-        &c,
-    ]);
+    // --openflow EP with these key, certificate and CA (if any) files.
+    let tls = |ep: &str, key: &str, cert: &str, ca: Option<&str>| {
+        let mut a = vec![
+            "--openflow",
+            ep,
+            "--private-key",
+            key,
+            "--certificate",
+            cert,
+        ];
+        a.extend(ca.map(|ca| ["--ca-cert", ca]).iter().flatten());
+        run(&a)
+    };
+    let e = tls("pssl:0", &k, &c, None);
     assert!(e.contains("missing: --ca-cert"), "{e}");
     let missing = f("nothing.pem");
-    let e = run(&[
-        "--openflow",
-        "pssl:0",
-        "--private-key",
-        &k,
-        "--certificate",
-        &c,
-        "--ca-cert",
-        &missing,
-    ]);
+    let e = tls("pssl:0", &k, &c, Some(&missing));
     assert!(
         e.contains(&format!("--ca-cert '{missing}': cannot read")),
         "{e}"
     );
     // The key of another certificate.
-    let other = f("client-key.pem");
-    let e = run(&[
-        "--openflow",
-        "ssl:127.0.0.1",
-        "--private-key",
-        &other,
-        "--certificate",
-        &c,
-        "--ca-cert",
-        &ca,
-    ]);
+    let e = tls("ssl:127.0.0.1", &f("client-key.pem"), &c, Some(&ca));
     assert!(e.contains("--private-key") && e.contains(&c), "{e}");
     // A certificate where the key should be.
-    let e = run(&[
-        "--openflow",
-        "pssl:0",
-        "--private-key",
-        &c,
-        "--certificate",
-        &c,
-        "--ca-cert",
-        &ca,
-    ]);
+    let e = tls("pssl:0", &c, &c, Some(&ca));
     assert!(e.contains(&format!("--private-key '{c}'")), "{e}");
     // TLS files for a channel that is not TLS.
     let e = run(&["--openflow", "ptcp:0", "--ca-cert", &ca]);
