@@ -608,6 +608,98 @@ fn filters(c: &mut Corpus) {
     }
 }
 
+/// The conversations `ovs-ofctl` had with Open vSwitch
+/// (`crates/pipeline/tests/data/openflow/NAME.txt`): (name, the messages,
+/// each (sent by ovs-ofctl?, bytes)); messages whose hex was left out are
+/// skipped.
+fn conversations() -> Vec<(String, Vec<(bool, Vec<u8>)>)> {
+    let dir = root().join("../crates/pipeline/tests/data/openflow");
+    let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
+        .collect();
+    names.sort();
+    names
+        .iter()
+        .map(|p| {
+            let mut msgs: Vec<(bool, Vec<u8>)> = Vec::new();
+            for l in std::fs::read_to_string(p).unwrap().lines() {
+                if l.starts_with("# c->s ") || l.starts_with("# s->c ") {
+                    msgs.push((l.starts_with("# c->s"), Vec::new()));
+                } else if !l.starts_with('#') && !l.is_empty() {
+                    let m = &mut msgs.last_mut().unwrap().1;
+                    m.extend(l.split_whitespace().map(|h| u8::from_str_radix(h, 16).unwrap()));
+                }
+            }
+            msgs.retain(|(_, b)| b.len() >= 8);
+            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+            (name, msgs)
+        })
+        .collect()
+}
+
+/// The OpenFlow channel's framing loop (what ovs-ofctl sent, after a byte
+/// that picks the probe and the write sizes), the client (what Open
+/// vSwitch answered, after a byte that picks the requests, with the
+/// replies' xids those of the client's requests) and `--openflow` values.
+fn openflow(c: &mut Corpus) {
+    for (i, (name, msgs)) in conversations().into_iter().enumerate() {
+        let mut sent = vec![(i % 256) as u8];
+        for (_, m) in msgs.iter().filter(|(to_switch, _)| *to_switch) {
+            sent.extend(m);
+        }
+        add(c, "switch_openflow_channel", name.as_str(), sent);
+        let answers: Vec<&Vec<u8>> = msgs.iter().filter(|(s, _)| !*s).map(|(_, m)| m).collect();
+        // Four reads of whatever came.
+        let mut all = vec![0u8];
+        answers.iter().for_each(|m| all.extend(*m));
+        add(c, "switch_openflow_client", format!("{name}-reads"), all);
+        // A read (the HELLO), then the request whose replies are here
+        // (barrier 1, flow dump 2, aggregate 3), as the reply to xid 2.
+        let mp = |m: &[u8]| (m[0] == 4 && m[1] == 19 && m.len() >= 16).then(|| u16::from_be_bytes([m[8], m[9]]));
+        for (op, keep) in [
+            (1u8, &(|m: &[u8]| m[1] == 1 || m[1] == 21) as &dyn Fn(&[u8]) -> bool),
+            (2, &|m: &[u8]| mp(m) == Some(1)),
+            (3, &|m: &[u8]| mp(m) == Some(2)),
+        ] {
+            let replies: Vec<&Vec<u8>> = answers.iter().copied().filter(|m| keep(m)).collect();
+            if replies.is_empty() {
+                continue;
+            }
+            let mut d = vec![op << 2];
+            d.extend(answers.iter().find(|m| m[1] == 0).map_or(&[][..], |m| &m[..]));
+            for r in replies {
+                let mut r = r.clone();
+                if r[1] != 1 {
+                    r[4..8].copy_from_slice(&2u32.to_be_bytes());
+                }
+                d.extend(r);
+            }
+            add(c, "switch_openflow_client", format!("{name}-op{op}"), d);
+        }
+    }
+    lines(
+        c,
+        "switch_openflow_endpoint",
+        &[
+            ("punix", "punix:/run/linerate-sw.of"),
+            ("unix", "unix:/var/run/openvswitch/br0.mgmt"),
+            ("pssl", "pssl:6653:[::1]"),
+            ("ptcp", "ptcp:"),
+            ("ptcp-any", "ptcp:6633:0.0.0.0"),
+            ("ptcp-v6-bare", "ptcp:6653:::1"),
+            ("tcp-v6-bare", "tcp:::1"),
+            ("tcp-v6", "tcp:[fe80::1]:6653"),
+            ("ssl", "ssl:192.0.2.10"),
+            ("tcp", "tcp:10.0.0.1:6633"),
+            ("bad-port", "tcp:10.0.0.1:65536"),
+            ("bad-kind", "udp:1.2.3.4"),
+            ("bad-bracket", "ssl:[::1"),
+        ],
+    );
+}
+
 fn main() {
     let mut c = Corpus::new();
     wire(&mut c);
@@ -622,6 +714,7 @@ fn main() {
     history(&mut c);
     guard(&mut c);
     filters(&mut c);
+    openflow(&mut c);
     let dir = root().join("corpus");
     let (mut files, mut bytes) = (0, 0);
     for (t, seeds) in &c {

@@ -126,6 +126,11 @@ impl Listener {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// The bound socket (the OpenFlow channel's `punix:` accepts on it).
+    pub(crate) fn socket(&self) -> &UnixListener {
+        &self.l
+    }
 }
 
 impl Drop for Listener {

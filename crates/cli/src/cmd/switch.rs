@@ -2,10 +2,12 @@
 //! switch-ctl`: its control client over a Unix socket.
 
 use anyhow::{bail, Context, Result};
+use linerate_pipeline::switch::openflow as of;
 use linerate_pipeline::switch::run::{self, RuleFiles, SwitchConfig};
 
 use super::common;
 use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(clap::Args)]
 #[command(
@@ -32,10 +34,18 @@ Examples:
   #   table=4,reg0=2,actions=strip_vlan,output:2
   # also: goto_table:N, reg0..reg7 and metadata matches, load:/move:/set_field: into them,
   # write_metadata:V/M, output:NXM_NX_REG0[0..15], mod_vlan_vid:V, NORMAL
-  # the OpenFlow 1.3 channel: ovs-ofctl (or a controller) programs the switch
+  # the OpenFlow 1.3 channel on a Unix socket (mode 0600: root only): ovs-ofctl programs the switch
+  linerate switch --port 1=afpacket:p1 --port 2=afpacket:p2 --openflow punix:/run/linerate-sw.of
+  #   ovs-ofctl -O OpenFlow13 add-flow unix:/run/linerate-sw.of 'in_port=1,actions=output:2'
+  #   ovs-ofctl -O OpenFlow13 dump-flows unix:/run/linerate-sw.of
+  # over mutual TLS (clients need a certificate signed by ca.pem), or to a controller over TLS
+  linerate switch --port 1=afpacket:p1 --port 2=afpacket:p2 --openflow pssl:6653 \\
+      --private-key sw-key.pem --certificate sw-cert.pem --ca-cert ca.pem
+  #   ovs-ofctl -O OpenFlow13 --private-key=k.pem --certificate=c.pem --ca-cert=ca.pem dump-flows ssl:127.0.0.1:6653
+  linerate switch --port 1=afpacket:p1 --port 2=afpacket:p2 --openflow ssl:192.0.2.10:6653 \\
+      --private-key sw-key.pem --certificate sw-cert.pem --ca-cert ca.pem --inactivity-probe 10
+  # plain TCP (no authentication: anyone on the host can change the flows; a warning says so)
   linerate switch --port 1=afpacket:p1 --port 2=afpacket:p2 --openflow ptcp:6653
-  #   ovs-ofctl -O OpenFlow13 add-flow tcp:127.0.0.1:6653 'in_port=1,actions=output:2'
-  #   ovs-ofctl -O OpenFlow13 dump-flows tcp:127.0.0.1:6653
   # bounds: 100k rules in all, a learning table of 10k (learned rules evict the oldest)
   linerate switch --port 1=afpacket:p1 --port 2=afpacket:p2 --flows examples/flows/vlan-learning.flows \\
       --max-flows 100000 --flow-table table=10,flow_limit=10000
@@ -70,10 +80,26 @@ pub struct Args {
     /// Control socket path for `linerate switch-ctl` (created with mode 0600).
     #[arg(long)]
     pub ctl: Option<PathBuf>,
-    /// OpenFlow 1.3 channel: ptcp:PORT[:ADDR] listens (ADDR 127.0.0.1 unless given) for
-    /// ovs-ofctl -O OpenFlow13 and controllers; tcp:IP:PORT connects to a controller.
-    #[arg(long, value_name = "ptcp:PORT[:ADDR]|tcp:IP:PORT")]
+    /// OpenFlow 1.3 channel, as Open vSwitch names them: punix:PATH (mode 0600), pssl:[PORT][:ADDR]
+    /// (mutual TLS) or ptcp:[PORT][:ADDR] (no authentication) listen for ovs-ofctl -O OpenFlow13
+    /// and controllers (ADDR 127.0.0.1 unless given, PORT 6653); unix:PATH, ssl:IP[:PORT] and
+    /// tcp:IP[:PORT] connect to a controller (again after 1, 2, 4, 8 s when it goes).
+    #[arg(long, value_name = "punix:PATH|pssl:PORT|ssl:IP:PORT|...")]
     pub openflow: Option<String>,
+    /// TLS (pssl:, ssl:): this switch's private key (PEM).
+    #[arg(long, value_name = "FILE")]
+    pub private_key: Option<PathBuf>,
+    /// TLS (pssl:, ssl:): this switch's certificate (PEM).
+    #[arg(long, value_name = "FILE")]
+    pub certificate: Option<PathBuf>,
+    /// TLS (pssl:, ssl:): the CA certificate(s) the peer's certificate must be signed by (PEM).
+    #[arg(long, value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
+    /// OpenFlow: send an ECHO_REQUEST after this many seconds without a message from the peer,
+    /// disconnect after twice it (0: never).
+    #[arg(long, value_name = "SECONDS", default_value_t = 5,
+          value_parser = clap::value_parser!(u64).range(0..=86400))]
+    pub inactivity_probe: u64,
     /// CPU to pin the datapath thread to.
     #[arg(long)]
     pub cpu: Option<usize>,
@@ -115,6 +141,26 @@ fn parse_port(s: &str) -> Result<(u32, String)> {
     Ok((n, uri.to_string()))
 }
 
+/// The OpenFlow channel's settings (the endpoint parsed; its TLS files are
+/// read when it starts).
+fn openflow(a: &Args) -> Result<Option<of::Config>> {
+    let Some(ep) = a.openflow.as_deref() else {
+        if a.private_key.is_some() || a.certificate.is_some() || a.ca_cert.is_some() {
+            bail!("--private-key, --certificate and --ca-cert go with --openflow pssl: or ssl:");
+        }
+        return Ok(None);
+    };
+    Ok(Some(of::Config {
+        endpoint: of::Endpoint::parse(ep).map_err(anyhow::Error::msg)?,
+        tls: of::TlsFiles {
+            private_key: a.private_key.clone(),
+            certificate: a.certificate.clone(),
+            ca_cert: a.ca_cert.clone(),
+        },
+        inactivity_probe: Some(Duration::from_secs(a.inactivity_probe)),
+    }))
+}
+
 pub fn run(a: Args) -> Result<()> {
     if !(1..=linerate_io::MAX_BATCH).contains(&a.batch) {
         bail!(
@@ -148,12 +194,7 @@ pub fn run(a: Args) -> Result<()> {
             .map_err(anyhow::Error::msg)?,
         },
         ctl: a.ctl.clone(),
-        openflow: a
-            .openflow
-            .as_deref()
-            .map(linerate_pipeline::switch::openflow::Endpoint::parse)
-            .transpose()
-            .map_err(anyhow::Error::msg)?,
+        openflow: openflow(&a)?,
         cpu: a.cpu,
         open,
         polling,

@@ -89,8 +89,8 @@ pub struct SwitchConfig {
     pub ports: Vec<(u32, String)>,
     pub rules: RuleFiles,
     pub ctl: Option<PathBuf>,
-    /// The OpenFlow 1.3 channel (`ptcp:6653`, `tcp:IP:PORT`).
-    pub openflow: Option<super::openflow::Endpoint>,
+    /// The OpenFlow 1.3 channel (`punix:PATH`, `pssl:6653`, `ssl:IP`, ...).
+    pub openflow: Option<super::openflow::Config>,
     pub cpu: Option<usize>,
     pub open: OpenOptions,
     pub polling: Polling,
@@ -124,8 +124,12 @@ pub struct Finished {
     pub profile: bool,
     /// The datapath's error (a port that failed), if one ended it.
     pub error: Option<String>,
-    /// The OpenFlow channel's counters, when it ran.
-    pub openflow: Option<Arc<super::openflow::msg::ChannelStats>>,
+    /// The OpenFlow channel's counters (its sessions', its connections'),
+    /// when it ran.
+    pub openflow: Option<(
+        Arc<super::openflow::msg::ChannelStats>,
+        Arc<super::openflow::channel::ConnStats>,
+    )>,
 }
 
 /// Keep freed heap memory in the process for reuse instead of returning it
@@ -255,19 +259,21 @@ pub fn run(
         }
         None => None,
     };
-    let openflow = match cfg.openflow {
-        Some(ep) => {
+    let openflow = match &cfg.openflow {
+        Some(of) => {
             // The datapath id: "lr" and the process id (unique per host).
             let dpid = 0x6c72_0000_0000 | std::process::id() as u64;
-            let c = super::openflow::Channel::start(ep, shared.clone(), dpid)?;
-            on(Event::Opened(match ep {
-                super::openflow::Endpoint::Listen(_) => {
-                    format!("openflow: listening on tcp:{} (OpenFlow 1.3)", c.addr)
-                }
-                super::openflow::Endpoint::Connect(_) => {
-                    format!("openflow: connecting to tcp:{} (OpenFlow 1.3)", c.addr)
-                }
-            }));
+            let c = super::openflow::Channel::start(of, shared.clone(), dpid)?;
+            let ep = &c.endpoint;
+            on(Event::Opened(format!(
+                "openflow: {} {ep} (OpenFlow 1.3{})",
+                if ep.listens() {
+                    "listening on"
+                } else {
+                    "connecting to"
+                },
+                if ep.tls() { ", mutual TLS" } else { "" }
+            )));
             Some(c)
         }
         None => None,
@@ -336,7 +342,7 @@ pub fn run(
         s.stop();
     }
     let openflow = openflow.map(|c| {
-        let st = c.stats.clone();
+        let st = (c.stats.clone(), c.conns.clone());
         c.stop();
         st
     });
@@ -394,8 +400,12 @@ impl Report for Finished {
             "balanced": s.balanced(), "ports": ports_json(sh), "cache": cache_json(sh),
             "tables": tables_json(sh), "max_flows": sh.ctl.current().limits().max_flows,
         });
-        if let Some(o) = &self.openflow {
-            v["openflow"] = o.json();
+        if let Some((o, c)) = &self.openflow {
+            let mut j = o.json();
+            if let (Some(j), serde_json::Value::Object(c)) = (j.as_object_mut(), c.json()) {
+                j.extend(c);
+            }
+            v["openflow"] = j;
         }
         if self.profile {
             let per = self.cycles.per_packet_json(s.received);
@@ -466,11 +476,12 @@ impl Report for Finished {
                 c["learn_refused"]
             );
         }
-        if let Some(of) = &self.openflow {
-            let j = of.json();
+        if let Some((of, c)) = &self.openflow {
+            let (j, c) = (of.json(), c.json());
             o += &format!(
-                "  openflow: {} connections, {} messages ({} flow_mods in {} table versions), {} errors sent\n",
-                j["connections"], j["messages"], j["flow_mods"], j["versions"], j["errors"]
+                "  openflow: {} connections, {} messages ({} flow_mods in {} table versions), {} errors sent; closed: {} without HELLO, {} by the inactivity probe, {} evicted, {} refused (full), {} TLS failures\n",
+                j["connections"], j["messages"], j["flow_mods"], j["versions"], j["errors"],
+                c["hello_timeouts"], c["probe_timeouts"], c["evicted"], c["rejected"], c["tls_failures"]
             );
         }
         if self.profile {

@@ -1,143 +1,486 @@
-//! The OpenFlow channel's connections: `ptcp:PORT[:ADDR]` listens (as
-//! `ovs-vswitchd`'s `set-controller BR ptcp:...`, for `ovs-ofctl` and
-//! controllers that connect to switches), `tcp:IP:PORT` connects to a
-//! controller and reconnects when the connection ends (1, 2, 4, 8 s
-//! apart).
+//! The OpenFlow channel's endpoints, as Open vSwitch has them
+//! ([`Endpoint`]): `punix:PATH` (mode 0600: root only), `pssl:` (mutual
+//! TLS) and `ptcp:` (no authentication: any local user or container could
+//! change the switch's flows, so it is only there when asked for, with a
+//! warning) listen; `unix:`, `ssl:` and `tcp:` connect to a controller and
+//! connect again when the connection ends, 1, 2, 4, 8 s apart (8 s is
+//! Open vSwitch's `max_backoff`; also after a connection that failed or
+//! ended before its `HELLO`, so a controller that accepts and closes gets
+//! no storm; 1 s again after a session that got its `HELLO`).
 //!
-//! Each connection has a thread of its own (at most [`MAX_CONNECTIONS`]
-//! at once): a slow or hostile peer holds up only itself, never the
-//! datapath (which only ever sees the table versions the session
-//! publishes through [`crate::switch::Control`]). A message is read whole
-//! (the header's length, at most 64 KiB) before it is looked at; reads
-//! wake every 100 ms to notice the switch stopping.
+//! Each connection has a thread of its own, which does its TLS handshake
+//! and runs the framing loop ([`super::conn`]): a slow or hostile peer
+//! holds up only itself, never the datapath (which only ever sees the
+//! table versions the session publishes through
+//! [`crate::switch::Control`]), nor the accept loop.
+//!
+//! Bounds: at most [`MAX_CONNECTIONS`] connections are served at once,
+//! each holding a slot ([`SlotGuard`]) that is released on every way out
+//! of its thread, a panic included. When all are taken, a new connection
+//! evicts the oldest one that has not sent its `HELLO` (which closes
+//! within its 100 ms read timeout), so connections that say nothing can
+//! never lock a controller out; if all have sent theirs, the new one is
+//! closed at once. So there are at most 64 connections being served and
+//! 64 being evicted (while 64 are, the accept loop waits for them to end
+//! before it accepts more). Log lines about connections (refusals,
+//! timeouts) are at most [`LOG_PER_SECOND`] a second; the rest are
+//! counted, and their number logged when logging resumes.
 
-use super::msg::{hello, ChannelStats, Session};
-use super::wire::{Header, HEADER};
-use crate::control::poll_in;
+pub use super::conn::IDLE_FLUSH_MS;
+use super::conn::{serve, Conn, End, HELLO_TIMEOUT};
+use super::endpoint::Endpoint;
+use super::msg::{ChannelStats, Session};
+use super::transport::{unix_peer, Tls, TlsFiles, Transport};
+use crate::control::{poll_in, Listener};
 use crate::switch::ctl::Shared;
-use std::io::{ErrorKind, Read, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use rustls::{ClientConfig, ServerConfig};
+use std::io::ErrorKind;
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// How long a pause in a peer's stream of `FLOW_MOD`s (with no barrier)
-/// has to be before they are applied.
-pub const IDLE_FLUSH_MS: i32 = 2;
-
-/// Connections served at once (one more is closed at once).
+/// Connections served at once (see the module docs for the rest).
 pub const MAX_CONNECTIONS: usize = 64;
 
-/// Where the channel listens or connects.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Endpoint {
-    /// `ptcp:PORT[:ADDR]` (ADDR defaults to 127.0.0.1: an OpenFlow
-    /// channel has no authentication, so every address is opt-in with
-    /// `ptcp:6653:0.0.0.0`).
-    Listen(SocketAddr),
-    /// `tcp:IP:PORT`: an active connection to a controller.
-    Connect(SocketAddr),
+/// Log lines about connections per second, at most.
+pub const LOG_PER_SECOND: u32 = 10;
+
+/// Open vSwitch's default inactivity probe for a controller.
+pub const DEFAULT_PROBE: Duration = Duration::from_secs(5);
+
+/// How long one write to a peer may wait for it to read.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The longest wait between two connection attempts.
+const MAX_BACKOFF_S: u64 = 8;
+
+/// What the channel is told at start.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub endpoint: Endpoint,
+    /// For `pssl:` and `ssl:` (all three needed), refused for the others.
+    pub tls: TlsFiles,
+    /// `ECHO_REQUEST` after this long without a message from the peer,
+    /// closed after twice it; None: no probe.
+    pub inactivity_probe: Option<Duration>,
 }
 
-impl Endpoint {
-    /// Parse `ptcp:PORT[:ADDR]` or `tcp:IP[:PORT]` (port 6653 by default,
-    /// as Open vSwitch); errors are one line.
-    pub fn parse(s: &str) -> Result<Endpoint, String> {
-        let bad =
-            |why: &str| format!("--openflow '{s}': {why} (ptcp:PORT[:ADDR] or tcp:IP[:PORT])");
-        let port = |p: &str| {
-            p.parse::<u16>()
-                .map_err(|_| bad(&format!("'{p}' is not a port")))
-        };
-        let ip = |a: &str| {
-            a.trim_matches(['[', ']'])
-                .parse::<IpAddr>()
-                .map_err(|_| bad(&format!("'{a}' is not an IP address")))
-        };
-        if let Some(rest) = s.strip_prefix("ptcp:") {
-            let (p, a) = rest.split_once(':').unwrap_or((rest, ""));
-            let addr = if a.is_empty() {
-                IpAddr::V4(Ipv4Addr::LOCALHOST)
-            } else {
-                ip(a)?
-            };
-            let p = if p.is_empty() { 6653 } else { port(p)? };
-            Ok(Endpoint::Listen(SocketAddr::new(addr, p)))
-        } else if let Some(rest) = s.strip_prefix("tcp:") {
-            let (a, p) = match rest.rsplit_once(':') {
-                Some((a, p)) if !a.is_empty() && !rest.ends_with(']') => (a, port(p)?),
-                _ => (rest, 6653),
-            };
-            Ok(Endpoint::Connect(SocketAddr::new(ip(a)?, p)))
-        } else {
-            Err(bad("unknown form"))
+impl Config {
+    pub fn new(endpoint: Endpoint) -> Config {
+        Config {
+            endpoint,
+            tls: TlsFiles::default(),
+            inactivity_probe: Some(DEFAULT_PROBE),
         }
+    }
+}
+
+/// Counters of the connections themselves (the session's are
+/// [`ChannelStats`]).
+#[derive(Debug, Default)]
+pub struct ConnStats {
+    /// Closed without a `HELLO` (or a TLS handshake) within 5 s.
+    pub hello_timeouts: AtomicU64,
+    /// Closed after twice the inactivity probe without a message.
+    pub probe_timeouts: AtomicU64,
+    /// Closed before their `HELLO` to make room for a new connection.
+    pub evicted: AtomicU64,
+    /// Closed at once: every slot held by a connection past its `HELLO`.
+    pub rejected: AtomicU64,
+    /// TLS handshakes that failed (a certificate refused, not TLS).
+    pub tls_failures: AtomicU64,
+    /// Log lines left out (over [`LOG_PER_SECOND`]).
+    pub log_lines_dropped: AtomicU64,
+}
+
+impl ConnStats {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "hello_timeouts": self.hello_timeouts.load(Relaxed),
+            "probe_timeouts": self.probe_timeouts.load(Relaxed),
+            "evicted": self.evicted.load(Relaxed),
+            "rejected": self.rejected.load(Relaxed),
+            "tls_failures": self.tls_failures.load(Relaxed),
+            "log_lines_dropped": self.log_lines_dropped.load(Relaxed),
+        })
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A thread that panicked while holding it left consistent data (every
+    // critical section here is a few plain assignments).
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// At most [`LOG_PER_SECOND`] lines a second (in windows of one second);
+/// the lines over it are counted, and their number is logged before the
+/// next line that gets through (and at the channel's end).
+pub struct LogLimit {
+    st: Mutex<(Instant, u32, u64)>,
+    sink: Box<dyn Fn(&str) + Send + Sync>,
+    dropped: Option<Arc<ConnStats>>,
+}
+
+impl LogLimit {
+    /// Lines to stderr.
+    pub fn stderr(stats: Arc<ConnStats>) -> LogLimit {
+        LogLimit::to(Box::new(|l| eprintln!("{l}")), Some(stats))
+    }
+
+    /// Lines to nowhere (the fuzz target).
+    pub fn quiet() -> LogLimit {
+        LogLimit::to(Box::new(|_| {}), None)
+    }
+
+    pub fn to(sink: Box<dyn Fn(&str) + Send + Sync>, dropped: Option<Arc<ConnStats>>) -> LogLimit {
+        LogLimit {
+            st: Mutex::new((Instant::now(), 0, 0)),
+            sink,
+            dropped,
+        }
+    }
+
+    pub fn line(&self, l: &str) {
+        self.line_at(l, Instant::now())
+    }
+
+    fn line_at(&self, l: &str, now: Instant) {
+        let mut st = lock(&self.st);
+        let (window, used, held) = &mut *st;
+        if now.saturating_duration_since(*window) >= Duration::from_secs(1) {
+            *window = now;
+            *used = 0;
+        }
+        if *used >= LOG_PER_SECOND {
+            *held += 1;
+            if let Some(s) = &self.dropped {
+                s.log_lines_dropped.fetch_add(1, Relaxed);
+            }
+            return;
+        }
+        *used += 1;
+        if *held > 0 {
+            (self.sink)(&format!(
+                "openflow: {held} more lines about connections not logged (at most {LOG_PER_SECOND} a second)"
+            ));
+            *held = 0;
+        }
+        (self.sink)(l);
+    }
+
+    /// Log the number of lines held back, if any.
+    pub fn finish(&self) {
+        let mut st = lock(&self.st);
+        if st.2 > 0 {
+            (self.sink)(&format!(
+                "openflow: {} more lines about connections not logged (at most {LOG_PER_SECOND} a second)",
+                st.2
+            ));
+            st.2 = 0;
+        }
+    }
+}
+
+/// One slot's state, shared by the slot table and the connection.
+#[derive(Default)]
+struct SlotState {
+    hello: AtomicBool,
+    evict: AtomicBool,
+}
+
+/// The connection slots (see the module docs).
+pub struct Slots {
+    max: usize,
+    /// (the connections served, oldest first; how many are being evicted).
+    st: Mutex<(Vec<Arc<SlotState>>, usize)>,
+}
+
+/// What [`Slots::take`] found.
+pub enum Take {
+    Slot(SlotGuard),
+    /// Every slot is held by a connection past its `HELLO`.
+    Full,
+    /// A connection could be evicted, but as many are being evicted as can
+    /// be: wait for one of them to end.
+    Wait,
+}
+
+/// A connection's slot, released when dropped (the connection's thread
+/// ending in any way, a panic included).
+pub struct SlotGuard {
+    slots: Arc<Slots>,
+    st: Arc<SlotState>,
+}
+
+impl Slots {
+    pub fn new(max: usize) -> Arc<Slots> {
+        Arc::new(Slots {
+            max,
+            st: Mutex::new((Vec::new(), 0)),
+        })
+    }
+
+    /// A slot for a new connection: a free one, or the one of the oldest
+    /// connection without a `HELLO` (told to close).
+    pub fn take(self: &Arc<Self>) -> Take {
+        let mut st = lock(&self.st);
+        let (served, evicting) = &mut *st;
+        if served.len() >= self.max {
+            let Some(i) = served.iter().position(|s| !s.hello.load(Relaxed)) else {
+                return Take::Full;
+            };
+            if *evicting >= self.max {
+                return Take::Wait;
+            }
+            served.remove(i).evict.store(true, Relaxed);
+            *evicting += 1;
+        }
+        let s = Arc::new(SlotState::default());
+        served.push(s.clone());
+        Take::Slot(SlotGuard {
+            slots: self.clone(),
+            st: s,
+        })
+    }
+
+    /// [`Slots::take`], None unless it gives a slot.
+    pub fn take_now(self: &Arc<Self>) -> Option<SlotGuard> {
+        match self.take() {
+            Take::Slot(g) => Some(g),
+            _ => None,
+        }
+    }
+
+    /// (connections served, connections being evicted).
+    pub fn counts(&self) -> (usize, usize) {
+        let st = lock(&self.st);
+        (st.0.len(), st.1)
+    }
+}
+
+impl SlotGuard {
+    /// Record the peer's `HELLO`; false if the connection was evicted
+    /// before it (then it must close). Under the table's lock, so a
+    /// connection is never evicted after its `HELLO`.
+    pub fn hello(&self) -> bool {
+        let _st = lock(&self.slots.st);
+        if self.st.evict.load(Relaxed) {
+            return false;
+        }
+        self.st.hello.store(true, Relaxed);
+        true
+    }
+
+    pub fn hello_seen(&self) -> bool {
+        self.st.hello.load(Relaxed)
+    }
+
+    pub fn evicted(&self) -> bool {
+        self.st.evict.load(Relaxed)
+    }
+}
+
+impl Drop for SlotGuard {
+    fn drop(&mut self) {
+        let mut st = lock(&self.slots.st);
+        let (served, evicting) = &mut *st;
+        match served.iter().position(|s| Arc::ptr_eq(s, &self.st)) {
+            Some(i) => {
+                served.remove(i);
+            }
+            None => *evicting -= 1,
+        }
+    }
+}
+
+/// What every connection thread of a channel shares.
+struct Chan {
+    sh: Arc<Shared>,
+    stats: Arc<ChannelStats>,
+    conns: Arc<ConnStats>,
+    stop: Arc<AtomicBool>,
+    log: LogLimit,
+    dpid: u64,
+    probe: Option<Duration>,
+}
+
+impl Chan {
+    /// Serve one connection (its slot held) and log how it ended; true if
+    /// the peer's HELLO came.
+    fn serve<T: Transport>(
+        &self,
+        t: &mut T,
+        peer: &str,
+        slot: &SlotGuard,
+        hello_by: Instant,
+    ) -> bool {
+        self.stats.connections.fetch_add(1, Relaxed);
+        let mut sess = Session::new(self.sh.clone(), self.stats.clone(), self.dpid);
+        let c = Conn {
+            peer,
+            stop: &self.stop,
+            slot,
+            log: &self.log,
+            hello_by,
+            probe: self.probe,
+        };
+        let end = serve(t, &mut sess, &c);
+        self.ended(peer, end);
+        slot.hello_seen()
+    }
+
+    fn ended(&self, peer: &str, end: End) {
+        let s = &self.conns;
+        let why = match end {
+            End::HelloTimeout => {
+                s.hello_timeouts.fetch_add(1, Relaxed);
+                format!("no HELLO within {} s: closed", HELLO_TIMEOUT.as_secs())
+            }
+            End::ProbeTimeout => {
+                s.probe_timeouts.fetch_add(1, Relaxed);
+                let n = self.probe.unwrap_or_default().as_secs_f64();
+                format!(
+                    "inactivity probe: no message for {:.1} s (echo requested after {n:.1} s): disconnected",
+                    2.0 * n
+                )
+            }
+            End::Evicted => {
+                s.evicted.fetch_add(1, Relaxed);
+                format!("closed before its HELLO to make room ({MAX_CONNECTIONS} connections)")
+            }
+            End::Closed | End::Refused | End::Stopped => return,
+        };
+        self.log.line(&format!("openflow: {peer}: {why}"));
+    }
+
+    /// A TLS handshake, counted and logged as what ended it when it fails
+    /// (a peer that closes before it sends anything is not a failure);
+    /// true when done.
+    fn handshake(&self, t: &mut Tls, peer: &str, slot: &SlotGuard, hello_by: Instant) -> bool {
+        let give_up = || self.stop.load(Relaxed) || slot.evicted();
+        let e = match t.handshake(hello_by, &give_up) {
+            Ok(done) => return done,
+            Err(e) => e,
+        };
+        if slot.evicted() {
+            self.ended(peer, End::Evicted);
+        } else if Instant::now() >= hello_by {
+            self.ended(peer, End::HelloTimeout);
+        } else if !self.stop.load(Relaxed) {
+            self.conns.tls_failures.fetch_add(1, Relaxed);
+            self.log.line(&format!("openflow: {peer}: refused: {e}"));
+        }
+        false
     }
 }
 
 /// A running channel.
 pub struct Channel {
-    /// The address listened on (the port the system chose for port 0) or
-    /// connected to.
-    pub addr: SocketAddr,
+    /// Where it listens (with the port the system chose for port 0) or
+    /// connects.
+    pub endpoint: Endpoint,
     pub stats: Arc<ChannelStats>,
-    stop: Arc<AtomicBool>,
+    pub conns: Arc<ConnStats>,
+    chan: Arc<Chan>,
     thread: Option<JoinHandle<()>>,
+}
+
+/// A listening socket.
+enum Listening {
+    Tcp(TcpListener, Option<Arc<ServerConfig>>),
+    Unix(Listener),
 }
 
 impl Channel {
     /// Bind (listen) or start connecting; `dpid` is the datapath id
-    /// `FEATURES_REPLY` gives.
-    pub fn start(ep: Endpoint, sh: Arc<Shared>, dpid: u64) -> Result<Channel, String> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let stats = Arc::new(ChannelStats::default());
-        let (st, ss) = (stop.clone(), stats.clone());
-        let (addr, thread) = match ep {
-            Endpoint::Listen(a) => {
-                let l = TcpListener::bind(a).map_err(|e| {
-                    format!(
-                        "--openflow ptcp:{}:{}: cannot listen: {e}",
-                        a.port(),
-                        a.ip()
-                    )
-                })?;
-                l.set_nonblocking(true).map_err(|e| e.to_string())?;
-                let addr = l.local_addr().map_err(|e| e.to_string())?;
-                let t = std::thread::Builder::new()
-                    .name("linerate-of-listen".into())
-                    .spawn(move || accept_loop(l, sh, ss, st, dpid))
-                    .map_err(|e| e.to_string())?;
-                (addr, t)
-            }
-            Endpoint::Connect(a) => {
-                let t = std::thread::Builder::new()
-                    .name("linerate-of-connect".into())
-                    .spawn(move || connect_loop(a, sh, ss, st, dpid))
-                    .map_err(|e| e.to_string())?;
-                (a, t)
-            }
+    /// `FEATURES_REPLY` gives. TLS files are read here: a missing,
+    /// unreadable or mismatched one is a one-line error naming its flag.
+    pub fn start(cfg: &Config, sh: Arc<Shared>, dpid: u64) -> Result<Channel, String> {
+        let ep = &cfg.endpoint;
+        if !ep.tls() && cfg.tls.any() {
+            return Err(format!(
+                "--private-key, --certificate and --ca-cert are for ssl: and pssl:, not --openflow {ep}"
+            ));
+        }
+        let conns = Arc::new(ConnStats::default());
+        let chan = Arc::new(Chan {
+            sh,
+            stats: Arc::new(ChannelStats::default()),
+            conns: conns.clone(),
+            stop: Arc::new(AtomicBool::new(false)),
+            log: LogLimit::stderr(conns.clone()),
+            dpid,
+            probe: cfg.inactivity_probe.filter(|d| !d.is_zero()),
+        });
+        let bind = |a: &SocketAddr| {
+            let l =
+                TcpListener::bind(a).map_err(|e| format!("--openflow {ep}: cannot listen: {e}"))?;
+            l.set_nonblocking(true).map_err(|e| e.to_string())?;
+            let a = l.local_addr().map_err(|e| e.to_string())?;
+            Ok::<_, String>((l, a))
         };
+        let (endpoint, listening) = match ep {
+            Endpoint::PTcp(a) => {
+                let (l, a) = bind(a)?;
+                eprintln!(
+                    "openflow: {} has no authentication: any local user or container can change this switch's flows; use punix: or pssl:",
+                    Endpoint::PTcp(a)
+                );
+                (Endpoint::PTcp(a), Some(Listening::Tcp(l, None)))
+            }
+            Endpoint::PSsl(a) => {
+                let tls = cfg.tls.server(&ep.to_string())?;
+                let (l, a) = bind(a)?;
+                (Endpoint::PSsl(a), Some(Listening::Tcp(l, Some(tls))))
+            }
+            Endpoint::PUnix(p) => {
+                let l = Listener::bind(p).map_err(|e| format!("--openflow punix:{e}"))?;
+                (ep.clone(), Some(Listening::Unix(l)))
+            }
+            _ => (ep.clone(), None),
+        };
+        let c = chan.clone();
+        let thread = match listening {
+            Some(l) => std::thread::Builder::new()
+                .name("linerate-of-listen".into())
+                .spawn(move || accept_loop(l, c)),
+            None => {
+                let tls = match ep {
+                    Endpoint::Ssl(_) => Some(cfg.tls.client(&ep.to_string())?),
+                    _ => None,
+                };
+                let ep = ep.clone();
+                std::thread::Builder::new()
+                    .name("linerate-of-connect".into())
+                    .spawn(move || connect_loop(ep, tls, c))
+            }
+        }
+        .map_err(|e| format!("--openflow {ep}: cannot start its thread: {e}"))?;
         Ok(Channel {
-            addr,
-            stats,
-            stop,
+            endpoint,
+            stats: chan.stats.clone(),
+            conns,
+            chan,
             thread: Some(thread),
         })
     }
 
-    /// Stop listening or connecting; connection threads notice within
-    /// 100 ms (they are not waited for).
+    /// Stop listening (a `punix:` socket file is removed) or connecting;
+    /// connection threads notice within 100 ms (they are not waited for).
     pub fn stop(mut self) {
         self.stop_now();
     }
 
     fn stop_now(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
+        self.chan.stop.store(true, Ordering::SeqCst);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        self.chan.log.finish();
     }
 }
 
@@ -147,163 +490,281 @@ impl Drop for Channel {
     }
 }
 
-fn accept_loop(
-    l: TcpListener,
-    sh: Arc<Shared>,
-    stats: Arc<ChannelStats>,
-    stop: Arc<AtomicBool>,
-    dpid: u64,
-) {
-    let active = Arc::new(AtomicUsize::new(0));
-    while !stop.load(Ordering::SeqCst) {
-        match l.accept() {
-            Ok((s, _)) => {
-                if active.load(Ordering::SeqCst) >= MAX_CONNECTIONS {
-                    drop(s);
-                    continue;
-                }
-                active.fetch_add(1, Ordering::SeqCst);
-                let (sh, stats, stop, act) =
-                    (sh.clone(), stats.clone(), stop.clone(), active.clone());
-                let spawned = std::thread::Builder::new()
-                    .name("linerate-of-conn".into())
-                    .spawn(move || {
-                        serve(s, &sh, &stats, &stop, dpid);
-                        act.fetch_sub(1, Ordering::SeqCst);
-                    });
-                if spawned.is_err() {
-                    // The stream went with the closure: closed.
-                    active.fetch_sub(1, Ordering::SeqCst);
-                }
-            }
+/// An accepted connection.
+enum Accepted {
+    Tcp(TcpStream, SocketAddr),
+    Unix(UnixStream),
+}
+
+fn accept_loop(l: Listening, chan: Arc<Chan>) {
+    let slots = Slots::new(MAX_CONNECTIONS);
+    // A Unix peer is named by the socket and its process (it has no
+    // address); a TCP one by its address.
+    let (fd, shown) = match &l {
+        Listening::Tcp(t, _) => (t.as_raw_fd(), String::new()),
+        Listening::Unix(u) => (
+            u.socket().as_raw_fd(),
+            format!("punix:{}", u.path().display()),
+        ),
+    };
+    while !chan.stop.load(Ordering::SeqCst) {
+        let got = match &l {
+            Listening::Tcp(t, _) => t.accept().map(|(s, a)| Accepted::Tcp(s, a)),
+            Listening::Unix(u) => u.socket().accept().map(|(s, _)| Accepted::Unix(s)),
+        };
+        let s = match got {
+            Ok(s) => s,
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                poll_in(l.as_raw_fd(), 100);
+                poll_in(fd, 100);
+                continue;
             }
-            Err(_) => std::thread::sleep(Duration::from_millis(100)),
-        }
-    }
-}
-
-fn connect_loop(
-    a: SocketAddr,
-    sh: Arc<Shared>,
-    stats: Arc<ChannelStats>,
-    stop: Arc<AtomicBool>,
-    dpid: u64,
-) {
-    let mut backoff = 1u64;
-    while !stop.load(Ordering::SeqCst) {
-        match TcpStream::connect_timeout(&a, Duration::from_secs(2)) {
-            Ok(s) => {
-                backoff = 1;
-                serve(s, &sh, &stats, &stop, dpid);
-            }
+            // EMFILE and friends: do not spin on them.
             Err(_) => {
-                for _ in 0..backoff * 10 {
-                    if stop.load(Ordering::SeqCst) {
-                        return;
-                    }
-                    std::thread::sleep(Duration::from_millis(100));
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        let accepted = Instant::now();
+        let peer = match &s {
+            Accepted::Tcp(_, a) => a.to_string(),
+            Accepted::Unix(u) => format!("{shown} ({})", unix_peer(u)),
+        };
+        let slot = loop {
+            match slots.take() {
+                Take::Slot(g) => break Some(g),
+                Take::Full => break None,
+                // Evicted connections end within their read timeout.
+                Take::Wait if !chan.stop.load(Ordering::SeqCst) => {
+                    std::thread::sleep(Duration::from_millis(10))
                 }
-                backoff = (backoff * 2).min(8);
+                Take::Wait => return,
             }
-        }
+        };
+        let Some(slot) = slot else {
+            chan.conns.rejected.fetch_add(1, Relaxed);
+            chan.log.line(&format!(
+                "openflow: {peer}: refused: {MAX_CONNECTIONS} connections are open already"
+            ));
+            continue;
+        };
+        let tls = match &l {
+            Listening::Tcp(_, tls) => tls.clone(),
+            Listening::Unix(_) => None,
+        };
+        let c = chan.clone();
+        // If the thread cannot start, the closure (stream and slot) is
+        // dropped: the connection is closed and the slot released.
+        let _ = std::thread::Builder::new()
+            .name("linerate-of-conn".into())
+            .spawn(move || {
+                let hello_by = accepted + HELLO_TIMEOUT;
+                match s {
+                    Accepted::Tcp(s, _) => {
+                        if timeouts(&s).is_err() {
+                            return;
+                        }
+                        match tls {
+                            Some(cfg) => {
+                                let Ok(mut t) = Tls::accept(&cfg, s) else {
+                                    return;
+                                };
+                                if c.handshake(&mut t, &peer, &slot, hello_by) {
+                                    c.serve(&mut t, &peer, &slot, hello_by);
+                                }
+                            }
+                            None => {
+                                let mut s = s;
+                                c.serve(&mut s, &peer, &slot, hello_by);
+                            }
+                        }
+                    }
+                    Accepted::Unix(mut s) => {
+                        if unix_timeouts(&s).is_ok() {
+                            c.serve(&mut s, &peer, &slot, hello_by);
+                        }
+                    }
+                }
+            });
     }
 }
 
-/// Write the session's replies; false when the peer is gone or stuck.
-fn send(s: &mut TcpStream, sess: &mut Session) -> bool {
-    while let Some(m) = sess.next_out() {
-        if s.write_all(&m).is_err() {
-            return false;
-        }
-    }
-    true
-}
-
-/// The session's last refusal, one line on stderr (the peer gets the
-/// OpenFlow error; this says why in words).
-fn log(sess: &mut Session, peer: Option<SocketAddr>) {
-    if let Some(e) = sess.last_error.take() {
-        match peer {
-            Some(p) => eprintln!("openflow: {p}: refused: {e}"),
-            None => eprintln!("openflow: refused: {e}"),
-        }
-    }
-}
-
-/// One connection, to its end (EOF, error, a malformed message, stop).
-fn serve(
-    mut s: TcpStream,
-    sh: &Arc<Shared>,
-    stats: &Arc<ChannelStats>,
-    stop: &AtomicBool,
-    dpid: u64,
-) {
-    stats.connections.fetch_add(1, Ordering::Relaxed);
-    let peer = s.peer_addr().ok();
+/// Reads wake every 100 ms (deadlines, stop, eviction); a write waits
+/// [`WRITE_TIMEOUT`] at most for the peer to read.
+fn timeouts(s: &TcpStream) -> std::io::Result<()> {
+    s.set_nonblocking(false)?;
     let _ = s.set_nodelay(true);
-    let _ = s.set_read_timeout(Some(Duration::from_millis(100)));
-    let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
-    if s.write_all(&hello()).is_err() {
-        return;
+    s.set_read_timeout(Some(Duration::from_millis(100)))?;
+    s.set_write_timeout(Some(WRITE_TIMEOUT))
+}
+
+fn unix_timeouts(s: &UnixStream) -> std::io::Result<()> {
+    s.set_nonblocking(false)?;
+    s.set_read_timeout(Some(Duration::from_millis(100)))?;
+    s.set_write_timeout(Some(WRITE_TIMEOUT))
+}
+
+/// Connect to the controller, run the connection, and again after the
+/// backoff (see the module docs).
+fn connect_loop(ep: Endpoint, tls: Option<Arc<ClientConfig>>, chan: Arc<Chan>) {
+    let slots = Slots::new(1);
+    let mut backoff = 1u64;
+    while !chan.stop.load(Ordering::SeqCst) {
+        let started = Instant::now();
+        let hello_by = started + HELLO_TIMEOUT;
+        let peer = ep.to_string();
+        let Some(slot) = slots.take_now() else { return };
+        let hello = match connect(&ep) {
+            Ok(Accepted::Tcp(s, a)) => {
+                if timeouts(&s).is_err() {
+                    false
+                } else if let Some(cfg) = &tls {
+                    match Tls::connect(cfg, a.ip(), s) {
+                        Ok(mut t) => {
+                            chan.handshake(&mut t, &peer, &slot, hello_by)
+                                && chan.serve(&mut t, &peer, &slot, hello_by)
+                        }
+                        Err(e) => {
+                            chan.log.line(&format!("openflow: {peer}: {e}"));
+                            false
+                        }
+                    }
+                } else {
+                    let mut s = s;
+                    chan.serve(&mut s, &peer, &slot, hello_by)
+                }
+            }
+            Ok(Accepted::Unix(mut s)) => {
+                unix_timeouts(&s).is_ok() && chan.serve(&mut s, &peer, &slot, hello_by)
+            }
+            Err(e) => {
+                chan.log
+                    .line(&format!("openflow: {peer}: cannot connect: {e}"));
+                false
+            }
+        };
+        drop(slot);
+        let wait = if hello { 1 } else { backoff };
+        backoff = if hello {
+            2
+        } else {
+            (backoff * 2).min(MAX_BACKOFF_S)
+        };
+        let until = Instant::now() + Duration::from_secs(wait);
+        while Instant::now() < until {
+            if chan.stop.load(Ordering::SeqCst) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
-    let mut sess = Session::new(sh.clone(), stats.clone(), dpid);
-    let mut buf: Vec<u8> = Vec::with_capacity(1 << 17);
-    let mut at = 0usize;
-    let mut chunk = vec![0u8; 1 << 16];
-    loop {
-        // Every whole message in the buffer.
-        while buf.len() - at >= HEADER {
-            let len = Header::parse(&buf[at..]).map_or(0, |h| h.len as usize);
-            if len < HEADER {
-                // Unframeable: the session answers with an error.
-                let _ = sess.message(&buf[at..at + HEADER]);
-                sess.flush();
-                send(&mut s, &mut sess);
-                return;
-            }
-            if buf.len() - at < len {
-                break;
-            }
-            let r = sess.message(&buf[at..at + len]);
-            at += len;
-            log(&mut sess, peer);
-            if r.is_err() {
-                sess.flush();
-                send(&mut s, &mut sess);
-                return;
-            }
-            if sess.has_out() && !send(&mut s, &mut sess) {
-                return;
-            }
+}
+
+fn connect(ep: &Endpoint) -> std::io::Result<Accepted> {
+    match ep {
+        Endpoint::Tcp(a) | Endpoint::Ssl(a) => {
+            TcpStream::connect_timeout(a, Duration::from_secs(2)).map(|s| Accepted::Tcp(s, *a))
         }
-        buf.drain(..at);
-        at = 0;
-        // Apply waiting FLOW_MODs once the peer pauses (nothing more
-        // within IDLE_FLUSH_MS): a stream of them becomes a few large table
-        // versions (each publication copies the table), a lone one still
-        // takes effect within milliseconds. A barrier applies them at once.
-        if sess.has_pending() && !poll_in(s.as_raw_fd(), IDLE_FLUSH_MS) {
-            sess.flush();
-            log(&mut sess, peer);
-            if !send(&mut s, &mut sess) {
-                return;
-            }
+        Endpoint::Unix(p) => UnixStream::connect(p).map(Accepted::Unix),
+        _ => Err(ErrorKind::InvalidInput.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slot_is_released_when_its_thread_panics() {
+        let slots = Slots::new(2);
+        let g = slots.take_now().unwrap();
+        let t = std::thread::spawn(move || {
+            let _held = g;
+            panic!("a connection thread that panics");
+        });
+        assert!(t.join().is_err());
+        assert_eq!(slots.counts(), (0, 0));
+        // An evicted slot's thread that panics is uncounted too.
+        let a = slots.take_now().unwrap();
+        let b = slots.take_now().unwrap();
+        assert!(b.hello());
+        let c = slots.take_now().expect("a, without HELLO, is evicted");
+        assert!(a.evicted() && !a.hello(), "no HELLO after the eviction");
+        assert_eq!(slots.counts(), (2, 1));
+        let t = std::thread::spawn(move || {
+            let _held = a;
+            panic!("an evicted connection's thread that panics");
+        });
+        assert!(t.join().is_err());
+        assert_eq!(slots.counts(), (2, 0));
+        drop((b, c));
+        assert_eq!(slots.counts(), (0, 0));
+    }
+
+    #[test]
+    fn connections_past_hello_are_never_evicted() {
+        let slots = Slots::new(3);
+        let held: Vec<SlotGuard> = (0..3).map(|_| slots.take_now().unwrap()).collect();
+        assert!(held[0].hello() && held[2].hello());
+        // The oldest without HELLO (the second) makes room.
+        let d = slots.take_now().unwrap();
+        assert!(held[1].evicted() && !held[0].evicted() && !held[2].evicted());
+        assert!(d.hello());
+        // All three served ones are past HELLO: the next is refused.
+        assert!(matches!(slots.take(), Take::Full));
+        assert_eq!(slots.counts(), (3, 1));
+        drop(held);
+        assert_eq!(slots.counts(), (1, 0));
+    }
+
+    #[test]
+    fn evictions_are_bounded_too() {
+        // One slot: a silent connection, evicted by a second, evicted by
+        // a third... while the first has not ended, at most one is being
+        // evicted, and the next waits.
+        let slots = Slots::new(1);
+        let a = slots.take_now().unwrap();
+        let b = slots.take_now().unwrap();
+        assert!(a.evicted());
+        assert!(matches!(slots.take(), Take::Wait));
+        drop(a);
+        let c = slots.take_now().unwrap();
+        assert!(b.evicted() && !c.evicted());
+        assert_eq!(slots.counts(), (1, 1));
+    }
+
+    #[test]
+    fn log_lines_are_limited_and_the_rest_counted() {
+        let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+        let l2 = lines.clone();
+        let stats = Arc::new(ConnStats::default());
+        let log = LogLimit::to(
+            Box::new(move |l| l2.lock().unwrap().push(l.to_string())),
+            Some(stats.clone()),
+        );
+        let t0 = Instant::now();
+        for i in 0..100 {
+            log.line_at(&format!("refused {i}"), t0);
         }
-        if stop.load(Ordering::SeqCst) {
-            return;
+        assert_eq!(lines.lock().unwrap().len(), LOG_PER_SECOND as usize);
+        assert_eq!(stats.log_lines_dropped.load(Relaxed), 90);
+        // A second later: the count, then the line.
+        log.line_at("later", t0 + Duration::from_millis(1001));
+        let v = lines.lock().unwrap().clone();
+        assert_eq!(
+            &v[10..],
+            [
+                "openflow: 90 more lines about connections not logged (at most 10 a second)",
+                "later"
+            ]
+        );
+        for _ in 0..20 {
+            log.line_at("x", t0 + Duration::from_millis(1002));
         }
-        match s.read(&mut chunk) {
-            Ok(0) => {
-                sess.flush();
-                send(&mut s, &mut sess);
-                return;
-            }
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(_) => return,
-        }
+        log.finish();
+        let v = lines.lock().unwrap().clone();
+        assert!(
+            v.last().unwrap().starts_with("openflow: 11 more lines"),
+            "{v:?}"
+        );
     }
 }

@@ -14,8 +14,14 @@
 //!   (`FLOW_MOD`, `GROUP_MOD`, `METER_MOD`, the multipart statistics);
 //! - [`client`]: the controller side, for the insertion benchmark and
 //!   the tests;
-//! - [`channel`]: the listener (`ptcp:PORT[:ADDR]`) or the active
-//!   connection (`tcp:IP:PORT`), one thread per connection.
+//! - [`endpoint`]: where the channel listens or connects, in Open
+//!   vSwitch's syntax (`punix:`, `pssl:`, `ptcp:`, `unix:`, `ssl:`, `tcp:`);
+//! - [`transport`]: the byte streams a connection runs over (TCP, Unix,
+//!   mutual TLS with rustls) and the TLS files;
+//! - [`channel`]: the listener or the active connection, one thread per
+//!   connection, its slots, reconnection and rate-limited log;
+//! - [`conn`]: one connection's framing loop, its `HELLO` deadline and
+//!   inactivity probe.
 //!
 //! Decoding goes through the rule syntax: a `FLOW_MOD` becomes the text
 //! `ovs-ofctl` would print for it, parsed by [`Rule::parse`], so a rule
@@ -32,18 +38,41 @@
 
 pub mod channel;
 pub mod client;
+pub mod conn;
+pub mod endpoint;
 pub mod instr;
 pub mod msg;
 pub mod oxm;
+pub mod transport;
 pub mod wire;
 
 #[cfg(test)]
 mod tests;
 
-pub use channel::{Channel, Endpoint};
+pub use channel::{Channel, Config};
+pub use endpoint::Endpoint;
+pub use transport::TlsFiles;
 
 /// Arbitrary bytes as a stream of OpenFlow messages to a switch: no panic
 /// (the fuzz target of the OpenFlow parser).
 pub fn fuzz(data: &[u8]) {
     msg::fuzz(data)
+}
+
+/// Arbitrary bytes as what a peer sends over the channel's real framing
+/// loop (see [`conn::fuzz_channel`]).
+pub fn fuzz_channel(data: &[u8]) {
+    conn::fuzz_channel(data)
+}
+
+/// Arbitrary bytes as a switch's replies to the client (see
+/// [`client::fuzz_client`]).
+pub fn fuzz_client(data: &[u8]) {
+    client::fuzz_client(data)
+}
+
+/// Arbitrary bytes as an `--openflow` value (see
+/// [`endpoint::fuzz_endpoint`]).
+pub fn fuzz_endpoint(data: &[u8]) {
+    endpoint::fuzz_endpoint(data)
 }
