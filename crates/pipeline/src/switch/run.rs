@@ -187,7 +187,7 @@ fn learn_loop(
             Ok(r) => Some(r),
             Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => {
-                ctl.publish_learned();
+                ctl.publish_waiting();
                 return;
             }
         };
@@ -202,7 +202,7 @@ fn learn_loop(
                 stats.learn_refused.fetch_add(l.refused as u64, Relaxed);
                 l.published
             }
-            None => ctl.publish_learned(),
+            None => ctl.publish_waiting(),
         };
         if published {
             gap = (t.elapsed() * 10).clamp(LEARN_PUBLISH_MIN, LEARN_PUBLISH_MAX);

@@ -615,6 +615,16 @@ impl FlowTable {
         self.n_rules >= self.limits.max_flows || in_t >= self.limits.table(t).flow_limit
     }
 
+    /// Is the switch, or any table, at its bound?
+    pub fn any_full(&self) -> bool {
+        self.n_rules >= self.limits.max_flows
+            || self
+                .tables
+                .iter()
+                .enumerate()
+                .any(|(t, tb)| tb.cls.len() >= self.limits.table(t as u8).flow_limit)
+    }
+
     /// Does the table have a rule with this match and priority (an add of
     /// it replaces that rule and needs no room)?
     fn has(&self, r: &Rule) -> bool {
@@ -1194,8 +1204,9 @@ impl FlowCursor {
 pub struct Control {
     edit: Mutex<FlowTable>,
     published: ArcSwap<FlowTable>,
-    /// The control copy holds learned rules not published yet (set and
-    /// cleared under the edit lock).
+    /// The control copy holds changes not published yet (learned rules,
+    /// [`Control::apply`] without publishing; set and cleared under the
+    /// edit lock).
     dirty: AtomicBool,
 }
 
@@ -1239,13 +1250,29 @@ impl Control {
     /// edit that changes nothing (a delete that finds nothing) publishes
     /// nothing.
     pub fn edit<R>(&self, f: impl FnOnce(&mut FlowTable) -> R) -> R {
+        self.apply(true, f).0
+    }
+
+    /// Edit the table; with `publish` publish the result (and whatever
+    /// waits), without leave it waiting in the control copy for the next
+    /// publication (any edit that publishes, [`Self::publish_waiting`], the
+    /// once-a-second tick). (the result, whether a version was published)
+    pub fn apply<R>(&self, publish: bool, f: impl FnOnce(&mut FlowTable) -> R) -> (R, bool) {
         let mut g = self.lock();
         let before = g.version();
         let r = f(&mut g);
-        if g.version() != before || self.dirty.load(SeqCst) {
+        if g.version() != before {
+            self.dirty.store(true, SeqCst);
+        }
+        // A table that has just filled is published at once, unpublished
+        // changes or not: what a full table refuses is then refused as it
+        // comes (the OpenFlow channel looks at the published version).
+        let published = self.dirty.load(SeqCst)
+            && (publish || (g.any_full() && !self.published.load().any_full()));
+        if published {
             self.publish(&g);
         }
-        r
+        (r, published)
     }
 
     /// Edit the table all or nothing: on `Ok` the result is published; on
@@ -1298,9 +1325,9 @@ impl Control {
         out
     }
 
-    /// Publish learned rules that wait in the control copy; true if there
-    /// were any.
-    pub fn publish_learned(&self) -> bool {
+    /// Publish the changes that wait in the control copy (learned rules,
+    /// edits applied without publishing); true if there were any.
+    pub fn publish_waiting(&self) -> bool {
         if !self.dirty.load(SeqCst) {
             return false;
         }
@@ -1589,15 +1616,15 @@ mod tests {
         let l = ctl.learn([learned(1), learned(2)], 5, false);
         assert_eq!((l.changed, l.published), (2, false));
         assert!(ctl.current().is_empty());
-        assert!(ctl.publish_learned());
+        assert!(ctl.publish_waiting());
         assert_eq!(ctl.current().len(), 2);
-        assert!(!ctl.publish_learned(), "nothing waits");
+        assert!(!ctl.publish_waiting(), "nothing waits");
         // Any other publication takes waiting learned rules along.
         ctl.learn([learned(3)], 6, false);
         ctl.edit(|t| t.add_flow(Rule::parse("actions=drop").unwrap(), 7))
             .unwrap();
         assert_eq!(ctl.current().len(), 4);
-        assert!(!ctl.publish_learned());
+        assert!(!ctl.publish_waiting());
     }
 
     #[test]

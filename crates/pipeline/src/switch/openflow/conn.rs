@@ -71,15 +71,32 @@ pub struct Conn<'a> {
     pub probe: Option<Duration>,
 }
 
-/// Write the session's replies, each whole before the next is taken;
-/// false when the peer is gone or does not read (the write timeout).
-fn send<T: Transport>(t: &mut T, sess: &mut Session) -> bool {
+/// Replies are gathered up to this many bytes before they are written:
+/// a stream of requests that each get an answer (errors for a stream of
+/// refused `FLOW_MOD`s) costs a write per this much, not per message.
+const OUT_BUF: usize = 64 << 10;
+
+/// Take the session's replies into `out`, each whole before the next is
+/// taken, writing `out` whenever it is full; with `all`, write what is
+/// left too (before the loop waits for the peer, and at the end). False
+/// when the peer is gone or does not read (the write timeout).
+fn send<T: Transport>(t: &mut T, sess: &mut Session, out: &mut Vec<u8>, all: bool) -> bool {
     while let Some(m) = sess.next_out() {
-        if t.write_all(&m).is_err() {
+        if out.len() + m.len() > OUT_BUF {
+            if t.write_all(out).is_err() {
+                return false;
+            }
+            out.clear();
+        }
+        out.extend_from_slice(&m);
+    }
+    if all && !out.is_empty() {
+        if t.write_all(out).is_err() {
             return false;
         }
+        out.clear();
     }
-    t.flush().is_ok()
+    !all || t.flush().is_ok()
 }
 
 /// The session's last refusal, one line on the (rate-limited) log: the
@@ -96,6 +113,7 @@ pub fn serve<T: Transport>(t: &mut T, sess: &mut Session, c: &Conn) -> End {
         return End::Closed;
     }
     let mut buf: Vec<u8> = Vec::with_capacity(1 << 17);
+    let mut out: Vec<u8> = Vec::with_capacity(OUT_BUF);
     let mut at = 0usize;
     let mut chunk = vec![0u8; 1 << 16];
     let mut hello_in = false;
@@ -113,7 +131,7 @@ pub fn serve<T: Transport>(t: &mut T, sess: &mut Session, c: &Conn) -> End {
                 let _ = sess.message(&buf[at..at + HEADER]);
                 log_refusal(sess, c);
                 sess.flush();
-                send(t, sess);
+                send(t, sess, &mut out, true);
                 return End::Refused;
             }
             if buf.len() - at < len {
@@ -124,7 +142,7 @@ pub fn serve<T: Transport>(t: &mut T, sess: &mut Session, c: &Conn) -> End {
             log_refusal(sess, c);
             if r.is_err() {
                 sess.flush();
-                send(t, sess);
+                send(t, sess, &mut out, true);
                 return End::Refused;
             }
             // The first message the session takes is the peer's HELLO.
@@ -134,7 +152,7 @@ pub fn serve<T: Transport>(t: &mut T, sess: &mut Session, c: &Conn) -> End {
                 }
                 hello_in = true;
             }
-            if sess.has_out() && !send(t, sess) {
+            if sess.has_out() && !send(t, sess, &mut out, false) {
                 return End::Closed;
             }
             heard = t.now();
@@ -142,6 +160,10 @@ pub fn serve<T: Transport>(t: &mut T, sess: &mut Session, c: &Conn) -> End {
         }
         buf.drain(..at);
         at = 0;
+        // Everything answered so far goes out before the loop waits.
+        if !out.is_empty() && !send(t, sess, &mut out, true) {
+            return End::Closed;
+        }
         // Apply waiting FLOW_MODs once the peer pauses (nothing more
         // within IDLE_FLUSH_MS): a stream of them becomes a few large table
         // versions (each publication copies the table), a lone one still
@@ -149,7 +171,7 @@ pub fn serve<T: Transport>(t: &mut T, sess: &mut Session, c: &Conn) -> End {
         if sess.has_pending() && !t.readable(IDLE_FLUSH_MS) {
             sess.flush();
             log_refusal(sess, c);
-            if !send(t, sess) {
+            if !send(t, sess, &mut out, true) {
                 return End::Closed;
             }
             heard = t.now();
@@ -182,7 +204,7 @@ pub fn serve<T: Transport>(t: &mut T, sess: &mut Session, c: &Conn) -> End {
             Ok(0) => {
                 sess.flush();
                 log_refusal(sess, c);
-                send(t, sess);
+                send(t, sess, &mut out, true);
                 return End::Closed;
             }
             Ok(n) => buf.extend_from_slice(&chunk[..n]),

@@ -1,24 +1,26 @@
 //! One OpenFlow connection's session: each whole message in, its replies
 //! out, the table's changes applied.
 //!
-//! `FLOW_MOD`s are decoded as they come and applied in batches: all those
-//! that arrive back to back (until the peer pauses for
-//! [`super::channel::IDLE_FLUSH_MS`], another message comes, or [`BATCH`]
-//! of them or [`BATCH_BYTES`] are waiting) go into the table as one new
-//! version, published once, before any other message (a barrier, a dump)
-//! is answered. OpenFlow allows this (only a barrier orders
-//! messages), and it is what makes N rules then a barrier cost one table
-//! copy instead of N. Each one still gets its own error reply.
+//! `FLOW_MOD`s are decoded as they come and applied in batches: those
+//! that arrive back to back go into the control copy of the table
+//! together, and are published as one new version when the peer pauses
+//! ([`super::channel::IDLE_FLUSH_MS`]) or before any other message (a
+//! barrier, a dump) is answered; a stream that never pauses is published
+//! by the switch's once-a-second tick, and a table that fills is published
+//! at once. OpenFlow allows this (only a barrier orders messages), and it
+//! is what makes N rules then a barrier cost one table copy instead of N,
+//! however many connections send them. Each one still gets its own error
+//! reply.
 //!
 //! Memory: what a peer makes the switch hold is bounded. Decoded
 //! `FLOW_MOD`s waiting for their batch and replies waiting to be sent are
 //! charged to one budget for all connections ([`PENDING_BUDGET`], counted
-//! in decoded size): a connection whose charge would take the total past
-//! it applies what it holds once it holds more than [`CONN_RESERVE`], so
-//! all connections together hold at most the budget plus a reserve each.
-//! A `FLOW_MOD` that a full table would refuse whatever comes before it is
-//! answered at once (`OFPFMFC_TABLE_FULL`) instead of waiting for its
-//! batch. Multipart replies (flows, groups, meters) are made one message
+//! in decoded size) until they are applied or sent: a connection whose
+//! charge takes the total past it applies what it holds once it holds more
+//! than [`CONN_RESERVE`], so all connections together hold at most the
+//! budget plus a reserve each (64 connections: 16 + 8 MiB). A `FLOW_MOD`
+//! that a full table would refuse whatever comes before it is answered at
+//! once (`OFPFMFC_TABLE_FULL`) instead of waiting for its batch. Multipart replies (flows, groups, meters) are made one message
 //! at a time as the channel sends them ([`Session::next_out`]), from the
 //! current version of the table at each step: a dump of a million rules
 //! to a peer that reads slowly holds one message, not the dump. Every rule
@@ -44,19 +46,17 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
-/// Most `FLOW_MOD`s applied as one table version.
-pub const BATCH: usize = 1 << 20;
 /// Most bytes of a pending `FLOW_MOD` kept for its error reply.
 const ERROR_DATA: usize = 256;
-/// Most bytes of `FLOW_MOD`s held before they are applied.
-pub const BATCH_BYTES: usize = 256 << 20;
 /// What all connections of a channel may hold together in decoded
 /// `FLOW_MOD`s waiting for their batch and replies waiting to be sent,
-/// beyond [`CONN_RESERVE`] each.
-pub const PENDING_BUDGET: usize = 64 << 20;
+/// beyond [`CONN_RESERVE`] each. Applying a batch is cheap (publishing
+/// is what copies the table, and that waits for a pause), so the budget
+/// can be small: 16 MiB is ~30 000 decoded rules.
+pub const PENDING_BUDGET: usize = 16 << 20;
 /// What one connection may hold however full the budget is (so a batch is
-/// never cut to a single rule, each a table version, by others' charges).
-pub const CONN_RESERVE: usize = 1 << 20;
+/// never cut to a single rule by others' charges).
+pub const CONN_RESERVE: usize = 128 << 10;
 /// What a queued reply costs beyond its bytes (its vector and queue slot).
 const OUT_OVERHEAD: usize = 48;
 /// The tables a switch has (0..254).
@@ -210,8 +210,6 @@ pub struct Session {
     /// Decoded `FLOW_MOD`s not applied yet: (xid, the request for an
     /// error reply, the change).
     pending: Vec<(u32, Vec<u8>, FlowOp)>,
-    /// Their messages' bytes (a bound on what a peer can make us hold).
-    pending_bytes: usize,
     /// What they cost decoded (charged to the channel's budget).
     pending_cost: usize,
     /// A delete is among them (then a full table may have room after
@@ -223,6 +221,8 @@ pub struct Session {
     out_cost: usize,
     /// A multipart reply being made as it is sent.
     dump: Option<Dump>,
+    /// FLOW_MODs of this connection were applied without publishing.
+    unpublished: bool,
     /// The last error's reason (for the switch's log).
     pub last_error: Option<String>,
 }
@@ -244,12 +244,12 @@ impl Session {
             dpid,
             hello: false,
             pending: Vec::new(),
-            pending_bytes: 0,
             pending_cost: 0,
             pending_delete: false,
             out: VecDeque::new(),
             out_cost: 0,
             dump: None,
+            unpublished: false,
             last_error: None,
         }
     }
@@ -394,14 +394,10 @@ impl Session {
                     let cost = op_cost(&req, &op);
                     self.pending_delete |= matches!(op, FlowOp::Delete(_));
                     self.pending.push((h.xid, req, op));
-                    self.pending_bytes += m.len();
                     self.pending_cost += cost;
                     let over = self.charge(cost);
-                    if self.pending.len() >= BATCH
-                        || self.pending_bytes >= BATCH_BYTES
-                        || (over && self.pending_cost + self.out_cost > CONN_RESERVE)
-                    {
-                        self.flush();
+                    if over && self.pending_cost + self.out_cost > CONN_RESERVE {
+                        self.apply(false);
                     }
                 }
                 Err(e) => {
@@ -469,16 +465,36 @@ impl Session {
     /// Apply the decoded `FLOW_MOD`s as one table version.
     pub fn flush(&mut self) {
         if self.pending.is_empty() {
+            // What this connection applied without publishing (below) is
+            // in effect before anything after it is answered.
+            if self.unpublished {
+                self.unpublished = false;
+                if self.sh.ctl.publish_waiting() {
+                    self.stats.versions.fetch_add(1, Relaxed);
+                }
+            }
             return;
         }
+        self.apply(true);
+    }
+
+    /// Apply the decoded `FLOW_MOD`s to the table as one edit; with
+    /// `publish` as a new version, without (a batch cut by the memory
+    /// budget or the batch limits while the peer keeps sending) waiting
+    /// for the connection's next flush (a barrier, another request, a
+    /// pause) or the switch's once-a-second tick: a storm of `FLOW_MOD`s
+    /// from many connections costs a table copy per publication, not one
+    /// per budget's worth of them (OpenFlow orders nothing before a
+    /// barrier).
+    fn apply(&mut self, publish: bool) {
         let ops = std::mem::take(&mut self.pending);
-        self.pending_bytes = 0;
         self.pending_delete = false;
+        // Given back once applied, not before: a connection waiting for
+        // the edit lock still holds its batch (64 of them holding
+        // uncharged batches made the budget meaningless).
         let cost = std::mem::take(&mut self.pending_cost);
-        self.uncharge(cost);
-        let before = self.sh.ctl.current().version();
         let now = mono_ns();
-        let errors: Vec<(u32, Vec<u8>, OfError)> = self.sh.ctl.edit(|t| {
+        let (errors, published) = self.sh.ctl.apply(publish, |t| {
             if ops.len() > 1 {
                 t.reserve_for(ops.iter().filter_map(|(_, _, o)| match o {
                     FlowOp::Add(r) => Some(r),
@@ -505,9 +521,12 @@ impl Session {
             }
             errors
         });
-        if self.sh.ctl.current().version() != before {
+        self.uncharge(cost);
+        self.unpublished = !publish;
+        if published {
             self.stats.versions.fetch_add(1, Relaxed);
         }
+        let errors: Vec<(u32, Vec<u8>, OfError)> = errors;
         for (xid, req, e) in errors {
             self.error(xid, &e, &req);
         }

@@ -753,3 +753,16 @@ fn deletes_of_nothing_publish_nothing() {
         0
     );
 }
+
+#[test]
+fn scratch_sizes() {
+    let r = nth_rule(5);
+    eprintln!(
+        "Rule {} Action {} actions cap {} heap {}",
+        std::mem::size_of::<Rule>(),
+        std::mem::size_of::<crate::switch::Action>(),
+        r.actions.capacity(),
+        r.heap_bytes()
+    );
+    eprintln!("OfError {}", std::mem::size_of::<OfError>());
+}
