@@ -17,7 +17,8 @@ Commands:
                        specific); --json adds each rule's counters, creation and first/last hit times
   dump-ports           per-port packet and byte counters
   dump-groups          groups
-  dump-tables          per table: rules, lookups and matches (ovs-ofctl dump-tables)
+  dump-tables          per table: rules, lookups, matches, evictions and refusals (full), its
+                       flow_limit; the switch's max-flows (ovs-ofctl dump-tables)
   add-group SPEC       group_id=ID,type=all,bucket=output:P,...
   add-meter SPEC       meter=ID,pktps|kbps,band=type=drop,rate=R[,burst_size=B]
   cache-stats          exact-match cache and classifier counters
@@ -60,14 +61,24 @@ pub fn run_ctl(a: CtlArgs) -> Result<()> {
         }
         "dump-tables" => {
             for t in v["tables"].as_array().into_iter().flatten() {
+                let limit = match t["flow_limit"].as_u64() {
+                    Some(l) => format!(
+                        ", flow_limit={l} ({})",
+                        t["overflow_policy"].as_str().unwrap_or("")
+                    ),
+                    None => String::new(),
+                };
                 outln!(
-                    "  table {}: active={}, lookup={}, matched={}",
+                    "  table {}: active={}, lookup={}, matched={}, evicted={}, refused_full={}{limit}",
                     t["table"],
                     t["rules"],
                     t["lookups"],
-                    t["matches"]
+                    t["matches"],
+                    t["evicted"],
+                    t["refused_full"]
                 );
             }
+            outln!("  max-flows {} (all tables)", v["max_flows"]);
         }
         "dump-ports" => {
             for p in v["ports"].as_array().into_iter().flatten() {
