@@ -16,15 +16,16 @@
 
 mod support;
 
+use linerate_pipeline::switch::openflow::client::{multipart_request, stats_request};
 use linerate_pipeline::switch::openflow::msg::{flow_mod_add, hello, CONN_RESERVE, PENDING_BUDGET};
 use linerate_pipeline::switch::openflow::wire::{
     Header, Writer, BARRIER_REPLY, BARRIER_REQUEST, ERROR, HEADER, MPF_MORE, MP_FLOW,
-    MULTIPART_REPLY, MULTIPART_REQUEST, OFPG_ANY, OFPP_ANY, OFPTT_ALL,
+    MULTIPART_REPLY,
 };
 use linerate_pipeline::switch::Rule;
 use serde_json::Value;
 use std::io::{BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -101,16 +102,6 @@ fn enter_netns(ns: &str) {
     // SAFETY: setns on a namespace file we opened; affects this thread only.
     let r = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
     assert_eq!(r, 0, "setns {ns}: {}", std::io::Error::last_os_error());
-}
-
-/// A free TCP port (bound, its number taken, let go) in this thread's
-/// namespace.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 const MB: u64 = 1 << 20;
@@ -497,21 +488,7 @@ fn sixty_four_connections_streaming_a_million_flow_mods_stay_in_budget() {
 
 /// A flow-stats request for every rule.
 fn all_flows_request(xid: u32) -> Vec<u8> {
-    let mut w = Writer::new(MULTIPART_REQUEST, xid);
-    w.u16(MP_FLOW);
-    w.u16(0);
-    w.zeros(4);
-    w.u8(OFPTT_ALL);
-    w.zeros(3);
-    w.u32(OFPP_ANY);
-    w.u32(OFPG_ANY);
-    w.zeros(4);
-    w.u64(0);
-    w.u64(0);
-    w.u16(1);
-    w.u16(4);
-    w.zeros(4);
-    w.finish()
+    multipart_request(xid, MP_FLOW, &stats_request(0, 0))
 }
 
 #[test]
@@ -656,7 +633,6 @@ fn a_million_rule_dump_to_slow_readers_holds_no_copy() {
         before / MB,
         peak / MB
     );
-    sw.interrupt();
     let fin = sw.finish_json(Duration::from_secs(30), "linerate switch");
     assert_eq!(fin["openflow"]["unsendable"], 0, "{fin}");
 }
@@ -791,7 +767,6 @@ fn large_groups_and_rules_round_trip_or_are_refused_with_one_line() {
         err.trim().lines().count() == 1 && err.len() < 400 && err.contains("5000 actions"),
         "{err}"
     );
-    p.interrupt();
     let fin = p.finish_json(Duration::from_secs(15), "linerate switch");
     assert_eq!(fin["openflow"]["unsendable"], 0, "{fin}");
     assert_eq!(fin["openflow"]["errors"], 0, "{fin}");

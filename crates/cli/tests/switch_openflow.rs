@@ -140,11 +140,7 @@ fn start(port1: &str) -> Sw {
     let dir = TempDir::new("lr-of");
     let sock = dir.join("sw.sock");
     // A free port: bound, its number taken, let go.
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let of = format!("ptcp:{port}");
     let mut p = spawn(port1, &of, &sock);
     wait_until(Duration::from_secs(20), "the OpenFlow listener", || {

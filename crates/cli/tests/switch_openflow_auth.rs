@@ -20,7 +20,7 @@ use support::*;
 use linerate_pipeline::switch::openflow::client::Client;
 use linerate_pipeline::switch::Rule;
 use std::io::{BufRead, BufReader, Read};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -96,15 +96,6 @@ impl Sw {
             .finish_json(Duration::from_secs(10), "linerate switch");
         j["openflow"].clone()
     }
-}
-
-/// A port nobody listens on now (bound, its number taken, let go).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Wait until `port` on 127.0.0.1 accepts connections.

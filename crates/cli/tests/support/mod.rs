@@ -119,6 +119,16 @@ impl Drop for Proc {
     }
 }
 
+/// A TCP port on 127.0.0.1 nobody listens on now, in this thread's
+/// network namespace (bound, its number taken, let go).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// `linerate ARGS` to completion.
 pub fn linerate(args: &[&str]) -> Output {
     Command::new(EXE).args(args).output().expect("run linerate")
@@ -140,7 +150,8 @@ pub fn linerate_ok(args: &[&str]) -> String {
 pub fn assert_ok(out: &Output, what: &str) {
     assert!(
         out.status.success(),
-        "{what}: {}",
+        "{what}: {}: {}",
+        out.status,
         String::from_utf8_lossy(&out.stderr)
     );
 }

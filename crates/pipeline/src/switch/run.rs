@@ -452,20 +452,15 @@ impl Report for Finished {
             c["emc_hits"], c["emc_misses"], c["emc_bypassed"], c["classifier_lookups"],
             c["subtables_per_lookup"].as_f64().unwrap_or(0.0), c["rules"], c["subtables"]
         );
+        let tables = tables_json(sh);
+        let sum = |k: &str| -> u64 {
+            let t = tables.as_array().into_iter().flatten();
+            t.map(|t| t[k].as_u64().unwrap_or(0)).sum()
+        };
         let (lr, ev, rf) = (
             c["learn_requests"].as_u64().unwrap_or(0),
-            tables_json(sh)
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|t| t["evicted"].as_u64().unwrap_or(0))
-                .sum::<u64>(),
-            tables_json(sh)
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|t| t["refused_full"].as_u64().unwrap_or(0))
-                .sum::<u64>(),
+            sum("evicted"),
+            sum("refused_full"),
         );
         if lr > 0 || ev > 0 || rf > 0 {
             o += &format!(

@@ -149,19 +149,7 @@ impl<T: Read + Write> Client<T> {
     /// Queue a `FLOW_MOD` deleting every rule of every table.
     pub fn delete_all(&mut self) -> Result<(), String> {
         let x = self.next_xid();
-        let mut w = Writer::new(FLOW_MOD, x);
-        w.zeros(16); // cookie, cookie mask
-        w.u8(OFPTT_ALL);
-        w.u8(3); // OFPFC_DELETE
-        w.zeros(6);
-        w.u32(NO_BUFFER);
-        w.u32(OFPP_ANY);
-        w.u32(OFPG_ANY);
-        w.zeros(4);
-        w.u16(1); // empty OXM match
-        w.u16(4);
-        w.zeros(4);
-        self.send(&w.finish())
+        self.send(&delete_all_request(x))
     }
 
     /// One whole message (ECHO_REQUESTs answered on the way, at most
@@ -237,12 +225,7 @@ impl<T: Read + Write> Client<T> {
     /// reply part, joined.
     pub fn multipart(&mut self, mp: u16, body: &[u8]) -> Result<Vec<u8>, String> {
         let x = self.next_xid();
-        let mut w = Writer::new(MULTIPART_REQUEST, x);
-        w.u16(mp);
-        w.u16(0);
-        w.zeros(4);
-        w.bytes(body);
-        self.send(&w.finish())?;
+        self.send(&multipart_request(x, mp, body))?;
         self.flush()?;
         let mut out = Vec::new();
         let mut used = 0;
@@ -294,9 +277,36 @@ impl<T: Read + Write> Client<T> {
     }
 }
 
+/// A `FLOW_MOD` deleting every rule of every table.
+pub fn delete_all_request(xid: u32) -> Vec<u8> {
+    let mut w = Writer::new(FLOW_MOD, xid);
+    w.zeros(16); // cookie, cookie mask
+    w.u8(OFPTT_ALL);
+    w.u8(3); // OFPFC_DELETE
+    w.zeros(6);
+    w.u32(NO_BUFFER);
+    w.u32(OFPP_ANY);
+    w.u32(OFPG_ANY);
+    w.zeros(4);
+    w.u16(1); // empty OXM match
+    w.u16(4);
+    w.zeros(4);
+    w.finish()
+}
+
+/// A multipart request of type `mp` with `body`.
+pub fn multipart_request(xid: u32, mp: u16, body: &[u8]) -> Vec<u8> {
+    let mut w = Writer::new(MULTIPART_REQUEST, xid);
+    w.u16(mp);
+    w.u16(0);
+    w.zeros(4);
+    w.bytes(body);
+    w.finish()
+}
+
 /// The body of a flow or aggregate statistics request: every table, port
 /// and group, the rules whose cookie matches `cookie` under `mask`.
-fn stats_request(cookie: u64, mask: u64) -> Vec<u8> {
+pub fn stats_request(cookie: u64, mask: u64) -> Vec<u8> {
     let mut w = Writer { b: Vec::new() };
     w.u8(OFPTT_ALL);
     w.zeros(3);

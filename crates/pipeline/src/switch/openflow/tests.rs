@@ -482,46 +482,13 @@ fn recorded_group_and_meter_mods() {
     assert!(t.meter(1).is_none());
 }
 
-fn mp_request(xid: u32, mp: u16, body: &[u8]) -> Vec<u8> {
-    let mut w = Writer::new(MULTIPART_REQUEST, xid);
-    w.u16(mp);
-    w.u16(0);
-    w.zeros(4);
-    w.bytes(body);
-    w.finish()
-}
+use super::client::{
+    delete_all_request as delete_all, multipart_request as mp_request, stats_request,
+};
 
 /// A flow-stats request for every rule of every table.
 fn all_flows(xid: u32) -> Vec<u8> {
-    let mut w = Writer { b: Vec::new() };
-    w.u8(OFPTT_ALL);
-    w.zeros(3);
-    w.u32(OFPP_ANY);
-    w.u32(OFPG_ANY);
-    w.zeros(4);
-    w.u64(0);
-    w.u64(0);
-    w.u16(1);
-    w.u16(4);
-    w.zeros(4);
-    mp_request(xid, MP_FLOW, &w.b)
-}
-
-/// A FLOW_MOD deleting every rule of every table.
-fn delete_all(xid: u32) -> Vec<u8> {
-    let mut w = Writer::new(FLOW_MOD, xid);
-    w.zeros(16);
-    w.u8(OFPTT_ALL);
-    w.u8(3);
-    w.zeros(6);
-    w.u32(NO_BUFFER);
-    w.u32(OFPP_ANY);
-    w.u32(OFPG_ANY);
-    w.zeros(4);
-    w.u16(1);
-    w.u16(4);
-    w.zeros(4);
-    w.finish()
+    mp_request(xid, MP_FLOW, &stats_request(0, 0))
 }
 
 /// Rule `n` of a family of distinct rules (in_port and a destination).
@@ -752,17 +719,4 @@ fn deletes_of_nothing_publish_nothing() {
             .load(std::sync::atomic::Ordering::Relaxed),
         0
     );
-}
-
-#[test]
-fn scratch_sizes() {
-    let r = nth_rule(5);
-    eprintln!(
-        "Rule {} Action {} actions cap {} heap {}",
-        std::mem::size_of::<Rule>(),
-        std::mem::size_of::<crate::switch::Action>(),
-        r.actions.capacity(),
-        r.heap_bytes()
-    );
-    eprintln!("OfError {}", std::mem::size_of::<OfError>());
 }
