@@ -561,13 +561,23 @@ fn session(
     r.ready_s = Some(ready_s);
     r.check = Some(check);
     let mut p = |size: u32, what: &str| progress(name, size, what);
-    r.sizes = rfc2544::first_pass(&cfg.procedures, &mut trials, &mut p).map_err(&fail)?;
-    for rep in 1..cfg.procedures.repetitions.max(1) {
+    let reps = cfg.procedures.repetitions.max(1);
+    r.sizes =
+        rfc2544::first_pass(&cfg.procedures, &mut trials, reps == 1, &mut p).map_err(&fail)?;
+    for rep in 1..reps {
         if stop.load(Ordering::SeqCst) {
             break;
         }
-        rfc2544::further_pass(&cfg.procedures, &mut trials, &mut r.sizes, rep, &mut p)
-            .map_err(&fail)?;
+        let last = rep + 1 == reps;
+        rfc2544::further_pass(
+            &cfg.procedures,
+            &mut trials,
+            &mut r.sizes,
+            rep,
+            last,
+            &mut p,
+        )
+        .map_err(&fail)?;
     }
     // Every way out of here (a link down included) drops the trials'
     // generator, the ARP responder, the relearning and the sink, whose XDP

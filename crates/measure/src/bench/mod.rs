@@ -692,11 +692,15 @@ fn rfc2544_dut(
         let mut p = |size: u32, what: &str| progress(&name, size, what);
         match session {
             Session::First => {
-                r.sizes =
-                    rfc2544::first_pass(&cfg.procedures, &mut trials, &mut p).map_err(failed)?;
+                let last = cfg.procedures.repetitions <= 1;
+                r.sizes = rfc2544::first_pass(&cfg.procedures, &mut trials, last, &mut p)
+                    .map_err(failed)?;
             }
             Session::Further(n) => {
-                rfc2544::further_pass(&cfg.procedures, &mut trials, &mut r.sizes, n, &mut p)
+                // The last pass finishes each size: final trials at the
+                // reported NDR and PDR, the latency at the NDR.
+                let last = n + 1 >= cfg.procedures.repetitions;
+                rfc2544::further_pass(&cfg.procedures, &mut trials, &mut r.sizes, n, last, &mut p)
                     .map_err(failed)?;
             }
             Session::CommonLoad(rates) => {

@@ -500,10 +500,10 @@ pub struct Rfc2544Config {
     /// restabilise (RFC 2544 section 23: at least 5 s). The drain after a
     /// trial already waits for the DuT's queues to empty.
     pub settle: Duration,
-    /// A confirmation trial of this length at every search's result
-    /// (FD.io CSIT's final trial duration); if it fails, the rate steps
-    /// down by a resolution at a time ([`FINAL_STEPS`] at most) until a
-    /// final-length trial passes.
+    /// A confirmation trial of this length at the reported NDR and PDR
+    /// (FD.io CSIT's final trial duration; [`finish_size`]); if it fails,
+    /// the rate steps down ([`FINAL_STEPS`] at most) until a final-length
+    /// trial passes. None: the figures rest on the search's trials.
     pub final_trial: Option<Duration>,
     /// Sizes that get the frame-loss-rate procedure.
     pub frame_loss_sizes: Vec<u32>,
@@ -519,6 +519,9 @@ pub struct Rfc2544Config {
     /// speed): the probe and the back-to-back bursts are paced at it and
     /// no trial asks for more.
     pub max_rate: Option<MaxRate>,
+    /// The empty bed's p50 latency (ns), when measured: a DuT's p50 at its
+    /// NDR far above it flags a standing queue ([`STANDING_QUEUE_P50_NS`]).
+    pub empty_bed_p50_ns: Option<f64>,
 }
 
 /// A rate cap: frames/s, or a bit rate on the wire, which is a frame rate
@@ -580,22 +583,35 @@ impl Default for Rfc2544Config {
             latency: true,
             latency_trials: 1,
             settle: Duration::ZERO,
-            final_trial: None,
+            final_trial: Some(DEFAULT_FINAL_TRIAL),
             frame_loss_sizes: vec![64],
             frame_loss_step: 0.1,
             back_to_back_sizes: vec![64],
             back_to_back_max: Duration::from_millis(500),
             back_to_back_trials: 2,
             max_rate: None,
+            empty_bed_p50_ns: None,
         }
     }
 }
+
+/// The final trial's length by default: long enough that a DuT's rings
+/// (thousands of frames: milliseconds at these rates) cannot hide a
+/// backlog, short enough that the README's main command stays near 15
+/// minutes (FD.io CSIT uses 30 s, RFC 2544 suggests 60 for a formal
+/// result: `--final-trial 60`).
+pub const DEFAULT_FINAL_TRIAL: Duration = Duration::from_secs(10);
 
 /// The partial-drop rate's loss ratio by default (FD.io CSIT's PDR).
 pub const PDR_LOSS: f64 = 0.005;
 
 /// RFC 2544 section 9.1's frame sizes for Ethernet, plus 1280 (IPv6's minimum MTU).
 pub const STANDARD_SIZES: [u32; 7] = [64, 128, 256, 512, 1024, 1280, 1518];
+
+/// `linerate bench`'s sizes by default: the smallest, a middle one and the
+/// largest of [`STANDARD_SIZES`] (a final trial per figure costs 10 s or
+/// more: seven sizes would take the main command past 25 minutes).
+pub const DEFAULT_SIZES: [u32; 3] = [64, 512, 1518];
 
 /// One throughput search.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -610,11 +626,6 @@ pub struct Search {
     /// The passing and failing rates ended within the resolution (or the
     /// generator's top speed passed); false: the search ran out of trials.
     pub converged: bool,
-    /// With a final trial: whether a final-length trial passed at the
-    /// result (None: no final trial, or nothing to confirm). After a failed
-    /// final trial the result steps down to the rate one passed at.
-    #[serde(default)]
-    pub confirmed: Option<bool>,
     /// The partial-drop rate: the highest rate whose valid trial lost at
     /// most `pdr_loss` (the search's own trials first, then bisected to
     /// the resolution); >= `throughput_pps`.
@@ -622,6 +633,17 @@ pub struct Search {
     /// The lowest rate that lost more than `pdr_loss` (None: the
     /// generator's top speed lost no more).
     pub pdr_lowest_fail_pps: Option<f64>,
+    /// The NDR is a lower bound: the search's upper bound is not a rate
+    /// the DuT failed but one the bed could not offer or measure (the
+    /// probe at the generator's top speed passed; or the trials above the
+    /// result stayed invalid: the generator offered short or fell behind,
+    /// the sink side dropped). ">=" wherever it is shown.
+    #[serde(default)]
+    pub generator_limited: bool,
+    /// The same for the PDR: no rate above it lost more than `pdr_loss` in
+    /// a valid trial.
+    #[serde(default)]
+    pub pdr_generator_limited: bool,
 }
 
 impl Search {
@@ -633,9 +655,10 @@ impl Search {
             lowest_fail_pps: None,
             trials: vec![probe],
             converged: true,
-            confirmed: None,
             pdr_pps: pps,
             pdr_lowest_fail_pps: None,
+            generator_limited: true,
+            pdr_generator_limited: true,
         }
     }
 }
@@ -672,8 +695,44 @@ pub struct SizeResult {
     pub pdr_pps: Option<f64>,
     pub pdr_min_pps: Option<f64>,
     pub pdr_max_pps: Option<f64>,
-    /// The generator's top speed passed: the DuT is faster than the generator.
+    /// The NDR shown is a lower bound (">="): a search behind it
+    /// ([`Search::generator_limited`]) ended at what the generator could
+    /// offer or the bed could measure, not at a rate the DuT failed.
     pub generator_limited: bool,
+    /// The same for the PDR.
+    #[serde(default)]
+    pub pdr_generator_limited: bool,
+    /// Searches that found no rate that passed (the DuT lost frames at
+    /// every rate tried): a result of their own, said as such, and not in
+    /// the median (which is of the other searches; 0 when all are empty).
+    #[serde(default)]
+    pub empty_searches: usize,
+    /// The median of the searches before the final trials (short trials):
+    /// what `throughput_pps` and `pdr_pps` were before confirming.
+    #[serde(default)]
+    pub search_throughput_pps: Option<f64>,
+    #[serde(default)]
+    pub search_pdr_pps: Option<f64>,
+    /// Seconds of traffic of the trials the NDR and the PDR rest on: the
+    /// final trial's length when one confirmed it, else the search's.
+    #[serde(default)]
+    pub ndr_trial_s: f64,
+    #[serde(default)]
+    pub pdr_trial_s: f64,
+    /// With final trials: whether one passed at (or stepped down to) the
+    /// NDR, the PDR (None: no final trial, or nothing to confirm).
+    #[serde(default)]
+    pub ndr_confirmed: Option<bool>,
+    #[serde(default)]
+    pub pdr_confirmed: Option<bool>,
+    /// The final trials (indexes into `trials`), NDR's then PDR's.
+    #[serde(default)]
+    pub final_trials: Vec<usize>,
+    /// A passing trial at the NDR held a standing queue: frames still
+    /// arrived long after the generator stopped, or the latency at the NDR
+    /// is far above the empty bed's. In words; None: no sign of one.
+    #[serde(default)]
+    pub standing_queue: Option<String>,
     /// The probe at the rate cap ([`Rfc2544Config::max_rate`]) passed: the
     /// throughput is at least the cap (`generator_limited` is set too: the
     /// offer, not the DuT, was the limit).
@@ -691,8 +750,10 @@ pub struct SizeResult {
     pub common_latency_pps: Option<f64>,
     pub common_latency_trials: Vec<usize>,
     pub common_latency_merged: Option<Latency>,
-    /// (offered load fraction of max_offered_pps, offered pps, loss ratio).
-    pub frame_loss: Vec<(f64, f64, f64)>,
+    /// (requested load as a fraction of max_offered_pps, offered pps (what
+    /// the generator sent over its sending time: plot at this), loss
+    /// ratio, the trial stayed invalid (flagged, not a DuT figure)).
+    pub frame_loss: Vec<(f64, f64, f64, bool)>,
     pub back_to_back: Vec<Burst>,
     /// Trials whose counts disagree with the kernel's by more than the tolerance.
     pub kernel_disagreements: usize,
@@ -716,22 +777,46 @@ fn median_min_max(v: impl Iterator<Item = f64>) -> Option<(f64, f64, f64)> {
 }
 
 impl SizeResult {
-    /// Median, min and max of the searches so far.
-    fn summarise(&mut self) {
-        let Some((med, min, max)) = median_min_max(self.searches.iter().map(|s| s.throughput_pps))
-        else {
+    /// Median, min and max of the searches so far. An empty search (no
+    /// rate passed) is counted apart, not averaged in: a median of 0 and x
+    /// would read as x / 2, a rate nobody measured. The NDR (PDR) is a
+    /// lower bound when a search behind it is one: the median of lower
+    /// bounds and exact values is a lower bound of the true median.
+    fn summarise(&mut self, cfg: &Rfc2544Config) {
+        let found: Vec<&Search> = self
+            .searches
+            .iter()
+            .filter(|s| s.throughput_pps > 0.0)
+            .collect();
+        self.empty_searches = self.searches.len() - found.len();
+        self.ndr_trial_s = cfg.trial.as_secs_f64();
+        self.pdr_trial_s = cfg.trial.as_secs_f64();
+        let Some((med, min, max)) = median_min_max(found.iter().map(|s| s.throughput_pps)) else {
+            if !self.searches.is_empty() {
+                // Every search empty: the DuT passed nothing; no bound.
+                self.throughput_pps = Some(0.0);
+                self.throughput_min_pps = Some(0.0);
+                self.throughput_max_pps = Some(0.0);
+                let pdr = self.searches.iter().map(|s| s.pdr_pps).fold(0.0, f64::max);
+                self.pdr_pps = Some(pdr);
+                self.pdr_min_pps = Some(pdr);
+                self.pdr_max_pps = Some(pdr);
+                self.generator_limited = false;
+                self.pdr_generator_limited = false;
+            }
             return;
         };
         self.throughput_pps = Some(med);
         self.throughput_min_pps = Some(min);
         self.throughput_max_pps = Some(max);
-        if let Some((med, min, max)) = median_min_max(self.searches.iter().map(|s| s.pdr_pps)) {
+        if let Some((med, min, max)) = median_min_max(found.iter().map(|s| s.pdr_pps)) {
             self.pdr_pps = Some(med);
             self.pdr_min_pps = Some(min);
             self.pdr_max_pps = Some(max);
         }
-        self.resolution_pps = self
-            .searches
+        self.generator_limited = found.iter().any(|s| s.generator_limited);
+        self.pdr_generator_limited = found.iter().any(|s| s.pdr_generator_limited);
+        self.resolution_pps = found
             .iter()
             .filter_map(|s| s.lowest_fail_pps.map(|f| f - s.throughput_pps))
             .reduce(f64::max);
@@ -751,6 +836,16 @@ impl SizeResult {
             pdr_min_pps: None,
             pdr_max_pps: None,
             generator_limited: false,
+            pdr_generator_limited: false,
+            empty_searches: 0,
+            search_throughput_pps: None,
+            search_pdr_pps: None,
+            ndr_trial_s: 0.0,
+            pdr_trial_s: 0.0,
+            ndr_confirmed: None,
+            pdr_confirmed: None,
+            final_trials: Vec::new(),
+            standing_queue: None,
             rate_capped: false,
             latency_trial: None,
             latency_trials: Vec::new(),
@@ -861,24 +956,45 @@ pub fn size_notes(s: &SizeResult) -> Vec<String> {
             }
         ));
     }
-    if let Some(t) = s.latency_trial.and_then(|i| s.trials.get(i)) {
-        if t.lost > 0 {
-            n.push(format!(
-                "the latency trial lost {} frames (a backlog: its latency is not the DuT's at an even load)",
-                t.lost
-            ));
-        }
-        if !t.invalid.is_empty() {
-            n.push(format!(
-                "the latency trial is invalid: {}",
-                t.invalid.join("; ")
-            ));
-        }
-        if let Some(l) = &t.latency {
-            if l.bad_stamps > 0 {
-                n.push(format!("{} bad TX stamps left out", l.bad_stamps));
-            }
-        }
+    // Every latency trial (at the NDR and at the common load) is checked.
+    let lat: Vec<(usize, &TrialRecord)> = s
+        .latency_trials
+        .iter()
+        .chain(&s.common_latency_trials)
+        .filter_map(|&i| s.trials.get(i).map(|t| (i, t)))
+        .collect();
+    let lossy: Vec<String> = lat
+        .iter()
+        .filter(|(_, t)| t.lost > 0)
+        .map(|(_, t)| format!("{} of {} at {}", t.lost, t.sent, mpps(rate_of(t))))
+        .collect();
+    if !lossy.is_empty() {
+        n.push(format!(
+            "{} of {} latency trial(s) lost frames ({}): a backlog, their latency is not the DuT's at an even load",
+            lossy.len(),
+            lat.len(),
+            lossy.join(", ")
+        ));
+    }
+    let invalid_lat: Vec<String> = lat
+        .iter()
+        .filter(|(_, t)| !t.invalid.is_empty())
+        .map(|(_, t)| t.invalid.join("; "))
+        .collect();
+    if !invalid_lat.is_empty() {
+        n.push(format!(
+            "{} latency trial(s) invalid: {}",
+            invalid_lat.len(),
+            invalid_lat.join(" | ")
+        ));
+    }
+    let bad: u64 = lat
+        .iter()
+        .filter_map(|(_, t)| t.latency.as_ref())
+        .map(|l| l.bad_stamps)
+        .sum();
+    if bad > 0 {
+        n.push(format!("{bad} bad TX stamps left out"));
     }
     let sum = |f: fn(&Verification) -> u64| s.trials.iter().map(|t| f(&t.verify)).sum::<u64>();
     let (foreign, stale, dup) = (sum(|v| v.foreign), sum(|v| v.stale), sum(|v| v.duplicates));
@@ -887,19 +1003,45 @@ pub fn size_notes(s: &SizeResult) -> Vec<String> {
             "not counted: {foreign} foreign, {stale} late from an earlier trial, {dup} duplicated frames"
         ));
     }
+    let fin = |c: Option<bool>, what: &str, now: Option<f64>, was: Option<f64>| {
+        match (c, now, was) {
+        (Some(false), _, Some(w)) => Some(format!(
+            "no final trial passed at the {what} of the searches ({}) or {FINAL_STEPS} steps under it: the {what} rests on the search's {:.1} s trials, unconfirmed",
+            mpps(w),
+            s.ndr_trial_s
+        )),
+        (Some(true), Some(v), Some(w)) if v < w * 0.9999 => Some(format!(
+            "the {what} stepped down from the searches' {} to {} in final trials",
+            mpps(w),
+            mpps(v)
+        )),
+        _ => None,
+    }
+    };
+    n.extend(fin(
+        s.ndr_confirmed,
+        "NDR",
+        s.throughput_pps,
+        s.search_throughput_pps,
+    ));
+    n.extend(fin(s.pdr_confirmed, "PDR", s.pdr_pps, s.search_pdr_pps));
+    if s.empty_searches > 0 {
+        n.push(format!(
+            "{} of {} search(es) found no rate without loss (not in the median)",
+            s.empty_searches,
+            s.searches.len()
+        ));
+    }
     for (i, x) in s.searches.iter().enumerate() {
-        if x.confirmed == Some(false) {
-            n.push(format!(
-                "search {}: no final-length trial passed at or {FINAL_STEPS} resolutions under its result: unconfirmed",
-                i + 1
-            ));
-        }
         if !x.converged {
             n.push(format!(
                 "search {} ran out of trials before the resolution",
                 i + 1
             ));
         }
+    }
+    if let Some(q) = &s.standing_queue {
+        n.push(q.clone());
     }
     n
 }
@@ -908,10 +1050,12 @@ pub fn size_notes(s: &SizeResult) -> Vec<String> {
 pub type Progress<'a> = &'a mut dyn FnMut(u32, &str);
 
 /// Run the procedures at every configured size. With repetitions, the
-/// first search at every size comes first (with the latency, frame-loss and
+/// first search at every size comes first (with the frame-loss and
 /// back-to-back procedures), then the further searches in further passes
 /// over the sizes: the repetitions of a size are spread over the run, so
 /// their spread also holds what drifts with time (the machine's load).
+/// The last pass finishes each size ([`finish_size`]): final trials at the
+/// reported NDR and PDR, then the latency at the NDR.
 /// (The bench spreads them further: it runs each pass over every DuT,
 /// through [`first_pass`] and [`further_pass`].)
 pub fn run(
@@ -919,17 +1063,20 @@ pub fn run(
     t: &mut dyn Trials,
     progress: Progress,
 ) -> Result<Vec<SizeResult>, String> {
-    let mut out = first_pass(cfg, t, progress)?;
-    for rep in 1..cfg.repetitions.max(1) {
-        further_pass(cfg, t, &mut out, rep, progress)?;
+    let reps = cfg.repetitions.max(1);
+    let mut out = first_pass(cfg, t, reps == 1, progress)?;
+    for rep in 1..reps {
+        further_pass(cfg, t, &mut out, rep, rep + 1 == reps, progress)?;
     }
     Ok(out)
 }
 
-/// Every procedure at every size, with the first throughput search.
+/// Every procedure at every size, with the first throughput search; with
+/// `finish` (the only pass), each size is finished ([`finish_size`]).
 pub fn first_pass(
     cfg: &Rfc2544Config,
     t: &mut dyn Trials,
+    finish: bool,
     progress: Progress,
 ) -> Result<Vec<SizeResult>, String> {
     let mut out = Vec::new();
@@ -937,18 +1084,24 @@ pub fn first_pass(
         if t.stopped() {
             break;
         }
-        out.push(run_size(cfg, t, size, progress)?);
+        let mut r = run_size(cfg, t, size, progress)?;
+        if finish {
+            finish_size(cfg, t, &mut r, progress)?;
+        }
+        out.push(r);
     }
     Ok(out)
 }
 
 /// Throughput search number `rep` (from 0; 0 is the first pass's) at
-/// every size of a first pass.
+/// every size of a first pass; with `finish` (the last pass), each size is
+/// then finished ([`finish_size`]).
 pub fn further_pass(
     cfg: &Rfc2544Config,
     t: &mut dyn Trials,
     sizes: &mut [SizeResult],
     rep: usize,
+    finish: bool,
     progress: Progress,
 ) -> Result<(), String> {
     for r in sizes.iter_mut() {
@@ -957,7 +1110,10 @@ pub fn further_pass(
         }
         let s = repetition(cfg, t, r, rep, progress)?;
         r.searches.push(s);
-        r.summarise();
+        r.summarise(cfg);
+        if finish {
+            finish_size(cfg, t, r, progress)?;
+        }
     }
     Ok(())
 }
@@ -1111,7 +1267,9 @@ fn mpps(v: f64) -> String {
     format!("{:.3} Mpps", v / 1e6)
 }
 
-/// All procedures at one frame size.
+/// The procedures at one frame size but the final trials and the latency
+/// ([`finish_size`], after the last search): the probe, the first
+/// throughput search, frame loss and back-to-back.
 pub fn run_size(
     cfg: &Rfc2544Config,
     t: &mut dyn Trials,
@@ -1156,7 +1314,6 @@ pub fn run_size(
     );
     if !t.stopped() {
         let s = if probe_passed {
-            r.generator_limited = true;
             r.rate_capped = at_cap;
             Search::top_speed(r.max_offered_pps, 0)
         } else {
@@ -1164,38 +1321,7 @@ pub fn run_size(
             search(cfg, t, &mut r, 0, 0, bounds, progress)?
         };
         r.searches.push(s);
-        r.summarise();
-    }
-    if cfg.latency && !t.stopped() {
-        if let Some(tp) = r.throughput_pps.filter(|&v| v > 0.0) {
-            let n = cfg.latency_trials.max(1);
-            for k in 0..n {
-                if t.stopped() {
-                    break;
-                }
-                progress(
-                    size,
-                    &if n > 1 {
-                        format!("latency at {} ({}/{n})", mpps(tp), k + 1)
-                    } else {
-                        format!("latency at {}", mpps(tp))
-                    },
-                );
-                let mut s = spec(size, Procedure::Latency, Some(tp), cfg);
-                s.latency = true;
-                let rec = valid_trial(t, &mut r, &s, "latency", progress)?;
-                let i = r.push(rec);
-                r.latency_trial.get_or_insert(i);
-                r.latency_trials.push(i);
-            }
-            if r.latency_trials.len() > 1 {
-                r.latency_merged = Latency::merge(
-                    r.latency_trials
-                        .iter()
-                        .filter_map(|&i| r.trials[i].latency.as_ref()),
-                );
-            }
-        }
+        r.summarise(cfg);
     }
     if cfg.frame_loss_sizes.contains(&size) && !t.stopped() {
         frame_loss(cfg, t, &mut r, progress)?;
@@ -1226,14 +1352,20 @@ fn search(
     let size = r.frame_size;
     let mut lo = 0.0f64; // highest rate that passed
     let mut hi = max_offered; // lowest rate that failed (the probe)
+                              // Whether `hi` is the bed's bound, not the DuT's: the trial there
+                              // stayed invalid (the generator could not offer the rate cleanly, the
+                              // sink side dropped, the counters disagreed), so nothing says the DuT
+                              // fails there, and a result under it is a lower bound.
+    let mut hi_bed = !r.trials[probe].invalid.is_empty();
     let mut s = Search {
         throughput_pps: 0.0,
         lowest_fail_pps: Some(hi),
         trials: vec![probe],
         converged: false,
-        confirmed: None,
         pdr_pps: 0.0,
         pdr_lowest_fail_pps: Some(hi),
+        generator_limited: false,
+        pdr_generator_limited: false,
     };
     // Start just under the forwarding rate at overload.
     let mut next = overload_forwarded * (1.0 - cfg.resolution / 2.0);
@@ -1283,7 +1415,10 @@ fn search(
             rec = valid_trial(t, r, &ts, &label, progress)?;
         }
         let ok = passes(&rec, cfg);
-        let (fwd, loss) = (rec.forwarded_pps, rec.loss_ratio);
+        let bed = bed_bound(&rec);
+        // What got through: for a trial the generator could not offer, at
+        // most what it did offer.
+        let (fwd, loss) = (rec.forwarded_pps.min(rec.offered_pps), rec.loss_ratio);
         s.trials.push(r.push(rec));
         progress(
             size,
@@ -1311,6 +1446,7 @@ fn search(
             };
         } else {
             hi = c;
+            hi_bed = bed;
             next = if lo == 0.0 {
                 // Nothing passed yet. After the search's first fail, which
                 // offered just under the overload forwarding rate and lost
@@ -1337,11 +1473,17 @@ fn search(
     // Converged: the bounds met the resolution, or the DuT forwards next to
     // nothing (an empty search, said as such in the summary).
     s.converged = hi - lo <= cfg.resolution * hi || hi < floor;
-    if let (Some(d), true) = (cfg.final_trial, lo > 0.0) {
-        final_trial(cfg, t, r, &mut s, d, rep, progress)?;
-    }
+    s.generator_limited = lo > 0.0 && hi_bed;
     partial_drop_rate(cfg, t, r, &mut s, rep, progress)?;
     Ok(s)
+}
+
+/// A trial that stayed invalid for the bed's reasons (the generator
+/// offered short, fell behind or slipped; the sink side dropped; the
+/// counters disagreed): it says nothing of the DuT at its rate. (More
+/// frames received than sent is the DuT's doing: a fail.)
+fn bed_bound(t: &TrialRecord) -> bool {
+    !t.invalid.is_empty() && t.received <= t.sent
 }
 
 /// A valid trial that lost at most the PDR's loss and duplicated nothing.
@@ -1358,9 +1500,13 @@ fn rate_of(t: &TrialRecord) -> f64 {
 }
 
 /// The partial-drop rate of a finished NDR search `s`, as MLRsearch finds
-/// both in one search: its bounds come from the trials the search made
-/// (every rate that passed the NDR passes the PDR), then it bisects
-/// between them to the resolution. So PDR >= NDR always.
+/// both in one search: its bounds come from the trials the search made,
+/// the upper one first: the lowest rate whose valid trial lost more than
+/// `pdr_loss` (a fail below a pass is not ignored: the lower bound is the
+/// highest pass under it, at least the NDR); then it bisects between them
+/// to the resolution. So PDR >= NDR always. A trial that stayed invalid
+/// is the bed's bound, not a fail; the PDR is a lower bound when no valid
+/// trial above it failed.
 fn partial_drop_rate(
     cfg: &Rfc2544Config,
     t: &mut dyn Trials,
@@ -1370,23 +1516,34 @@ fn partial_drop_rate(
     progress: Progress,
 ) -> Result<(), String> {
     let size = r.frame_size;
-    let mut lo = s.throughput_pps;
-    for &i in &s.trials {
-        let rec = &r.trials[i];
-        if passes_pdr(rec, cfg) {
-            lo = lo.max(rate_of(rec));
-        }
-    }
-    // The lowest rate above `lo` that lost more (the probe at top speed
-    // is one of the trials).
-    let mut hi: Option<f64> = None;
-    for &i in &s.trials {
-        let rec = &r.trials[i];
-        let c = rate_of(rec);
-        if c > lo && !passes_pdr(rec, cfg) {
-            hi = Some(hi.map_or(c, |h: f64| h.min(c)));
-        }
-    }
+    let counted = |i: &&usize| !r.trials[**i].repeated;
+    // The lowest fail of the DuT's (valid trials), and of the bed's.
+    let lowest = |bed: bool| {
+        s.trials
+            .iter()
+            .filter(counted)
+            .map(|&i| &r.trials[i])
+            .filter(|x| !passes_pdr(x, cfg) && bed_bound(x) == bed)
+            .map(rate_of)
+            .filter(|&c| c > s.throughput_pps)
+            .reduce(f64::min)
+    };
+    let (dut_hi, bed_hi) = (lowest(false), lowest(true));
+    let mut hi = match (dut_hi, bed_hi) {
+        (Some(d), Some(b)) => Some(d.min(b)),
+        (d, b) => d.or(b),
+    };
+    let mut hi_bed = hi.is_some() && hi == bed_hi && bed_hi != dut_hi;
+    let under = hi.unwrap_or(f64::INFINITY);
+    let mut lo = s
+        .trials
+        .iter()
+        .filter(counted)
+        .map(|&i| &r.trials[i])
+        .filter(|x| passes_pdr(x, cfg))
+        .map(rate_of)
+        .filter(|&c| c < under)
+        .fold(s.throughput_pps, f64::max);
     let floor = (r.max_offered_pps * 1e-4).max(100.0);
     let mut n = 0;
     while let Some(h) = hi {
@@ -1399,6 +1556,7 @@ fn partial_drop_rate(
         let ts = spec(size, Procedure::Throughput, Some(c), cfg);
         let rec = valid_trial(t, r, &ts, &label, progress)?;
         let ok = passes_pdr(&rec, cfg);
+        let bed = bed_bound(&rec);
         progress(
             size,
             &format!(
@@ -1413,65 +1571,226 @@ fn partial_drop_rate(
             lo = c;
         } else {
             hi = Some(c);
+            hi_bed = bed;
         }
     }
     s.pdr_pps = lo;
     s.pdr_lowest_fail_pps = hi;
+    // No fail above it, or only the bed's: a lower bound (the probe at the
+    // top speed lost no more than the PDR's loss: the top speed is ">=").
+    s.pdr_generator_limited = lo > 0.0 && (hi.is_none() || hi_bed);
     Ok(())
 }
 
-/// Confirm a search's result with a trial of length `d`; on a fail, step
-/// down a resolution at a time until one passes.
+/// Trials of length `d` from `rate` down until one passes `ok` (at most
+/// [`FINAL_STEPS`] steps, never under `floor`): after a valid fail, the
+/// next rate is under what that trial forwarded (a long trial's
+/// forwarding rate is the DuT's sustained one: a short search's result
+/// that rested on a ring's depth comes down in a step or two, not a
+/// resolution at a time), after an invalid one under what it offered.
+/// (The rate that passed, or None; whether a valid trial failed: the DuT
+/// itself was found to lose above the result.)
 #[allow(clippy::too_many_arguments)]
-fn final_trial(
+fn step_down(
     cfg: &Rfc2544Config,
     t: &mut dyn Trials,
     r: &mut SizeResult,
-    s: &mut Search,
     d: Duration,
-    rep: usize,
+    mut rate: f64,
+    floor: f64,
+    ok: &dyn Fn(&TrialRecord) -> bool,
+    what: &str,
     progress: Progress,
-) -> Result<(), String> {
+) -> Result<(Option<f64>, bool), String> {
     let long = Rfc2544Config {
         trial: d,
         ..cfg.clone()
     };
-    let mut rate = s.throughput_pps;
-    for step in 0..=FINAL_STEPS {
-        if t.stopped() {
-            return Ok(());
+    let mut dut_failed = false;
+    for _ in 0..=FINAL_STEPS {
+        if t.stopped() || rate < floor.max(1.0) {
+            break;
         }
         let label = format!(
-            "search {}: final trial {:.0} s at {}",
-            rep + 1,
+            "final trial {:.0} s at the {what}, {}",
             d.as_secs_f64(),
             mpps(rate)
         );
         let ts = spec(r.frame_size, Procedure::Throughput, Some(rate), &long);
         let rec = valid_trial(t, r, &ts, &label, progress)?;
-        let ok = passes(&rec, cfg);
+        let pass = ok(&rec);
         progress(
             r.frame_size,
             &format!(
                 "{label} -> loss {:.4} % {}",
                 rec.loss_ratio * 100.0,
-                if ok { "pass" } else { "fail" }
+                if pass { "pass" } else { "fail" }
             ),
         );
-        s.trials.push(r.push(rec));
-        if ok {
-            s.confirmed = Some(true);
-            if step > 0 {
-                s.lowest_fail_pps = Some(rate * (1.0 + cfg.resolution));
-                s.throughput_pps = rate;
-            }
-            return Ok(());
+        let (fwd, offered, bed) = (rec.forwarded_pps, rec.offered_pps, bed_bound(&rec));
+        let i = r.push(rec);
+        r.final_trials.push(i);
+        if pass {
+            return Ok((Some(rate), dut_failed));
         }
-        rate *= 1.0 - cfg.resolution;
+        dut_failed |= !bed;
+        let under = if bed { offered } else { fwd };
+        rate = (rate * (1.0 - cfg.resolution)).min(under * (1.0 - cfg.resolution));
     }
-    // Nothing passed at the final length: the result stands, unconfirmed.
-    s.confirmed = Some(false);
+    Ok((None, dut_failed))
+}
+
+/// Finish a size after its last search: confirm the reported NDR and PDR
+/// with final trials (`final_trial`; FD.io CSIT's final trial, RFC 2544's
+/// 60 s: short search trials pass a DuT whose rings absorb their
+/// overload), stepping down until a final-length trial passes; then the
+/// latency trials at the reported NDR; then look for a standing queue.
+pub fn finish_size(
+    cfg: &Rfc2544Config,
+    t: &mut dyn Trials,
+    r: &mut SizeResult,
+    progress: Progress,
+) -> Result<(), String> {
+    if let (Some(d), Some(ndr)) = (cfg.final_trial, r.throughput_pps.filter(|&v| v > 0.0)) {
+        r.search_throughput_pps = r.throughput_pps;
+        r.search_pdr_pps = r.pdr_pps;
+        let pdr = r.pdr_pps.unwrap_or(ndr).max(ndr);
+        let first = r.final_trials.len();
+        let pass_ndr = |x: &TrialRecord| passes(x, cfg);
+        let (got, dut_failed) = step_down(cfg, t, r, d, ndr, 0.0, &pass_ndr, "NDR", progress)?;
+        r.ndr_confirmed = Some(got.is_some());
+        if let Some(v) = got {
+            r.throughput_pps = Some(v);
+            r.ndr_trial_s = d.as_secs_f64();
+            // A valid final trial lost above it: the DuT's own limit.
+            r.generator_limited &= !dut_failed;
+        }
+        let ndr = r.throughput_pps.unwrap_or(ndr);
+        // A final trial already run at the PDR (or within a resolution
+        // under it) that lost no more than the PDR's loss confirms it.
+        let by_ndr = r.final_trials[first..]
+            .iter()
+            .map(|&i| &r.trials[i])
+            .any(|x| passes_pdr(x, cfg) && rate_of(x) >= pdr * (1.0 - cfg.resolution));
+        if by_ndr || pdr <= ndr * (1.0 + cfg.resolution) {
+            r.pdr_confirmed = r.ndr_confirmed.map(|c| c || by_ndr);
+            if by_ndr || got.is_some() {
+                r.pdr_trial_s = d.as_secs_f64();
+            }
+            r.pdr_pps = Some(pdr.max(ndr));
+            r.pdr_generator_limited &= r.generator_limited || by_ndr;
+        } else {
+            let pass_pdr = |x: &TrialRecord| passes_pdr(x, cfg);
+            let floor = if got.is_some() { ndr } else { 0.0 };
+            let (gotp, failed) = step_down(cfg, t, r, d, pdr, floor, &pass_pdr, "PDR", progress)?;
+            match gotp {
+                Some(v) => {
+                    r.pdr_confirmed = Some(true);
+                    r.pdr_pps = Some(v);
+                    r.pdr_trial_s = d.as_secs_f64();
+                    r.pdr_generator_limited &= !failed;
+                }
+                // Stepped to the NDR: the confirmed NDR passes the PDR too.
+                None if got.is_some() => {
+                    r.pdr_confirmed = Some(true);
+                    r.pdr_pps = Some(ndr);
+                    r.pdr_trial_s = d.as_secs_f64();
+                    r.pdr_generator_limited = r.generator_limited;
+                }
+                None => r.pdr_confirmed = Some(false),
+            }
+        }
+    }
+    if cfg.latency && !t.stopped() {
+        latency_at_ndr(cfg, t, r, progress)?;
+    }
+    r.standing_queue = standing_queue(r, cfg.empty_bed_p50_ns);
     Ok(())
+}
+
+/// RFC 2544 26.2: `latency_trials` trials at the reported NDR, merged.
+fn latency_at_ndr(
+    cfg: &Rfc2544Config,
+    t: &mut dyn Trials,
+    r: &mut SizeResult,
+    progress: Progress,
+) -> Result<(), String> {
+    let Some(tp) = r.throughput_pps.filter(|&v| v > 0.0) else {
+        return Ok(());
+    };
+    let size = r.frame_size;
+    let n = cfg.latency_trials.max(1);
+    for k in 0..n {
+        if t.stopped() {
+            break;
+        }
+        progress(
+            size,
+            &if n > 1 {
+                format!("latency at {} ({}/{n})", mpps(tp), k + 1)
+            } else {
+                format!("latency at {}", mpps(tp))
+            },
+        );
+        let mut s = spec(size, Procedure::Latency, Some(tp), cfg);
+        s.latency = true;
+        let rec = valid_trial(t, r, &s, "latency", progress)?;
+        let i = r.push(rec);
+        r.latency_trial.get_or_insert(i);
+        r.latency_trials.push(i);
+    }
+    if r.latency_trials.len() > 1 {
+        r.latency_merged = Latency::merge(
+            r.latency_trials
+                .iter()
+                .filter_map(|&i| r.trials[i].latency.as_ref()),
+        );
+    }
+    Ok(())
+}
+
+/// Frames still arriving this long after the generator stopped, in a
+/// trial that lost none: a queue that stood through the trial (the drain
+/// polls every 20 ms and waits 10 ms more once everything is in).
+pub const STANDING_QUEUE_DRAIN_MS: f64 = 50.0;
+
+/// A p50 latency at the NDR this far above the empty bed's: a queue that
+/// stands (the bed's own is ~1 us; a DuT forwarding without a backlog
+/// adds tens of us: its batches).
+pub const STANDING_QUEUE_P50_NS: f64 = 100_000.0;
+
+/// Signs of a standing queue at the reported NDR ([`SizeResult::standing_queue`]).
+fn standing_queue(r: &SizeResult, empty_p50_ns: Option<f64>) -> Option<String> {
+    let ndr = r.throughput_pps.filter(|&v| v > 0.0)?;
+    let mut why = Vec::new();
+    let at_ndr = |x: &&TrialRecord| {
+        x.lost == 0 && x.invalid.is_empty() && (rate_of(x) - ndr).abs() <= 1e-6 * ndr
+    };
+    if let Some(x) = r
+        .trials
+        .iter()
+        .filter(|x| x.procedure == Procedure::Throughput)
+        .filter(at_ndr)
+        .max_by(|a, b| a.drain_ms.total_cmp(&b.drain_ms))
+        .filter(|x| x.drain_ms > STANDING_QUEUE_DRAIN_MS)
+    {
+        why.push(format!(
+            "frames arrived for {:.0} ms after the generator stopped in a passing {:.1} s trial",
+            x.drain_ms, x.tx_seconds
+        ));
+    }
+    let base = empty_p50_ns.unwrap_or(0.0);
+    if let Some(l) = r
+        .latency()
+        .filter(|l| l.p50_ns > base + STANDING_QUEUE_P50_NS)
+    {
+        why.push(format!(
+            "p50 latency at the NDR {:.0} us against {:.1} us of the empty bed",
+            l.p50_ns / 1e3,
+            base / 1e3
+        ));
+    }
+    (!why.is_empty()).then(|| format!("a standing queue: {}", why.join("; ")))
 }
 
 /// RFC 2544 26.3: from 100 % of the top speed down in steps until two
@@ -1499,7 +1818,7 @@ fn frame_loss(
         let fs = spec(r.frame_size, Procedure::FrameLoss, Some(rate), cfg);
         let rec = valid_trial(t, r, &fs, &label, progress)?;
         let loss = if rec.sent == 0 { 0.0 } else { rec.loss_ratio };
-        let offered = rec.offered_pps;
+        let (offered, invalid) = (rec.offered_pps, !rec.invalid.is_empty());
         r.push(rec);
         progress(
             r.frame_size,
@@ -1510,8 +1829,8 @@ fn frame_loss(
                 loss * 100.0
             ),
         );
-        r.frame_loss.push((frac, offered, loss));
-        if loss == 0.0 {
+        r.frame_loss.push((frac, offered, loss, invalid));
+        if loss == 0.0 && !invalid {
             zero_run += 1;
             if zero_run == 2 {
                 break;
@@ -1632,6 +1951,7 @@ mod tests {
             frame_loss_sizes: vec![],
             back_to_back_sizes: vec![],
             repetitions,
+            final_trial: None,
             ..Default::default()
         }
     }
@@ -2133,23 +2453,72 @@ mod tests {
             "{:?}",
             short[0].searches
         );
-        assert_eq!(short[0].searches[0].confirmed, None);
+        assert_eq!(short[0].ndr_confirmed, None);
+        assert_eq!(short[0].ndr_trial_s, 0.1);
         let fin = Rfc2544Config {
             final_trial: Some(Duration::from_secs(1)),
             ..cfg.clone()
         };
         let r = run(&fin, &mut Model::new(1e6, 20_000.0, 4e6), &mut |_, _| {}).unwrap();
-        let s = &r[0].searches[0];
-        assert_eq!(s.confirmed, Some(true), "{s:?}");
+        assert_eq!(r[0].ndr_confirmed, Some(true), "{:?}", r[0].final_trials);
+        assert_eq!(r[0].ndr_trial_s, 1.0);
         let tp = r[0].throughput_pps.unwrap();
         assert!(tp <= 1.02e6 && tp > 0.9e6, "{tp}");
-        // The final trials are the search's last, at the final length.
-        let last = &r[0].trials[*s.trials.last().unwrap()];
+        assert!(r[0].search_throughput_pps.unwrap() > 1.1e6);
+        // The passing final trial is the last of them, at the final length.
+        let last = &r[0].trials[*r[0].final_trials.last().unwrap()];
         assert_eq!(last.sent, (tp * 1.0).round() as u64);
+        assert!(size_notes(&r[0]).iter().any(|n| n.contains("stepped down")));
         // A DuT with no queue: confirmed at the result at once.
         let r = run(&fin, &mut Model::new(1e6, 0.0, 4e6), &mut |_, _| {}).unwrap();
-        assert_eq!(r[0].searches[0].confirmed, Some(true));
+        assert_eq!(r[0].ndr_confirmed, Some(true));
+        assert_eq!(r[0].final_trials.len(), 1);
         assert!(r[0].throughput_pps.unwrap() > 0.95e6);
+    }
+
+    /// The ring that absorbs a short trial's overload: 0.2 s search trials
+    /// pass far above the DuT's sustained rate, and the default final
+    /// trial brings the reported NDR (and PDR) down to it, within the
+    /// resolution, in a few steps (each under what the last one forwarded).
+    #[test]
+    fn a_ring_that_absorbs_short_trials_does_not_set_the_ndr() {
+        let cfg = Rfc2544Config {
+            trial: Duration::from_millis(200),
+            ..search_only(vec![64], 2)
+        };
+        // 0.17 Mpps sustained, 30 000 frames of ring: 0.2 s trials pass
+        // up to 0.32 Mpps.
+        let model = || Model::new(170e3, 30_000.0, 4e6);
+        let short = run(&cfg, &mut model(), &mut |_, _| {}).unwrap();
+        assert!(short[0].throughput_pps.unwrap() > 0.3e6, "{short:?}");
+        let fin = Rfc2544Config {
+            final_trial: Some(DEFAULT_FINAL_TRIAL),
+            ..cfg
+        };
+        let mut m = model();
+        let r = run(&fin, &mut m, &mut |_, _| {}).unwrap();
+        let (ndr, pdr) = (r[0].throughput_pps.unwrap(), r[0].pdr_pps.unwrap());
+        // Within the resolution (2 steps at most) of the sustained rate
+        // plus what the ring adds over 10 s (3 kpps).
+        let top = 170e3 + 30_000.0 / 10.0;
+        assert!(
+            ndr <= top && ndr >= top * (1.0 - 2.0 * fin.resolution),
+            "{ndr}"
+        );
+        assert!(
+            pdr >= ndr && pdr <= top / (1.0 - fin.pdr_loss) * 1.001,
+            "{pdr}"
+        );
+        assert_eq!(r[0].ndr_confirmed, Some(true));
+        assert_eq!(r[0].pdr_confirmed, Some(true));
+        assert_eq!((r[0].ndr_trial_s, r[0].pdr_trial_s), (10.0, 10.0));
+        assert!(r[0].final_trials.len() <= 2 * (FINAL_STEPS + 1));
+        let steps_ndr = r[0]
+            .final_trials
+            .iter()
+            .filter(|&&i| r[0].trials[i].loss_ratio > 0.0)
+            .count();
+        assert!(steps_ndr <= 4, "{steps_ndr} failing final trials");
     }
 
     #[test]
@@ -2193,6 +2562,205 @@ mod tests {
         assert!(r[0].generator_limited);
         assert_eq!(r[0].searches[1].trials, vec![1]);
         assert_eq!(r[0].trials[1].procedure, Procedure::Probe);
+    }
+
+    /// A DuT whose loss ratio is `loss(rate)`, behind a generator whose
+    /// top speed is `top` and whose pacing keeps at most `paced` (a paced
+    /// trial asking for more leaves at `paced`: offered short, invalid).
+    struct Curve {
+        loss: fn(f64) -> f64,
+        top: f64,
+        paced: f64,
+        trials: usize,
+    }
+    impl Trials for Curve {
+        fn trial(&mut self, s: &TrialSpec) -> Result<TrialRecord, String> {
+            self.trials += 1;
+            let rate = match s.rate_pps {
+                Some(r) => r.min(self.paced),
+                None => self.top,
+            };
+            let frames = s.frames.unwrap_or((rate * s.duration.as_secs_f64()) as u64);
+            let lost = (frames as f64 * (self.loss)(rate)).round() as u64;
+            let received = frames - lost;
+            let mut rec = TrialRecord::new(s, frames, received, frames as f64 / rate);
+            rec.kernel.gen_iface_tx = frames;
+            rec.kernel.dut_in_rx = frames;
+            rec.kernel.dut_out_tx = received;
+            rec.kernel.sink_iface_rx = received;
+            rec.kernel.judge(frames, received);
+            rec.validate(s);
+            Ok(rec)
+        }
+    }
+
+    /// A generator capped below the DuT: every repetition's result is a
+    /// lower bound, NDR and PDR, also when the probe at the top speed
+    /// fails but the paced trials above the result are ones the generator
+    /// could not offer (they were fails of the DuT before).
+    #[test]
+    fn a_generator_below_the_dut_gives_bounds_in_every_repetition() {
+        let cfg = search_only(vec![64], 3);
+        // Probe passes: the top speed is the result, three times.
+        let r = run(&cfg, &mut Model::new(10e6, 0.0, 2e6), &mut |_, _| {}).unwrap();
+        assert!(r[0]
+            .searches
+            .iter()
+            .all(|s| s.generator_limited && s.pdr_generator_limited));
+        assert!(r[0].generator_limited && r[0].pdr_generator_limited);
+        // The probe's burst loses (a DuT of 3 Mpps behind a 4 Mpps burst),
+        // but the pacer keeps only 1.5 Mpps: no valid trial fails.
+        let mut c = Curve {
+            loss: |r| if r > 3e6 { 0.2 } else { 0.0 },
+            top: 4e6,
+            paced: 1.5e6,
+            trials: 0,
+        };
+        let r = run(&cfg, &mut c, &mut |_, _| {}).unwrap();
+        for s in &r[0].searches {
+            assert!(s.generator_limited, "{s:?}");
+            // (A trial offered within OFFERED_TOLERANCE of its rate counts.)
+            let most = 1.5e6 / (1.0 - OFFERED_TOLERANCE);
+            assert!(
+                s.throughput_pps <= most && s.throughput_pps > 1.4e6,
+                "{s:?}"
+            );
+        }
+        assert!(r[0].generator_limited && r[0].pdr_generator_limited);
+        // A DuT that does fail under the pacer's limit: no bound.
+        c.loss = |r| if r > 1e6 { 0.2 } else { 0.0 };
+        let r = run(&cfg, &mut c, &mut |_, _| {}).unwrap();
+        assert!(!r[0].generator_limited, "{:?}", r[0].searches);
+        assert!(r[0].throughput_pps.unwrap() <= 1e6);
+    }
+
+    /// A probe that loses no more than the PDR's loss: the PDR is the top
+    /// speed, a lower bound; the NDR is searched and is exact.
+    #[test]
+    fn a_pdr_at_the_top_speed_is_a_bound() {
+        let cfg = search_only(vec![64], 1);
+        let mut c = Curve {
+            loss: |r| if r > 1.9e6 { 0.002 } else { 0.0 },
+            top: 2e6,
+            paced: f64::INFINITY,
+            trials: 0,
+        };
+        let r = run(&cfg, &mut c, &mut |_, _| {}).unwrap();
+        assert_eq!(r[0].pdr_pps, Some(2e6));
+        assert!(r[0].pdr_generator_limited);
+        assert!(!r[0].generator_limited);
+        assert!(r[0].throughput_pps.unwrap() <= 1.9e6);
+    }
+
+    /// MLRsearch's order: the lowest fail first. A fail of the PDR's loss
+    /// below a rate that passed it (a DuT whose loss is not monotonic, or
+    /// a noisy trial) bounds the PDR; it is not skipped over.
+    #[test]
+    fn the_pdr_takes_the_lowest_fail_first() {
+        let cfg = search_only(vec![64], 1);
+        let mut r = SizeResult::new(64);
+        r.max_offered_pps = 4e6;
+        let mut c = Curve {
+            loss: |x| {
+                if (0.9e6..0.95e6).contains(&x) {
+                    0.01
+                } else {
+                    0.0
+                }
+            },
+            top: 4e6,
+            paced: f64::INFINITY,
+            trials: 0,
+        };
+        let mut s = Search::top_speed(0.8e6, 0);
+        s.trials.clear();
+        s.generator_limited = false;
+        for rate in [0.8e6, 0.92e6, 1.0e6] {
+            let rec = c
+                .trial(&spec(64, Procedure::Throughput, Some(rate), &cfg))
+                .unwrap();
+            s.trials.push(r.push(rec));
+        }
+        partial_drop_rate(&cfg, &mut c, &mut r, &mut s, 0, &mut |_, _| {}).unwrap();
+        assert!(s.pdr_pps < 0.92e6 && s.pdr_pps >= 0.8e6, "{s:?}");
+        assert_eq!(s.pdr_lowest_fail_pps.map(|h| h <= 0.92e6), Some(true));
+        assert!(!s.pdr_generator_limited);
+    }
+
+    /// An empty search (nothing passed) is not half of a median.
+    #[test]
+    fn an_empty_search_is_its_own_result() {
+        let cfg = search_only(vec![64], 2);
+        let mut r = SizeResult::new(64);
+        let mut empty = Search::top_speed(0.0, 0);
+        empty.generator_limited = false;
+        r.searches.push(empty);
+        let mut found = Search::top_speed(1e6, 0);
+        found.generator_limited = false;
+        r.searches.push(found);
+        r.summarise(&cfg);
+        assert_eq!(r.throughput_pps, Some(1e6));
+        assert_eq!(r.empty_searches, 1);
+        assert!(size_notes(&r)
+            .iter()
+            .any(|n| n.contains("no rate without loss")));
+    }
+
+    /// Every latency trial is checked for loss, not only the first.
+    #[test]
+    fn every_latency_trial_is_checked_for_loss() {
+        let cfg = Rfc2544Config {
+            latency: true,
+            latency_trials: 3,
+            ..search_only(vec![64], 1)
+        };
+        let mut r = run(&cfg, &mut Model::new(1e6, 0.0, 4e6), &mut |_, _| {}).unwrap();
+        assert!(size_notes(&r[0])
+            .iter()
+            .all(|n| !n.contains("latency trial")));
+        let third = r[0].latency_trials[2];
+        r[0].trials[third].lost = 7;
+        let notes = size_notes(&r[0]);
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains("1 of 3 latency trial(s) lost frames")),
+            "{notes:?}"
+        );
+    }
+
+    /// The latency is measured at the reported NDR, after the last search
+    /// and the final trial: the rate of the final figure.
+    #[test]
+    fn latency_runs_at_the_reported_ndr() {
+        let cfg = Rfc2544Config {
+            latency: true,
+            final_trial: Some(Duration::from_secs(1)),
+            trial: Duration::from_millis(100),
+            ..search_only(vec![64], 3)
+        };
+        let r = run(&cfg, &mut Model::new(1e6, 20_000.0, 4e6), &mut |_, _| {}).unwrap();
+        let i = r[0].latency_trial.unwrap();
+        assert_eq!(r[0].trials[i].requested_pps, r[0].throughput_pps);
+        assert!(i > *r[0].final_trials.last().unwrap());
+    }
+
+    /// A passing trial at the NDR whose frames kept arriving long after
+    /// the generator stopped is flagged as a standing queue.
+    #[test]
+    fn a_standing_queue_is_flagged() {
+        let cfg = search_only(vec![64], 1);
+        let mut r = run(&cfg, &mut Model::new(1e6, 0.0, 4e6), &mut |_, _| {}).unwrap();
+        assert_eq!(standing_queue(&r[0], None), None);
+        let ndr = r[0].throughput_pps.unwrap();
+        let i = r[0]
+            .trials
+            .iter()
+            .position(|t| t.requested_pps == Some(ndr) && t.lost == 0)
+            .unwrap();
+        r[0].trials[i].drain_ms = 400.0;
+        let q = standing_queue(&r[0], None).unwrap();
+        assert!(q.contains("400 ms"), "{q}");
     }
 
     #[test]

@@ -110,6 +110,15 @@ impl Plan {
         } else {
             Vec::new()
         };
+        // The empty bed's p50 (the largest over the sizes): a DuT's p50 at
+        // its NDR far above it flags a standing queue.
+        let mut with_base = cfg.clone();
+        with_base.procedures.empty_bed_p50_ns = empty
+            .iter()
+            .filter_map(|e| e.trial.latency.as_ref())
+            .map(|l| l.p50_ns)
+            .reduce(f64::max);
+        let cfg = &with_base;
         let mut results = match &self.external {
             Some(ext) => vec![external::run(cfg, ext, stop, progress)],
             None => super::run_rfc2544(cfg, duts, stop, progress),

@@ -272,7 +272,10 @@ pub fn rfc2544(
                 let fl: Vec<String> = s
                     .frame_loss
                     .iter()
-                    .map(|(f, _, l)| format!("{:.0}%:{:.1}", f * 100.0, l * 100.0))
+                    .map(|(f, _, l, bad)| {
+                        let flag = if *bad { "(invalid)" } else { "" };
+                        format!("{:.0}%:{:.1}{flag}", f * 100.0, l * 100.0)
+                    })
                     .collect();
                 let bb: Vec<String> = s
                     .back_to_back

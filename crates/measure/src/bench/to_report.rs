@@ -222,7 +222,13 @@ pub fn report_data(
                     points: s
                         .frame_loss
                         .iter()
-                        .map(|&(frac, _, loss)| (frac * 100.0, loss * 100.0))
+                        // At the load offered (over the sending time), not
+                        // the one asked; a trial that stayed invalid is no
+                        // DuT figure: left out (the tables flag it).
+                        .filter(|p| !p.3 && s.max_offered_pps > 0.0)
+                        .map(|&(_, offered, loss, _)| {
+                            (offered / s.max_offered_pps * 100.0, loss * 100.0)
+                        })
                         .collect(),
                 });
             }

@@ -1,6 +1,6 @@
 //! `linerate bench`'s options (the help text is in help.txt).
 
-use linerate_measure::bench::{self, rfc2544, rfc2544::STANDARD_SIZES};
+use linerate_measure::bench::{self, rfc2544, rfc2544::DEFAULT_SIZES};
 use linerate_measure::frame_size;
 use std::path::PathBuf;
 
@@ -64,7 +64,11 @@ pub struct Args {
     pub peers: bool,
     /// Frame sizes in bytes on the wire with FCS (64..=1518), comma separated; "imix" is FD.io
     /// CSIT's IPv4 IMIX (64, 570 and 1518 bytes, 7:4:1, interleaved), its own row.
-    #[arg(long, value_delimiter = ',', default_values_t = STANDARD_SIZES.to_vec(), value_parser = frame_size::parse)]
+    ///
+    /// Default: 64, 512 and 1518 (RFC 2544's smallest, a middle one and the largest), so that
+    /// every figure's final trial fits the run into about 15 minutes; RFC 2544 section 9.1's
+    /// seven: --sizes 64,128,256,512,1024,1280,1518.
+    #[arg(long, value_delimiter = ',', default_values_t = DEFAULT_SIZES.to_vec(), value_parser = frame_size::parse)]
     pub sizes: Vec<u32>,
     /// Seconds of traffic per trial (RFC 2544 suggests 60 for a formal result; short trials
     /// favour DuTs with deep buffers, which hide a backlog until the trial ends).
@@ -125,9 +129,12 @@ pub struct Args {
     /// queues to empty either way.
     #[arg(long, value_name = "SECONDS")]
     pub settle: Option<f64>,
-    /// A confirmation trial of this many seconds at every search's result (FD.io CSIT's final
-    /// trial duration; RFC 2544 suggests 60): if it fails, the rate steps down a resolution at
-    /// a time (5 at most) until a trial of that length passes.
+    /// Seconds of the final trials that confirm every reported NDR and PDR [default: 10;
+    /// --quick: none; 0: none] (FD.io CSIT's final trial; RFC 2544 suggests 60 for a formal
+    /// result). The search runs short trials (--trial), which a DuT's rings can pass while a
+    /// backlog builds; a final trial that fails steps down (under what it forwarded, 5 steps
+    /// at most) until one of this length passes. The report says which trial length each
+    /// figure rests on.
     #[arg(long, value_name = "SECONDS")]
     pub final_trial: Option<f64>,
     /// Frame sizes for the frame-loss-rate procedure ("none" or empty: none).

@@ -188,10 +188,15 @@ pub fn rfc2544_plan(a: &Args) -> Result<Plan> {
             "--settle",
             a.settle.unwrap_or(if a.strict { 5.0 } else { 0.0 }),
         )?,
-        final_trial: a
-            .final_trial
-            .map(|v| seconds("--final-trial", v))
-            .transpose()?,
+        // Default: a final trial confirms every reported NDR and PDR
+        // (--quick, a first look: none unless asked, and the report says
+        // the figures rest on the search's short trials); 0: none.
+        final_trial: match a.final_trial {
+            Some(0.0) => None,
+            Some(v) => Some(seconds("--final-trial", v)?),
+            None if a.quick => None,
+            None => Some(rfc2544::DEFAULT_FINAL_TRIAL),
+        },
         latency: !a.no_latency,
         frame_loss_sizes: if a.quick { vec![64] } else { frame_loss_sizes },
         back_to_back_sizes: if a.quick { vec![64] } else { b2b_sizes },
