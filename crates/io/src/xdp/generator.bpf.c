@@ -22,7 +22,8 @@
 // bytes big-endian, fits the payload of a 64-byte IPv4 UDP frame:
 //   magic "LT" u16 | stream u16 | seq u48 | tx_ns u64 (0: not stamped)
 // on every frame; seq counts from 0 from the last time user space zeroed
-// gen_seq (one trial), tx_ns on frames with seq % tag_every == 0.
+// gen_seq (one trial), tx_ns on frames with seq % tag_every == 0 that
+// leave at once (the last run of their kernel batch: see stamp_batch).
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
@@ -58,8 +59,16 @@ struct gen_cfg {
 	__u32 mix_len[MIX_CLASSES];
 	__u32 mix_hdr_len[MIX_CLASSES];
 	__u64 mix_hdr[MIX_CLASSES][8];
+	// The kernel's batch size of the calls (runs per batch; 0 or 1: every
+	// run is its batch's last). A frame handed to XDP_TX leaves when its
+	// batch is flushed, after the batch's later runs; the tag's TX time is
+	// written only on a batch's last run, whose frame leaves at once: a
+	// stamped frame never waits for its batch (user space makes every
+	// paced call whole batches, so that batch_pos below stays aligned).
+	__u32 stamp_batch;
+	__u32 _pad0;
 };
-_Static_assert(sizeof(struct gen_cfg) == 416, "struct gen_cfg: crates/io/src/xdp/generator.rs RawGenCfg mirrors it (size asserted there too)");
+_Static_assert(sizeof(struct gen_cfg) == 424, "struct gen_cfg: crates/io/src/xdp/generator.rs RawGenCfg mirrors it (size asserted there too)");
 
 struct gen_stats {
 	__u64 runs; // program runs on this CPU (frames handed to XDP_TX)
@@ -74,8 +83,12 @@ struct gen_stats {
 	__u64 first_runs;
 	__u64 last_ns;
 	__u64 last_runs;
+	// Every run on this CPU (idle ones too) since user space zeroed it:
+	// batch_pos % stamp_batch is the run's place in its kernel batch (a
+	// batch runs on one CPU without preemption).
+	__u64 batch_pos;
 };
-_Static_assert(sizeof(struct gen_stats) == 56, "struct gen_stats: crates/io/src/xdp/generator.rs RawGenStats mirrors it (size asserted there too)");
+_Static_assert(sizeof(struct gen_stats) == 64, "struct gen_stats: crates/io/src/xdp/generator.rs RawGenStats mirrors it (size asserted there too)");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -155,6 +168,9 @@ int xdp_gen(struct xdp_md *ctx)
 	struct gen_pace *pc = bpf_map_lookup_elem(&gen_pace, &k);
 	if (!cfg || !st || !pc)
 		return XDP_ABORTED;
+	__u32 sb = cfg->stamp_batch;
+	__u64 pos = st->batch_pos++;
+	int batch_end = sb <= 1 || pos % sb == sb - 1;
 	if (pc->on) {
 		__u64 done = *(volatile __u64 *)&pc->sent;
 		if (done >= pc->limit)
@@ -302,7 +318,7 @@ int xdp_gen(struct xdp_md *ctx)
 		__u32 every = cfg->tag_every;
 		__u64 t = 0;
 		st->runs = n + 1;
-		if (every <= 1 || seq % every == 0)
+		if (batch_end && (every <= 1 || seq % every == 0))
 			t = __builtin_bswap64(bpf_ktime_get_ns());
 		__builtin_memcpy(p + 10, &t, 8);
 		return XDP_TX;

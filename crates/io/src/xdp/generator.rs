@@ -95,6 +95,8 @@ const BPF_PROG_TEST_RUN: libc::c_long = 10;
 const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
 /// The kernel's TEST_XDP_MAX_BATCH.
 const MAX_BATCH: u32 = 256;
+/// The kernel's batch size when none is given (NAPI_POLL_WEIGHT).
+const KERNEL_BATCH: u32 = 64;
 
 /// The measurement signature ([`linerate_wire::signature`]) the program
 /// writes into every frame.
@@ -279,9 +281,13 @@ struct RawGenCfg {
     mix_len: [u32; MIX_CLASSES],
     mix_hdr_len: [u32; MIX_CLASSES],
     mix_hdr: [[u64; HDR_RESTORE / 8]; MIX_CLASSES],
+    /// The calls' kernel batch size: tag TX times only on a batch's last
+    /// run (its frame leaves at once; see the program).
+    stamp_batch: u32,
+    _pad0: u32,
 }
 // The kernel side's struct gen_cfg (src/xdp/generator.bpf.c) asserts the same size.
-const _: () = assert!(std::mem::size_of::<RawGenCfg>() == 416);
+const _: () = assert!(std::mem::size_of::<RawGenCfg>() == 424);
 // SAFETY: plain old data, no padding.
 unsafe impl aya::Pod for RawGenCfg {}
 
@@ -295,9 +301,11 @@ struct RawGenStats {
     first_runs: u64,
     last_ns: u64,
     last_runs: u64,
+    /// Runs since zeroed (idle too): the place in the kernel batch.
+    batch_pos: u64,
 }
 // The kernel side's struct gen_stats (src/xdp/generator.bpf.c) asserts the same size.
-const _: () = assert!(std::mem::size_of::<RawGenStats>() == 56);
+const _: () = assert!(std::mem::size_of::<RawGenStats>() == 64);
 // SAFETY: plain old data, no padding.
 unsafe impl aya::Pod for RawGenStats {}
 
@@ -368,6 +376,11 @@ struct Runner<'a> {
     frame: &'a [u8],
     ctx: &'a XdpMd,
     batch_size: u32,
+    /// Round every call up to whole kernel batches (paced in the program:
+    /// runs past the schedule's limit only idle), so that the program's
+    /// `batch_pos` stays aligned with the batches and a tag's TX time is
+    /// taken on a batch's last run only ([`GenConfig::tag`]).
+    whole_batches: bool,
     what: &'a str,
 }
 
@@ -375,6 +388,16 @@ impl Runner<'_> {
     /// One BPF_PROG_RUN call of `repeat` frames. Ok(false) if a signal cut
     /// it short.
     fn call(&self, repeat: u32) -> Result<bool, PortError> {
+        let b = if self.batch_size == 0 {
+            KERNEL_BATCH
+        } else {
+            self.batch_size
+        };
+        let repeat = if self.whole_batches {
+            repeat.div_ceil(b).saturating_mul(b)
+        } else {
+            repeat
+        };
         let attr = TestRunAttr {
             prog_fd: self.prog_fd as u32,
             data_size_in: self.frame.len() as u32,
@@ -741,22 +764,29 @@ impl XdpGen {
     pub fn set_stream(&mut self, stream: u16) -> Result<(), PortError> {
         let what = self.what.clone();
         self.raw.stream = stream as u32;
-        let raw = self.raw;
-        let e = self.prog.ebpf_mut();
-        {
-            let map = e
-                .map_mut("gen_cfg")
-                .ok_or_else(|| map_err(&what, "gen_cfg", "missing"))?;
-            let mut a: Array<_, RawGenCfg> =
-                Array::try_from(map).map_err(|e| map_err(&what, "gen_cfg", e))?;
-            a.set(0, raw, 0).map_err(|e| map_err(&what, "gen_cfg", e))?;
-        }
-        let map = e
+        self.write_cfg()?;
+        let map = self
+            .prog
+            .ebpf_mut()
             .map_mut("gen_seq")
             .ok_or_else(|| map_err(&what, "gen_seq", "missing"))?;
         let mut a: Array<_, u64> =
             Array::try_from(map).map_err(|e| map_err(&what, "gen_seq", e))?;
         a.set(0, 0, 0).map_err(|e| map_err(&what, "gen_seq", e))
+    }
+
+    /// The program's configuration map from `self.raw`.
+    fn write_cfg(&mut self) -> Result<(), PortError> {
+        let what = self.what.clone();
+        let map = self
+            .prog
+            .ebpf_mut()
+            .map_mut("gen_cfg")
+            .ok_or_else(|| map_err(&what, "gen_cfg", "missing"))?;
+        let mut a: Array<_, RawGenCfg> =
+            Array::try_from(map).map_err(|e| map_err(&what, "gen_cfg", e))?;
+        a.set(0, self.raw, 0)
+            .map_err(|e| map_err(&what, "gen_cfg", e))
     }
 
     /// Change the rate limit between runs (None: as fast as possible); the
@@ -862,6 +892,9 @@ impl XdpGen {
             x.first_runs = 0;
             x.last_ns = 0;
             x.last_runs = 0;
+            // Batches start here (the calls that follow are whole ones
+            // when paced in the program: [`Runner::whole_batches`]).
+            x.batch_pos = 0;
         }
         let n = vals.len();
         let pv = aya::maps::PerCpuValues::try_from(vals)
@@ -903,6 +936,7 @@ impl XdpGen {
             frame: &self.frame,
             ctx: &self.ctx,
             batch_size: self.batch_size,
+            whole_batches: self.pps.is_some() && self.pacing == Pacing::InProgram,
             what: &self.what,
         }
     }
@@ -925,6 +959,22 @@ impl XdpGen {
         limit: Option<Duration>,
         stop: &AtomicBool,
     ) -> Result<GenStats, PortError> {
+        // Paced in the program, the calls are whole kernel batches and a
+        // tag's TX time is taken only on a batch's last run (its frame
+        // leaves at once: a stamped frame does not wait for the batch's
+        // later runs, measured on the empty bed at 1 Mpps as p50 3.8 us
+        // with batches of 64 against 0.3 us with 1). Other runs stamp
+        // every `tag.every`-th frame wherever it is in its batch.
+        let whole = self.runner().whole_batches;
+        let stamp_batch = match (whole, self.batch_size) {
+            (false, _) => 0,
+            (true, 0) => KERNEL_BATCH,
+            (true, b) => b,
+        };
+        if stamp_batch != self.raw.stamp_batch {
+            self.raw.stamp_batch = stamp_batch;
+            self.write_cfg()?;
+        }
         match (self.pps, self.pacing) {
             (Some(pps), Pacing::Slices) => return self.run_paced(pps, count, limit, stop),
             (Some(pps), Pacing::InProgram) => return self.run_in_program(pps, count, limit, stop),

@@ -750,6 +750,14 @@ pub struct SizeResult {
     pub common_latency_pps: Option<f64>,
     pub common_latency_trials: Vec<usize>,
     pub common_latency_merged: Option<Latency>,
+    /// The empty bed's latency at the rate of this size's latency trials
+    /// (at the NDR) and of the common load: what each row subtracts,
+    /// measured at its own rate, size and generator batch (None: not
+    /// measured: external ports, no latency, the empty bed failed).
+    #[serde(default)]
+    pub latency_baseline: Option<Baseline>,
+    #[serde(default)]
+    pub common_latency_baseline: Option<Baseline>,
     /// (requested load as a fraction of max_offered_pps, offered pps (what
     /// the generator sent over its sending time: plot at this), loss
     /// ratio, the trial stayed invalid (flagged, not a DuT figure)).
@@ -759,6 +767,37 @@ pub struct SizeResult {
     pub kernel_disagreements: usize,
     /// Every trial at this size, in order.
     pub trials: Vec<TrialRecord>,
+}
+
+/// The empty bed's latency at one rate: the generator's frames straight
+/// into the sink (no DuT), the part of a latency row that is the
+/// measurement's own.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Baseline {
+    /// The rate of the baseline's trial (one way; for a both-ways row,
+    /// each direction's share of it: the empty bed has one direction).
+    pub rate_pps: f64,
+    pub p50_ns: f64,
+    pub p99_ns: f64,
+    /// The generator's kernel batch in the baseline's trial.
+    pub gen_batch: u32,
+    /// The baseline's trial was invalid (its reasons): flagged.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub invalid: Vec<String>,
+}
+
+impl Baseline {
+    /// From an empty-bed trial with its latency.
+    pub fn of(t: &TrialRecord) -> Option<Baseline> {
+        let l = t.latency.as_ref()?;
+        Some(Baseline {
+            rate_pps: rate_of(t),
+            p50_ns: l.p50_ns,
+            p99_ns: l.p99_ns,
+            gen_batch: t.gen_batch,
+            invalid: t.invalid.clone(),
+        })
+    }
 }
 
 /// Median (the mean of the middle two for an even number), min and max.
@@ -853,6 +892,8 @@ impl SizeResult {
             common_latency_pps: None,
             common_latency_trials: Vec::new(),
             common_latency_merged: None,
+            latency_baseline: None,
+            common_latency_baseline: None,
             frame_loss: Vec::new(),
             back_to_back: Vec::new(),
             kernel_disagreements: 0,

@@ -123,6 +123,13 @@ impl Plan {
             Some(ext) => vec![external::run(cfg, ext, stop, progress)],
             None => super::run_rfc2544(cfg, duts, stop, progress),
         };
+        if cfg.procedures.latency && self.external.is_none() && !stop.load(Ordering::SeqCst) {
+            if let Err(e) = baselines(cfg, &mut results, stop, progress) {
+                note(&format!(
+                    "empty bed at the latency rows' rates: {e} (no baselines)"
+                ));
+            }
+        }
         let interrupted = stop.load(Ordering::SeqCst);
         let date = linerate_io::time::utc_rfc3339();
         let history = self.history_file.clone().map(|file| {
@@ -206,4 +213,64 @@ impl Session {
             })
             .collect()
     }
+}
+
+/// Each latency row's baseline: the empty bed at the row's own rate and
+/// size (one bed for all of them; a both-ways row's baseline runs at each
+/// direction's share, one way), filled into
+/// [`rfc2544::SizeResult::latency_baseline`] and `common_latency_baseline`.
+fn baselines(
+    cfg: &super::Rfc2544Bench,
+    results: &mut [super::Rfc2544Result],
+    stop: &Arc<AtomicBool>,
+    progress: super::Progress3,
+) -> Result<(), String> {
+    use super::rfc2544::Baseline;
+    let share = |r: &super::Rfc2544Result| match r.direction {
+        super::Direction::Uni => 1.0,
+        super::Direction::Bi => 0.5,
+    };
+    let key = |size: u32, rate: f64| (size, rate.round() as u64);
+    let mut want: Vec<(u32, f64)> = Vec::new();
+    for r in results.iter().filter(|r| r.status == "ok") {
+        for s in &r.sizes {
+            let rows = [
+                s.latency_trial.map(|i| s.trials[i].requested_pps),
+                s.common_latency_trials
+                    .first()
+                    .map(|&i| s.trials[i].requested_pps),
+            ];
+            for rate in rows.into_iter().flatten().flatten() {
+                let x = (s.frame_size, rate * share(r));
+                if !want.iter().any(|w| key(w.0, w.1) == key(x.0, x.1)) {
+                    want.push(x);
+                }
+            }
+        }
+    }
+    if want.is_empty() {
+        return Ok(());
+    }
+    let got = super::empty_bed_at(cfg, &want, stop, progress)?;
+    let find = |size: u32, rate: f64| {
+        got.iter()
+            .find(|e| key(e.frame_size, e.rate_pps) == key(size, rate))
+            .and_then(|e| Baseline::of(&e.trial))
+    };
+    for r in results.iter_mut().filter(|r| r.status == "ok") {
+        let k = share(r);
+        for s in &mut r.sizes {
+            if let Some(rate) = s.latency_trial.and_then(|i| s.trials[i].requested_pps) {
+                s.latency_baseline = find(s.frame_size, rate * k);
+            }
+            if let Some(rate) = s
+                .common_latency_trials
+                .first()
+                .and_then(|&i| s.trials[i].requested_pps)
+            {
+                s.common_latency_baseline = find(s.frame_size, rate * k);
+            }
+        }
+    }
+    Ok(())
 }
