@@ -457,6 +457,70 @@ fn parse_net_dev(text: &str, ifname: &str) -> Option<IfaceStats> {
     None
 }
 
+/// The XDP drop counters of a veth that the interface counters of both
+/// ends hold. The kernel's veth (drivers/net/veth.c, `veth_get_stats64`)
+/// counts a frame that one end could not put into its peer's ring in the
+/// sender's tx_dropped and again in the receiver's rx_dropped: an
+/// XDP_REDIRECT into the veth (`peer_tq_xdp_xmit_err` of the peer's
+/// queue, shown by `ethtool -S` of the sender as `tx_queue_N_xdp_xmit_errors`)
+/// and an XDP_TX out of it (`xdp_tx_err`, `rx_queue_N_xdp_tx_errors`).
+/// A sum of both ends' drops counts these once only after subtracting them.
+/// (A full ring under the skb path, `veth_xmit`, is counted at the sender
+/// only, as tx_dropped.)
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VethXdpErrors {
+    /// `tx_queue_N_xdp_xmit_errors`, summed over queues.
+    pub xmit_errors: u64,
+    /// `rx_queue_N_xdp_tx_errors`, summed over queues.
+    pub tx_errors: u64,
+}
+
+impl VethXdpErrors {
+    /// Both kinds: the frames in the sender's tx_dropped that the peer's
+    /// rx_dropped holds too.
+    pub fn counted_twice(&self) -> u64 {
+        self.xmit_errors + self.tx_errors
+    }
+
+    /// The change since `before` (0 where a counter went back: a veth
+    /// made again).
+    pub fn since(&self, before: &VethXdpErrors) -> VethXdpErrors {
+        VethXdpErrors {
+            xmit_errors: self.xmit_errors.saturating_sub(before.xmit_errors),
+            tx_errors: self.tx_errors.saturating_sub(before.tx_errors),
+        }
+    }
+}
+
+/// [`VethXdpErrors`] of `ifname` in namespace `ns` (`ethtool -S`, run from
+/// a thread in that namespace). None: ethtool cannot run, or the interface
+/// has no such counters (not a veth).
+pub fn veth_xdp_errors(ns: &str, ifname: &str) -> Option<VethXdpErrors> {
+    let out = in_netns(ns, || Command::new("ethtool").args(["-S", ifname]).output())
+        .ok()?
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    parse_veth_xdp_errors(&String::from_utf8_lossy(&out.stdout))
+}
+
+fn parse_veth_xdp_errors(text: &str) -> Option<VethXdpErrors> {
+    let mut e = VethXdpErrors::default();
+    let mut found = false;
+    for (k, v) in text.lines().filter_map(|l| l.split_once(':')) {
+        let (k, v) = (k.trim(), v.trim().parse::<u64>().unwrap_or(0));
+        if k.starts_with("tx_queue_") && k.ends_with("_xdp_xmit_errors") {
+            e.xmit_errors += v;
+            found = true;
+        } else if k.starts_with("rx_queue_") && k.ends_with("_xdp_tx_errors") {
+            e.tx_errors += v;
+            found = true;
+        }
+    }
+    found.then_some(e)
+}
+
 /// Run `cmd` in namespace `ns` (`ip netns exec`, which also mounts that
 /// namespace's /sys) and return its output.
 pub fn exec_in(ns: &str, cmd: &[&str]) -> Result<Output> {
@@ -1287,5 +1351,27 @@ mod tests {
         assert_eq!((s.rx_bytes, s.rx_packets, s.rx_dropped), (100, 5, 2));
         assert_eq!((s.tx_bytes, s.tx_packets, s.tx_dropped), (200, 7, 4));
         assert!(parse_net_dev(t, "d0").is_none());
+    }
+
+    #[test]
+    fn veth_xdp_errors_parse() {
+        // `ethtool -S` of a 2-queue veth (kernel 6.18's names).
+        let t = "NIC statistics:\n     peer_ifindex: 2\n     rx_queue_0_xdp_packets: 9\n     rx_queue_0_drops: 4\n     rx_queue_0_xdp_tx_errors: 3\n     rx_queue_1_xdp_tx_errors: 1\n     tx_queue_0_xdp_xmit: 50\n     tx_queue_0_xdp_xmit_errors: 7\n     tx_queue_1_xdp_xmit_errors: 5\n";
+        let e = parse_veth_xdp_errors(t).unwrap();
+        assert_eq!(
+            e,
+            VethXdpErrors {
+                xmit_errors: 12,
+                tx_errors: 4
+            }
+        );
+        assert_eq!(e.counted_twice(), 16);
+        let later = VethXdpErrors {
+            xmit_errors: 20,
+            tx_errors: 4,
+        };
+        assert_eq!(later.since(&e).counted_twice(), 8);
+        // Not a veth (no such counters).
+        assert!(parse_veth_xdp_errors("NIC statistics:\n     rx_packets: 5\n").is_none());
     }
 }

@@ -225,6 +225,19 @@ pub struct GenStats {
     /// sending; paced runs: first to last frame, the schedule's time).
     /// 0: too few frames.
     pub send_ns: u64,
+    /// When the run's frames left, as the program stamped them
+    /// (`bpf_ktime_get_ns`, CLOCK_MONOTONIC): the first and the last
+    /// stamp of the run over every CPU and call (a CPU stamps every 64th
+    /// frame it sends, so each end lies up to 63 frames inside the run's).
+    /// Unlike [`GenStats::send_ns`] the span between them holds the gaps
+    /// between an unpaced run's calls. One clock for every generator on
+    /// the machine: two runs at once (the bench both ways) share a span
+    /// from the earlier first to the later last stamp. 0: nothing stamped.
+    /// Not in the JSON (a clock reading of this boot).
+    #[serde(skip)]
+    pub first_ns: u64,
+    #[serde(skip)]
+    pub last_ns: u64,
     /// CPU time of the calling thread during the run (the generator's
     /// cost, plus whatever softirq work the kernel ran in its context, e.g.
     /// a veth receiver's NAPI on the same CPU). On a loaded machine
@@ -903,6 +916,18 @@ impl XdpGen {
             .map_err(|e| map_err(&what, "gen_stats", e))
     }
 
+    /// Widen `st`'s first and last stamps ([`GenStats::first_ns`]) by
+    /// the stamps the program holds now (before they are zeroed).
+    fn note_stamps(&self, st: &mut GenStats) -> Result<(), PortError> {
+        for c in self.raw_stats()?.iter().filter(|c| c.first_ns != 0) {
+            if st.first_ns == 0 || c.first_ns < st.first_ns {
+                st.first_ns = c.first_ns;
+            }
+            st.last_ns = st.last_ns.max(c.last_ns);
+        }
+        Ok(())
+    }
+
     /// The time the frames of the run took to leave (ns), from the
     /// program's stamps: each CPU's stamped span scaled to its frames
     /// (`sent` in all), the CPUs' spans merged. 0 if too few were stamped.
@@ -1015,6 +1040,7 @@ impl XdpGen {
             // frame leaves) are not sending time, so the rate is the
             // generator's top speed while it sends.
             st.send_ns += self.send_span_ns(st.sent - before)?;
+            self.note_stamps(&mut st)?;
             self.span_reset()?;
             if limit.is_none() {
                 next = CHUNK;
@@ -1103,6 +1129,7 @@ impl XdpGen {
         }
         st.duration_ns = t0.elapsed().as_nanos() as u64;
         st.send_ns = self.send_span_ns(st.sent)?;
+        self.note_stamps(&mut st)?;
         st.cpu_ns = thread_cpu_ns().saturating_sub(c0);
         Ok(st)
     }
@@ -1333,6 +1360,7 @@ impl XdpGen {
         st.idle_runs = idle - idle0;
         st.duration_ns = t0.elapsed().as_nanos() as u64;
         st.send_ns = self.send_span_ns(st.sent)?;
+        self.note_stamps(&mut st)?;
         st.cpu_ns = thread_cpu_ns().saturating_sub(c0);
         Ok(st)
     }

@@ -44,10 +44,12 @@
 //! latency trials do not catch up: past [`LATENCY_MAX_LAG`] the schedule
 //! slips, and the gaps may take at most [`SLIP_TOLERANCE`] of the trial); the
 //! kernel's counters of g0, d0, d1 and s0 agree with ours within
-//! [`KERNEL_TOLERANCE_PCT`]. An invalid trial is kept, marked `repeated`,
-//! and run again, up to [`INVALID_REPEATS`] times; one still invalid then
-//! counts as a fail (a rate that cannot be offered cleanly is not
-//! credited).
+//! [`KERNEL_TOLERANCE_PCT`]; a trial that lost frames had none dropped on
+//! the sink side, between the DuT and the sink's count (the bed's loss,
+//! not the DuT's: [`KernelCheck::sink_side_dropped`]). An invalid trial
+//! is kept, marked `repeated`, and run again, up to [`INVALID_REPEATS`]
+//! times; one still invalid then counts as a fail (a rate that cannot be
+//! offered cleanly is not credited).
 //!
 //! A rate cap ([`Rfc2544Config::max_rate`], `--max-rate`) bounds every
 //! trial: the probe and the back-to-back bursts run paced at the cap
@@ -90,7 +92,33 @@ pub enum Procedure {
 }
 
 /// The test bed's own counters for one trial, as an independent check of
-/// the generator's and the sink's counts.
+/// the generator's and the sink's counts, and the frames the bed itself
+/// lost on the sink side.
+///
+/// What can disagree on the namespace bed: a veth end's tx counters and
+/// its peer's rx counters are one count (the kernel's `veth_get_stats64`
+/// reads the peer's receive queue for its own tx), so d0 received is g0
+/// transmitted by construction (`dut_in_diff_pct` is 0 there) and d1
+/// transmitted is s0 received (`dut_out_diff_pct` equals
+/// `forwarded_diff_pct`). The checks that can fail on veth: `offered_diff_pct`
+/// (the kernel's count of what left g0 against the generator program's)
+/// and `forwarded_diff_pct` (what s0's queue took in against what the sink
+/// program counted). On other links (an external DuT's real ports) every
+/// one of the four is a count of its own.
+///
+/// Loss is frames sent minus frames the sink counted; frames dropped
+/// after the DuT sent them, before the sink's program could count them
+/// (s0's ring full: the sink's receive work fell behind), are in it, but
+/// they are the bed's loss, not the DuT's. The veth counts them, and
+/// they are read here per trial (deltas): d1's tx_dropped (a frame d1
+/// could not put into s0's ring: `veth_xmit` under the skb path, every
+/// kernel and user-space DuT; an XDP_REDIRECT or XDP_TX into d1, counted
+/// again as s0's rx_dropped) and tx_errors, and s0's rx_dropped (its
+/// receive queue's own drops, and the stack's). The sink program drops
+/// nothing of its own: every frame it runs on is counted (`packets` =
+/// verified + foreign + stale + duplicates + unchecked). A trial with
+/// such drops that lost frames is invalid ([`TrialRecord::validate`]):
+/// repeated, never a loss of the DuT's.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct KernelCheck {
     /// An external DuT: its ports' counters are not read (`dut_in_rx` and
@@ -109,15 +137,40 @@ pub struct KernelCheck {
     pub sink_iface_rx: u64,
     /// Disagreements in % ((kernel - ours) / ours): g0's transmitted plus
     /// refused against the generator's count (offered); d0's received
-    /// against g0's transmitted (into the DuT); d1's transmitted against
-    /// every frame the sink saw (out of the DuT); s0's received against
-    /// every frame the sink saw (forwarded).
+    /// against g0's transmitted (into the DuT; on veth one count, always
+    /// 0); d1's transmitted against every frame the sink saw (out of the
+    /// DuT; on veth s0's received, so the same as the next); s0's
+    /// received against every frame the sink saw (forwarded).
     pub offered_diff_pct: f64,
     pub dut_in_diff_pct: f64,
     pub dut_out_diff_pct: f64,
     pub forwarded_diff_pct: f64,
-    /// All four within [`KERNEL_TOLERANCE_PCT`].
+    /// All four within [`KERNEL_TOLERANCE_PCT`] (the sink side's drops
+    /// are judged apart: [`KernelCheck::sink_side_dropped`]).
     pub agrees: bool,
+    /// Frames lost between the DuT's egress and the sink's count (the
+    /// bed's loss, see above): the sum of `dut_out_tx_dropped`,
+    /// `dut_out_tx_errors` and `sink_iface_rx_dropped`, less
+    /// `sink_side_counted_twice`. Set by [`KernelCheck::judge`].
+    pub sink_side_dropped: u64,
+    /// tx_dropped and tx_errors of the DuT's port facing the sink (d1;
+    /// d0 in the reverse direction; 0 with an external DuT, whose ports
+    /// are not read: its sink side is the sink's port alone).
+    pub dut_out_tx_dropped: u64,
+    pub dut_out_tx_errors: u64,
+    /// rx_dropped of the sink's port (s0; g0 in the reverse direction).
+    pub sink_iface_rx_dropped: u64,
+    /// The XDP frames the DuT's port could not put into the sink port's
+    /// ring, which the veth counts at both ends (its `ethtool -S`
+    /// `tx_queue_N_xdp_xmit_errors` and `rx_queue_N_xdp_tx_errors`:
+    /// [`crate::testbed::VethXdpErrors`]): subtracted once. 0 when ethtool
+    /// cannot read them (the sum then counts them twice; still not 0).
+    pub sink_side_counted_twice: u64,
+    /// The names of the DuT's port facing the sink and of the sink's port
+    /// for the reasons in words (empty: "the DuT's egress", "the sink's
+    /// port").
+    #[serde(skip)]
+    pub sink_side_ports: (String, String),
 }
 
 /// What the sink found besides this trial's frames (verified frames).
@@ -207,6 +260,38 @@ impl KernelCheck {
         ]
         .iter()
         .all(|d| d.abs() <= KERNEL_TOLERANCE_PCT);
+        self.sink_side_dropped =
+            (self.dut_out_tx_dropped + self.dut_out_tx_errors + self.sink_iface_rx_dropped)
+                .saturating_sub(self.sink_side_counted_twice);
+    }
+
+    /// The sink side's drops by counter, in words (non-zero ones; both
+    /// ports' drop counters always).
+    fn sink_side_parts(&self) -> String {
+        let name = |n: &str, or: &'static str| {
+            if n.is_empty() {
+                or.to_string()
+            } else {
+                n.to_string()
+            }
+        };
+        let out = name(&self.sink_side_ports.0, "the DuT's egress");
+        let sink = name(&self.sink_side_ports.1, "the sink's port");
+        let mut w = Vec::new();
+        if !self.dut_unseen {
+            w.push(format!("{out} tx_dropped {}", self.dut_out_tx_dropped));
+        }
+        if self.dut_out_tx_errors > 0 {
+            w.push(format!("{out} tx_errors {}", self.dut_out_tx_errors));
+        }
+        w.push(format!("{sink} rx_dropped {}", self.sink_iface_rx_dropped));
+        if self.sink_side_counted_twice > 0 {
+            w.push(format!(
+                "{} counted at both ends, once here",
+                self.sink_side_counted_twice
+            ));
+        }
+        w.join(", ")
     }
 
     /// The disagreements beyond the tolerance, in words.
@@ -264,6 +349,14 @@ pub struct TrialRecord {
     /// Time the frames took to leave (the generator's own stamps, without
     /// the set-up and teardown of its calls).
     pub tx_seconds: f64,
+    /// When the frames left: CLOCK_MONOTONIC ns of the generator's first
+    /// and last stamped frame, the last at least `tx_seconds` after the
+    /// first (see [`linerate_io::xdp::generator::GenStats::first_ns`]).
+    /// Both ways, the span the directions share
+    /// ([`TrialRecord::both_ways`]). None: not known (too few frames, or
+    /// no generator's stamps). Not in the JSON (a clock reading).
+    #[serde(skip)]
+    pub send_span_ns: Option<(u64, u64)>,
     /// sent / tx_seconds: the rate actually offered.
     pub offered_pps: f64,
     /// received / tx_seconds.
@@ -303,18 +396,39 @@ pub struct TrialRecord {
     pub directions: Vec<TrialRecord>,
 }
 
+/// The span (ns, CLOCK_MONOTONIC) the directions of a trial sent in
+/// together: from the earliest start to the latest end of the known
+/// sending spans ([`TrialRecord::send_span_ns`]), None if none is known.
+fn common_span_ns(dirs: &[TrialRecord]) -> Option<(u64, u64)> {
+    dirs.iter()
+        .filter_map(|d| d.send_span_ns)
+        .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))
+}
+
 impl TrialRecord {
     /// The record of a trial in both directions from each direction's
     /// (see [`TrialRecord::directions`]).
+    ///
+    /// The aggregate rates are the total frames over the span the
+    /// directions sent in together: from the earliest start to the latest
+    /// end of sending ([`TrialRecord::send_span_ns`]; at least the longest
+    /// direction's `tx_seconds`, also when no span is known). The sum of
+    /// the directions' own rates, each over its own span, is not a rate
+    /// of the machine: two generators sharing one core, each sending
+    /// while the other's call sets up or tears down, measured 4.9 Mpps
+    /// both ways against 3.9 one way (issue 35). Over the common span the
+    /// aggregate is at most that sum, and equal to it only when the
+    /// spans coincide.
     pub fn both_ways(spec: &TrialSpec, dirs: Vec<TrialRecord>) -> TrialRecord {
         let sum = |f: fn(&TrialRecord) -> u64| dirs.iter().map(f).sum::<u64>();
         let max = |f: fn(&TrialRecord) -> f64| dirs.iter().map(f).fold(0.0, f64::max);
         let (sent, received) = (sum(|d| d.sent), sum(|d| d.received));
-        let mut r = TrialRecord::new(spec, sent, received, max(|d| d.tx_seconds));
+        let span = common_span_ns(&dirs);
+        let common = span.map_or(0.0, |(a, b)| b.saturating_sub(a) as f64 / 1e9);
+        let mut r = TrialRecord::new(spec, sent, received, common.max(max(|d| d.tx_seconds)));
+        r.send_span_ns = span;
         r.lost = sum(|d| d.lost);
         r.loss_ratio = max(|d| d.loss_ratio);
-        r.offered_pps = dirs.iter().map(|d| d.offered_pps).sum();
-        r.forwarded_pps = dirs.iter().map(|d| d.forwarded_pps).sum();
         r.drain_ms = max(|d| d.drain_ms);
         r.gen_late_max_us = max(|d| d.gen_late_max_us);
         r.gen_slipped_us = max(|d| d.gen_slipped_us);
@@ -333,6 +447,11 @@ impl TrialRecord {
             dut_in_rx: sum(|d| d.kernel.dut_in_rx),
             dut_out_tx: sum(|d| d.kernel.dut_out_tx),
             sink_iface_rx: sum(|d| d.kernel.sink_iface_rx),
+            sink_side_dropped: sum(|d| d.kernel.sink_side_dropped),
+            dut_out_tx_dropped: sum(|d| d.kernel.dut_out_tx_dropped),
+            dut_out_tx_errors: sum(|d| d.kernel.dut_out_tx_errors),
+            sink_iface_rx_dropped: sum(|d| d.kernel.sink_iface_rx_dropped),
+            sink_side_counted_twice: sum(|d| d.kernel.sink_side_counted_twice),
             ..Default::default()
         };
         let worst = |f: fn(&KernelCheck) -> f64| {
@@ -380,6 +499,7 @@ impl TrialRecord {
                 lost as f64 / sent as f64
             },
             tx_seconds,
+            send_span_ns: None,
             offered_pps: if tx_seconds > 0.0 {
                 sent as f64 / tx_seconds
             } else {
@@ -453,6 +573,18 @@ impl TrialRecord {
             why.push(format!(
                 "the kernel's counters disagree: {}",
                 self.kernel.disagreements()
+            ));
+        }
+        // Frames the sink side dropped are in `lost` but were not the
+        // DuT's to lose: the trial says nothing about the DuT and is run
+        // again. One that lost nothing stands (every frame was counted,
+        // whatever else the sink side dropped: frames of no trial).
+        if self.kernel.sink_side_dropped > 0 && self.lost > 0 {
+            why.push(format!(
+                "the sink side dropped {} frames ({}), {} lost in all: the bed's loss, not the DuT's",
+                self.kernel.sink_side_dropped,
+                self.kernel.sink_side_parts(),
+                self.lost
             ));
         }
         self.invalid = why;
@@ -2995,6 +3127,205 @@ mod tests {
             rec.invalid
         );
         assert!(!passes(&rec, &Rfc2544Config::default()));
+    }
+
+    /// A valid kernel check of a trial that sent `sent` and counted
+    /// `received` at the sink, with the sink side's drops as given.
+    fn check_with_sink_drops(
+        sent: u64,
+        received: u64,
+        d1_dropped: u64,
+        s0_dropped: u64,
+        twice: u64,
+    ) -> KernelCheck {
+        let mut k = KernelCheck {
+            gen_iface_tx: sent,
+            dut_in_rx: sent,
+            dut_out_tx: received,
+            sink_iface_rx: received,
+            dut_out_tx_dropped: d1_dropped,
+            sink_iface_rx_dropped: s0_dropped,
+            sink_side_counted_twice: twice,
+            sink_side_ports: ("d1".into(), "s0".into()),
+            ..Default::default()
+        };
+        k.judge(sent, received);
+        k
+    }
+
+    #[test]
+    fn frames_the_sink_side_dropped_make_a_trial_invalid_not_a_loss_of_the_dut() {
+        let cfg = Rfc2544Config::default();
+        let s = spec(64, Procedure::Throughput, Some(1e5), &cfg);
+        let n = s.frames.unwrap();
+        // 1234 frames lost, every one of them after the DuT sent it: d1
+        // could not put 1200 into s0's ring, s0 dropped 40, 6 of which
+        // the veth counts at both ends.
+        let mut rec = TrialRecord::new(&s, n, n - 1234, cfg.trial.as_secs_f64());
+        rec.kernel = check_with_sink_drops(n, n - 1234, 1200, 40, 6);
+        // The four comparisons agree (on veth they cannot see this loss).
+        assert!(rec.kernel.agrees, "{:?}", rec.kernel);
+        assert_eq!(rec.kernel.sink_side_dropped, 1234);
+        rec.validate(&s);
+        assert_eq!(
+            rec.invalid,
+            vec!["the sink side dropped 1234 frames (d1 tx_dropped 1200, s0 rx_dropped 40, 6 counted at both ends, once here), 1234 lost in all: the bed's loss, not the DuT's".to_string()]
+        );
+        assert!(!passes(&rec, &cfg));
+        // Drops on the sink side in a trial that lost nothing (frames of
+        // no trial): every frame arrived, the trial stands.
+        let mut clean = TrialRecord::new(&s, n, n, cfg.trial.as_secs_f64());
+        clean.kernel = check_with_sink_drops(n, n, 0, 3, 0);
+        clean.validate(&s);
+        assert!(clean.invalid.is_empty(), "{:?}", clean.invalid);
+        // An external DuT: d1 is not ours to read, s0's drops are.
+        let mut ext = TrialRecord::new(&s, n, n - 10, cfg.trial.as_secs_f64());
+        ext.kernel = check_with_sink_drops(n, n - 10, 0, 10, 0);
+        ext.kernel.dut_unseen = true;
+        ext.kernel.sink_side_ports = (String::new(), "eth1".into());
+        ext.validate(&s);
+        assert_eq!(
+            ext.invalid,
+            vec!["the sink side dropped 10 frames (eth1 rx_dropped 10), 10 lost in all: the bed's loss, not the DuT's".to_string()]
+        );
+        // In the JSON under plain names.
+        let j = serde_json::to_value(&rec.kernel).unwrap();
+        assert_eq!(j["sink_side_dropped"], 1234);
+        assert_eq!(j["dut_out_tx_dropped"], 1200);
+        assert_eq!(j["sink_iface_rx_dropped"], 40);
+        assert_eq!(j["sink_side_counted_twice"], 6);
+    }
+
+    /// The model, but the throughput trials numbered (from 0) in `at`
+    /// lose 1000 frames on the sink side (the sink fell behind): the
+    /// kernel counts them as d1's tx_dropped.
+    struct SinkDrops {
+        m: Model,
+        at: Vec<usize>,
+        n: usize,
+    }
+
+    impl Trials for SinkDrops {
+        fn trial(&mut self, s: &TrialSpec) -> Result<TrialRecord, String> {
+            let mut rec = self.m.trial(s)?;
+            if s.procedure == Procedure::Throughput {
+                if self.at.contains(&self.n) {
+                    rec.received = rec.received.saturating_sub(1000);
+                    rec.lost = rec.sent - rec.received;
+                    rec.loss_ratio = rec.lost as f64 / rec.sent as f64;
+                    rec.kernel = check_with_sink_drops(rec.sent, rec.received, 1000, 0, 0);
+                    rec.validate(s);
+                }
+                self.n += 1;
+            }
+            Ok(rec)
+        }
+    }
+
+    #[test]
+    fn the_search_does_not_charge_the_sink_sides_loss_to_the_dut() {
+        // Strict: any loss the DuT is charged with fails the rate.
+        let cfg = Rfc2544Config {
+            strict: true,
+            ..search_only(vec![64], 1)
+        };
+        let clean = run(&cfg, &mut Model::new(1e6, 0.0, 4e6), &mut |_, _| {}).unwrap();
+        // The sink side drops in the 2nd and the 4th throughput trial, both
+        // at rates the DuT forwards without loss and at the ones it does not.
+        let mut t = SinkDrops {
+            m: Model::new(1e6, 0.0, 4e6),
+            at: vec![1, 3],
+            n: 0,
+        };
+        let r = run(&cfg, &mut t, &mut |_, _| {}).unwrap();
+        assert_eq!(r[0].throughput_pps, clean[0].throughput_pps);
+        let repeated: Vec<&TrialRecord> = r[0].trials.iter().filter(|x| x.repeated).collect();
+        assert_eq!(repeated.len(), 2, "{:#?}", r[0].trials);
+        for x in &repeated {
+            assert!(
+                x.kernel.sink_side_dropped == 1000 && x.lost >= 1000,
+                "{x:?}"
+            );
+            assert!(x.invalid[0].contains("the bed's loss, not the DuT's"));
+        }
+        // No trial that counts in the search holds the sink side's loss.
+        for &i in &r[0].searches[0].trials {
+            let x = &r[0].trials[i];
+            assert!(!x.repeated && x.kernel.sink_side_dropped == 0, "{x:?}");
+        }
+    }
+
+    #[test]
+    fn both_ways_rates_are_over_the_span_the_directions_share() {
+        // 2000 pps both ways: 1000 pps, 1000 frames each way.
+        let cfg = Rfc2544Config::default();
+        let s = spec(64, Procedure::Throughput, Some(2e3), &cfg);
+        let half = spec(64, Procedure::Throughput, Some(1e3), &cfg);
+        let dir = |sent: u64, received: u64, secs: f64, span: Option<(u64, u64)>| {
+            let mut d = TrialRecord::new(&half, sent, received, secs);
+            d.send_span_ns = span;
+            d.kernel = check_with_sink_drops(sent, received, 0, 0, 0);
+            d
+        };
+        // Each direction 1000 frames in 1 s (1000 pps each), the reverse
+        // starting 0.5 s after the forward: they share 1.5 s.
+        let t0 = 5_000_000_000u64;
+        let fwd = dir(1000, 1000, 1.0, Some((t0, t0 + 1_000_000_000)));
+        let rev = dir(1000, 900, 1.0, Some((t0 + 500_000_000, t0 + 1_500_000_000)));
+        let sum_of_rates = fwd.offered_pps + rev.offered_pps;
+        let r = TrialRecord::both_ways(&s, vec![fwd.clone(), rev.clone()]);
+        assert_eq!(r.send_span_ns, Some((t0, t0 + 1_500_000_000)));
+        assert!((r.tx_seconds - 1.5).abs() < 1e-12, "{}", r.tx_seconds);
+        assert!(
+            (r.offered_pps - 2000.0 / 1.5).abs() < 1e-9,
+            "{}",
+            r.offered_pps
+        );
+        assert!((r.forwarded_pps - 1900.0 / 1.5).abs() < 1e-9);
+        // Not the sum of the rates each over its own span (2000 pps).
+        assert!(
+            r.offered_pps < sum_of_rates,
+            "{} {sum_of_rates}",
+            r.offered_pps
+        );
+        // Spans that coincide: the sum.
+        let same = dir(1000, 1000, 1.0, Some((t0, t0 + 1_000_000_000)));
+        let r = TrialRecord::both_ways(&s, vec![fwd.clone(), same]);
+        assert!((r.offered_pps - 2000.0).abs() < 1e-9, "{}", r.offered_pps);
+        // No spans known: assumed to coincide, over the longest direction's
+        // time (never more than the sum of the rates).
+        let a = dir(1000, 1000, 1.0, None);
+        let b = dir(800, 800, 0.8, None);
+        let r = TrialRecord::both_ways(&s, vec![a, b]);
+        assert!((r.offered_pps - 1800.0).abs() < 1e-9, "{}", r.offered_pps);
+        assert_eq!(r.send_span_ns, None);
+        // The sink side's drops of each direction add up, and each
+        // direction's reason keeps its name.
+        let mut f = dir(1000, 990, 1.0, Some((t0, t0 + 1_000_000_000)));
+        f.kernel = check_with_sink_drops(1000, 990, 10, 0, 0);
+        f.validate(&half);
+        let mut v = rev.clone();
+        v.kernel = check_with_sink_drops(1000, 900, 0, 100, 0);
+        v.kernel.sink_side_ports = ("d0".into(), "g0".into());
+        v.validate(&half);
+        let r = TrialRecord::both_ways(&s, vec![f, v]);
+        assert_eq!(r.kernel.sink_side_dropped, 110);
+        assert_eq!(
+            (r.kernel.dut_out_tx_dropped, r.kernel.sink_iface_rx_dropped),
+            (10, 100)
+        );
+        assert!(
+            r.invalid[0].starts_with("forward: the sink side dropped 10"),
+            "{:?}",
+            r.invalid
+        );
+        assert!(
+            r.invalid[1].starts_with(
+                "reverse: the sink side dropped 100 frames (d0 tx_dropped 0, g0 rx_dropped 100)"
+            ),
+            "{:?}",
+            r.invalid
+        );
     }
 
     #[test]

@@ -3,7 +3,12 @@
 //! calibration is done once) on a thread in the generator's namespace
 //! pinned to the generator's CPU, the sink counter ([`XdpCount`] with the
 //! latency histogram) on s0, and the kernel's interface counters of g0, d0,
-//! d1 and s0 read before and after every trial.
+//! d1 and s0 read before and after every trial, with the XDP drops each
+//! veth that sends towards a sink counts at both ends (`ethtool -S`):
+//! frames dropped between the DuT and the sink's count are the bed's loss
+//! ([`KernelCheck::sink_side_dropped`]), and both ways the generators'
+//! send stamps give the span the directions share
+//! ([`TrialRecord::both_ways`]).
 //!
 //! Verified frames: every frame carries the generator's tag (stream,
 //! sequence number, TX time; [`linerate_io::xdp::generator::TagConfig`]); each
@@ -15,7 +20,9 @@
 use super::rfc2544::{
     KernelCheck, Latency, MaxRate, TrialRecord, TrialSpec, Trials, Verification, LATENCY_MAX_LAG,
 };
-use crate::testbed::{iface_stats, in_netns, FrameAddrs, IfaceStats, Testbed};
+use crate::testbed::{
+    iface_stats, in_netns, veth_xdp_errors, FrameAddrs, IfaceStats, Testbed, VethXdpErrors,
+};
 use linerate_io::xdp::count::{CountStats, LatencyHistogram, XdpCount};
 use linerate_io::xdp::generator::{self, GenConfig, GenStats, TagConfig, XdpGen};
 use std::collections::HashMap;
@@ -174,17 +181,42 @@ impl Drop for GenServer {
     }
 }
 
-/// Interface counters of the four bed interfaces plus the XDP xmit errors
-/// of the two generators' interfaces (g0, and s0 for the reverse path).
+/// Interface counters of the four bed interfaces plus the XDP drops a
+/// veth counts at both ends ([`VethXdpErrors`], `ethtool -S`; zero where
+/// not read or not a veth) of the ports that send towards a sink: g0 (its
+/// xmit errors are also the frames the generator offered that d0 refused),
+/// d1 (into s0), and both ways d0 (into g0) and s0 (the reverse
+/// generator's).
 #[derive(Clone, Copy, Default)]
 struct BedCounters {
     g0: IfaceStats,
-    g0_xmit_err: u64,
+    g0_xdp: VethXdpErrors,
     /// The DuT's ports (None: an external DuT, whose counters are not ours).
     d0: Option<IfaceStats>,
+    d0_xdp: VethXdpErrors,
     d1: Option<IfaceStats>,
+    d1_xdp: VethXdpErrors,
     s0: IfaceStats,
-    s0_xmit_err: u64,
+    s0_xdp: VethXdpErrors,
+}
+
+/// Fill in `k`'s sink side from the counters before (`k0`) and after
+/// (`k1`) a trial: `out` picks the port that sends to the sink's port (and
+/// its [`VethXdpErrors`]; None when it is not ours to read), `sink` the
+/// sink's port. See [`KernelCheck::sink_side_dropped`].
+fn sink_side(
+    k: &mut KernelCheck,
+    k0: &BedCounters,
+    k1: &BedCounters,
+    out: fn(&BedCounters) -> Option<(IfaceStats, VethXdpErrors)>,
+    sink: fn(&BedCounters) -> IfaceStats,
+) {
+    if let (Some((o1, x1)), Some((o0, x0))) = (out(k1), out(k0)) {
+        k.dut_out_tx_dropped = o1.tx_dropped.saturating_sub(o0.tx_dropped);
+        k.dut_out_tx_errors = o1.tx_errors.saturating_sub(o0.tx_errors);
+        k.sink_side_counted_twice = x1.since(&x0).counted_twice();
+    }
+    k.sink_iface_rx_dropped = sink(k1).rx_dropped.saturating_sub(sink(k0).rx_dropped);
 }
 
 /// One direction through the DuT: a generator and the sink that verifies
@@ -354,31 +386,28 @@ impl<'a> BedTrials<'a> {
     fn counters(&self) -> Result<BedCounters, String> {
         let b = &self.ends;
         let e = |x: crate::testbed::TestbedError| x.to_string();
-        let xmit_err = |ns: &str, ifname: &str| {
-            in_netns(ns, move || {
-                linerate_io::xdp::fwd::veth_xdp_xmit_errors(ifname).unwrap_or(0)
-            })
-            .map_err(e)
-        };
-        let (d0, d1) = match &b.dut {
-            Some((ns, i, o)) => (
-                Some(iface_stats(ns, i).map_err(e)?),
-                Some(iface_stats(ns, o).map_err(e)?),
-            ),
-            None => (None, None),
-        };
-        Ok(BedCounters {
+        let xdp = |ns: &str, ifname: &str| veth_xdp_errors(ns, ifname).unwrap_or_default();
+        let both = self.paths.len() > 1;
+        let mut k = BedCounters {
             g0: iface_stats(&b.gen_ns, &b.gen_if).map_err(e)?,
-            g0_xmit_err: xmit_err(&b.gen_ns, &b.gen_if)?,
-            d0,
-            d1,
+            g0_xdp: xdp(&b.gen_ns, &b.gen_if),
             s0: iface_stats(&b.sink_ns, &b.sink_if).map_err(e)?,
-            s0_xmit_err: if self.paths.len() > 1 {
-                xmit_err(&b.sink_ns, &b.sink_if)?
-            } else {
-                0
-            },
-        })
+            ..Default::default()
+        };
+        if both {
+            k.s0_xdp = xdp(&b.sink_ns, &b.sink_if);
+        }
+        if let Some((ns, i, o)) = &b.dut {
+            k.d0 = Some(iface_stats(ns, i).map_err(e)?);
+            k.d1 = Some(iface_stats(ns, o).map_err(e)?);
+            if both {
+                k.d0_xdp = xdp(ns, i);
+            }
+            if !self.direct {
+                k.d1_xdp = xdp(ns, o);
+            }
+        }
+        Ok(k)
     }
 
     /// Wait until the sink's count stops moving (the DuT's queues drained):
@@ -542,6 +571,11 @@ impl Trials for BedTrials<'_> {
             }
             .saturating_sub(g.slipped_ns);
             let mut rec = TrialRecord::new(&s, g.sent, received, tx_ns as f64 / 1e9);
+            // When the frames left, for the span both ways share: from the
+            // first stamp, until the last one but no sooner than the time
+            // the frames took to leave (stamps are every 64th frame's).
+            rec.send_span_ns = (g.first_ns > 0)
+                .then(|| (g.first_ns, g.last_ns.max(g.first_ns.saturating_add(tx_ns))));
             rec.drain_ms = drained.as_secs_f64() * 1e3;
             rec.gen_late_max_us = g.late_max_ns as f64 / 1e3;
             rec.gen_slipped_us = g.slipped_ns as f64 / 1e3;
@@ -558,39 +592,61 @@ impl Trials for BedTrials<'_> {
             let dut = |f: fn(&IfaceStats) -> u64, one: fn(&BedCounters) -> Option<IfaceStats>| {
                 Some(diff(f(&one(&k1)?), f(&one(&k0)?)))
             };
+            // The DuT's ports' names (for the sink side's reasons in words).
+            let (dut_in, dut_out) = match &self.ends.dut {
+                Some((_, i, o)) => (i.as_str(), o.as_str()),
+                None => ("", ""),
+            };
             rec.kernel = if p.reverse {
                 // The reverse path's ends: s0 sends, d1 takes in, d0
                 // sends on, g0 receives.
-                KernelCheck {
+                let mut k = KernelCheck {
                     gen_iface_tx: diff(k1.s0.tx_packets, k0.s0.tx_packets),
-                    gen_iface_xmit_errors: diff(k1.s0_xmit_err, k0.s0_xmit_err),
+                    gen_iface_xmit_errors: diff(k1.s0_xdp.xmit_errors, k0.s0_xdp.xmit_errors),
                     dut_in_rx: dut(|s| s.rx_packets, |k| k.d1).unwrap_or(0),
                     dut_out_tx: dut(|s| s.tx_packets, |k| k.d0).unwrap_or(0),
                     sink_iface_rx: diff(k1.g0.rx_packets, k0.g0.rx_packets),
+                    sink_side_ports: (dut_in.into(), self.ends.gen_if.clone()),
                     ..Default::default()
-                }
+                };
+                sink_side(&mut k, &k0, &k1, |k| Some((k.d0?, k.d0_xdp)), |k| k.g0);
+                k
             } else {
-                KernelCheck {
+                let mut k = KernelCheck {
                     gen_iface_tx: diff(k1.g0.tx_packets, k0.g0.tx_packets),
-                    gen_iface_xmit_errors: diff(k1.g0_xmit_err, k0.g0_xmit_err),
+                    gen_iface_xmit_errors: diff(k1.g0_xdp.xmit_errors, k0.g0_xdp.xmit_errors),
                     dut_in_rx: dut(|s| s.rx_packets, |k| k.d0).unwrap_or(0),
                     dut_out_tx: dut(|s| s.tx_packets, |k| k.d1).unwrap_or(0),
                     sink_iface_rx: diff(k1.s0.rx_packets, k0.s0.rx_packets),
+                    sink_side_ports: (dut_out.into(), self.ends.sink_if.clone()),
                     ..Default::default()
-                }
+                };
+                sink_side(&mut k, &k0, &k1, |k| Some((k.d1?, k.d1_xdp)), |k| k.s0);
+                k
             };
             if self.ends.dut.is_none() {
                 // An external DuT: its ports are not ours to read; the
                 // check covers what left the generator's port and what
-                // reached the sink's.
+                // reached the sink's, and the sink side is the sink's
+                // port alone (sink_side above read none of the DuT's).
                 rec.kernel.dut_unseen = true;
                 rec.kernel.dut_in_rx = rec.kernel.gen_iface_tx;
                 rec.kernel.dut_out_tx = d.packets;
             }
             if self.direct {
                 // d0 is the sink's interface; no DuT sends anything out.
+                // The sink side is g0's sending into d0: what d0's ring
+                // refused is the bed's loss here (there is no DuT).
                 rec.kernel.sink_iface_rx = rec.kernel.dut_in_rx;
                 rec.kernel.dut_out_tx = d.packets;
+                rec.kernel.sink_side_ports = (self.ends.gen_if.clone(), dut_in.into());
+                sink_side(
+                    &mut rec.kernel,
+                    &k0,
+                    &k1,
+                    |k| Some((k.g0, k.g0_xdp)),
+                    |k| k.d0.unwrap_or_default(),
+                );
             }
             rec.kernel.judge(g.sent, d.packets);
             if let Some(h0) = &b.h0 {
