@@ -1,0 +1,306 @@
+//! The throughput search (MLRsearch-style, NDR then PDR from the same
+//! trials) and the final trials' step-down.
+
+use super::*;
+
+/// One throughput search from the bounds of its probe (trial `probe` of
+/// `r`): (the generator's top speed, what the DuT forwarded at it).
+pub(super) fn search(
+    cfg: &Rfc2544Config,
+    t: &mut dyn Trials,
+    r: &mut SizeResult,
+    rep: usize,
+    probe: usize,
+    (max_offered, overload_forwarded): (f64, f64),
+    progress: Progress,
+) -> Result<Search, String> {
+    let size = r.frame_size;
+    let mut lo = 0.0f64; // highest rate that passed
+    let mut hi = max_offered; // lowest rate that failed (the probe)
+                              // Whether `hi` is the bed's bound, not the DuT's: the trial there
+                              // stayed invalid (the generator could not offer the rate cleanly, the
+                              // sink side dropped, the counters disagreed), so nothing says the DuT
+                              // fails there, and a result under it is a lower bound.
+    let mut hi_bed = !r.trials[probe].invalid.is_empty();
+    let mut s = Search {
+        throughput_pps: 0.0,
+        lowest_fail_pps: Some(hi),
+        trials: vec![probe],
+        converged: false,
+        pdr_pps: 0.0,
+        pdr_lowest_fail_pps: Some(hi),
+        generator_limited: false,
+        pdr_generator_limited: false,
+    };
+    // Start just under the forwarding rate at overload.
+    let mut next = overload_forwarded * (1.0 - cfg.resolution / 2.0);
+    let mut up = 4.0 * cfg.resolution;
+    // Whether this search failed a trial before its first pass.
+    let mut failed = false;
+    // Below this the DuT forwards (next to) nothing: stop.
+    let floor = (hi * 1e-4).max(100.0);
+    for _ in 0..cfg.max_search_trials.max(1) {
+        if t.stopped() || hi - lo <= cfg.resolution * hi || hi < floor {
+            break;
+        }
+        // Keep the candidate strictly inside (lo, hi), away from the edges
+        // (by 5 % of the span, at most a quarter resolution: a small step
+        // up from a pass must stay small).
+        let margin = ((hi - lo) * 0.05).min(cfg.resolution * hi / 4.0);
+        let c = next.clamp(lo + margin, hi - margin).max(1.0);
+        let label = format!("search {}: {}", rep + 1, mpps(c));
+        let ts = spec(size, Procedure::Throughput, Some(c), cfg);
+        let mut rec = valid_trial(t, r, &ts, &label, progress)?;
+        // A small loss is repeated where a false fail would cost much:
+        // before anything passed in a first search (the next rate would be
+        // far lower) or while the bisection's bounds are far apart. Near
+        // the end a fail moves the result by a few resolutions at most,
+        // and every fail just above the capacity is a small loss: repeating
+        // those would double the trials there.
+        let costly = lo == 0.0 || c - lo > SMALL_LOSS_SPAN * cfg.resolution * c;
+        if !cfg.strict
+            && costly
+            && rec.loss_ratio < SMALL_LOSS
+            && !passes(&rec, cfg)
+            && rec.invalid.is_empty()
+            && rec.sent > 0
+            && !t.stopped()
+        {
+            progress(
+                size,
+                &format!(
+                    "search {}: {} -> loss {:.4} %: a small loss, repeated once (exceed ratio 50 %)",
+                    rep + 1,
+                    mpps(c),
+                    rec.loss_ratio * 100.0
+                ),
+            );
+            rec.repeated = true;
+            r.push(rec);
+            rec = valid_trial(t, r, &ts, &label, progress)?;
+        }
+        let ok = passes(&rec, cfg);
+        let bed = bed_bound(&rec);
+        // What got through: for a trial the generator could not offer, at
+        // most what it did offer.
+        let (fwd, loss) = (rec.forwarded_pps.min(rec.offered_pps), rec.loss_ratio);
+        s.trials.push(r.push(rec));
+        progress(
+            size,
+            &format!(
+                "search {}: {} -> loss {:.4} % {}",
+                rep + 1,
+                mpps(c),
+                loss * 100.0,
+                if ok { "pass" } else { "fail" }
+            ),
+        );
+        if ok {
+            lo = c;
+            next = if hi == max_offered {
+                // Only the probe failed so far: the capacity is most likely
+                // just above the overload forwarding rate, not half way to
+                // the generator's top speed. Step up a few resolutions,
+                // doubling the step on each pass (a low first pass is left
+                // behind fast).
+                let n = lo * (1.0 + up.min(1.0));
+                up *= 2.0;
+                n
+            } else {
+                (lo + hi) / 2.0
+            };
+        } else {
+            hi = c;
+            hi_bed = bed;
+            next = if lo == 0.0 {
+                // Nothing passed yet. After the search's first fail, which
+                // offered just under the overload forwarding rate and lost
+                // more than a stall would: aim just under what it forwarded
+                // (the capacity, to within what the DuT's queues let
+                // through). Later: aim there only when the trial lost a lot,
+                // else halve (a DuT that loses a little at every rate would
+                // otherwise creep down by its loss ratio per trial).
+                let aim = fwd * (1.0 - cfg.resolution);
+                let n = if !failed && loss >= SMALL_LOSS {
+                    aim
+                } else {
+                    aim.min(hi * 0.5)
+                };
+                failed = true;
+                n.max(hi * 0.1)
+            } else {
+                (lo + hi) / 2.0
+            };
+        }
+    }
+    s.throughput_pps = lo;
+    s.lowest_fail_pps = Some(hi);
+    // Converged: the bounds met the resolution, or the DuT forwards next to
+    // nothing (an empty search, said as such in the summary).
+    s.converged = hi - lo <= cfg.resolution * hi || hi < floor;
+    s.generator_limited = lo > 0.0 && hi_bed;
+    partial_drop_rate(cfg, t, r, &mut s, rep, progress)?;
+    Ok(s)
+}
+
+/// A trial that stayed invalid for the bed's reasons (the generator
+/// offered short, fell behind or slipped; the sink side dropped; the
+/// counters disagreed): it says nothing of the DuT at its rate. (More
+/// frames received than sent is the DuT's doing: a fail.)
+pub(super) fn bed_bound(t: &TrialRecord) -> bool {
+    !t.invalid.is_empty() && t.received <= t.sent
+}
+
+/// A valid trial that lost at most the PDR's loss and duplicated nothing.
+pub(super) fn passes_pdr(t: &TrialRecord, cfg: &Rfc2544Config) -> bool {
+    t.sent > 0
+        && t.invalid.is_empty()
+        && t.verify.duplicates == 0
+        && t.loss_ratio <= cfg.pdr_loss.max(cfg.loss_tolerance)
+}
+
+/// The rate a trial was asked for (its offered rate at top speed).
+pub(super) fn rate_of(t: &TrialRecord) -> f64 {
+    t.requested_pps.unwrap_or(t.offered_pps)
+}
+
+/// The partial-drop rate of a finished NDR search `s`, as MLRsearch finds
+/// both in one search: its bounds come from the trials the search made,
+/// the upper one first: the lowest rate whose valid trial lost more than
+/// `pdr_loss` (a fail below a pass is not ignored: the lower bound is the
+/// highest pass under it, at least the NDR); then it bisects between them
+/// to the resolution. So PDR >= NDR always. A trial that stayed invalid
+/// is the bed's bound, not a fail; the PDR is a lower bound when no valid
+/// trial above it failed.
+pub(super) fn partial_drop_rate(
+    cfg: &Rfc2544Config,
+    t: &mut dyn Trials,
+    r: &mut SizeResult,
+    s: &mut Search,
+    rep: usize,
+    progress: Progress,
+) -> Result<(), String> {
+    let size = r.frame_size;
+    let counted = |i: &&usize| !r.trials[**i].repeated;
+    // The lowest fail of the DuT's (valid trials), and of the bed's.
+    let lowest = |bed: bool| {
+        s.trials
+            .iter()
+            .filter(counted)
+            .map(|&i| &r.trials[i])
+            .filter(|x| !passes_pdr(x, cfg) && bed_bound(x) == bed)
+            .map(rate_of)
+            .filter(|&c| c > s.throughput_pps)
+            .reduce(f64::min)
+    };
+    let (dut_hi, bed_hi) = (lowest(false), lowest(true));
+    let mut hi = match (dut_hi, bed_hi) {
+        (Some(d), Some(b)) => Some(d.min(b)),
+        (d, b) => d.or(b),
+    };
+    let mut hi_bed = hi.is_some() && hi == bed_hi && bed_hi != dut_hi;
+    let under = hi.unwrap_or(f64::INFINITY);
+    let mut lo = s
+        .trials
+        .iter()
+        .filter(counted)
+        .map(|&i| &r.trials[i])
+        .filter(|x| passes_pdr(x, cfg))
+        .map(rate_of)
+        .filter(|&c| c < under)
+        .fold(s.throughput_pps, f64::max);
+    let floor = (r.max_offered_pps * 1e-4).max(100.0);
+    let mut n = 0;
+    while let Some(h) = hi {
+        if t.stopped() || h - lo <= cfg.resolution * h || h < floor || n >= cfg.max_search_trials {
+            break;
+        }
+        n += 1;
+        let c = (lo + h) / 2.0;
+        let label = format!("search {} PDR: {}", rep + 1, mpps(c));
+        let ts = spec(size, Procedure::Throughput, Some(c), cfg);
+        let rec = valid_trial(t, r, &ts, &label, progress)?;
+        let ok = passes_pdr(&rec, cfg);
+        let bed = bed_bound(&rec);
+        progress(
+            size,
+            &format!(
+                "{label} -> loss {:.4} % {} (PDR: loss <= {} %)",
+                rec.loss_ratio * 100.0,
+                if ok { "pass" } else { "fail" },
+                cfg.pdr_loss * 100.0
+            ),
+        );
+        s.trials.push(r.push(rec));
+        if ok {
+            lo = c;
+        } else {
+            hi = Some(c);
+            hi_bed = bed;
+        }
+    }
+    s.pdr_pps = lo;
+    s.pdr_lowest_fail_pps = hi;
+    // No fail above it, or only the bed's: a lower bound (the probe at the
+    // top speed lost no more than the PDR's loss: the top speed is ">=").
+    s.pdr_generator_limited = lo > 0.0 && (hi.is_none() || hi_bed);
+    Ok(())
+}
+
+/// Trials of length `d` from `rate` down until one passes `ok` (at most
+/// [`FINAL_STEPS`] steps, never under `floor`): after a valid fail, the
+/// next rate is under what that trial forwarded (a long trial's
+/// forwarding rate is the DuT's sustained one: a short search's result
+/// that rested on a ring's depth comes down in a step or two, not a
+/// resolution at a time), after an invalid one under what it offered.
+/// (The rate that passed, or None; whether a valid trial failed: the DuT
+/// itself was found to lose above the result.)
+#[allow(clippy::too_many_arguments)]
+pub(super) fn step_down(
+    cfg: &Rfc2544Config,
+    t: &mut dyn Trials,
+    r: &mut SizeResult,
+    d: Duration,
+    mut rate: f64,
+    floor: f64,
+    ok: &dyn Fn(&TrialRecord) -> bool,
+    what: &str,
+    progress: Progress,
+) -> Result<(Option<f64>, bool), String> {
+    let long = Rfc2544Config {
+        trial: d,
+        ..cfg.clone()
+    };
+    let mut dut_failed = false;
+    for _ in 0..=FINAL_STEPS {
+        if t.stopped() || rate < floor.max(1.0) {
+            break;
+        }
+        let label = format!(
+            "final trial {:.0} s at the {what}, {}",
+            d.as_secs_f64(),
+            mpps(rate)
+        );
+        let ts = spec(r.frame_size, Procedure::Throughput, Some(rate), &long);
+        let rec = valid_trial(t, r, &ts, &label, progress)?;
+        let pass = ok(&rec);
+        progress(
+            r.frame_size,
+            &format!(
+                "{label} -> loss {:.4} % {}",
+                rec.loss_ratio * 100.0,
+                if pass { "pass" } else { "fail" }
+            ),
+        );
+        let (fwd, offered, bed) = (rec.forwarded_pps, rec.offered_pps, bed_bound(&rec));
+        let i = r.push(rec);
+        r.final_trials.push(i);
+        if pass {
+            return Ok((Some(rate), dut_failed));
+        }
+        dut_failed |= !bed;
+        let under = if bed { offered } else { fwd };
+        rate = (rate * (1.0 - cfg.resolution)).min(under * (1.0 - cfg.resolution));
+    }
+    Ok((None, dut_failed))
+}
