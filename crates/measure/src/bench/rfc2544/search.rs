@@ -272,7 +272,12 @@ pub(super) fn step_down(
         ..cfg.clone()
     };
     let mut dut_failed = false;
-    for _ in 0..=FINAL_STEPS {
+    // A small loss (a stall of the machine in a long trial) is repeated
+    // once at the same rate unless strict, as in the search (MLRsearch's
+    // goal exceed ratio applies to its final trials too).
+    let mut retry = !cfg.strict;
+    let mut steps = 0;
+    while steps <= FINAL_STEPS {
         if t.stopped() || rate < floor.max(1.0) {
             break;
         }
@@ -293,11 +298,23 @@ pub(super) fn step_down(
             ),
         );
         let (fwd, offered, bed) = (rec.forwarded_pps, rec.offered_pps, bed_bound(&rec));
+        let small = !bed && rec.sent > 0 && rec.loss_ratio < SMALL_LOSS;
+        let mut rec = rec;
+        if !pass && small && retry {
+            retry = false;
+            rec.repeated = true;
+            let i = r.push(rec);
+            r.final_trials.push(i);
+            progress(r.frame_size, &format!("{label}: a small loss, repeated once"));
+            continue;
+        }
         let i = r.push(rec);
         r.final_trials.push(i);
         if pass {
             return Ok((Some(rate), dut_failed));
         }
+        steps += 1;
+        retry = !cfg.strict;
         dut_failed |= !bed;
         let under = if bed { offered } else { fwd };
         rate = (rate * (1.0 - cfg.resolution)).min(under * (1.0 - cfg.resolution));
