@@ -62,6 +62,21 @@ fn rfc2544_run_reports_every_trial_and_renders() {
             "{d} missing from the table:\n{stdout}"
         );
     }
+    // Each figure says the trials it rests on: --quick has no final
+    // trials, so the search's 0.2 s ones.
+    let table: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| !(l.starts_with("DuT") && l.contains("trial s")))
+        .skip(1)
+        .take_while(|l| !l.starts_with("trial s:"))
+        .collect();
+    for d in duts {
+        let rows: Vec<&&str> = table.iter().filter(|l| l.starts_with(d)).collect();
+        assert!(
+            rows.len() == 2 && rows.iter().all(|l| l.contains(" 0.2/0.2 ")),
+            "{d}: no trial length:\n{stdout}"
+        );
+    }
     // Progress lines name the current trial.
     assert!(stderr.contains("search") || stderr.contains("probe"));
 
@@ -89,6 +104,8 @@ fn rfc2544_run_reports_every_trial_and_renders() {
         assert_eq!(got, vec![64, 1518], "{d}");
         for s in sizes {
             let fs = s["frame_size"].as_u64().unwrap();
+            // What the summaries say beyond the numbers, in the JSON too.
+            assert!(s["notes"].is_array(), "{d} {fs}: notes");
             let tp = s["throughput_pps"].as_f64().unwrap_or(0.0);
             assert!(tp > 1000.0, "{d} {fs}: throughput {tp}");
             let trials = s["trials"].as_array().unwrap();
@@ -189,6 +206,8 @@ fn rfc2544_run_reports_every_trial_and_renders() {
         "CPU placement",
         "valid trials",
         "p50 minus the empty bed",
+        "trial length NDR / PDR (s)",
+        "schedule slipped",
     ] {
         assert!(page.contains(want), "the report lacks '{want}'");
     }
@@ -201,6 +220,15 @@ fn rfc2544_run_reports_every_trial_and_renders() {
     assert_eq!(kept.lines().count(), 1);
     let run: serde_json::Value = serde_json::from_str(kept.lines().next().unwrap()).unwrap();
     assert_eq!(run["results"].as_array().unwrap().len(), 2 * duts.len());
+    // Kept with each DuT's version (and, for the spec DuTs, the spec's
+    // hash): a changed DuT does not pool with these.
+    for p in run["results"].as_array().unwrap() {
+        assert!(p["dut_version"].is_string(), "{p}");
+    }
+    assert!(
+        kept.contains(r#""dut":"linux-bridge""#) && kept.contains("fnv1a64:"),
+        "{kept}"
+    );
     rerun_states_the_spread_between_runs(&prefix, &dir, &history, &results[0]);
     let png = dir.join("bench.png");
     chromium::screenshot(&html, &png, &dir.join("profile"), 3000);
@@ -232,6 +260,7 @@ fn rerun_states_the_spread_between_runs(
         .env("LINERATE_HISTORY", history)
         .args(["bench", "--dut", "linux-bridge", "--sizes", "64"])
         .args(["--repetitions", "1", "--trial", "0.2", "--resolution", "2"])
+        // --quick has no final trials; the default has (other settings).
         .args(["--final-trial", "0"])
         .args([
             "--no-latency",

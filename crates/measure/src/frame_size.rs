@@ -14,6 +14,10 @@ pub const IMIX: u32 = 1;
 /// (7 x 64 + 4 x 570 + 1518) / 12.
 pub const IMIX_MEAN_BYTES: f64 = (7.0 * 64.0 + 4.0 * 570.0 + 1518.0) / 12.0;
 
+/// The IMIX's frames in words, for every table that shows an IMIX figure
+/// (its mean alone does not say what was sent).
+pub const IMIX_MIX: &str = "IPv4 IMIX 64/570/1518 B at 7:4:1";
+
 /// Bytes on the wire with FCS (the IMIX's mean): for Gbit/s and line rates.
 pub fn wire_bytes(size: u32) -> f64 {
     if size == IMIX {
@@ -38,6 +42,16 @@ pub fn label_b(size: u32) -> String {
         "imix".into()
     } else {
         format!("{size} B")
+    }
+}
+
+/// "imix (IPv4 IMIX 64/570/1518 B at 7:4:1, mean 353.8 B)" or the number
+/// of bytes: a table's frame cell, where the IMIX must say its mix.
+pub fn label_mix(size: u32) -> String {
+    if size == IMIX {
+        format!("imix ({IMIX_MIX}, mean {IMIX_MEAN_BYTES:.1} B)")
+    } else {
+        size.to_string()
     }
 }
 
@@ -99,6 +113,11 @@ mod tests {
         assert!(parse("63").is_err() && parse("1519").is_err() && parse("x").is_err());
         assert_eq!(label(IMIX), "imix");
         assert_eq!(label_b(512), "512 B");
+        assert_eq!(label_mix(512), "512");
+        assert_eq!(
+            label_mix(IMIX),
+            "imix (IPv4 IMIX 64/570/1518 B at 7:4:1, mean 353.8 B)"
+        );
         assert!((IMIX_MEAN_BYTES - 353.8333).abs() < 1e-3);
         #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
         struct T {

@@ -31,6 +31,7 @@ fn sample_data() -> ReportData {
                 .iter()
                 .map(|&s| (s, f64::min(cap * (1.0 - s / 20000.0), line_rate_mpps(g, s))))
                 .collect(),
+            ..Default::default()
         })
         .collect();
     let latency = DUTS
@@ -86,6 +87,7 @@ fn sample_data() -> ReportData {
                     (offered, loss)
                 })
                 .collect(),
+            ..Default::default()
         })
         .collect();
     ReportData {

@@ -66,6 +66,12 @@ pub trait Dut {
     fn origin(&self) -> String {
         "built-in".into()
     }
+    /// A DuT described by a spec: the hash of the spec's text
+    /// ([`super::history::spec_hash`]), part of its key in the history.
+    /// None: the DuT is code of the bench's own (its version says it).
+    fn spec_hash(&self) -> Option<String> {
+        None
+    }
     /// How long after `start` the first probe frames may take to come out
     /// of d1 (the bench measures readiness; it never sleeps for it).
     fn ready_timeout(&self) -> Duration {

@@ -148,6 +148,10 @@ pub struct DutSpec {
     pub both_ways: bool,
     /// Where it came from ("FILE" or "built-in NAME"), for errors.
     pub origin: String,
+    /// [`super::history::spec_hash`] of the text as read: the history
+    /// pools a DuT's results only with those of the same spec (an edited
+    /// file is another DuT, whatever its name and version say).
+    pub text_hash: String,
     /// `{spec_dir}`.
     pub dir: PathBuf,
 }
@@ -251,6 +255,7 @@ impl DutSpec {
             in_netns: f.in_netns.unwrap_or(true),
             both_ways: f.both_ways.unwrap_or(true),
             origin: origin.to_string(),
+            text_hash: super::history::spec_hash(text),
             dir: dir.to_path_buf(),
         })
     }
@@ -751,6 +756,9 @@ impl Dut for SpecDut {
             self.spec.origin.clone()
         }
     }
+    fn spec_hash(&self) -> Option<String> {
+        Some(self.spec.text_hash.clone())
+    }
     fn version(&self) -> String {
         let Some(v) = &self.spec.version else {
             return format!("Linux {}", kernel_release());
@@ -1002,6 +1010,18 @@ mod tests {
     }
 
     /// Every error is one line naming the file and the field.
+    #[test]
+    fn a_spec_file_is_keyed_by_its_text() {
+        // The history pools a DuT only with results of the same text: an
+        // edited command (same name, same version) is another DuT.
+        let a = parse(OK).unwrap();
+        assert_eq!(a.text_hash, super::super::history::spec_hash(OK));
+        assert_eq!(parse(OK).unwrap().text_hash, a.text_hash);
+        let edited = OK.replace("start = \"true\"", "start = \"true --fast\"");
+        assert_ne!(parse(&edited).unwrap().text_hash, a.text_hash);
+        assert_eq!(SpecDut::new(a.clone()).spec_hash(), Some(a.text_hash));
+    }
+
     #[test]
     fn bad_specs_name_file_and_field() {
         let cases: &[(&str, &str)] = &[

@@ -280,6 +280,9 @@ impl Dut for OvsRules {
     fn version(&self) -> String {
         self.peer.version()
     }
+    fn spec_hash(&self) -> Option<String> {
+        self.peer.spec_hash()
+    }
     fn describe(&self) -> String {
         format!("{}, {}", self.peer.describe(), rules_note(RuleSet::TenK))
     }

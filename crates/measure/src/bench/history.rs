@@ -10,6 +10,13 @@
 //! level. As FD.io CSIT's trending does, the bench keeps every finished
 //! run's results per machine (one JSON line each) and widens the stated
 //! spread by what those runs show between runs.
+//!
+//! A result is pooled only with earlier results of the same DuT: same
+//! name, frame size, version string and (for a DuT from a spec file) hash
+//! of the spec's text ([`Point::same_dut`]). A DuT upgraded, or its spec
+//! edited, between runs is another DuT: its change would read as spread
+//! between runs. Lines written before the version and hash were kept have
+//! neither and pool with no new result.
 
 use super::rfc2544::SizeResult;
 use super::{Rfc2544Bench, Rfc2544Result};
@@ -42,6 +49,39 @@ pub struct Point {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pdr_pps: Option<f64>,
     pub generator_limited: bool,
+    /// The DuT's version string ([`Rfc2544Result::version`]); None in
+    /// lines from before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dut_version: Option<String>,
+    /// A DuT from a spec file: [`spec_hash`] of the file's text as read
+    /// for the run ([`Rfc2544Result::spec_hash`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_hash: Option<String>,
+}
+
+impl Point {
+    /// Results of one DuT that may be pooled: the same name (and
+    /// direction), frame size, version and spec. A point without a version
+    /// (an old line) matches no point that has one.
+    pub fn same_dut(&self, q: &Point) -> bool {
+        self.dut == q.dut
+            && self.frame_size == q.frame_size
+            && self.dut_version == q.dut_version
+            && self.spec_hash == q.spec_hash
+    }
+}
+
+/// A spec file's text as the history keeps it: FNV-1a, 64 bits, in hex.
+/// Written out rather than std's `DefaultHasher`, whose output may change
+/// with the Rust version (the file outlives the binary that wrote it);
+/// only a change of the text matters here, not an adversary.
+pub fn spec_hash(text: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("fnv1a64:{h:016x}")
 }
 
 /// The earlier runs that match this one, and what the file held besides.
@@ -59,7 +99,8 @@ pub struct Loaded {
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Summary {
     pub file: PathBuf,
-    /// Earlier runs used (same machine and settings).
+    /// Earlier runs used: same machine and settings, and at least one
+    /// result of the same DuT ([`Point::same_dut`]) as this run.
     pub runs: usize,
     /// The between-run spread (fraction), None without an earlier run.
     pub spread: Option<f64>,
@@ -143,6 +184,8 @@ pub fn run_of(date: &str, machine: &str, settings: &str, results: &[Rfc2544Resul
                     throughput_pps: tp,
                     pdr_pps: s.pdr_pps,
                     generator_limited: s.generator_limited,
+                    dut_version: Some(r.version.clone()),
+                    spec_hash: r.spec_hash.clone(),
                 })
             })
         })
@@ -207,7 +250,7 @@ pub fn between_run_spread(this: &Run, earlier: &[Run]) -> Option<f64> {
                 .chain(earlier.iter().filter_map(|r| {
                     r.results
                         .iter()
-                        .find(|q| q.dut == p.dut && q.frame_size == p.frame_size)
+                        .find(|q| p.same_dut(q))
                         .filter(|q| !q.generator_limited)
                         .map(|q| q.throughput_pps)
                 }))
@@ -216,6 +259,19 @@ pub fn between_run_spread(this: &Run, earlier: &[Run]) -> Option<f64> {
         });
     let (s, t, _) = super::rfc2544::pooled_relative(groups)?;
     Some(t * s * 2f64.sqrt())
+}
+
+/// The earlier runs that hold a result of a DuT of this run
+/// ([`Point::same_dut`]): those [`between_run_spread`] can pool.
+pub fn pooled_runs(this: &Run, earlier: &[Run]) -> usize {
+    earlier
+        .iter()
+        .filter(|r| {
+            r.results
+                .iter()
+                .any(|q| this.results.iter().any(|p| p.same_dut(q)))
+        })
+        .count()
 }
 
 /// Widen every DuT's stated spread to at least `between` and keep it
@@ -249,6 +305,8 @@ mod tests {
                     throughput_pps: tp,
                     pdr_pps: None,
                     generator_limited: g,
+                    dut_version: Some("v1".into()),
+                    spec_hash: None,
                 })
                 .collect(),
         }
@@ -336,5 +394,72 @@ mod tests {
         widen(&mut r2, None);
         let got: Vec<Option<f64>> = r2.iter().map(|r| r.throughput_spread).collect();
         assert_eq!(got, [Some(0.2), Some(0.3), Some(0.2), None]);
+    }
+
+    #[test]
+    fn a_changed_dut_does_not_pool_with_its_old_results() {
+        let this = run("m", &[("a", 64, 1.0e6, false), ("a", 128, 2.0e6, false)]);
+        let same = run("m", &[("a", 64, 1.2e6, false), ("a", 128, 3.0e6, false)]);
+        let pooled = between_run_spread(&this, std::slice::from_ref(&same)).unwrap();
+        // Another version, another spec text, or a line from before they
+        // were kept: the same name and size, but not the same DuT.
+        let with = |f: &dyn Fn(&mut Point)| {
+            let mut r = same.clone();
+            r.results.iter_mut().for_each(f);
+            r
+        };
+        let upgraded = with(&|p| p.dut_version = Some("v2".into()));
+        let edited = with(&|p| p.spec_hash = Some(spec_hash("start = \"y\"")));
+        let old: Run = serde_json::from_str(
+            r#"{"date":"2026-01-01T00:00:00Z","machine":"m","settings":"s","results":
+               [{"dut":"a","frame_size":64,"throughput_pps":1.2e6,"generator_limited":false},
+                {"dut":"a","frame_size":128,"throughput_pps":3.0e6,"generator_limited":false}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                old.results[0].dut_version.as_ref(),
+                old.results[0].spec_hash.as_ref()
+            ),
+            (None, None)
+        );
+        for other in [&upgraded, &edited, &old] {
+            assert_eq!(between_run_spread(&this, std::slice::from_ref(other)), None);
+            assert_eq!(pooled_runs(&this, std::slice::from_ref(other)), 0);
+            // Beside a matching run, only the matching one counts.
+            let both = [same.clone(), other.clone()];
+            assert_eq!(between_run_spread(&this, &both), Some(pooled));
+            assert_eq!(pooled_runs(&this, &both), 1);
+        }
+        // The key is written and read back; a line without it omits it.
+        let mut keyed = this.clone();
+        keyed.results[0].spec_hash = Some(spec_hash(""));
+        let line = serde_json::to_string(&keyed).unwrap();
+        assert!(
+            line.contains(r#""dut_version":"v1","spec_hash":"fnv1a64:cbf29ce484222325""#),
+            "{line}"
+        );
+        assert_eq!(serde_json::from_str::<Run>(&line).unwrap(), keyed);
+        assert!(!serde_json::to_string(&old).unwrap().contains("dut_version"));
+        // A run's points carry its DuTs' keys.
+        let mut r = Rfc2544Result::new("d", String::new(), "d 1.2".into());
+        r.spec_hash = Some(spec_hash("x"));
+        r.sizes = vec![SizeResult {
+            frame_size: 64,
+            throughput_pps: Some(1e6),
+            ..Default::default()
+        }];
+        let p = &run_of("now", "m", "s", &[r]).results[0];
+        assert_eq!(p.dut_version.as_deref(), Some("d 1.2"));
+        assert_eq!(p.spec_hash, Some(spec_hash("x")));
+    }
+
+    #[test]
+    fn the_spec_hash_is_fnv1a_64() {
+        // The published FNV-1a 64 test vectors: stable across builds.
+        assert_eq!(spec_hash(""), "fnv1a64:cbf29ce484222325");
+        assert_eq!(spec_hash("a"), "fnv1a64:af63dc4c8601ec8c");
+        assert_eq!(spec_hash("foobar"), "fnv1a64:85944171f73967e8");
+        assert_ne!(spec_hash("start = \"x\"\n"), spec_hash("start = \"y\"\n"));
     }
 }

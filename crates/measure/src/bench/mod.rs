@@ -142,6 +142,11 @@ pub struct Rfc2544Result {
     pub status: String,
     /// Where the DuT is described ("built-in" or its spec file).
     pub origin: String,
+    /// A DuT described by a spec (a file, or a built-in one): the hash of
+    /// the spec's text as read ([`dut::Dut::spec_hash`]); with `version`,
+    /// the DuT's key in the history.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spec_hash: Option<String>,
     /// One way (g0 -> s0) or both at once.
     pub direction: Direction,
     /// Seconds from the DuT's start until probe frames came through.
@@ -173,6 +178,7 @@ impl Rfc2544Result {
             description,
             version,
             origin: "built-in".into(),
+            spec_hash: None,
             direction: Direction::Uni,
             ready_s: None,
             status: "ok".into(),
@@ -416,6 +422,7 @@ pub fn run_rfc2544(
             if pass == 0 {
                 let mut r = Rfc2544Result::new(&d.name(), d.describe(), d.version());
                 r.origin = d.origin();
+                r.spec_hash = d.spec_hash();
                 r.direction = dir;
                 if dir == Direction::Bi && !d.both_ways() {
                     r.status = "skipped: forwards one way only".into();

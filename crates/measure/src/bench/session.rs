@@ -145,7 +145,7 @@ impl Plan {
             }
             history::Summary {
                 file,
-                runs: earlier.len(),
+                runs: history::pooled_runs(&this, &earlier),
                 spread,
             }
         });
@@ -162,7 +162,24 @@ impl Plan {
 
 impl Session {
     /// Every trial, the environment and the settings, as `--json` writes it.
+    /// Every size result also holds `notes`: what the summaries say about
+    /// it beyond its numbers ([`super::rfc2544::size_notes`]), so the
+    /// Markdown rendered from the JSON says it too.
     pub fn json(&self, cfg: &Rfc2544Bench) -> serde_json::Value {
+        let mut results = serde_json::json!(self.results);
+        for (r, rj) in self
+            .results
+            .iter()
+            .zip(results.as_array_mut().into_iter().flatten())
+        {
+            for (s, sj) in r
+                .sizes
+                .iter()
+                .zip(rj["sizes"].as_array_mut().into_iter().flatten())
+            {
+                sj["notes"] = serde_json::json!(super::rfc2544::size_notes(s));
+            }
+        }
         serde_json::json!({
             "date": self.date,
             "environment": to_report::environment(cfg, &self.results),
@@ -171,7 +188,7 @@ impl Session {
             "seconds": self.seconds,
             "interrupted": self.interrupted,
             "empty_bed": self.empty,
-            "results": self.results,
+            "results": results,
         })
     }
 
@@ -273,4 +290,35 @@ fn baselines(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::text::tests::{cfg, result, size};
+    use super::*;
+
+    #[test]
+    fn the_json_and_its_markdown_hold_every_sizes_notes() {
+        let mut s = size(64, 1e6, false, 1e6, false);
+        s.standing_queue = Some("frames arrived 80 ms after the trial".into());
+        let session = Session {
+            date: "now".into(),
+            results: vec![result("dut", Direction::Uni, vec![s])],
+            empty: Vec::new(),
+            history: None,
+            interrupted: false,
+            seconds: 1.0,
+        };
+        let j = session.json(&cfg());
+        assert_eq!(
+            j["results"][0]["sizes"][0]["notes"],
+            serde_json::json!(["frames arrived 80 ms after the trial"])
+        );
+        let m = session.markdown(&cfg(), "x", None);
+        assert!(
+            m.contains("- dut 64 B: frames arrived 80 ms after the trial.\n"),
+            "{m}"
+        );
+        assert!(m.contains("| dut | 1.000‡ [10 s] / 1.000 [10 s] |"), "{m}");
+    }
 }

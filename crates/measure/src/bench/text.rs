@@ -1,5 +1,7 @@
 //! The bench's results as plain-text tables (what `linerate bench` prints).
 
+use super::markdown::{secs, Figure};
+use super::to_report::{marks_legend, ndr, pdr, row_label};
 use super::{history, CommonLoad, Direction, DutResult, EmptyBed, Rfc2544Bench, Rfc2544Result};
 use crate::frame_size;
 use linerate_io::host::kernel_release;
@@ -50,15 +52,23 @@ pub fn rfc2544(
             )?;
         }
     }
+    // Wide enough for a both-ways row's label ("... (aggregate, both ways)").
+    let w = results
+        .iter()
+        .map(|r| row_label(r).chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(20);
     writeln!(
         o,
-        "{:<20} {:>5} {:>10} {:>8} {:>15} {:>10} {:>26} {:>9}  note",
+        "{:<w$} {:>5} {:>10} {:>9} {:>15} {:>10} {:>9} {:>26} {:>17}  note",
         "DuT",
         "bytes",
         "NDR Mpps",
-        "Gbit/s",
+        "L1 Gbit/s",
         "min-max Mpps",
         "PDR Mpps",
+        "trial s",
         "lat p50/p99 (-empty) us",
         "vs bridge"
     )?;
@@ -72,28 +82,36 @@ pub fn rfc2544(
                 format!(" ({:+.1})", (l.p50_ns - b.p50_ns) / 1e3)
             })
     };
+    // The bridge's NDR at a size: the ratio to it is a bound when either
+    // figure is one.
     let bridge = |size: u32, dir: Direction| {
         results
             .iter()
             .find(|r| r.name == "linux-bridge" && r.direction == dir)
             .and_then(|r| r.sizes.iter().find(|s| s.frame_size == size))
-            .and_then(|s| s.throughput_pps)
+            .map(ndr)
+            .unwrap_or_default()
     };
     for r in results {
         if r.sizes.is_empty() {
-            writeln!(o, "{:<20} {:>5} {:>10}  {}", r.label(), "-", "-", r.status)?;
+            writeln!(
+                o,
+                "{:<w$} {:>5} {:>10}  {}",
+                row_label(r),
+                "-",
+                "-",
+                r.status
+            )?;
             continue;
         }
         for s in &r.sizes {
+            let (n, p) = (ndr(s), pdr(s));
             let (tp, g, spread, ratio) = match s.throughput_pps {
                 Some(v) => (
+                    n.cell(),
                     format!(
-                        "{}{:.3}",
-                        if s.generator_limited { ">=" } else { "" },
-                        v / 1e6
-                    ),
-                    format!(
-                        "{:.2}",
+                        "{}{:.2}",
+                        if n.bound { ">=" } else { "" },
                         crate::report::l1_gbps(v / 1e6, frame_size::wire_bytes(s.frame_size))
                     ),
                     format!(
@@ -101,23 +119,16 @@ pub fn rfc2544(
                         s.throughput_min_pps.unwrap_or(v) / 1e6,
                         s.throughput_max_pps.unwrap_or(v) / 1e6
                     ),
-                    bridge(s.frame_size, r.direction)
-                        .filter(|b| *b > 0.0)
-                        .map(|b| format!("{:.2}x", v / b))
-                        .unwrap_or_else(|| "-".into()),
+                    n.ratio(&bridge(s.frame_size, r.direction)),
                 ),
                 None => ("-".into(), "-".into(), "-".into(), "-".into()),
             };
-            let pdr = s.pdr_pps.map_or_else(
-                || "-".into(),
-                |v| {
-                    format!(
-                        "{}{:.3}",
-                        if s.generator_limited { ">=" } else { "" },
-                        v / 1e6
-                    )
-                },
-            );
+            let pdr = p.cell();
+            let trial_s = |x: &Figure| match x.pps {
+                Some(_) if x.trial_s > 0.0 => secs(x.trial_s),
+                _ => "-".into(),
+            };
+            let trials = format!("{}/{}", trial_s(&n), trial_s(&p));
             let lat = s
                 .latency()
                 .filter(|l| l.samples > 0)
@@ -131,8 +142,18 @@ pub fn rfc2544(
                 })
                 .unwrap_or_else(|| "-".into());
             let mut note = Vec::new();
-            if s.generator_limited && !s.rate_capped {
-                note.push("generator-limited".to_string());
+            if s.frame_size == frame_size::IMIX {
+                note.push(format!(
+                    "imix: {}, mean {:.1} B",
+                    frame_size::IMIX_MIX,
+                    frame_size::IMIX_MEAN_BYTES
+                ));
+            }
+            match (n.bound && !s.rate_capped, p.bound && !s.rate_capped) {
+                (true, true) => note.push("generator-limited: NDR and PDR are lower bounds".into()),
+                (true, false) => note.push("generator-limited: the NDR is a lower bound".into()),
+                (false, true) => note.push("generator-limited: the PDR is a lower bound".into()),
+                (false, false) => {}
             }
             if s.kernel_disagreements > 0 {
                 note.push(format!(
@@ -149,19 +170,26 @@ pub fn rfc2544(
             }
             writeln!(
                 o,
-                "{:<20} {:>5} {:>10} {:>8} {:>15} {:>10} {:>26} {:>9}  {}",
-                r.label(),
+                "{:<w$} {:>5} {:>10} {:>9} {:>15} {:>10} {:>9} {:>26} {:>17}  {}",
+                row_label(r),
                 frame_size::label(s.frame_size),
                 tp,
                 g,
                 spread,
                 pdr,
+                trials,
                 lat,
                 ratio,
                 note.join("; ")
             )?;
         }
     }
+    writeln!(
+        o,
+        "trial s: seconds of the trials the NDR / PDR rest on (the final trial's when one \
+         confirmed it); {}",
+        marks_legend()
+    )?;
     // Latency at the common load: every DuT at one rate per size.
     let mut common: Vec<String> = Vec::new();
     for r in results {
@@ -177,8 +205,8 @@ pub fn rfc2544(
                 .filter(|&&i| s.trials[i].lost > 0 || !s.trials[i].invalid.is_empty())
                 .count();
             common.push(format!(
-                "{:<20} {:>5} {:>10.3} {:>26} {:>10.1}  {}",
-                r.label(),
+                "{:<w$} {:>5} {:>10.3} {:>26} {:>10.1}  {}",
+                row_label(r),
                 frame_size::label(s.frame_size),
                 rate / 1e6,
                 format!("{:.1}/{:.1}{own}", l.p50_ns / 1e3, l.p99_ns / 1e3),
@@ -194,7 +222,7 @@ pub fn rfc2544(
     if !common.is_empty() {
         writeln!(
             o,
-            "\nLatency at a common load (the same rate for every DuT: {}):\n{:<20} {:>5} {:>10} {:>26} {:>10}  note",
+            "\nLatency at a common load (the same rate for every DuT: {}):\n{:<w$} {:>5} {:>10} {:>26} {:>10}  note",
             match cfg.common_load {
                 CommonLoad::OfSlowest(f) => format!("{:.0} % of the slowest DuT's NDR at each size", f * 100.0),
                 CommonLoad::Pps(p) => format!("{p:.0} frames/s"),
@@ -214,7 +242,7 @@ pub fn rfc2544(
         .iter()
         .filter_map(|r| {
             r.throughput_spread
-                .map(|x| format!("{} ±{:.1} %", r.label(), x * 100.0))
+                .map(|x| format!("{} ±{:.1} %", row_label(r), x * 100.0))
         })
         .collect();
     if !spreads.is_empty() {
@@ -262,7 +290,7 @@ pub fn rfc2544(
         writeln!(o)?;
         writeln!(
             o,
-            "Frame loss (% of frames) at % of the generator's top speed; back-to-back: longest lossless burst"
+            "Frame loss (% of frames) at % of the generator's top speed asked (Mpps offered); back-to-back: longest lossless burst (frames)"
         )?;
         for r in loss {
             for s in &r.sizes {
@@ -272,9 +300,14 @@ pub fn rfc2544(
                 let fl: Vec<String> = s
                     .frame_loss
                     .iter()
-                    .map(|(f, _, l, bad)| {
+                    .map(|(f, offered, l, bad)| {
                         let flag = if *bad { "(invalid)" } else { "" };
-                        format!("{:.0}%:{:.1}{flag}", f * 100.0, l * 100.0)
+                        format!(
+                            "{:.0}%({:.3}):{:.1}{flag}",
+                            f * 100.0,
+                            offered / 1e6,
+                            l * 100.0
+                        )
                     })
                     .collect();
                 let bb: Vec<String> = s
@@ -284,8 +317,8 @@ pub fn rfc2544(
                     .collect();
                 writeln!(
                     o,
-                    "{:<20} {:>5}  loss {}  b2b {}",
-                    r.label(),
+                    "{:<w$} {:>5}  loss {}  b2b {}",
+                    row_label(r),
                     frame_size::label(s.frame_size),
                     if fl.is_empty() {
                         "-".into()
@@ -364,4 +397,166 @@ pub fn overload(o: &mut dyn Write, results: &[DutResult], frame: usize) -> Resul
         }
     }
     Ok(())
+}
+
+/// Fixtures shared with the report's tests ([`super::to_report`]).
+#[cfg(test)]
+pub(super) mod tests {
+    use super::super::dut::DutEnv;
+    use super::super::rfc2544::{Rfc2544Config, SizeResult};
+    use super::*;
+
+    pub(in super::super) fn cfg() -> Rfc2544Bench {
+        Rfc2544Bench {
+            procedures: Rfc2544Config::default(),
+            gen_cpu: 0,
+            dut_cpu: 1,
+            flows: 1,
+            ts_every: 1,
+            threaded_napi: false,
+            rps: true,
+            sink_cpu: None,
+            bed_name: None,
+            env: DutEnv {
+                linerate: "linerate".into(),
+                peers_dir: None,
+                cpu: 1,
+            },
+            common_load: CommonLoad::Off,
+            directions: vec![Direction::Uni],
+            reverse_gen_cpu: None,
+        }
+    }
+
+    /// A size with NDR `ndr` and PDR `pdr` (pps), each a bound or not, on
+    /// 10 s final trials.
+    pub(in super::super) fn size(
+        frame: u32,
+        ndr: f64,
+        ndr_bound: bool,
+        pdr: f64,
+        pdr_bound: bool,
+    ) -> SizeResult {
+        SizeResult {
+            frame_size: frame,
+            throughput_pps: Some(ndr),
+            throughput_min_pps: Some(ndr),
+            throughput_max_pps: Some(ndr),
+            generator_limited: ndr_bound,
+            pdr_pps: Some(pdr),
+            pdr_generator_limited: pdr_bound,
+            ndr_trial_s: 10.0,
+            pdr_trial_s: 10.0,
+            ndr_confirmed: Some(true),
+            pdr_confirmed: Some(true),
+            ..Default::default()
+        }
+    }
+
+    pub(in super::super) fn result(
+        name: &str,
+        dir: Direction,
+        sizes: Vec<SizeResult>,
+    ) -> Rfc2544Result {
+        let mut r = Rfc2544Result::new(name, String::new(), "v".into());
+        r.direction = dir;
+        r.sizes = sizes;
+        r
+    }
+
+    fn table(results: &[Rfc2544Result]) -> String {
+        let mut o = Vec::new();
+        rfc2544(&mut o, results, &[], &cfg(), None, false).unwrap();
+        String::from_utf8(o).unwrap()
+    }
+
+    /// The row of `label` at `bytes`, its cells split on runs of spaces.
+    fn row<'a>(t: &'a str, label: &str, bytes: &str) -> Vec<&'a str> {
+        let line = t
+            .lines()
+            .find(|l| {
+                l.starts_with(label) && l[label.len()..].split_whitespace().next() == Some(bytes)
+            })
+            .unwrap_or_else(|| panic!("no row {label} {bytes}:\n{t}"));
+        line[label.len()..].split_whitespace().collect()
+    }
+
+    #[test]
+    fn bounds_ratios_trials_and_marks_are_shown_per_figure() {
+        // bridge exact at 64 B, a bound at 1518 B; the DuT's PDR a bound
+        // while its NDR is not at 64 B, both bounds at 1518 B.
+        let mut dut64 = size(64, 2.0e6, false, 2.5e6, true);
+        dut64.ndr_trial_s = 0.5;
+        dut64.ndr_confirmed = Some(false);
+        dut64.search_throughput_pps = Some(2.0e6);
+        dut64.standing_queue = Some("frames arrived 80 ms after the trial".into());
+        let results = [
+            result(
+                "linux-bridge",
+                Direction::Uni,
+                vec![
+                    size(64, 1.0e6, false, 1.0e6, false),
+                    size(1518, 0.8e6, true, 0.8e6, true),
+                ],
+            ),
+            result(
+                "dut",
+                Direction::Uni,
+                vec![dut64, size(1518, 0.4e6, false, 0.4e6, false)],
+            ),
+            result(
+                "xdp",
+                Direction::Uni,
+                vec![
+                    size(64, 4.0e6, true, 4.0e6, true),
+                    size(1518, 0.9e6, true, 0.9e6, true),
+                ],
+            ),
+        ];
+        let t = table(&results);
+        assert!(t.contains("L1 Gbit/s") && t.contains("trial s"), "{t}");
+        // NDR exact (unconfirmed: †, a standing queue: ‡), PDR a bound;
+        // the NDR on the search's 0.5 s trials, the PDR on 10 s ones.
+        let r = row(&t, "dut", "64");
+        assert_eq!(
+            &r[..6],
+            ["64", "2.000†‡", "1.34", "2.000-2.000", ">=2.500", "0.5/10"]
+        );
+        assert_eq!(r[7], "2.00x", "{t}");
+        assert!(
+            t.contains("generator-limited: the PDR is a lower bound"),
+            "{t}"
+        );
+        // The notes of size_notes: the unconfirmed NDR, the standing queue.
+        assert!(t.contains("frames arrived 80 ms after the trial"), "{t}");
+        assert!(t.contains("unconfirmed"), "{t}");
+        // Exact over a bound: at most; a bound over exact: at least; two
+        // bounds: no ratio.
+        assert_eq!(row(&t, "dut", "1518")[7], "<=0.50x", "{t}");
+        assert_eq!(row(&t, "xdp", "64")[7], ">=4.00x", "{t}");
+        assert!(
+            t.lines()
+                .any(|l| l.starts_with("xdp") && l.contains("n/a (both bounds)")),
+            "{t}"
+        );
+        assert_eq!(row(&t, "xdp", "64")[..2], ["64", ">=4.000"]);
+        assert!(t.contains("NDR and PDR are lower bounds"), "{t}");
+    }
+
+    #[test]
+    fn both_ways_rows_say_aggregate_and_the_imix_its_mix_and_gbit() {
+        let results = [result(
+            "linux-bridge",
+            Direction::Bi,
+            vec![size(crate::frame_size::IMIX, 1.0e6, false, 1.0e6, false)],
+        )];
+        let t = table(&results);
+        let r = row(&t, "linux-bridge bi (aggregate, both ways)", "imix");
+        // 1 Mpps x (353.83 + 20) B x 8 = 2.99 Gbit/s on the wire.
+        assert_eq!(r[..3], ["imix", "1.000", "2.99"], "{t}");
+        assert!(
+            t.contains("imix: IPv4 IMIX 64/570/1518 B at 7:4:1, mean 353.8 B"),
+            "{t}"
+        );
+    }
 }

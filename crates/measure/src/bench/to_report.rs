@@ -2,9 +2,52 @@
 //! ([`ReportData`]): plots, the environment and the tables of every trial.
 
 use super::history::Summary;
+use super::markdown::{Figure, AGGREGATE, STANDING_QUEUE, UNCONFIRMED};
 use super::rfc2544::{Procedure, SizeResult};
-use super::{Rfc2544Bench, Rfc2544Result};
+use super::{Direction, Rfc2544Bench, Rfc2544Result};
 use crate::report::{l1_gbps, LatencySeries, ReportData, Series, Table};
+
+/// A size's NDR as the tables show it ([`Figure`]: ">=" for a bound, the
+/// marks, the trials it rests on).
+pub fn ndr(s: &SizeResult) -> Figure {
+    Figure {
+        pps: s.throughput_pps,
+        bound: s.generator_limited,
+        trial_s: s.ndr_trial_s,
+        unconfirmed: s.ndr_confirmed == Some(false),
+        standing_queue: s.standing_queue.is_some(),
+    }
+}
+
+/// A size's PDR: a bound of its own (`pdr_generator_limited`).
+pub fn pdr(s: &SizeResult) -> Figure {
+    Figure {
+        pps: s.pdr_pps,
+        bound: s.pdr_generator_limited,
+        trial_s: s.pdr_trial_s,
+        unconfirmed: s.pdr_confirmed == Some(false),
+        standing_queue: false,
+    }
+}
+
+/// The DuT as a row of a table: a both-ways row says its figures are the
+/// aggregate of the two directions ([`super::markdown::row_label`]).
+pub fn row_label(r: &Rfc2544Result) -> String {
+    match r.direction {
+        Direction::Uni => r.label(),
+        Direction::Bi => format!("{} ({AGGREGATE})", r.label()),
+    }
+}
+
+/// What the marks of the tables mean, for their titles and legends.
+pub fn marks_legend() -> String {
+    format!(
+        "\">=\": a lower bound (the generator or the bed, not the DuT, was the limit; a ratio \
+         from one is a bound too); {UNCONFIRMED}: no final trial passed at the searches' figure \
+         or the steps under it, so it rests on the search's shorter trials (unconfirmed); \
+         {STANDING_QUEUE}: a standing queue at the NDR (see the notes)"
+    )
+}
 
 /// The CPU's model name from /proc/cpuinfo ("unknown" without one).
 pub fn cpu_model() -> String {
@@ -64,9 +107,10 @@ pub fn environment(cfg: &Rfc2544Bench, results: &[Rfc2544Result]) -> Vec<(String
         (
             "valid trials".into(),
             format!(
-                "frames counted only when verified (this trial's tag, each sequence number once; a duplicate fails the trial); a paced trial offered at least {:.0} % of the rate asked, its generator never more than {} frames' worth behind its schedule (the catch-up leaves as one burst), the kernel's counters of g0, d0, d1 and s0 within {} % of ours; an invalid trial is repeated up to {} times, one still invalid counts as a fail",
+                "frames counted only when verified (this trial's tag, each sequence number once; a duplicate fails the trial); a paced trial offered at least {:.0} % of the rate asked, its generator never more than {} frames' worth behind its schedule (the catch-up leaves as one burst), its schedule slipped (gaps left where the generator fell behind and did not catch up) for at most {:.0} % of its sending time, the kernel's counters of g0, d0, d1 and s0 within {} % of ours; an invalid trial is repeated up to {} times, one still invalid counts as a fail",
                 (1.0 - super::rfc2544::OFFERED_TOLERANCE) * 100.0,
                 super::rfc2544::LATE_BUDGET_FRAMES,
+                super::rfc2544::SLIP_TOLERANCE * 100.0,
                 super::rfc2544::KERNEL_TOLERANCE_PCT,
                 super::rfc2544::INVALID_REPEATS
             ),
@@ -74,9 +118,10 @@ pub fn environment(cfg: &Rfc2544Bench, results: &[Rfc2544Result]) -> Vec<(String
         (
             "procedures".into(),
             format!(
-                "trial {:.2} s, loss tolerance {} %{}, resolution {} %, {} search(es) per size (each from scratch), latency {} ({} trial(s)), restabilisation wait {:.1} s, final trial {}, frame loss at {:?} B, back-to-back at {:?} B x{}",
+                "trial {:.2} s, loss tolerance {} % (NDR), PDR loss at most {} %{}, resolution {} %, {} search(es) per size (each from scratch), latency {} ({} trial(s)), restabilisation wait {:.1} s, final trial {}, frame loss at {:?} B, back-to-back at {:?} B x{}",
                 p.trial.as_secs_f64(),
                 p.loss_tolerance * 100.0,
+                p.pdr_loss * 100.0,
                 if p.strict {
                     " (strict: no trial repeated)"
                 } else {
@@ -88,8 +133,17 @@ pub fn environment(cfg: &Rfc2544Bench, results: &[Rfc2544Result]) -> Vec<(String
                 if p.latency { "on" } else { "off" },
                 p.latency_trials,
                 p.settle.as_secs_f64(),
-                p.final_trial
-                    .map_or("none".to_string(), |d| format!("{:.0} s", d.as_secs_f64())),
+                p.final_trial.map_or(
+                    format!(
+                        "none (every NDR and PDR rests on the search's {} s trials)",
+                        super::markdown::secs(p.trial.as_secs_f64())
+                    ),
+                    |d| format!(
+                        "{} s at each NDR and PDR (a figure it confirmed rests on it; one it did not, on the search's {} s trials, marked {UNCONFIRMED})",
+                        super::markdown::secs(d.as_secs_f64()),
+                        super::markdown::secs(p.trial.as_secs_f64())
+                    )
+                ),
                 p.frame_loss_sizes,
                 p.back_to_back_sizes,
                 p.back_to_back_trials
@@ -99,7 +153,14 @@ pub fn environment(cfg: &Rfc2544Bench, results: &[Rfc2544Result]) -> Vec<(String
     for r in results {
         env.push((
             format!("DuT {}", r.label()),
-            format!("{} ({})", r.description, r.version),
+            format!(
+                "{} ({}{})",
+                r.description,
+                r.version,
+                r.spec_hash
+                    .as_ref()
+                    .map_or(String::new(), |h| format!("; spec {h}"))
+            ),
         ));
     }
     env
@@ -132,7 +193,11 @@ pub fn report_data(
         ..Default::default()
     };
     let mut summary = Table {
-        title: "Throughput (RFC 2544 26.1) and latency at it (26.2)".into(),
+        title: format!(
+            "Throughput (RFC 2544 26.1) and latency at it (26.2); a both-ways row's rates are \
+             the {AGGREGATE}; {}",
+            marks_legend()
+        ),
         header: [
             "DuT",
             "frame (B)",
@@ -140,6 +205,7 @@ pub fn report_data(
             "Gbit/s (L1)",
             "min-max (Mpps)",
             "PDR (Mpps)",
+            "trial length NDR / PDR (s)",
             "search step (Mpps)",
             "top speed offered / forwarded (Mpps)",
             "latency p50 / p99 / max (us)",
@@ -155,7 +221,7 @@ pub fn report_data(
     let mut b2b = Table {
         title: "Back-to-back frames (RFC 2544 26.4): longest burst at top speed without loss"
             .into(),
-        header: ["DuT", "frame (B)", "bursts (frames)", "mean"]
+        header: ["DuT", "frame (B)", "bursts (frames)", "mean (frames)"]
             .map(String::from)
             .to_vec(),
         rows: Vec::new(),
@@ -168,12 +234,12 @@ pub fn report_data(
             "procedure",
             "requested (Mpps)",
             "offered (Mpps)",
-            "sent",
-            "received",
+            "sent (frames)",
+            "received (frames)",
             "loss (%)",
             "drain (ms)",
             "generator late (ms)",
-            "foreign / late / duplicated / reordered",
+            "foreign / late / duplicated / reordered (frames)",
             "kernel g0 / d0 / d1 / s0 diff (%)",
             "counted",
         ]
@@ -184,9 +250,10 @@ pub fn report_data(
     for r in results {
         if r.status != "ok" && r.sizes.is_empty() {
             summary.rows.push(vec![
-                r.label(),
+                row_label(r),
                 "-".into(),
                 r.status.clone(),
+                String::new(),
                 String::new(),
                 String::new(),
                 String::new(),
@@ -202,13 +269,17 @@ pub fn report_data(
         }
         let mut tp = Series {
             dut: r.label(),
-            points: Vec::new(),
+            ..Default::default()
         };
         for s in &r.sizes {
             // The throughput-by-size chart has fixed sizes only (the
-            // IMIX is a row of the table).
+            // IMIX is a row of the table); a lower bound is named in the
+            // legend.
             if let (Some(v), false) = (s.throughput_pps, s.frame_size == crate::frame_size::IMIX) {
                 tp.points.push((s.frame_size as f64, v / 1e6));
+                if s.generator_limited {
+                    tp.lower_bounds.push(s.frame_size as f64);
+                }
             }
             summary.rows.push(summary_row(r, s, empty));
             if let Some(l) = s.latency() {
@@ -230,6 +301,7 @@ pub fn report_data(
                             (offered / s.max_offered_pps * 100.0, loss * 100.0)
                         })
                         .collect(),
+                    ..Default::default()
                 });
             }
             if !s.back_to_back.is_empty() {
@@ -241,15 +313,15 @@ pub fn report_data(
                 let mean = s.back_to_back.iter().map(|b| b.frames as f64).sum::<f64>()
                     / s.back_to_back.len() as f64;
                 b2b.rows.push(vec![
-                    r.label(),
-                    crate::frame_size::label(s.frame_size),
+                    row_label(r),
+                    crate::frame_size::label_mix(s.frame_size),
                     n.join(", "),
                     format!("{mean:.0}"),
                 ]);
             }
             for t in &s.trials {
                 trials.rows.push(vec![
-                    r.label(),
+                    row_label(r),
                     crate::frame_size::label(t.frame_size),
                     procedure_name(t.procedure).into(),
                     t.requested_pps
@@ -303,8 +375,8 @@ pub fn report_data(
                     .map(|&i| s.trials[i].lost)
                     .sum();
                 Some(vec![
-                    r.label(),
-                    crate::frame_size::label(s.frame_size),
+                    row_label(r),
+                    crate::frame_size::label_mix(s.frame_size),
                     f3(rate / 1e6),
                     l.samples.to_string(),
                     us(l.p50_ns),
@@ -388,7 +460,7 @@ pub fn report_data(
             r.throughput_spread.map(|x| {
                 let n = r.sizes.iter().map(|s| s.searches.len()).max().unwrap_or(0);
                 vec![
-                    r.label(),
+                    row_label(r),
                     pct(Some(x)),
                     pct(r.throughput_spread_own),
                     pct(r.throughput_spread_history),
@@ -401,7 +473,7 @@ pub fn report_data(
         let between = match history {
             Some(h) if h.spread.is_some() => format!(
                 "from this run and the {} earlier run(s) of the bench with the same settings \
-                 on this machine (same CPU and kernel) kept in {}",
+                 on this machine (same CPU and kernel, same DuT version and spec) kept in {}",
                 h.runs,
                 h.file.display()
             ),
@@ -465,14 +537,15 @@ pub fn procedure_name(p: Procedure) -> &'static str {
 
 fn summary_row(r: &Rfc2544Result, s: &SizeResult, empty: &[super::EmptyBed]) -> Vec<String> {
     let size = crate::frame_size::wire_bytes(s.frame_size);
+    let (n, p) = (ndr(s), pdr(s));
     let (tp, gbps) = match s.throughput_pps {
         Some(v) => (
+            n.cell(),
             format!(
-                "{}{}",
-                if s.generator_limited { ">=" } else { "" },
-                f3(v / 1e6)
+                "{}{:.2}",
+                if n.bound { ">=" } else { "" },
+                l1_gbps(v / 1e6, size)
             ),
-            format!("{:.2}", l1_gbps(v / 1e6, size)),
         ),
         None => ("-".into(), "-".into()),
     };
@@ -485,16 +558,11 @@ fn summary_row(r: &Rfc2544Result, s: &SizeResult, empty: &[super::EmptyBed]) -> 
         (Some(a), Some(b)) => format!("{}-{}", f3(a / 1e6), f3(b / 1e6)),
         _ => "-".into(),
     };
-    let pdr = match (s.pdr_pps, s.pdr_min_pps, s.pdr_max_pps) {
-        (Some(v), Some(a), Some(b)) if a < b => {
-            format!("{} ({}-{})", f3(v / 1e6), f3(a / 1e6), f3(b / 1e6))
+    let pdr = match (s.pdr_min_pps, s.pdr_max_pps) {
+        (Some(a), Some(b)) if a < b && p.pps.is_some() => {
+            format!("{} ({}-{})", p.cell(), f3(a / 1e6), f3(b / 1e6))
         }
-        (Some(v), _, _) => format!(
-            "{}{}",
-            if s.generator_limited { ">=" } else { "" },
-            f3(v / 1e6)
-        ),
-        _ => "-".into(),
+        _ => p.cell(),
     };
     let lat = s
         .latency()
@@ -512,12 +580,13 @@ fn summary_row(r: &Rfc2544Result, s: &SizeResult, empty: &[super::EmptyBed]) -> 
         .unwrap_or_else(|| "-".into());
     let disagree = s.kernel_disagreements;
     vec![
-        r.label(),
-        crate::frame_size::label(s.frame_size),
+        row_label(r),
+        crate::frame_size::label_mix(s.frame_size),
         tp,
         gbps,
         spread,
         pdr,
+        format!("{} / {}", n.trial(), p.trial()),
         s.resolution_pps
             .map(|v| format!("{:.4}", v / 1e6))
             .unwrap_or_else(|| "-".into()),
@@ -566,5 +635,82 @@ fn latency_series(dut: &str, size: u32, l: &super::rfc2544::Latency) -> LatencyS
         p99_ns: Some(l.p99_ns),
         p999_ns: Some(l.p999_ns),
         max_ns: Some(l.max_ns),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::text::tests::{cfg, result, size};
+    use super::*;
+    use crate::frame_size::IMIX;
+
+    /// The summary table's cell of DuT row `dut` at `frame`, column `col`.
+    fn cell(d: &ReportData, dut: &str, frame: &str, col: &str) -> String {
+        let t = d
+            .tables
+            .iter()
+            .find(|t| t.title.starts_with("Throughput"))
+            .unwrap();
+        let i = t.header.iter().position(|h| h == col).unwrap();
+        let row = t
+            .rows
+            .iter()
+            .find(|r| r[0] == dut && r[1] == frame)
+            .unwrap_or_else(|| panic!("no row {dut} {frame}: {:?}", t.rows));
+        row[i].clone()
+    }
+
+    #[test]
+    fn the_summary_shows_bounds_trials_marks_and_the_imix() {
+        // NDR exact, PDR a bound; the PDR unconfirmed (on 0.5 s trials).
+        let mut s64 = size(64, 1.0e6, false, 1.2e6, true);
+        s64.pdr_trial_s = 0.5;
+        s64.pdr_confirmed = Some(false);
+        s64.search_pdr_pps = Some(1.2e6);
+        s64.standing_queue = Some("p50 at the NDR 300 us above the empty bed's".into());
+        let xdp = size(512, 2.0e6, true, 2.0e6, true);
+        let results = [
+            result("dut", Direction::Uni, vec![s64, xdp]),
+            result(
+                "dut",
+                Direction::Bi,
+                vec![size(IMIX, 1.0e6, false, 1.0e6, false)],
+            ),
+        ];
+        let d = report_data("t", "now", &cfg(), &results, &[], 10.0, None);
+        assert_eq!(cell(&d, "dut", "64", "throughput, NDR (Mpps)"), "1.000‡");
+        assert_eq!(cell(&d, "dut", "64", "PDR (Mpps)"), ">=1.200†");
+        assert_eq!(
+            cell(&d, "dut", "64", "trial length NDR / PDR (s)"),
+            "10 s / 0.5 s"
+        );
+        let notes = cell(&d, "dut", "64", "notes");
+        assert!(
+            notes.contains("300 us above") && notes.contains("unconfirmed"),
+            "{notes}"
+        );
+        assert_eq!(cell(&d, "dut", "512", "Gbit/s (L1)"), ">=8.51");
+        // Both ways: the aggregate; the IMIX: its mix, Gbit/s at its mean.
+        let bi = "dut bi (aggregate, both ways)";
+        let imix = "imix (IPv4 IMIX 64/570/1518 B at 7:4:1, mean 353.8 B)";
+        assert_eq!(cell(&d, bi, imix, "Gbit/s (L1)"), "2.99");
+        // The plot's legend names the sizes where the DuT's points are
+        // lower bounds; the color stays the DuT's.
+        assert_eq!(d.throughput[0].lower_bounds, [512.0]);
+        let html = crate::report::render_html(&d);
+        assert!(html.contains("dut (&gt;= at 512 B)"), "legend");
+        assert!(html.contains("lower bounds at those sizes"), "caption");
+        // The environment says the slip rule and the final trials.
+        let env = |k: &str| d.environment.iter().find(|e| e.0 == k).unwrap().1.clone();
+        assert!(
+            env("valid trials").contains("schedule slipped"),
+            "{}",
+            env("valid trials")
+        );
+        assert!(
+            env("procedures").contains("final trial 10 s at each NDR and PDR"),
+            "{}",
+            env("procedures")
+        );
     }
 }

@@ -52,6 +52,23 @@ pub struct ReportData {
 pub struct Series {
     pub dut: String,
     pub points: Vec<(f64, f64)>,
+    /// The x of points that are lower bounds (the generator, not the DuT,
+    /// was the limit): the legend says ">=" at them, as the tables do.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lower_bounds: Vec<f64>,
+}
+
+impl Series {
+    /// The legend's name: the DuT, and the sizes where its points are
+    /// lower bounds ("linerate-xdp (>= at 64, 512 B)"). The color stays
+    /// the DuT's ([`Style`] keys it by `dut`).
+    fn legend(&self) -> String {
+        if self.lower_bounds.is_empty() {
+            return self.dut.clone();
+        }
+        let at: Vec<String> = self.lower_bounds.iter().map(|x| fmt_num(*x)).collect();
+        format!("{} (>= at {} B)", self.dut, at.join(", "))
+    }
 }
 
 /// Latency of one DuT at one frame size.
@@ -166,17 +183,22 @@ fn throughput_charts(d: &ReportData, st: &Style) -> Vec<(Chart, String)> {
         .fold(0.0f64, f64::max);
     let g = d.line_rate_gbps;
     let has_ref = g.is_finite() && g > 0.0 && lo.is_finite();
+    let named = |s: &Series, points| {
+        let mut l = st.line(&s.dut, points);
+        l.name = s.legend();
+        l
+    };
     let mut mpps: Vec<Line> = d
         .throughput
         .iter()
-        .map(|s| st.line(&s.dut, sorted(s.points.clone())))
+        .map(|s| named(s, sorted(s.points.clone())))
         .collect();
     let mut gbps: Vec<Line> = d
         .throughput
         .iter()
         .map(|s| {
             let p = s.points.iter().map(|&(x, y)| (x, l1_gbps(y, x))).collect();
-            st.line(&s.dut, sorted(p))
+            named(s, sorted(p))
         })
         .collect();
     let name = format!("line rate {} Gbit/s", fmt_num(g));
@@ -211,6 +233,11 @@ fn throughput_charts(d: &ReportData, st: &Style) -> Vec<(Chart, String)> {
         gbps.push(mk(vec![(lo, g), (hi, g)], gmax <= 0.0 || g <= 4.0 * gmax));
     }
     let x = Axis::linear("frame size (bytes)");
+    let bounds = if d.throughput.iter().any(|s| !s.lower_bounds.is_empty()) {
+        " \">= at\": lower bounds at those sizes (the generator, not the DuT, was the limit)."
+    } else {
+        ""
+    };
     vec![
         (
             Chart {
@@ -221,9 +248,9 @@ fn throughput_charts(d: &ReportData, st: &Style) -> Vec<(Chart, String)> {
                 lines: mpps,
             },
             if has_ref {
-                format!("Throughput in million frames per second against frame size; dashed: the theoretical line rate of a {} Gbit/s link.", fmt_num(g))
+                format!("Throughput in million frames per second against frame size; dashed: the theoretical line rate of a {} Gbit/s link.{bounds}", fmt_num(g))
             } else {
-                "Throughput in million frames per second against frame size.".to_string()
+                format!("Throughput in million frames per second against frame size.{bounds}")
             },
         ),
         (
@@ -234,7 +261,7 @@ fn throughput_charts(d: &ReportData, st: &Style) -> Vec<(Chart, String)> {
                 y: Axis::linear("throughput (Gbit/s, L1)"),
                 lines: gbps,
             },
-            "The same throughput in Gbit/s on the wire (layer 1: frame + 20 bytes of preamble, start delimiter and inter-frame gap).".to_string(),
+            format!("The same throughput in Gbit/s on the wire (layer 1: frame + 20 bytes of preamble, start delimiter and inter-frame gap).{bounds}"),
         ),
     ]
 }
@@ -507,10 +534,11 @@ mod tests {
                 Series {
                     dut: "a<b>&c".into(),
                     points: vec![(1518.0, 0.8), (64.0, 3.0), (512.0, f64::NAN)],
+                    ..Default::default()
                 },
                 Series {
                     dut: "empty".into(),
-                    points: vec![],
+                    ..Default::default()
                 },
             ],
             line_rate_gbps: 100.0,
@@ -525,6 +553,7 @@ mod tests {
             frame_loss: vec![Series {
                 dut: "empty".into(),
                 points: vec![(10.0, 0.0), (100.0, 20.0)],
+                ..Default::default()
             }],
             tables: vec![Table {
                 title: "raw".into(),

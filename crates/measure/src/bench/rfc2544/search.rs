@@ -305,7 +305,10 @@ pub(super) fn step_down(
             rec.repeated = true;
             let i = r.push(rec);
             r.final_trials.push(i);
-            progress(r.frame_size, &format!("{label}: a small loss, repeated once"));
+            progress(
+                r.frame_size,
+                &format!("{label}: a small loss, repeated once"),
+            );
             continue;
         }
         let i = r.push(rec);
