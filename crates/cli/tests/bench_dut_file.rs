@@ -22,6 +22,8 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 const QUICK: &[&str] = &[
+    "--final-trial",
+    "0",
     "--sizes",
     "64",
     "--repetitions",

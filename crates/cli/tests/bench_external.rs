@@ -218,6 +218,9 @@ impl Drop for Net {
 }
 
 const COMMON: &[&str] = &[
+    // A short final trial: the figures rest on it, under any cap.
+    "--final-trial",
+    "1",
     "--sizes",
     "64,256",
     "--trial",
@@ -365,6 +368,8 @@ const L2_SHORT: &[&str] = &[
     "64",
     "--trial",
     "0.2",
+    "--final-trial",
+    "1",
     "--no-report",
     "--no-history",
 ];

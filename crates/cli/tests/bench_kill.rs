@@ -559,8 +559,10 @@ fn proven(
 /// The bench's arguments: one frame size and no frame loss or
 /// back-to-back procedures keep a DuT to a few seconds, so that the third
 /// DuT is reached soon; throughput and latency trials remain.
-const BENCH: [&str; 15] = [
+const BENCH: [&str; 17] = [
     "bench",
+    "--final-trial",
+    "0",
     "--sizes",
     "64",
     "--trial",

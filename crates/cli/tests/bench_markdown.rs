@@ -20,6 +20,8 @@ fn the_run_writes_its_own_section_from_its_figures() {
     let (md_s, json_s) = (md.to_str().unwrap(), json.to_str().unwrap());
     let args = [
         "bench",
+        "--final-trial",
+        "1",
         "--dut",
         "linux-bridge",
         "--sizes",

@@ -23,6 +23,8 @@ fn a_stalled_generator_makes_an_invalid_repeated_trial_never_a_pass() {
     let child = Command::new(EXE)
         .args([
             "bench",
+            "--final-trial",
+            "0",
             "--dut",
             "linux-bridge",
             "--sizes",

@@ -408,7 +408,11 @@ pub(super) mod tests {
 
     pub(in super::super) fn cfg() -> Rfc2544Bench {
         Rfc2544Bench {
-            procedures: Rfc2544Config::default(),
+            // As `linerate bench` runs it: final trials on.
+            procedures: Rfc2544Config {
+                final_trial: Some(crate::bench::rfc2544::DEFAULT_FINAL_TRIAL),
+                ..Rfc2544Config::default()
+            },
             gen_cpu: 0,
             dut_cpu: 1,
             flows: 1,

@@ -118,7 +118,7 @@ impl Default for Rfc2544Config {
             latency: true,
             latency_trials: 1,
             settle: Duration::ZERO,
-            final_trial: Some(DEFAULT_FINAL_TRIAL),
+            final_trial: None,
             frame_loss_sizes: vec![64],
             frame_loss_step: 0.1,
             back_to_back_sizes: vec![64],

@@ -278,7 +278,15 @@ pub fn finish_size(
             .iter()
             .map(|&i| &r.trials[i])
             .any(|x| passes_pdr(x, cfg) && rate_of(x) >= pdr * (1.0 - cfg.resolution));
-        if by_ndr || pdr <= ndr * (1.0 + cfg.resolution) {
+        // The NDR's final trials ended on one the bed could not run
+        // validly: the PDR's would too (unconfirmed, not tried).
+        let bed_stopped = got.is_none()
+            && r.final_trials
+                .last()
+                .is_some_and(|&i| bed_bound(&r.trials[i]));
+        if bed_stopped {
+            r.pdr_confirmed = Some(false);
+        } else if by_ndr || pdr <= ndr * (1.0 + cfg.resolution) {
             r.pdr_confirmed = r.ndr_confirmed.map(|c| c || by_ndr);
             if by_ndr || got.is_some() {
                 r.pdr_trial_s = d.as_secs_f64();
