@@ -264,8 +264,19 @@ fn latency_cell(run: &Value, s: &Value) -> String {
         f(&l["p50_ns"]).unwrap_or(0.0),
         f(&l["p99_ns"]).unwrap_or(0.0),
     );
-    let minus = empty_p50(run, &s["frame_size"])
-        .map_or(String::new(), |b| format!(" ({:+.1})", (p50 - b) / 1e3));
+    // The row's own baseline (the empty bed at its rate and size), named;
+    // an older run's JSON has none: the empty bed's at the size.
+    let b = &s["latency_baseline"];
+    let minus = match (f(&b["p50_ns"]), f(&b["rate_pps"])) {
+        (Some(base), Some(rate)) => format!(
+            " ({:+.1}; empty bed {:.1} at {:.3} Mpps)",
+            (p50 - base) / 1e3,
+            base / 1e3,
+            rate / 1e6
+        ),
+        _ => empty_p50(run, &s["frame_size"])
+            .map_or(String::new(), |b| format!(" ({:+.1})", (p50 - b) / 1e3)),
+    };
     format!("{:.1} / {:.1}{minus}", p50 / 1e3, p99 / 1e3)
 }
 
@@ -368,8 +379,9 @@ pub fn rfc2544(run: &Value, command: &str, report: Option<&str>) -> String {
          core); the NDR and the PDR are bounds each on its own. Every other DuT forwards on its \
          own core: the user-space DuTs are pinned there and RPS steers the kernel's work on what \
          d0 receives there. Latency is one-way at the NDR, p50 / p99 in us, and in brackets the \
-         p50 minus the empty bed's (the generator's frames straight into the sink, no DuT: what \
-         the measurement adds). Frames are verified: the sink counts only the trial's own tagged \
+         p50 minus the empty bed's measured at the row's own rate and size (the generator's \
+         frames straight into the sink, no DuT: what the measurement adds; a stamped frame \
+         leaves at once, never waiting for the generator's batch). Frames are verified: the sink counts only the trial's own tagged \
          frames, each once. A trial counts only when valid (the rules are under \"valid \
          trials\" above); an invalid one is repeated, and one still invalid counts as a fail. \
          The last column counts the kernel's disagreements.\n\n"
@@ -816,6 +828,22 @@ fn findings(o: &mut String, run: &Value, zs: &[Value]) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A latency row subtracts the empty bed measured at its own rate and
+    /// says so; an older JSON without one falls back to the size's.
+    #[test]
+    fn a_latency_row_subtracts_its_own_baseline() {
+        let run = json!({"empty_bed": [{"frame_size": 64,
+            "trial": {"latency": {"samples": 10, "p50_ns": 500.0}}}]});
+        let mut s = json!({"frame_size": 64, "latency_trial": 0,
+            "trials": [{"latency": {"samples": 10, "p50_ns": 40500.0, "p99_ns": 50000.0}}],
+            "latency_baseline": {"rate_pps": 9.6e5, "p50_ns": 300.0, "p99_ns": 400.0,
+                                 "gen_batch": 4}});
+        let c = latency_cell(&run, &s);
+        assert_eq!(c, "40.5 / 50.0 (+40.2; empty bed 0.3 at 0.960 Mpps)");
+        s["latency_baseline"] = Value::Null;
+        assert_eq!(latency_cell(&run, &s), "40.5 / 50.0 (+40.0)");
+    }
 
     fn trial(invalid: &[&str], repeated: bool, foreign: u64) -> Value {
         json!({"invalid": invalid, "repeated": repeated,

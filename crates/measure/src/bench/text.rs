@@ -73,15 +73,26 @@ pub fn rfc2544(
         "vs bridge"
     )?;
     // The measurement's own share of a p50: " (p50 minus the empty bed's)".
-    let minus_empty = |size: u32, l: &super::rfc2544::Latency| {
-        empty
-            .iter()
-            .find(|e| e.frame_size == size)
-            .and_then(|e| e.trial.latency.as_ref())
-            .map_or(String::new(), |b| {
-                format!(" ({:+.1})", (l.p50_ns - b.p50_ns) / 1e3)
-            })
-    };
+    // The row's own baseline (the empty bed at the row's rate and size),
+    // shown with what it is; without one, the empty bed's at the size.
+    let minus_empty =
+        |size: u32, l: &super::rfc2544::Latency, base: Option<&super::rfc2544::Baseline>| {
+            if let Some(b) = base {
+                return format!(
+                    " ({:+.1} = minus {:.1} of the empty bed at {:.3} Mpps)",
+                    (l.p50_ns - b.p50_ns) / 1e3,
+                    b.p50_ns / 1e3,
+                    b.rate_pps / 1e6
+                );
+            }
+            empty
+                .iter()
+                .find(|e| e.frame_size == size)
+                .and_then(|e| e.trial.latency.as_ref())
+                .map_or(String::new(), |b| {
+                    format!(" ({:+.1})", (l.p50_ns - b.p50_ns) / 1e3)
+                })
+        };
     // The bridge's NDR at a size: the ratio to it is a bound when either
     // figure is one.
     let bridge = |size: u32, dir: Direction| {
@@ -137,7 +148,7 @@ pub fn rfc2544(
                         "{:.1}/{:.1}{}",
                         l.p50_ns / 1e3,
                         l.p99_ns / 1e3,
-                        minus_empty(s.frame_size, l)
+                        minus_empty(s.frame_size, l, s.latency_baseline.as_ref())
                     )
                 })
                 .unwrap_or_else(|| "-".into());
@@ -198,7 +209,7 @@ pub fn rfc2544(
             else {
                 continue;
             };
-            let own = minus_empty(s.frame_size, l);
+            let own = minus_empty(s.frame_size, l, s.common_latency_baseline.as_ref());
             let bad = s
                 .common_latency_trials
                 .iter()

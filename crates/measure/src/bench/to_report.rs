@@ -209,7 +209,7 @@ pub fn report_data(
             "search step (Mpps)",
             "top speed offered / forwarded (Mpps)",
             "latency p50 / p99 / max (us)",
-            "p50 minus the empty bed's (us)",
+            "p50 minus the empty bed's at the row's rate (us)",
             "kernel check",
             "trials (invalid)",
             "notes",
@@ -573,6 +573,15 @@ fn summary_row(r: &Rfc2544Result, s: &SizeResult, empty: &[super::EmptyBed]) -> 
         .latency()
         .filter(|l| l.samples > 0)
         .and_then(|l| {
+            // The row's own baseline (the empty bed at its rate), named.
+            if let Some(b) = &s.latency_baseline {
+                return Some(format!(
+                    "{:+.1} (empty bed {} at {:.3} Mpps)",
+                    (l.p50_ns - b.p50_ns) / 1e3,
+                    us(b.p50_ns),
+                    b.rate_pps / 1e6
+                ));
+            }
             let e = empty.iter().find(|e| e.frame_size == s.frame_size)?;
             let b = e.trial.latency.as_ref()?;
             Some(format!("{:+.1}", (l.p50_ns - b.p50_ns) / 1e3))
