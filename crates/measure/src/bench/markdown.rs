@@ -447,7 +447,16 @@ pub fn rfc2544(run: &Value, command: &str, report: Option<&str>) -> String {
             .iter()
             .map(|s| s["trials"].as_array().map_or(0, |t| t.len()))
             .sum();
-        row.push(f(&r["throughput_spread"]).map_or("-".into(), |v| format!("±{:.1} %", v * 100.0)));
+        // This run's alone (no earlier run here): it cannot know how far
+        // a re-run moves, and says so.
+        let only = if r["throughput_spread_history"].is_null() {
+            " (this run only)"
+        } else {
+            ""
+        };
+        row.push(
+            f(&r["throughput_spread"]).map_or("-".into(), |v| format!("±{:.1} %{only}", v * 100.0)),
+        );
         row.push(size_of(run, &name, &lat_size).map_or("-".into(), |s| latency_cell(run, s)));
         row.push(if dis == 0 {
             "agrees".into()
@@ -910,7 +919,7 @@ mod tests {
         // Median with min-max, one figure where the searches agree; the
         // latency minus the empty bed's; the skipped DuT's status.
         assert!(m.contains(
-            "| linux-bridge | 0.539 (0.520-0.558) / - | 0.947 / - | ±35.4 % | 20.0 / 90.0 (+19.5) | agrees |"
+            "| linux-bridge | 0.539 (0.520-0.558) / - | 0.947 / - | ±35.4 % (this run only) | 20.0 / 90.0 (+19.5) | agrees |"
         ), "{m}");
         assert!(m.contains("| linerate-xdp | >=4.190 / - | - | - |"), "{m}");
         assert!(m.contains("| ovs-afxdp | skipped: not installed |"), "{m}");

@@ -252,8 +252,16 @@ pub fn rfc2544(
     let spreads: Vec<String> = results
         .iter()
         .filter_map(|r| {
-            r.throughput_spread
-                .map(|x| format!("{} ±{:.1} %", row_label(r), x * 100.0))
+            // Without an earlier run here the spread is this run's alone,
+            // which cannot know how far a re-run moves: said beside it.
+            r.throughput_spread.map(|x| {
+                let only = if r.throughput_spread_history.is_none() {
+                    " (this run only: a re-run may move further)"
+                } else {
+                    ""
+                };
+                format!("{} ±{:.1} %{only}", row_label(r), x * 100.0)
+            })
         })
         .collect();
     if !spreads.is_empty() {

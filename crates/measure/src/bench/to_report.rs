@@ -459,9 +459,14 @@ pub fn report_data(
         .filter_map(|r| {
             r.throughput_spread.map(|x| {
                 let n = r.sizes.iter().map(|s| s.searches.len()).max().unwrap_or(0);
+                let only = if r.throughput_spread_history.is_none() {
+                    " (this run only)"
+                } else {
+                    ""
+                };
                 vec![
                     row_label(r),
-                    pct(Some(x)),
+                    format!("{}{only}", pct(Some(x))),
                     pct(r.throughput_spread_own),
                     pct(r.throughput_spread_history),
                     n.to_string(),
