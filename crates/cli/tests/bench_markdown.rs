@@ -66,7 +66,7 @@ fn the_run_writes_its_own_section_from_its_figures() {
         "{m}"
     );
     assert!(
-        m.contains(&format!("| linux-bridge | {:.3} |", tp / 1e6)),
+        m.contains(&format!("| linux-bridge | {:.3}", tp / 1e6)),
         "{tp}\n{m}"
     );
     assert!(m.contains("`--no-history`"), "{m}");

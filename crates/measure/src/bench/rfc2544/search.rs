@@ -22,6 +22,10 @@ pub(super) fn search(
                               // sink side dropped, the counters disagreed), so nothing says the DuT
                               // fails there, and a result under it is a lower bound.
     let mut hi_bed = !r.trials[probe].invalid.is_empty();
+    // The lowest rate the DuT itself failed (a valid trial): a bed's bound
+    // under it by no more than the resolution makes no lower bound (the
+    // DuT's limit is known to the search's precision).
+    let mut dut_fail = if hi_bed { f64::INFINITY } else { hi };
     let mut s = Search {
         throughput_pps: 0.0,
         lowest_fail_pps: Some(hi),
@@ -112,6 +116,9 @@ pub(super) fn search(
         } else {
             hi = c;
             hi_bed = bed;
+            if !bed {
+                dut_fail = dut_fail.min(c);
+            }
             next = if lo == 0.0 {
                 // Nothing passed yet. After the search's first fail, which
                 // offered just under the overload forwarding rate and lost
@@ -138,7 +145,7 @@ pub(super) fn search(
     // Converged: the bounds met the resolution, or the DuT forwards next to
     // nothing (an empty search, said as such in the summary).
     s.converged = hi - lo <= cfg.resolution * hi || hi < floor;
-    s.generator_limited = lo > 0.0 && hi_bed;
+    s.generator_limited = lo > 0.0 && hi_bed && dut_fail > hi * (1.0 + cfg.resolution);
     partial_drop_rate(cfg, t, r, &mut s, rep, progress)?;
     Ok(s)
 }
@@ -243,7 +250,10 @@ pub(super) fn partial_drop_rate(
     s.pdr_lowest_fail_pps = hi;
     // No fail above it, or only the bed's: a lower bound (the probe at the
     // top speed lost no more than the PDR's loss: the top speed is ">=").
-    s.pdr_generator_limited = lo > 0.0 && (hi.is_none() || hi_bed);
+    // (A DuT's fail within a resolution above a bed's bound: the DuT's
+    // limit is known to the search's precision, no bound.)
+    let dut_near = dut_hi.is_some_and(|d| hi.is_some_and(|h| d <= h * (1.0 + cfg.resolution)));
+    s.pdr_generator_limited = lo > 0.0 && (hi.is_none() || (hi_bed && !dut_near));
     Ok(())
 }
 
