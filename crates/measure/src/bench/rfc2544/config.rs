@@ -132,9 +132,9 @@ impl Default for Rfc2544Config {
 
 /// The final trial's length by default: long enough that a DuT's rings
 /// (thousands of frames: milliseconds at these rates) cannot hide a
-/// backlog, short enough that the README's main command stays near 15
-/// minutes (FD.io CSIT uses 30 s, RFC 2544 suggests 60 for a formal
-/// result: `--final-trial 60`).
+/// backlog, short enough for the README's main command (28 min with it on
+/// 2 AMD EPYC vCPUs; FD.io CSIT uses 30 s, RFC 2544 suggests 60 for a
+/// formal result: `--final-trial 60`).
 pub const DEFAULT_FINAL_TRIAL: Duration = Duration::from_secs(10);
 
 /// The partial-drop rate's loss ratio by default (FD.io CSIT's PDR).
