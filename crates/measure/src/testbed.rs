@@ -496,13 +496,27 @@ impl VethXdpErrors {
 /// a thread in that namespace). None: ethtool cannot run, or the interface
 /// has no such counters (not a veth).
 pub fn veth_xdp_errors(ns: &str, ifname: &str) -> Option<VethXdpErrors> {
-    let out = in_netns(ns, || Command::new("ethtool").args(["-S", ifname]).output())
-        .ok()?
-        .ok()?;
-    if !out.status.success() {
+    use crate::pgroup::{run_bounded, scratch_file, Ended};
+    use std::io::{Read, Seek};
+    // Bounded like every command the bench runs: ethtool is not expected
+    // to hang, but the bench never waits forever on another process.
+    let mut out = scratch_file().ok()?;
+    let ended = in_netns(ns, || {
+        run_bounded(
+            Command::new("ethtool").args(["-S", ifname]),
+            &out,
+            std::time::Duration::from_secs(5),
+        )
+    })
+    .ok()?
+    .ok()?;
+    if !matches!(ended, Ended::Exited(st) if st.success()) {
         return None;
     }
-    parse_veth_xdp_errors(&String::from_utf8_lossy(&out.stdout))
+    let mut text = String::new();
+    out.rewind().ok()?;
+    out.read_to_string(&mut text).ok()?;
+    parse_veth_xdp_errors(&text)
 }
 
 fn parse_veth_xdp_errors(text: &str) -> Option<VethXdpErrors> {

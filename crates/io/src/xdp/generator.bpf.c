@@ -168,9 +168,9 @@ int xdp_gen(struct xdp_md *ctx)
 	struct gen_pace *pc = bpf_map_lookup_elem(&gen_pace, &k);
 	if (!cfg || !st || !pc)
 		return XDP_ABORTED;
-	__u32 sb = cfg->stamp_batch;
+	// The run's place in its kernel batch (tested only where a frame may
+	// be stamped: no division on the other runs).
 	__u64 pos = st->batch_pos++;
-	int batch_end = sb <= 1 || pos % sb == sb - 1;
 	if (pc->on) {
 		__u64 done = *(volatile __u64 *)&pc->sent;
 		if (done >= pc->limit)
@@ -318,7 +318,8 @@ int xdp_gen(struct xdp_md *ctx)
 		__u32 every = cfg->tag_every;
 		__u64 t = 0;
 		st->runs = n + 1;
-		if (batch_end && (every <= 1 || seq % every == 0))
+		__u32 sb = cfg->stamp_batch;
+		if ((every <= 1 || seq % every == 0) && (sb <= 1 || pos % sb == sb - 1))
 			t = __builtin_bswap64(bpf_ktime_get_ns());
 		__builtin_memcpy(p + 10, &t, 8);
 		return XDP_TX;
