@@ -18,7 +18,7 @@
 //! ([`super::rfc2544::Verification`]).
 
 use super::rfc2544::{
-    KernelCheck, Latency, MaxRate, TrialRecord, TrialSpec, Trials, Verification, LATENCY_MAX_LAG,
+    max_lag, KernelCheck, Latency, MaxRate, TrialRecord, TrialSpec, Trials, Verification,
 };
 use crate::testbed::{
     iface_stats, in_netns, veth_xdp_errors, FrameAddrs, IfaceStats, Testbed, VethXdpErrors,
@@ -529,9 +529,10 @@ impl Trials for BedTrials<'_> {
                 pps: s.rate_pps,
                 frames: s.frames,
                 duration: spec.duration,
-                // Latency trials keep an even load: a late generator leaves
-                // a gap, not a catch-up burst that would queue in the DuT.
-                max_lag: spec.latency.then_some(LATENCY_MAX_LAG),
+                // A late generator leaves a gap, not a catch-up burst that
+                // would queue in the DuT: latency trials past 20 us, the
+                // others past half of what the smallest ring absorbs.
+                max_lag: max_lag(spec),
             })?;
         }
         let mut gens = Vec::with_capacity(n);

@@ -40,9 +40,11 @@
 //! frames are not counted); a paced trial offered at least
 //! (1 - [`OFFERED_TOLERANCE`]) of the requested rate, and its generator
 //! never fell further behind its schedule than the DuT's rings can absorb
-//! ([`LATE_BUDGET_FRAMES`] frames: the catch-up leaves as one burst;
-//! latency trials do not catch up: past [`LATENCY_MAX_LAG`] the schedule
-//! slips, and the gaps may take at most [`SLIP_TOLERANCE`] of the trial); the
+//! ([`LATE_BUDGET_FRAMES`] frames: the catch-up leaves as one burst); a
+//! generator later than that does not catch up: its schedule slips
+//! ([`max_lag`]: past half the budget, latency trials past
+//! [`LATENCY_MAX_LAG`]) and the gaps may take at most [`OFFERED_TOLERANCE`]
+//! of the trial ([`SLIP_TOLERANCE`] for latency trials); the
 //! kernel's counters of g0, d0, d1 and s0 agree with ours within
 //! [`KERNEL_TOLERANCE_PCT`]; a trial that lost frames had none dropped on
 //! the sink side, between the DuT and the sink's count (the bed's loss,

@@ -81,7 +81,7 @@ pub fn size_notes(s: &SizeResult) -> Vec<String> {
     let fin = |c: Option<bool>, what: &str, now: Option<f64>, was: Option<f64>| {
         match (c, now, was) {
         (Some(false), _, Some(w)) => Some(format!(
-            "no final trial passed at the {what} of the searches ({}) or {FINAL_STEPS} steps under it: the {what} rests on the search's {:.1} s trials, unconfirmed",
+            "no final trial passed at the {what} of the searches ({}) or the steps under it ({FINAL_STEPS} steps, {FINAL_TRIALS_PER_SIZE} final trials a size at most): the {what} rests on the search's {:.1} s trials, unconfirmed",
             mpps(w),
             s.ndr_trial_s
         )),

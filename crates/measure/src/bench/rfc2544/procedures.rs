@@ -263,7 +263,8 @@ pub fn finish_size(
         let pdr = r.pdr_pps.unwrap_or(ndr).max(ndr);
         let first = r.final_trials.len();
         let pass_ndr = |x: &TrialRecord| passes(x, cfg);
-        let (got, dut_failed) = step_down(cfg, t, r, d, ndr, 0.0, &pass_ndr, "NDR", progress)?;
+        let (got, dut_failed) =
+            step_down(cfg, t, r, d, ndr, 0.0, &pass_ndr, "NDR", first, progress)?;
         r.ndr_confirmed = Some(got.is_some());
         if let Some(v) = got {
             r.throughput_pps = Some(v);
@@ -272,12 +273,32 @@ pub fn finish_size(
             r.generator_limited &= !dut_failed;
         }
         let ndr = r.throughput_pps.unwrap_or(ndr);
+        let finals = || {
+            r.final_trials[first..]
+                .iter()
+                .map(|&i| &r.trials[i])
+                .filter(|x| !x.repeated)
+        };
+        // The highest of the NDR's final trials that lost no more than the
+        // PDR's loss: the PDR is at least that, confirmed at length.
+        let pdr_seen = finals()
+            .filter(|x| passes_pdr(x, cfg))
+            .map(rate_of)
+            .reduce(f64::max);
+        // A final trial the generator could not keep up (offered short
+        // over its span, gaps included): the PDR's start no higher than
+        // the step under what it sustained.
+        let bed_ceiling = finals()
+            .filter(|x| bed_bound(x) && x.sustained_pps() < rate_of(x) * (1.0 - OFFERED_TOLERANCE))
+            .map(|x| x.sustained_pps() * (1.0 - cfg.resolution))
+            .reduce(f64::min);
+        let pdr = match bed_ceiling {
+            Some(c) if c < pdr => c.max(ndr),
+            _ => pdr,
+        };
         // A final trial already run at the PDR (or within a resolution
         // under it) that lost no more than the PDR's loss confirms it.
-        let by_ndr = r.final_trials[first..]
-            .iter()
-            .map(|&i| &r.trials[i])
-            .any(|x| passes_pdr(x, cfg) && rate_of(x) >= pdr * (1.0 - cfg.resolution));
+        let by_ndr = pdr_seen.is_some_and(|v| v >= pdr * (1.0 - cfg.resolution));
         // The NDR's final trials ended on one the bed could not run
         // validly: the PDR's would too (unconfirmed, not tried).
         let bed_stopped = got.is_none()
@@ -291,27 +312,37 @@ pub fn finish_size(
             if by_ndr || got.is_some() {
                 r.pdr_trial_s = d.as_secs_f64();
             }
-            r.pdr_pps = Some(pdr.max(ndr));
+            let seen = pdr_seen.filter(|_| by_ndr).unwrap_or(pdr);
+            r.pdr_pps = Some(pdr.min(seen).max(ndr));
             r.pdr_generator_limited &= r.generator_limited || by_ndr;
         } else {
             let pass_pdr = |x: &TrialRecord| passes_pdr(x, cfg);
-            let floor = if got.is_some() { ndr } else { 0.0 };
-            let (gotp, failed) = step_down(cfg, t, r, d, pdr, floor, &pass_pdr, "PDR", progress)?;
-            match gotp {
-                Some(v) => {
+            // Never under what a final trial already confirmed.
+            let known = match (got, pdr_seen) {
+                (Some(_), Some(v)) => Some(v.max(ndr)),
+                (Some(_), None) => Some(ndr),
+                (None, v) => v,
+            };
+            let floor = known.unwrap_or(0.0);
+            let (gotp, failed) =
+                step_down(cfg, t, r, d, pdr, floor, &pass_pdr, "PDR", first, progress)?;
+            match (gotp, known) {
+                (Some(v), _) => {
                     r.pdr_confirmed = Some(true);
                     r.pdr_pps = Some(v);
                     r.pdr_trial_s = d.as_secs_f64();
                     r.pdr_generator_limited &= !failed;
                 }
-                // Stepped to the NDR: the confirmed NDR passes the PDR too.
-                None if got.is_some() => {
+                // Stepped to (or ran out of final trials above) a rate a
+                // final trial passed the PDR at: the NDR's, or one of its
+                // steps that lost no more than the PDR's loss.
+                (None, Some(v)) => {
                     r.pdr_confirmed = Some(true);
-                    r.pdr_pps = Some(ndr);
+                    r.pdr_pps = Some(v);
                     r.pdr_trial_s = d.as_secs_f64();
                     r.pdr_generator_limited = r.generator_limited;
                 }
-                None => r.pdr_confirmed = Some(false),
+                (None, None) => r.pdr_confirmed = Some(false),
             }
         }
     }

@@ -165,14 +165,55 @@ pub const LATE_BUDGET_FRAMES: f64 = 2048.0;
 /// others, for every DuT alike. 20 us: a burst of at most 20 us of frames.
 pub const LATENCY_MAX_LAG: Duration = Duration::from_micros(20);
 
-/// A trial whose generator's schedule slipped (the gaps it left, see
-/// [`TrialRecord::gen_slipped_us`]) for more than this fraction of the
+/// A latency trial whose generator's schedule slipped (the gaps it left,
+/// see [`TrialRecord::gen_slipped_us`]) for more than this fraction of the
 /// time its frames took to leave is invalid: too little of it was at the
 /// asked load.
 pub const SLIP_TOLERANCE: f64 = 0.1;
 
+/// Throughput trials: a frame more than this fraction of
+/// [`LATE_BUDGET_FRAMES`]' time late makes the schedule slip instead of
+/// catching up (so no catch-up burst is larger than half the budget: a
+/// 10 s trial on the 2-CPU bed has the generator preempted for 4-7 ms now
+/// and then, more than the budget at most rates, and every one of them
+/// was invalid when it caught up). Its gaps count against the offered
+/// load: over the trial's span, gaps included, it must offer at least
+/// (1 - [`OFFERED_TOLERANCE`]) of the rate asked (a gap rests the DuT: a
+/// tenth of the time in gaps would pass a DuT ~10 % over its rate).
+pub const THROUGHPUT_LAG_SHARE: f64 = 0.5;
+
+/// How late a frame of a trial at `spec` may leave before the generator's
+/// schedule slips (the generator's `set_max_lag`);
+/// None: it catches up (a probe at the top speed).
+pub fn max_lag(spec: &TrialSpec) -> Option<Duration> {
+    if spec.latency {
+        return Some(LATENCY_MAX_LAG);
+    }
+    if spec.procedure == Procedure::Probe {
+        return None;
+    }
+    spec.rate_pps
+        .filter(|&r| r > 0.0)
+        .map(|r| Duration::from_secs_f64(THROUGHPUT_LAG_SHARE * LATE_BUDGET_FRAMES / r))
+}
+
+/// The share of its sending time a trial's schedule may have slipped.
+pub fn slip_tolerance(spec: &TrialSpec) -> f64 {
+    if spec.latency {
+        SLIP_TOLERANCE
+    } else {
+        OFFERED_TOLERANCE
+    }
+}
+
 /// Most steps down of a final trial that failed at a search's result.
 pub const FINAL_STEPS: usize = 5;
+
+/// Most final trials a size runs for its NDR and PDR together, repeats
+/// included (each costs the final length: a DuT that loses a little at
+/// every rate in a long trial, as a packet socket's on a preempted CPU
+/// does, would otherwise step the whole way down twice).
+pub const FINAL_TRIALS_PER_SIZE: usize = 4;
 
 /// Most repeats of an invalid trial; one still invalid counts as a fail.
 pub const INVALID_REPEATS: usize = 2;
@@ -468,6 +509,17 @@ impl TrialRecord {
         }
     }
 
+    /// What the generator kept up over the trial's span, its schedule's
+    /// gaps included (frames/s): `offered_pps` leaves the gaps out.
+    pub fn sustained_pps(&self) -> f64 {
+        let span = self.tx_seconds + self.gen_slipped_us / 1e6;
+        if span > 0.0 {
+            self.sent as f64 / span
+        } else {
+            0.0
+        }
+    }
+
     /// Judge the trial's validity (see the module documentation): fills
     /// `invalid` with the reasons, in words.
     pub fn validate(&mut self, spec: &TrialSpec) {
@@ -504,12 +556,13 @@ impl TrialRecord {
                 ));
             }
         }
-        if self.gen_slipped_us > SLIP_TOLERANCE * self.tx_seconds * 1e6 {
+        let slip = slip_tolerance(spec);
+        if self.gen_slipped_us > slip * self.tx_seconds * 1e6 {
             why.push(format!(
                 "the generator's schedule slipped {:.1} ms in {} gaps ({:.0} % of {:.1} ms allowed)",
                 self.gen_slipped_us / 1e3,
                 self.gen_slips,
-                SLIP_TOLERANCE * 100.0,
+                slip * 100.0,
                 self.tx_seconds * 1e3
             ));
         }

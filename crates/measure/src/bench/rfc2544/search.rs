@@ -258,7 +258,9 @@ pub(super) fn partial_drop_rate(
 }
 
 /// Trials of length `d` from `rate` down until one passes `ok` (at most
-/// [`FINAL_STEPS`] steps, never under `floor`): after a valid fail, the
+/// [`FINAL_STEPS`] steps, never under `floor`, and no trial once the size
+/// has [`FINAL_TRIALS_PER_SIZE`] final trials from `first` on; a small
+/// loss is repeated once in all): after a valid fail, the
 /// next rate is under what that trial forwarded (a long trial's
 /// forwarding rate is the DuT's sustained one: a short search's result
 /// that rested on a ring's depth comes down in a step or two, not a
@@ -275,6 +277,7 @@ pub(super) fn step_down(
     floor: f64,
     ok: &dyn Fn(&TrialRecord) -> bool,
     what: &str,
+    first: usize,
     progress: Progress,
 ) -> Result<(Option<f64>, bool), String> {
     let long = Rfc2544Config {
@@ -284,11 +287,22 @@ pub(super) fn step_down(
     let mut dut_failed = false;
     // A small loss (a stall of the machine in a long trial) is repeated
     // once at the same rate unless strict, as in the search (MLRsearch's
-    // goal exceed ratio applies to its final trials too).
+    // goal exceed ratio applies to its final trials too); once per
+    // step-down, not per step: a loss that comes back is the DuT's.
     let mut retry = !cfg.strict;
     let mut steps = 0;
+    let spent = |r: &SizeResult| r.final_trials.len().saturating_sub(first);
     while steps <= FINAL_STEPS {
         if t.stopped() || rate < floor.max(1.0) {
+            break;
+        }
+        if spent(r) >= FINAL_TRIALS_PER_SIZE {
+            progress(
+                r.frame_size,
+                &format!(
+                    "{what}: {FINAL_TRIALS_PER_SIZE} final trials run for this size: unconfirmed"
+                ),
+            );
             break;
         }
         let label = format!(
@@ -301,7 +315,7 @@ pub(super) fn step_down(
         // machine a 10 s trial's generator now and then falls behind once,
         // and each repeat costs the final length.
         let mut rec = t.trial(&ts)?;
-        if !rec.invalid.is_empty() && !t.stopped() {
+        if !rec.invalid.is_empty() && !t.stopped() && spent(r) + 1 < FINAL_TRIALS_PER_SIZE {
             progress(
                 r.frame_size,
                 &format!("{label}: invalid ({}): repeated", rec.invalid.join("; ")),
@@ -320,7 +334,7 @@ pub(super) fn step_down(
                 if pass { "pass" } else { "fail" }
             ),
         );
-        let (fwd, offered, bed) = (rec.forwarded_pps, rec.offered_pps, bed_bound(&rec));
+        let (fwd, offered, bed) = (rec.forwarded_pps, rec.sustained_pps(), bed_bound(&rec));
         let small = !bed && rec.sent > 0 && rec.loss_ratio < SMALL_LOSS;
         if !pass && small && retry {
             retry = false;
@@ -339,11 +353,11 @@ pub(super) fn step_down(
             return Ok((Some(rate), dut_failed));
         }
         steps += 1;
-        retry = !cfg.strict;
         dut_failed |= !bed;
         // Still invalid for the bed's reasons other than an offer short of
-        // the rate (the generator fell behind, the sink side dropped): a
-        // lower rate would not make the bed cleaner. Unconfirmed.
+        // the rate, gaps included (the generator fell behind, the sink side
+        // dropped): a lower rate would not make the bed cleaner.
+        // Unconfirmed.
         if bed && offered >= rate * (1.0 - OFFERED_TOLERANCE) {
             progress(
                 r.frame_size,

@@ -572,7 +572,7 @@ fn a_ring_that_absorbs_short_trials_does_not_set_the_ndr() {
     assert_eq!(r[0].ndr_confirmed, Some(true));
     assert_eq!(r[0].pdr_confirmed, Some(true));
     assert_eq!((r[0].ndr_trial_s, r[0].pdr_trial_s), (10.0, 10.0));
-    assert!(r[0].final_trials.len() <= 2 * (FINAL_STEPS + 1));
+    assert!(r[0].final_trials.len() <= FINAL_TRIALS_PER_SIZE);
     let steps_ndr = r[0]
         .final_trials
         .iter()
@@ -1270,4 +1270,158 @@ fn offered_short_duplicates_and_more_received_than_sent_never_pass() {
         more.invalid
     );
     assert!(!passes(&more, &cfg));
+}
+
+#[test]
+fn a_throughput_trial_slips_instead_of_catching_up_and_its_gaps_count() {
+    let cfg = search_only(vec![64], 1);
+    let tput = spec(64, Procedure::Throughput, Some(1e6), &cfg);
+    // Half the budget's time at the rate: a catch-up of at most 1024 frames.
+    let lag = max_lag(&tput).unwrap().as_secs_f64();
+    assert!((lag - 0.5 * LATE_BUDGET_FRAMES / 1e6).abs() < 1e-9, "{lag}");
+    let lat = TrialSpec {
+        latency: true,
+        ..spec(64, Procedure::Latency, Some(1e6), &cfg)
+    };
+    assert_eq!(max_lag(&lat), Some(LATENCY_MAX_LAG));
+    assert_eq!(max_lag(&spec(64, Procedure::Probe, None, &cfg)), None);
+    // 1 s of frames; 5 ms of gaps (0.5 %) pass, 15 ms (1.5 %) do not: a
+    // gap rests the DuT, so a throughput trial's gaps are held to the
+    // offered load's tolerance, not the latency trials' 10 %.
+    let mut rec = TrialRecord::new(&tput, 1_000_000, 1_000_000, 1.0);
+    rec.kernel.agrees = true;
+    rec.gen_slipped_us = 5_000.0;
+    rec.gen_slips = 1;
+    rec.validate(&tput);
+    assert!(rec.invalid.is_empty(), "{:?}", rec.invalid);
+    rec.gen_slipped_us = 15_000.0;
+    rec.validate(&tput);
+    assert_eq!(rec.invalid.len(), 1, "{:?}", rec.invalid);
+    assert!(
+        rec.invalid[0].contains("slipped 15.0 ms"),
+        "{:?}",
+        rec.invalid
+    );
+    // What it sustained over its span, gaps included.
+    assert!((rec.sustained_pps() - 1e6 / 1.015).abs() < 1.0);
+    // The same gaps in a latency trial pass.
+    rec.validate(&lat);
+    assert!(rec.invalid.is_empty(), "{:?}", rec.invalid);
+}
+
+/// The model, but a generator that keeps up at most `sustain` frames/s
+/// over trials of a second or more: its schedule slips (gaps) for the
+/// rest of the time.
+struct SlowLong {
+    m: Model,
+    sustain: f64,
+}
+
+impl Trials for SlowLong {
+    fn trial(&mut self, s: &TrialSpec) -> Result<TrialRecord, String> {
+        let mut rec = self.m.trial(s)?;
+        let r = s.rate_pps.unwrap_or(0.0);
+        if s.duration >= Duration::from_secs(1) && r > self.sustain {
+            let n = rec.sent as f64;
+            rec.gen_slipped_us = (n / self.sustain - n / r) * 1e6;
+            rec.gen_slips = 10;
+            rec.validate(s);
+        }
+        Ok(rec)
+    }
+}
+
+#[test]
+fn a_final_trial_the_generator_cannot_keep_up_steps_under_what_it_sustained() {
+    // The DuT forwards 5 Mpps, the generator offers 4 in short trials and
+    // keeps up 3.5 in long ones: the NDR is confirmed under 3.5, still a
+    // bound (the DuT never lost).
+    let cfg = Rfc2544Config {
+        final_trial: Some(Duration::from_secs(1)),
+        ..search_only(vec![64], 1)
+    };
+    let mut t = SlowLong {
+        m: Model::new(5e6, 0.0, 4e6),
+        sustain: 3.5e6,
+    };
+    let r = run(&cfg, &mut t, &mut |_, _| {}).unwrap();
+    let ndr = r[0].throughput_pps.unwrap();
+    assert_eq!(r[0].ndr_confirmed, Some(true), "{:?}", r[0].final_trials);
+    assert!(
+        ndr <= 3.5e6 && ndr >= 3.5e6 * (1.0 - 2.0 * cfg.resolution),
+        "{ndr}"
+    );
+    assert!(r[0].generator_limited);
+    // The first final trial was invalid for its gaps, and repeated.
+    let first = &r[0].trials[r[0].final_trials[0]];
+    assert!(
+        first.invalid.iter().any(|w| w.contains("slipped")),
+        "{:?}",
+        first.invalid
+    );
+    // Invalid, its repeat, the pass under what it sustained; the PDR (4
+    // Mpps in the search) does not start over above it: it is the NDR's.
+    assert_eq!(r[0].final_trials.len(), 3, "{:?}", r[0].final_trials);
+    assert_eq!(r[0].pdr_pps, Some(ndr));
+    assert_eq!(r[0].pdr_confirmed, Some(true));
+}
+
+/// The model, but every trial of a second or more loses 0.1 % of its
+/// frames, at any rate (a DuT preempted now and then).
+struct LongLossy(Model);
+
+impl Trials for LongLossy {
+    fn trial(&mut self, s: &TrialSpec) -> Result<TrialRecord, String> {
+        let mut rec = self.0.trial(s)?;
+        if s.duration >= Duration::from_secs(1) && s.procedure == Procedure::Throughput {
+            rec.received = rec.received.saturating_sub(rec.sent / 1000);
+            rec.lost = rec.sent - rec.received;
+            rec.loss_ratio = rec.lost as f64 / rec.sent as f64;
+            rec.kernel.dut_out_tx = rec.received;
+            rec.kernel.sink_iface_rx = rec.received;
+            rec.kernel.judge(rec.sent, rec.received);
+            rec.validate(s);
+        }
+        Ok(rec)
+    }
+}
+
+#[test]
+fn final_trials_stop_at_the_sizes_budget() {
+    let cfg = Rfc2544Config {
+        final_trial: Some(Duration::from_secs(1)),
+        trial: Duration::from_millis(200),
+        ..search_only(vec![64], 1)
+    };
+    let r = run(
+        &cfg,
+        &mut LongLossy(Model::new(1e6, 0.0, 4e6)),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    // No long trial passes the NDR: unconfirmed after the budget, not
+    // after FINAL_STEPS steps with a repeat each.
+    let fin: Vec<_> = r[0]
+        .final_trials
+        .iter()
+        .map(|&i| {
+            (
+                r[0].trials[i].requested_pps,
+                r[0].trials[i].lost,
+                r[0].trials[i].tx_seconds,
+            )
+        })
+        .collect();
+    assert_eq!(r[0].ndr_confirmed, Some(false), "{fin:?}");
+    assert_eq!(r[0].final_trials.len(), FINAL_TRIALS_PER_SIZE);
+    // One small-loss repeat in all.
+    let repeats = r[0]
+        .final_trials
+        .iter()
+        .filter(|&&i| r[0].trials[i].repeated)
+        .count();
+    assert_eq!(repeats, 1);
+    // The PDR (0.5 %) passes at the first final trial: confirmed.
+    assert_eq!(r[0].pdr_confirmed, Some(true));
+    assert!(size_notes(&r[0]).iter().any(|n| n.contains("unconfirmed")));
 }
