@@ -110,7 +110,7 @@ pub fn environment(cfg: &Rfc2544Bench, results: &[Rfc2544Result]) -> Vec<(String
                 "frames counted only when verified (this trial's tag, each sequence number once; a duplicate fails the trial); a paced trial offered at least {:.0} % of the rate asked, its generator never more than {} frames' worth behind its schedule (the catch-up leaves as one burst), its schedule slipped (gaps left where the generator fell more than half that behind and did not catch up) for at most {:.0} % of its sending time ({:.0} % in latency trials), the kernel's counters of g0, d0, d1 and s0 within {} % of ours; an invalid trial is repeated up to {} times, one still invalid counts as a fail",
                 (1.0 - super::rfc2544::OFFERED_TOLERANCE) * 100.0,
                 super::rfc2544::LATE_BUDGET_FRAMES,
-                super::rfc2544::OFFERED_TOLERANCE * 100.0,
+                super::rfc2544::THROUGHPUT_SLIP_TOLERANCE * 100.0,
                 super::rfc2544::SLIP_TOLERANCE * 100.0,
                 super::rfc2544::KERNEL_TOLERANCE_PCT,
                 super::rfc2544::INVALID_REPEATS

@@ -43,7 +43,7 @@
 //! ([`LATE_BUDGET_FRAMES`] frames: the catch-up leaves as one burst); a
 //! generator later than that does not catch up: its schedule slips
 //! ([`max_lag`]: past half the budget, latency trials past
-//! [`LATENCY_MAX_LAG`]) and the gaps may take at most [`OFFERED_TOLERANCE`]
+//! [`LATENCY_MAX_LAG`]) and the gaps may take at most [`THROUGHPUT_SLIP_TOLERANCE`]
 //! of the trial ([`SLIP_TOLERANCE`] for latency trials); the
 //! kernel's counters of g0, d0, d1 and s0 agree with ours within
 //! [`KERNEL_TOLERANCE_PCT`]; a trial that lost frames had none dropped on

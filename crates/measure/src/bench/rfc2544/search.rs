@@ -257,16 +257,21 @@ pub(super) fn partial_drop_rate(
     Ok(())
 }
 
-/// Trials of length `d` from `rate` down until one passes `ok` (at most
-/// [`FINAL_STEPS`] steps, never under `floor`, and no trial once the size
-/// has [`FINAL_TRIALS_PER_SIZE`] final trials from `first` on; a small
-/// loss is repeated once in all): after a valid fail, the
-/// next rate is under what that trial forwarded (a long trial's
-/// forwarding rate is the DuT's sustained one: a short search's result
-/// that rested on a ring's depth comes down in a step or two, not a
-/// resolution at a time), after an invalid one under what it offered.
-/// (The rate that passed, or None; whether a valid trial failed: the DuT
-/// itself was found to lose above the result.)
+/// Trials of length `d` from `rate` down until one passes `ok`, never
+/// under `floor`, and no trial once the size has [`FINAL_TRIALS_PER_SIZE`]
+/// final trials from `first` on. After a valid fail that lost much (at
+/// least [`RING_LOSS`]: the DuT's rings overflowed), the next rate is under
+/// what it forwarded (a long trial's forwarding rate is the DuT's sustained
+/// one: a short search's result that rested on a ring's depth comes down in
+/// one step); after one that lost little (a stall of the machine longer
+/// than the rings absorb at this rate, not the rate itself: forwarding
+/// says nothing), halfway down to the highest pass, or to half the rate
+/// when nothing passed; after an invalid one under what the generator
+/// sustained. After a pass the trials go halfway back up to the lowest
+/// fail while it is more than [`SMALL_LOSS_SPAN`] resolutions above. No
+/// small-loss repeat: a final trial is the long one a loss is judged by.
+/// (The highest rate that passed, or None; whether a valid trial failed:
+/// the DuT itself was found to lose above the result.)
 #[allow(clippy::too_many_arguments)]
 pub(super) fn step_down(
     cfg: &Rfc2544Config,
@@ -285,23 +290,16 @@ pub(super) fn step_down(
         ..cfg.clone()
     };
     let mut dut_failed = false;
-    // A small loss (a stall of the machine in a long trial) is repeated
-    // once at the same rate unless strict, as in the search (MLRsearch's
-    // goal exceed ratio applies to its final trials too); once per
-    // step-down, not per step: a loss that comes back is the DuT's.
-    let mut retry = !cfg.strict;
-    let mut steps = 0;
+    let (mut lo, mut hi): (Option<f64>, Option<f64>) = (None, None);
     let spent = |r: &SizeResult| r.final_trials.len().saturating_sub(first);
-    while steps <= FINAL_STEPS {
+    for _ in 0..=FINAL_STEPS {
         if t.stopped() || rate < floor.max(1.0) {
             break;
         }
         if spent(r) >= FINAL_TRIALS_PER_SIZE {
             progress(
                 r.frame_size,
-                &format!(
-                    "{what}: {FINAL_TRIALS_PER_SIZE} final trials run for this size: unconfirmed"
-                ),
+                &format!("{what}: {FINAL_TRIALS_PER_SIZE} final trials run for this size"),
             );
             break;
         }
@@ -311,9 +309,8 @@ pub(super) fn step_down(
             mpps(rate)
         );
         let ts = spec(r.frame_size, Procedure::Throughput, Some(rate), &long);
-        // An invalid final trial is run once more, not twice: on a 2-CPU
-        // machine a 10 s trial's generator now and then falls behind once,
-        // and each repeat costs the final length.
+        // An invalid final trial is run once more, not twice: each repeat
+        // costs the final length.
         let mut rec = t.trial(&ts)?;
         if !rec.invalid.is_empty() && !t.stopped() && spent(r) + 1 < FINAL_TRIALS_PER_SIZE {
             progress(
@@ -334,39 +331,50 @@ pub(super) fn step_down(
                 if pass { "pass" } else { "fail" }
             ),
         );
-        let (fwd, offered, bed) = (rec.forwarded_pps, rec.sustained_pps(), bed_bound(&rec));
-        let small = !bed && rec.sent > 0 && rec.loss_ratio < SMALL_LOSS;
-        if !pass && small && retry {
-            retry = false;
-            rec.repeated = true;
-            let i = r.push(rec);
-            r.final_trials.push(i);
-            progress(
-                r.frame_size,
-                &format!("{label}: a small loss, repeated once"),
-            );
-            continue;
-        }
+        let (fwd, sustained, bed) = (rec.forwarded_pps, rec.sustained_pps(), bed_bound(&rec));
+        let loss = rec.loss_ratio;
         let i = r.push(rec);
         r.final_trials.push(i);
-        if pass {
-            return Ok((Some(rate), dut_failed));
-        }
-        steps += 1;
-        dut_failed |= !bed;
-        // Still invalid for the bed's reasons other than an offer short of
-        // the rate, gaps included (the generator fell behind, the sink side
-        // dropped): a lower rate would not make the bed cleaner.
-        // Unconfirmed.
-        if bed && offered >= rate * (1.0 - OFFERED_TOLERANCE) {
-            progress(
-                r.frame_size,
-                &format!("{label}: the bed could not run a valid final trial: unconfirmed"),
-            );
-            break;
-        }
-        let under = if bed { offered } else { fwd };
-        rate = (rate * (1.0 - cfg.resolution)).min(under * (1.0 - cfg.resolution));
+        let next = if pass {
+            lo = Some(rate);
+            // Back up while the lowest fail is far above.
+            match hi {
+                Some(h) if h - rate > SMALL_LOSS_SPAN * cfg.resolution * h => (rate + h) / 2.0,
+                _ => break,
+            }
+        } else if bed {
+            // Going back up and the bed failed: the pass stands.
+            if lo.is_some() {
+                break;
+            }
+            // Still invalid for the bed's reasons other than an offer short
+            // of the rate, gaps included (the generator fell behind, the
+            // sink side dropped): a lower rate would not make the bed
+            // cleaner. Unconfirmed.
+            if sustained >= rate * (1.0 - OFFERED_TOLERANCE) {
+                progress(
+                    r.frame_size,
+                    &format!("{label}: the bed could not run a valid final trial"),
+                );
+                break;
+            }
+            sustained.min(rate) * (1.0 - cfg.resolution)
+        } else {
+            dut_failed = true;
+            hi = Some(hi.map_or(rate, |h: f64| h.min(rate)));
+            let n = if loss >= RING_LOSS {
+                fwd * (1.0 - cfg.resolution)
+            } else {
+                (lo.unwrap_or(0.0) + rate) / 2.0
+            };
+            let n = n.min(rate * (1.0 - cfg.resolution));
+            // Within a resolution of a pass: that pass is the result.
+            if lo.is_some_and(|l| n <= l * (1.0 + cfg.resolution)) {
+                break;
+            }
+            n
+        };
+        rate = next;
     }
-    Ok((None, dut_failed))
+    Ok((lo, dut_failed))
 }
