@@ -225,8 +225,9 @@ const COMMON: &[&str] = &[
     "64,256",
     "--trial",
     "0.2",
+    // Two searches a size: enough for a spread (CI time).
     "--repetitions",
-    "3",
+    "2",
     "--no-latency",
     "--frame-loss-sizes",
     "none",

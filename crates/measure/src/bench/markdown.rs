@@ -563,7 +563,9 @@ fn spread_paragraph(o: &mut String, run: &Value) {
         o,
         "The re-run spread is the 95 % prediction interval of a re-run's result from the \
          searches per size, pooled over the DuT's sizes, and at least the one pooled over every \
-         DuT's sizes where the DuT was the limit. {between} A few searches per size are a small \
+         DuT's sizes where the DuT was the limit, and at least the bracket a size's final \
+         trials left (the NDR between a pass and a fail above it: a re-run's final trials may \
+         land anywhere in it). {between} A few searches per size are a small \
          sample: the spread is an estimate, and it cannot foresee a rare event that no search \
          met.\n"
     );

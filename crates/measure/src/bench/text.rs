@@ -272,7 +272,8 @@ pub fn rfc2544(
             if cfg.procedures.repetitions > 1 {
                 format!(
                     " from the {} searches per size, pooled over the DuT's sizes, at least the \
-                     one pooled over every DuT's",
+                     one pooled over every DuT's and the bracket its final trials left (a pass \
+                     under a fail)",
                     cfg.procedures.repetitions
                 )
             } else {

@@ -273,6 +273,16 @@ pub fn finish_size(
             r.generator_limited &= !dut_failed;
         }
         let ndr = r.throughput_pps.unwrap_or(ndr);
+        if got.is_some() {
+            r.final_bracket = r.final_trials[first..]
+                .iter()
+                .map(|&i| &r.trials[i])
+                .filter(|x| !x.repeated && !bed_bound(x) && !passes(x, cfg))
+                .map(rate_of)
+                .filter(|&c| c > ndr)
+                .reduce(f64::min)
+                .map(|c| c / ndr - 1.0);
+        }
         let finals = || {
             r.final_trials[first..]
                 .iter()

@@ -118,6 +118,12 @@ pub struct SizeResult {
     /// The final trials (indexes into `trials`), NDR's then PDR's.
     #[serde(default)]
     pub final_trials: Vec<usize>,
+    /// The final trials moved the NDR: the lowest rate above it at which a
+    /// valid final trial lost, relative to it, less one (the NDR lies in
+    /// that bracket; a re-run's final trials may land anywhere in it, so
+    /// the stated spread is at least this: [`repeat_spread`]).
+    #[serde(default)]
+    pub final_bracket: Option<f64>,
     /// A passing trial at the NDR held a standing queue: frames still
     /// arrived long after the generator stopped, or the latency at the NDR
     /// is far above the empty bed's. In words; None: no sign of one.
@@ -274,6 +280,7 @@ impl SizeResult {
             ndr_confirmed: None,
             pdr_confirmed: None,
             final_trials: Vec::new(),
+            final_bracket: None,
             standing_queue: None,
             rate_capped: false,
             latency_trial: None,
@@ -318,8 +325,19 @@ impl SizeResult {
 /// t(0.975, dof) * s * sqrt(2 / n). (The median is reported: for n <= 2 it
 /// is the mean, for more the interval is a little narrow.) None with
 /// fewer than two searches at any size.
+///
+/// With final trials that moved a size's NDR, the spread is at least that
+/// size's [`SizeResult::final_bracket`]: the searches' spread says how far
+/// their short trials move, not where a re-run's final trials land.
 pub fn repeat_spread(sizes: &[SizeResult]) -> Option<f64> {
-    pooled_spread(sizes.iter())
+    let bracket = sizes
+        .iter()
+        .filter_map(|s| s.final_bracket)
+        .reduce(f64::max);
+    match (pooled_spread(sizes.iter()), bracket) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// [`repeat_spread`] pooled over the sizes of every DuT of a run where the

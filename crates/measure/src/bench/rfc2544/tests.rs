@@ -1447,4 +1447,9 @@ fn a_final_trial_after_a_stall_halves_then_goes_back_up() {
     assert!(ndr <= 0.4e6 && ndr >= 0.35e6, "{ndr} {rates:?}");
     assert_eq!(ndr, rates[3], "{rates:?}");
     assert!(!r[0].generator_limited);
+    // The NDR lies between the pass and the fail at half the search's
+    // rate: the stated spread is at least that bracket.
+    let b = rates[1] / ndr - 1.0;
+    assert!((r[0].final_bracket.unwrap() - b).abs() < 1e-12, "{rates:?}");
+    assert!(repeat_spread(&r).unwrap() >= b);
 }
