@@ -17,7 +17,7 @@ echo "== tests"
 # threads keep the 2-core machine responsive.
 cargo test --locked --workspace --release -- --test-threads=2
 echo "== fuzz (bounded)"
-scripts/fuzz.sh "${FUZZ_SECONDS:-200}"   # seconds for the whole step, build included (each target gets at least 5 s)
+scripts/fuzz.sh "${FUZZ_SECONDS:-150}"   # seconds for the whole step, build included (each target gets at least 5 s)
 echo "== leftovers"
 # Only namespaces that appeared during this run count (other work on a
 # developer machine may have beds of its own).
