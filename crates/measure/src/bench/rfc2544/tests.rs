@@ -1444,7 +1444,7 @@ fn a_final_trial_after_a_stall_halves_then_goes_back_up() {
         .collect();
     let ndr = r[0].throughput_pps.unwrap();
     assert_eq!(r[0].ndr_confirmed, Some(true), "{rates:?}");
-    assert!(ndr <= 0.4e6 && ndr >= 0.35e6, "{ndr} {rates:?}");
+    assert!((0.35e6..=0.4e6).contains(&ndr), "{ndr} {rates:?}");
     assert_eq!(ndr, rates[3], "{rates:?}");
     assert!(!r[0].generator_limited);
     // The NDR lies between the pass and the fail at half the search's
