@@ -1388,26 +1388,35 @@ impl Trials for LongLossy {
     }
 }
 
-#[test]
-fn final_trials_stop_at_the_sizes_budget() {
+/// A 1 Mpps model DuT whose 1 s final trials lose 0.1 % above `above`
+/// (after 0.2 s searches): its result and the rates of its final trials.
+fn long_lossy_run(above: f64) -> (SizeResult, Vec<f64>) {
     let cfg = Rfc2544Config {
         final_trial: Some(Duration::from_secs(1)),
         trial: Duration::from_millis(200),
         ..search_only(vec![64], 1)
     };
-    let r = run(
+    let mut r = run(
         &cfg,
-        &mut LongLossy(Model::new(1e6, 0.0, 4e6), 0.0),
+        &mut LongLossy(Model::new(1e6, 0.0, 4e6), above),
         &mut |_, _| {},
     )
     .unwrap();
-    // No long trial passes the NDR: unconfirmed after the budget, not
-    // after FINAL_STEPS steps.
-    let rates: Vec<f64> = r[0]
+    let r = r.remove(0);
+    let rates = r
         .final_trials
         .iter()
-        .map(|&i| rate_of(&r[0].trials[i]))
+        .map(|&i| rate_of(&r.trials[i]))
         .collect();
+    (r, rates)
+}
+
+#[test]
+fn final_trials_stop_at_the_sizes_budget() {
+    let (r, rates) = long_lossy_run(0.0);
+    let r = [r];
+    // No long trial passes the NDR: unconfirmed after the budget, not
+    // after FINAL_STEPS steps.
     assert_eq!(r[0].ndr_confirmed, Some(false), "{rates:?}");
     assert_eq!(r[0].final_trials.len(), FINAL_TRIALS_PER_SIZE);
     // No small-loss repeat: each final trial ran at a rate of its own,
@@ -1423,25 +1432,11 @@ fn final_trials_stop_at_the_sizes_budget() {
 
 #[test]
 fn a_final_trial_after_a_stall_halves_then_goes_back_up() {
-    let cfg = Rfc2544Config {
-        final_trial: Some(Duration::from_secs(1)),
-        trial: Duration::from_millis(200),
-        ..search_only(vec![64], 1)
-    };
     // Long trials lose a little above 0.4 Mpps: the search's ~1 Mpps
     // fails, half of it fails, a quarter passes, and the trial halfway
     // back up (0.375) passes: the NDR, confirmed, under 0.4.
-    let r = run(
-        &cfg,
-        &mut LongLossy(Model::new(1e6, 0.0, 4e6), 0.4e6),
-        &mut |_, _| {},
-    )
-    .unwrap();
-    let rates: Vec<f64> = r[0]
-        .final_trials
-        .iter()
-        .map(|&i| rate_of(&r[0].trials[i]))
-        .collect();
+    let (r, rates) = long_lossy_run(0.4e6);
+    let r = [r];
     let ndr = r[0].throughput_pps.unwrap();
     assert_eq!(r[0].ndr_confirmed, Some(true), "{rates:?}");
     assert!((0.35e6..=0.4e6).contains(&ndr), "{ndr} {rates:?}");
