@@ -11,7 +11,9 @@
 //!    --dut linerate-afpacket --dut linerate-afpacket-v3`, whose passes
 //!    alternate between the two) with the bench's 0.2 s trials (a ring that
 //!    holds many packets passes a short trial on its backlog) and with long
-//!    trials, with the generator's worst lateness per trial.
+//!    trials, with the generator's worst lateness per trial. No final
+//!    trials (`--final-trial 0`): each search stands on its own trial
+//!    length, which is the comparison.
 
 use super::StudyReport;
 use super::{check_prefix, in_ns, last_json, run_bench, running_packet_sockets, Child};
@@ -109,7 +111,7 @@ impl AfpacketStudy {
                 "2. loss-free rate at 64 bytes, {trial} s trials, {reps} searches"
             ));
             let args: Vec<String> = format!(
-                "--dut linerate-afpacket --dut linerate-afpacket-v3 --sizes 64 --trial {trial} --repetitions {reps} --no-latency --frame-loss-sizes none --b2b-sizes none --no-report --no-history --name {}b",
+                "--dut linerate-afpacket --dut linerate-afpacket-v3 --sizes 64 --trial {trial} --final-trial 0 --repetitions {reps} --no-latency --frame-loss-sizes none --b2b-sizes none --no-report --no-history --name {}b",
                 self.name
             )
             .split(' ')
@@ -344,7 +346,7 @@ impl AfpacketStudy {
                     super::thousands(V3_DEPTH_64B),
                     super::thousands(V2_DEPTH)
                 ),
-                "Latency: a fresh `linerate testbed` bed per path; `linerate gen afpacket:g0 --rate 10kpps --signature` (CPU 0), the forwarder on CPU 1, `linerate count afpacket:s0` in the sink's namespace. Loss-free rate: `linerate bench --dut linerate-afpacket --dut linerate-afpacket-v3 --sizes 64 --trial T --repetitions N --no-latency --frame-loss-sizes none --b2b-sizes none` (the two DuTs' searches alternate); median of the searches and their range; for the long trials also the generator's worst lateness in each trial of the searches (median and maximum over the trials): frames it could not send on time leave in a catch-up burst.".into(),
+                "Latency: a fresh `linerate testbed` bed per path; `linerate gen afpacket:g0 --rate 10kpps --signature` (CPU 0), the forwarder on CPU 1, `linerate count afpacket:s0` in the sink's namespace. Loss-free rate: `linerate bench --dut linerate-afpacket --dut linerate-afpacket-v3 --sizes 64 --trial T --final-trial 0 --repetitions N --no-latency --frame-loss-sizes none --b2b-sizes none` (the two DuTs' searches alternate; no final trials: each search stands on its own trial length); median of the searches and their range; for the long trials also the generator's worst lateness in each trial of the searches (median and maximum over the trials): frames it could not send on time leave in a catch-up burst.".into(),
             ],
             tables: vec![lat_t, rate_t],
             charts: vec![],

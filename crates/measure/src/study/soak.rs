@@ -11,6 +11,8 @@
 //!    DuT) trials of the in-kernel generator (`gen g0 --xdp`) against the
 //!    capture's own count of what it took in without a drop (its
 //!    once-a-second report), bisection between 10 kpps and 4 Mpps to 5 %;
+//!    no final trials (`--final-trial 0`): the soak runs at half the rate,
+//!    a wider margin than a final trial's correction;
 //!
 //! No file is made (the switch's rules come on its standard input), so a
 //! run ended by a signal leaves nothing the watchdog of `linerate bench`
@@ -216,7 +218,7 @@ impl SoakStudy {
                 args.extend(["--dut".to_string(), d.to_string()]);
             }
             args.extend(
-                format!("--sizes 64 --repetitions {} --no-latency --frame-loss-sizes none --b2b-sizes none --no-report --no-history --name {}b", self.searches, self.name)
+                format!("--sizes 64 --final-trial 0 --repetitions {} --no-latency --frame-loss-sizes none --b2b-sizes none --no-report --no-history --name {}b", self.searches, self.name)
                     .split(' ')
                     .map(String::from),
             );
@@ -540,7 +542,7 @@ impl SoakStudy {
             command: self.command.clone(),
             environment: super::machine(),
             intro: vec![format!(
-                "Each pipeline on a fresh bed (afxdp:d0/d1, CPU 1), {dur} of 64-byte frames from the in-kernel generator at half its loss-free rate (measured first: fwd and switch by `linerate bench` with {} search(es), capture by {} s trials of the generator against its own count); the resident memory (VmRSS) of the process every {} s. Growth: the last sample against the first after a {} s warm-up; slope: least squares over the samples after warm-up.",
+                "Each pipeline on a fresh bed (afxdp:d0/d1, CPU 1), {dur} of 64-byte frames from the in-kernel generator at half its loss-free rate (measured first: fwd and switch by `linerate bench --final-trial 0` with {} search(es), capture by {} s trials of the generator against its own count); the resident memory (VmRSS) of the process every {} s. Growth: the last sample against the first after a {} s warm-up; slope: least squares over the samples after warm-up.",
                 self.searches, self.capture_trial, self.interval, self.warmup
             )],
             tables: vec![t],
