@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
 # Idempotent set-up of a fresh Debian 12 machine for linerate (run as root):
 # the Debian packages linerate builds with and measures against, cargo-fuzz
-# (needs the nightly toolchain), then a release build. Safe to run again:
-# installs only what is missing.
+# (needs the nightly toolchain), then a release build (not with --no-build:
+# scripts/test.sh builds its own profile). Safe to run again: installs only
+# what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_root() { [ "$(id -u)" = 0 ] || { echo "setup: run as root (packet I/O, namespaces and XDP need it)" >&2; exit 1; }; }
 need_root
+BUILD=1
+case "${1:-}" in
+  "") ;;
+  --no-build) BUILD=0 ;;
+  *) echo "setup: unknown option '$1' (usage: scripts/setup.sh [--no-build])" >&2; exit 2 ;;
+esac
 
 # Build: clang for the XDP programs, libbpf-dev for their headers, libpcap-dev for filters.
 # Test and measure: iproute2, ethtool, nftables, tshark, tcpdump, bpftool.
@@ -47,5 +54,9 @@ if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
   cargo +nightly install -q --locked cargo-fuzz --version "$CARGO_FUZZ_VERSION"
 fi
 
-cargo build --release --locked -q -p linerate
-echo "setup: ready: $(pwd)/target/release/linerate"
+if [ "$BUILD" = 1 ]; then
+  cargo build --release --locked -q -p linerate
+  echo "setup: ready: $(pwd)/target/release/linerate"
+else
+  echo "setup: ready (no build)"
+fi

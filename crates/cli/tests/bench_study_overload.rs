@@ -188,6 +188,9 @@ fn switch_study_veth_part_tables_the_bench_run() {
             "1",
             "--veth-duts",
             "linux-bridge,linerate-switch",
+            // No final trials (CI time): the part's runs, not their confirmation.
+            "--veth-final-trial",
+            "0",
             "--json",
             json.to_str().unwrap(),
             "--report",
@@ -202,6 +205,7 @@ fn switch_study_veth_part_tables_the_bench_run() {
     );
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert!(v["data"]["sweep"].as_array().unwrap().is_empty());
+    assert!(v["data"]["veth"]["procedures"]["final_trial"].is_null());
     let res = v["data"]["veth"]["results"].as_array().unwrap();
     let names: Vec<&str> = res.iter().map(|r| r["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["linux-bridge", "linerate-switch"]);

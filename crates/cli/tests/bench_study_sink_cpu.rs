@@ -32,6 +32,9 @@ fn sink_cpu_study_puts_both_runs_side_by_side_and_leaves_nothing() {
         "1",
         "--trial",
         "0.1",
+        // No final trials: the study's runs, not their confirmation (CI time).
+        "--final-trial",
+        "0",
         "--name",
         &c.prefix,
         "--json",
@@ -47,6 +50,9 @@ fn sink_cpu_study_puts_both_runs_side_by_side_and_leaves_nothing() {
     // Each run measured the one DuT at the one size; the second with the
     // sink's receive in a thread on CPU 0 (its bed says so).
     let tp = |run: &str| {
+        // Each run took the study's --final-trial 0: no final trial.
+        let p = &v["data"][run]["procedures"];
+        assert!(p["final_trial"].is_null(), "{p}");
         let r = &v["data"][run]["results"];
         assert_eq!(r.as_array().unwrap().len(), 1, "{r}");
         assert_eq!(r[0]["name"], "linux-bridge");
@@ -107,7 +113,7 @@ fn sink_cpu_study_puts_both_runs_side_by_side_and_leaves_nothing() {
         "{m}"
     );
     assert!(
-        m.contains("`linerate bench sink-cpu --sizes 64 --repetitions 1"),
+        m.contains("`linerate bench sink-cpu --sizes 64 --repetitions 1 --trial 0.1 --sink-cpu 0 --final-trial 0"),
         "{m}"
     );
     let t = &v["tables"][0]["rows"][0];
@@ -131,6 +137,10 @@ fn sink_cpu_study_refuses_bad_options_in_one_line() {
         (
             &["--repetitions", "0"][..],
             "--repetitions 0: must be 1 to 100",
+        ),
+        (
+            &["--final-trial", "90000"][..],
+            "--final-trial 90000: 0 (none) to 86400 seconds",
         ),
     ] {
         let out = linerate(&[&["bench", "sink-cpu"][..], args].concat());

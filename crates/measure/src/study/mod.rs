@@ -569,6 +569,19 @@ pub fn run_bench(
     }
 }
 
+/// A study's `--final-trial` for the benches it runs (None: the bench's
+/// default, a final trial at every reported rate; 0: none), checked as the
+/// bench checks it: `name` and the value in the one-line error.
+pub fn final_trial_args(name: &str, v: Option<f64>) -> Result<Vec<String>, String> {
+    match v {
+        None => Ok(vec![]),
+        Some(s) if s.is_finite() && (0.0..=86400.0).contains(&s) => {
+            Ok(vec!["--final-trial".into(), s.to_string()])
+        }
+        Some(s) => Err(format!("{name} {s}: 0 (none) to 86400 seconds")),
+    }
+}
+
 /// A test bed name prefix: letters, digits, '-' and '_', short enough for
 /// the bed names made from it (at most 16 characters).
 pub fn check_prefix(p: &str) -> Result<(), String> {
@@ -586,6 +599,24 @@ pub fn check_prefix(p: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_study_passes_its_final_trial_on_or_refuses_it_in_one_line() {
+        assert!(final_trial_args("--final-trial", None).unwrap().is_empty());
+        assert_eq!(
+            final_trial_args("--final-trial", Some(0.0)).unwrap(),
+            ["--final-trial", "0"]
+        );
+        assert_eq!(
+            final_trial_args("--veth-final-trial", Some(2.5)).unwrap(),
+            ["--final-trial", "2.5"]
+        );
+        for bad in [-1.0, 86400.5, f64::NAN] {
+            let e = final_trial_args("--veth-final-trial", Some(bad)).unwrap_err();
+            assert!(e.starts_with("--veth-final-trial "), "{e}");
+            assert!(e.ends_with(": 0 (none) to 86400 seconds"), "{e}");
+        }
+    }
 
     #[test]
     fn a_section_is_replaced_in_place_or_appended() {

@@ -27,6 +27,8 @@ pub struct SinkCpuStudy {
     pub repetitions: usize,
     /// Seconds per trial.
     pub trial: f64,
+    /// Seconds per final trial (None: the bench's default; 0: none).
+    pub final_trial: Option<f64>,
     /// The CPU of the sink's receive thread in the second run.
     pub sink_cpu: usize,
     /// Test bed name prefix of both runs (None: the bench's own).
@@ -44,6 +46,7 @@ impl Default for SinkCpuStudy {
             sizes: vec!["64".into(), "1518".into()],
             repetitions: 2,
             trial: 0.2,
+            final_trial: None,
             sink_cpu: 0,
             bed_name: None,
         }
@@ -66,6 +69,9 @@ impl SinkCpuStudy {
             self.repetitions.to_string(),
             "--trial".into(),
             self.trial.to_string(),
+        ]);
+        a.extend(super::final_trial_args("--final-trial", self.final_trial).unwrap_or_default());
+        a.extend([
             "--frame-loss-sizes".into(),
             "none".into(),
             "--b2b-sizes".into(),
@@ -261,6 +267,9 @@ impl SinkCpuStudy {
             self.repetitions,
             self.trial
         );
+        if let Some(f) = self.final_trial {
+            command.push_str(&format!(" --final-trial {f}"));
+        }
         for d in &self.duts {
             command.push_str(&format!(" --dut {d}"));
         }

@@ -30,6 +30,8 @@ pub struct VethPart {
     pub sizes: Vec<u32>,
     /// The DuTs (built-in names).
     pub duts: Vec<String>,
+    /// Seconds per final trial (None: the bench's default; 0: none).
+    pub final_trial: Option<f64>,
 }
 
 impl Default for VethPart {
@@ -38,6 +40,7 @@ impl Default for VethPart {
             repetitions: 3,
             sizes: vec![64],
             duts: DUTS.map(String::from).to_vec(),
+            final_trial: None,
         }
     }
 }
@@ -57,18 +60,23 @@ impl VethPart {
             return Err("--veth-sizes and --veth-duts: at least one each".into());
         }
         crate::bench::dut::check_builtin("--veth-duts", &self.duts)?;
+        super::final_trial_args("--veth-final-trial", self.final_trial)?;
         Ok(())
     }
 
     /// The options of the switch study's command that reproduce it.
     pub fn options(&self) -> String {
         let sizes: Vec<String> = self.sizes.iter().map(u32::to_string).collect();
-        format!(
+        let mut o = format!(
             " --veth-repetitions {} --veth-sizes {} --veth-duts {}",
             self.repetitions,
             sizes.join(","),
             self.duts.join(",")
-        )
+        );
+        if let Some(f) = self.final_trial {
+            o.push_str(&format!(" --veth-final-trial {f}"));
+        }
+        o
     }
 
     /// The bench's arguments (its beds named `PREFIX0`, `PREFIX1`, ...).
@@ -97,6 +105,9 @@ impl VethPart {
         for d in &self.duts {
             a.extend(["--dut".to_string(), d.clone()]);
         }
+        a.extend(
+            super::final_trial_args("--veth-final-trial", self.final_trial).unwrap_or_default(),
+        );
         a
     }
 
@@ -215,13 +226,15 @@ pub fn report(part: &VethPart, d: &Value) -> (String, Table, Vec<String>) {
         t.rows.push(row);
     }
     let intro = format!(
-        "Through the veth test bed: one `linerate bench --sizes {} --frame-loss-sizes none --b2b-sizes none --repetitions {}` run \
+        "Through the veth test bed: one `linerate bench --sizes {} --frame-loss-sizes none --b2b-sizes none --repetitions {}{}` run \
          with `--dut {}` ({}, {:.0} s; RFC 2544 throughput, the default trial length; the test bed of the RFC 2544 section, \
          with RPS of d0 to the DuT's core). Throughput: the highest offered rate with no loss. The 10 000 rules are 5 000 \
          per direction over 6 subtables (5-tuples, destination /32 + port, /24 and /16 prefixes, TCP ports, a catch-all; \
          `crates/measure/src/bench/dut_switch.rs`), and the bench traffic hits a priority-300 rule inside them.",
         sizes.iter().map(u64::to_string).collect::<Vec<_>>().join(","),
         part.repetitions,
+        part.final_trial
+            .map_or(String::new(), |f| format!(" --final-trial {f}")),
         part.duts.join(" --dut "),
         d["date"].as_str().unwrap_or("?"),
         d["seconds"].as_f64().unwrap_or(0.0),

@@ -36,6 +36,9 @@ pub struct VethArgs {
     /// veth: the DuTs, comma separated.
     #[arg(long, value_delimiter = ',', default_values_t = switch_veth::DUTS.map(String::from).to_vec())]
     pub veth_duts: Vec<String>,
+    /// veth: seconds of each final trial at the reported rates (0: none) [default: the bench's, 10].
+    #[arg(long)]
+    pub veth_final_trial: Option<f64>,
 }
 
 impl VethArgs {
@@ -45,6 +48,7 @@ impl VethArgs {
             repetitions: self.veth_repetitions,
             sizes: self.veth_sizes.clone(),
             duts: self.veth_duts.clone(),
+            final_trial: self.veth_final_trial,
         })
     }
 }

@@ -20,6 +20,9 @@ pub struct SinkCpuArgs {
     /// Seconds of traffic per trial.
     #[arg(long, default_value_t = 0.2)]
     pub trial: f64,
+    /// Seconds of each final trial at the reported rates (0: none) [default: the bench's, 10].
+    #[arg(long)]
+    pub final_trial: Option<f64>,
     /// The CPU of the sink's receive thread in the second run.
     #[arg(long, default_value_t = 0)]
     pub sink_cpu: usize,
@@ -38,12 +41,15 @@ pub fn run(a: SinkCpuArgs, progress: &mut dyn FnMut(&str)) -> Result<(StudyRepor
     if !(a.trial.is_finite() && (0.05..=3600.0).contains(&a.trial)) {
         bail!("--trial {}: must be 0.05 to 3600 seconds", a.trial);
     }
+    linerate_measure::study::final_trial_args("--final-trial", a.final_trial)
+        .map_err(anyhow::Error::msg)?;
     let s = SinkCpuStudy {
         linerate: std::env::current_exe()?,
         duts: a.duts,
         sizes: a.sizes.iter().map(|z| frame_size::label(*z)).collect(),
         repetitions: a.repetitions,
         trial: a.trial,
+        final_trial: a.final_trial,
         sink_cpu: a.sink_cpu,
         bed_name: a.name,
         ..SinkCpuStudy::default()
