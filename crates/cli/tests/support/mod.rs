@@ -120,13 +120,30 @@ impl Drop for Proc {
 }
 
 /// A TCP port on 127.0.0.1 nobody listens on now, in this thread's
-/// network namespace (bound, its number taken, let go).
+/// network namespace (bound, let go), for a process under test to listen
+/// on. Below the kernel's ephemeral range, so that no socket bound to port
+/// 0 meanwhile (another test's listener, an outgoing connection) can take
+/// it before that process binds it, and never the same twice in this
+/// process (tests run two at a time). A CI run once lost that race: the
+/// switch could not bind, and the readiness check connected to another
+/// test's listener.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32768);
+    // A block of this process's own, from its pid, under `low`.
+    let (base, span) = (10_000u32, low.saturating_sub(10_000).max(1000));
+    let start = std::process::id() * 97 % span;
+    for _ in 0..span {
+        let p = base + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % span;
+        if std::net::TcpListener::bind(("127.0.0.1", p as u16)).is_ok() {
+            return p as u16;
+        }
+    }
+    panic!("no free TCP port from {base} to {}", base + span);
 }
 
 /// `linerate ARGS` to completion.
