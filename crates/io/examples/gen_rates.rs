@@ -106,7 +106,7 @@ fn afpacket_sender(
     std::thread::spawn(move || {
         enter(&ns);
         pin(0);
-        let mut port = match linerate_io::port::open(uri, &Default::default()) {
+        let mut port = match linerate_io::open(uri, &Default::default()) {
             Ok(p) => p,
             Err(e) => {
                 eprintln!("{uri}: {e}");

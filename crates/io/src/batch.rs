@@ -36,7 +36,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::port::PortError;
+use crate::error::PortError;
 
 /// Largest batch any stage uses.
 pub const MAX_BATCH: usize = 256;

@@ -15,7 +15,8 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
-use crate::port::PortError;
+use crate::error::PortError;
+use crate::uri::Uri;
 
 /// How often the interface is looked at.
 pub const CHECK_EVERY: Duration = Duration::from_millis(200);
@@ -183,6 +184,19 @@ impl LinkWatch {
         (r == 0 && matches!(v, libc::ENETDOWN | libc::ENODEV | libc::ENXIO))
             .then(|| std::io::Error::from_raw_os_error(v))
     }
+}
+
+/// Interface index of `name` in the current network namespace, or a one-line error.
+pub fn ifindex(uri: &Uri, name: &str) -> Result<u32, PortError> {
+    let c = std::ffi::CString::new(name).map_err(|_| uri.err("interface name contains NUL"))?;
+    // SAFETY: c is a valid NUL-terminated string.
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if idx == 0 {
+        return Err(uri.err(format!(
+            "no interface named '{name}' in this network namespace"
+        )));
+    }
+    Ok(idx)
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! The port abstraction: one trait pair, four backends.
+//! The port abstraction: one trait pair, four backends (opened by URI in
+//! [`crate::registry`], above them).
 //!
 //! A port is split into an RX half and a TX half so that a forwarder can
 //! run one direction per core (RX of A with TX of B on one thread). Every
@@ -6,28 +7,7 @@
 
 use crate::batch::{Batch, Pkt, PortId};
 use crate::counters::KernelStats;
-use crate::uri::Uri;
-
-/// One-line error about a port (what, which port, why).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PortError(pub String);
-
-impl PortError {
-    pub fn new(msg: impl Into<String>) -> PortError {
-        PortError(msg.into())
-    }
-    /// Wrap an OS error with what was being done.
-    pub fn os(what: impl std::fmt::Display, e: std::io::Error) -> PortError {
-        PortError(format!("{what}: {e}"))
-    }
-}
-
-impl std::fmt::Display for PortError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-impl std::error::Error for PortError {}
+pub use crate::error::PortError;
 
 /// Receive half of a port.
 pub trait RxPort: Send {
@@ -183,29 +163,4 @@ impl Default for OpenOptions {
             role: PortRole::Both,
         }
     }
-}
-
-/// Open a port by URI (see [`crate::uri`]).
-pub fn open(uri: &str, opts: &OpenOptions) -> Result<Port, PortError> {
-    let u = Uri::parse(uri)?;
-    match u.scheme.as_str() {
-        "afxdp" => crate::afxdp::open(&u, opts),
-        "afpacket" => crate::afpacket::open(&u, opts),
-        "pcap" => crate::pcap::open(&u, opts),
-        "mem" => crate::mem::open(&u, opts),
-        _ => unreachable!("Uri::parse accepts only known schemes"),
-    }
-}
-
-/// Interface index of `name` in the current network namespace, or a one-line error.
-pub fn ifindex(uri: &Uri, name: &str) -> Result<u32, PortError> {
-    let c = std::ffi::CString::new(name).map_err(|_| uri.err("interface name contains NUL"))?;
-    // SAFETY: c is a valid NUL-terminated string.
-    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    if idx == 0 {
-        return Err(uri.err(format!(
-            "no interface named '{name}' in this network namespace"
-        )));
-    }
-    Ok(idx)
 }

@@ -4,7 +4,7 @@
 //! `pcap:trace.pcapng?loop=3`, `mem:a`. Parsing is strict: unknown keys are
 //! an error naming the key, so a typo never silently changes a benchmark.
 
-use crate::PortError;
+use crate::error::PortError;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Uri {

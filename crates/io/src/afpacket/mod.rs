@@ -217,7 +217,7 @@ fn parse_config(uri: &Uri, opts: &OpenOptions) -> Result<Config, PortError> {
     if fanout == Fanout::None && fanout_group.is_some() {
         return Err(uri.err("fanout_group needs fanout=hash|cpu|lb"));
     }
-    let ifindex = crate::port::ifindex(uri, &ifname)?;
+    let ifindex = crate::link::ifindex(uri, &ifname)?;
     let fanout_group = fanout_group.unwrap_or((ifindex & 0xffff) as u16);
     let mtu = if_mtu(&ifname).unwrap_or(1500);
     let rx2 = if ["blocks", "block_size", "frame_size"]

@@ -1,7 +1,7 @@
 //! The interface and socket set-up an AF_XDP port needs: its URI, queues, MTU, socket options, bind.
 
 use super::*;
-use crate::port::PortError;
+use crate::error::PortError;
 use crate::uri::Uri;
 use crate::xdp::AttachMode;
 use std::io;

@@ -202,7 +202,7 @@ pub fn open(uri: &Uri, opts: &OpenOptions) -> Result<Port, PortError> {
     if !fsz.is_power_of_two() || !(2048..=4096).contains(&fsz) {
         return Err(uri.err(format!("frame size {fsz} must be 2048 or 4096 for AF_XDP")));
     }
-    let ifindex = crate::port::ifindex(uri, &p.ifname)?;
+    let ifindex = crate::link::ifindex(uri, &p.ifname)?;
     if let Some(nq) = rx_queues(&p.ifname, ifindex) {
         if p.queue >= nq {
             return Err(uri.err(format!(

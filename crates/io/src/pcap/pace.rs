@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use crate::port::PortError;
+use crate::error::PortError;
 
 use super::*;
 

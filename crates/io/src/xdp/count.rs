@@ -26,7 +26,7 @@
 //! # Ok::<(), linerate_io::PortError>(())
 //! ```
 
-use crate::port::PortError;
+use crate::error::PortError;
 use crate::xdp::{AttachMode, XdpProgram};
 use aya::maps::{Array, Map, PerCpuArray};
 use std::os::fd::{AsFd, AsRawFd};

@@ -26,7 +26,7 @@
 //!   `ethtool -S` of the transmitting veth (`tx_queue_N_xdp_xmit_errors`).
 //!   See [`veth_xdp_xmit_errors`].
 
-use crate::port::PortError;
+use crate::error::PortError;
 use crate::xdp::count::{ifindex, map_err};
 use crate::xdp::{AttachMode, XdpProgram};
 use aya::maps::{Array, DevMap, DevMapHash, PerCpuArray};

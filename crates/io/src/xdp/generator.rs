@@ -67,7 +67,7 @@
 //!   bursts of pps * 25 ms frames, not a smooth stream; above ~40 % of the
 //!   unpaced maximum the bursts no longer fit and the rate falls short.
 
-use crate::port::PortError;
+use crate::error::PortError;
 use crate::xdp::count::{ifindex, map_err};
 use crate::xdp::XdpProgram;
 use aya::maps::{Array, PerCpuArray};

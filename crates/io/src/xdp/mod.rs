@@ -11,7 +11,7 @@ pub mod fwd;
 pub mod generator;
 pub mod objects;
 
-use crate::port::PortError;
+use crate::error::PortError;
 use aya::programs::{Xdp, XdpMode};
 use aya::Ebpf;
 

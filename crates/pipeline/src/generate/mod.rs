@@ -9,8 +9,8 @@
 //! incrementally (RFC 1624, over the changed words only). Right before
 //! sending, [`Generator::stamp`] writes the TX time into sampled packets
 //! (again fixing the L4 checksum incrementally) and [`Generator::sent`]
-//! records measured departures. [`run`] is the loop doing all that against a
-//! [`TxPort`].
+//! records measured departures. [`run::run_loop`] is the loop doing all that
+//! against a [`linerate_io::TxPort`] (`linerate gen`'s, and the only one).
 //!
 //! Checksums: every generated packet has a valid IPv4 header checksum and a
 //! valid, non-zero L4 checksum (UDP over IPv4 included: the "no checksum" 0
@@ -32,9 +32,8 @@ pub mod session;
 pub mod xdp;
 
 use std::net::{Ipv4Addr, Ipv6Addr};
-use std::sync::atomic::{AtomicBool, Ordering};
 
-use linerate_io::{Batch, Pkt, PortError, TxPort};
+use linerate_io::{Batch, Pkt, PortError};
 use linerate_wire::build::{self, FrameParams, IpPair};
 use linerate_wire::checksum::{self, add, fold, sum};
 use linerate_wire::signature::{self, Signature, FLAG_TS};
@@ -822,77 +821,6 @@ fn compile_stream(
             ..Default::default()
         },
     })
-}
-
-/// Totals of one [`run`].
-#[derive(Clone, Debug, Default, serde::Serialize)]
-pub struct RunStats {
-    pub sent_pkts: u64,
-    pub sent_bytes: u64,
-    /// Loop turns where the port took only part of the batch (the rest is retried).
-    pub tx_ring_full: u64,
-    /// Packets built but not taken by the port when `stop` was raised.
-    pub unsent_at_stop: u64,
-    pub batches: u64,
-    pub elapsed_ns: u64,
-}
-
-/// Drive `gen` into `tx` until it is done or `stop` is set: next_batch ->
-/// stamp -> send -> flush. What the port does not take stays pending and is
-/// re-stamped and retried next turn (counted in `tx_ring_full`), never
-/// dropped. Waits by spinning, or sleeping when the next departure is more
-/// than 50 µs away.
-pub fn run<T: TxPort + ?Sized>(
-    gen: &mut Generator,
-    tx: &mut T,
-    stop: &AtomicBool,
-    mut clock: impl FnMut() -> u64,
-) -> Result<RunStats, PortError> {
-    let max = linerate_io::batch::DEFAULT_BATCH;
-    let mut st = RunStats::default();
-    let t0 = clock();
-    let mut off = 0usize;
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            st.unsent_at_stop = (gen.batch().len() - off) as u64;
-            break;
-        }
-        if off >= gen.batch().len() {
-            let now = clock();
-            if gen.done_at(now) {
-                break;
-            }
-            off = 0;
-            if gen.next_batch(now, max) == 0 {
-                tx.flush()?;
-                match gen.next_departure_ns() {
-                    Some(t) if t > now + 50_000 => {
-                        // far away: sleep (one syscall per wait, not per packet), wake 20 µs early
-                        let d = (t - now - 20_000).min(1_000_000);
-                        std::thread::sleep(std::time::Duration::from_nanos(d));
-                    }
-                    _ => std::hint::spin_loop(),
-                }
-                continue;
-            }
-            st.batches += 1;
-        }
-        let now = clock();
-        gen.stamp(off, now);
-        let k = tx.send(&gen.batch().pkts()[off..])?;
-        let taken = &gen.batch().pkts()[off..off + k];
-        st.sent_pkts += k as u64;
-        st.sent_bytes += taken.iter().map(|p| p.len() as u64).sum::<u64>();
-        gen.sent(off, k, now);
-        off += k;
-        if off < gen.batch().len() {
-            st.tx_ring_full += 1;
-        }
-        tx.flush()?;
-    }
-    tx.flush()?;
-    st.elapsed_ns = clock().saturating_sub(t0);
-    Ok(st)
 }
 
 #[cfg(test)]
