@@ -175,6 +175,17 @@ pub(super) fn mpps(v: f64) -> String {
     format!("{:.3} Mpps", v / 1e6)
 }
 
+/// A trial's loss for the progress lines: the ratio, and the frames when
+/// any were lost (a fail at "0.0000 %" reads as a contradiction: 7 frames
+/// of 37 million are 0.00002 %).
+pub(super) fn loss_text(rec: &TrialRecord) -> String {
+    if rec.lost == 0 {
+        format!("loss {:.4} %", rec.loss_ratio * 100.0)
+    } else {
+        format!("loss {:.4} % ({} frames)", rec.loss_ratio * 100.0, rec.lost)
+    }
+}
+
 /// The procedures at one frame size but the final trials and the latency
 /// ([`finish_size`], after the last search): the probe, the first
 /// throughput search, frame loss and back-to-back.

@@ -73,10 +73,10 @@ pub(super) fn search(
             progress(
                 size,
                 &format!(
-                    "search {}: {} -> loss {:.4} %: a small loss, repeated once (exceed ratio 50 %)",
+                    "search {}: {} -> {}: a small loss, repeated once (exceed ratio 50 %)",
                     rep + 1,
                     mpps(c),
-                    rec.loss_ratio * 100.0
+                    loss_text(&rec)
                 ),
             );
             rec.repeated = true;
@@ -88,14 +88,14 @@ pub(super) fn search(
         // What got through: for a trial the generator could not offer, at
         // most what it did offer.
         let (fwd, loss) = (rec.forwarded_pps.min(rec.offered_pps), rec.loss_ratio);
+        let loss_line = loss_text(&rec);
         s.trials.push(r.push(rec));
         progress(
             size,
             &format!(
-                "search {}: {} -> loss {:.4} % {}",
+                "search {}: {} -> {loss_line} {}",
                 rep + 1,
                 mpps(c),
-                loss * 100.0,
                 if ok { "pass" } else { "fail" }
             ),
         );
@@ -232,8 +232,8 @@ pub(super) fn partial_drop_rate(
         progress(
             size,
             &format!(
-                "{label} -> loss {:.4} % {} (PDR: loss <= {} %)",
-                rec.loss_ratio * 100.0,
+                "{label} -> {} {} (PDR: loss <= {} %)",
+                loss_text(&rec),
                 if ok { "pass" } else { "fail" },
                 cfg.pdr_loss * 100.0
             ),
@@ -326,8 +326,8 @@ pub(super) fn step_down(
         progress(
             r.frame_size,
             &format!(
-                "{label} -> loss {:.4} % {}",
-                rec.loss_ratio * 100.0,
+                "{label} -> {} {}",
+                loss_text(&rec),
                 if pass { "pass" } else { "fail" }
             ),
         );

@@ -1448,3 +1448,26 @@ fn a_final_trial_after_a_stall_halves_then_goes_back_up() {
     assert!((r[0].final_bracket.unwrap() - b).abs() < 1e-12, "{rates:?}");
     assert!(repeat_spread(&r).unwrap() >= b);
 }
+
+/// A failed trial's progress line says how many frames it lost: a loss
+/// that rounds to "0.0000 %" must not read as a fail without a loss.
+#[test]
+fn a_failed_trial_s_progress_line_names_the_frames_lost() {
+    // 7 more frames lost in every throughput trial: each one fails.
+    let mut t = Perturbed::new(|_| true, |_| 7);
+    let cfg = Rfc2544Config {
+        strict: true,
+        ..search_only(vec![64], 1)
+    };
+    let mut lines = Vec::new();
+    run(&cfg, &mut t, &mut |_, l| lines.push(l.to_string())).unwrap();
+    let fails: Vec<&String> = lines.iter().filter(|l| l.ends_with(" fail")).collect();
+    assert!(!fails.is_empty(), "{lines:?}");
+    for l in fails {
+        assert!(l.contains(" frames) fail"), "{l}");
+    }
+    assert!(
+        lines.iter().any(|l| l.contains("(7 frames) fail")),
+        "{lines:?}"
+    );
+}
