@@ -17,11 +17,11 @@ case "${1:-}" in
 esac
 
 # Build: clang for the XDP programs, libbpf-dev for their headers, libpcap-dev for filters.
-# Test and measure: iproute2, ethtool, nftables, tshark, tcpdump, bpftool.
+# Test and measure: iproute2, ethtool, nftables, tshark, tcpdump, bpftool, prometheus (promtool).
 # Peers for side-by-side benchmarks: netsniff-ng (trafgen), dpdk (testpmd), openvswitch-switch.
 PKGS=(clang llvm libbpf-dev libpcap-dev linux-libc-dev pkg-config iproute2 ethtool nftables
       tshark tcpdump bpftool netsniff-ng dpdk dpdk-dev librte-net-af-xdp23 librte-net-null23
-      librte-net-ring23 openvswitch-switch python3 python3-numpy python3-scipy chromium)
+      librte-net-ring23 openvswitch-switch python3 python3-numpy python3-scipy chromium prometheus)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -36,6 +36,12 @@ fi
 # private instances for benchmarks and wants the system one out of the way.
 if systemctl is-active --quiet openvswitch-switch 2>/dev/null; then
   systemctl stop openvswitch-switch >/dev/null 2>&1 || true
+fi
+# Prometheus' package (promtool and the server, for the metrics tests) starts
+# a server listening on :9090 to everyone, unauthenticated: the tests run
+# private ones, and nothing of linerate's set-up should listen by default.
+if systemctl is-enabled --quiet prometheus 2>/dev/null || systemctl is-active --quiet prometheus 2>/dev/null; then
+  systemctl disable --now prometheus >/dev/null 2>&1 || true
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then

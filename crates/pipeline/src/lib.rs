@@ -3,7 +3,8 @@
 //! final account): the L2 forwarder ([`fwd`]), the flow-table switch
 //! ([`switch`]), the capture layer ([`capture`]), the traffic generator
 //! ([`generate`]) and the receiver ([`count`]); what a run reports
-//! ([`event`]) and the control sockets ([`control`]).
+//! ([`event`]), its Prometheus view ([`metrics`]) and the control sockets
+//! ([`control`]).
 
 pub mod capture;
 pub mod control;
@@ -12,6 +13,7 @@ pub mod event;
 pub mod fuzz;
 pub mod fwd;
 pub mod generate;
+pub mod metrics;
 pub mod perf;
 pub mod poll;
 pub mod switch;

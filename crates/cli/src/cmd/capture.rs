@@ -122,6 +122,9 @@ pub struct Args {
     /// No once-a-second lines.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Serve Prometheus metrics at http://ADDR:PORT/metrics while running (e.g. 127.0.0.1:9100).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<String>,
     /// Control socket path (Unix stream socket, mode 0600).
     #[arg(long)]
     pub ctl: Option<PathBuf>,
@@ -226,6 +229,7 @@ pub fn run(a: Args) -> Result<()> {
         ctl: a.ctl.clone(),
     };
     let stop = super::common::stop_flag()?;
+    super::common::serve_metrics(a.metrics.as_deref(), "capture", a.json)?;
     let end = run::run(&cfg, &stop, &mut |e| {
         super::common::print_event(e, a.json, a.quiet)
     })

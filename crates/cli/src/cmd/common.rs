@@ -2,6 +2,7 @@
 
 use anyhow::{Context, Result};
 use linerate_pipeline::event::{Account, Event, Report};
+use linerate_pipeline::metrics::{serve::Server, Exposition, Publish};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -105,14 +106,44 @@ pub fn xdp_ifname(port: &str) -> Result<String> {
     }
 }
 
+/// The metrics server of this process (`--metrics`), once started.
+static METRICS: OnceLock<Server> = OnceLock::new();
+
+/// `--metrics ADDR:PORT`: serve `command`'s metrics in Prometheus' text
+/// format at `http://ADDR:PORT/metrics` for the rest of the process. A bad
+/// address or a port in use is a one-line error.
+pub fn serve_metrics(addr: Option<&str>, command: &str, json: bool) -> Result<()> {
+    let Some(addr) = addr else { return Ok(()) };
+    let s = Server::start(addr, command).map_err(anyhow::Error::msg)?;
+    if !json {
+        eprintln!("metrics: http://{}/metrics", s.local_addr());
+    }
+    let _ = METRICS.set(s);
+    Ok(())
+}
+
+/// Give the metrics server (if one runs) `r`'s view: once per report.
+pub fn publish<T: Publish>(r: &T) {
+    if let Some(s) = METRICS.get() {
+        let mut m = Exposition::new();
+        r.metrics(&mut m);
+        s.publish(&m);
+    }
+}
+
 /// Print a running pipeline's events: the ports it opened on stderr (not
-/// with `--json`), its once-a-second ticks on stdout (not with `--quiet`).
-pub fn print_event<T: Report>(e: Event<'_, T>, json: bool, quiet: bool) {
+/// with `--json`), its once-a-second ticks on stdout (not with `--quiet`)
+/// and to the metrics server (with `--metrics`).
+pub fn print_event<T: Report + Publish>(e: Event<'_, T>, json: bool, quiet: bool) {
     match e {
         Event::Opened(l) if !json => eprintln!("{l}"),
         Event::Opened(_) => {}
-        Event::Tick(_) if quiet => {}
-        Event::Tick(t) => print_report(t, json),
+        Event::Tick(t) => {
+            publish(t);
+            if !quiet {
+                print_report(t, json)
+            }
+        }
     }
 }
 

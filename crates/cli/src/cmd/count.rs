@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Context, Result};
 use linerate_io::OpenOptions;
-use linerate_pipeline::count::{clock, receive_loop, Clock, Receiver, Until};
+use linerate_pipeline::count::{clock, receive_loop, Clock, Receiver, Until, XdpCountTick};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -51,6 +51,9 @@ pub struct Args {
     /// No once-a-second lines.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Serve Prometheus metrics at http://ADDR:PORT/metrics while running (e.g. 127.0.0.1:9100).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<String>,
     /// Count in the kernel: an XDP program on the interface (IF or afxdp:IF)
     /// counts and drops every frame; packets and bytes only (the analogue of
     /// a capture kernel module, seed 003).
@@ -67,6 +70,7 @@ pub fn run(a: Args) -> Result<()> {
         );
     }
     let stop = super::common::stop_flag()?;
+    super::common::serve_metrics(a.metrics.as_deref(), "count", a.json)?;
     if a.xdp {
         return count_xdp(&a, &stop);
     }
@@ -110,6 +114,7 @@ pub fn run(a: Args) -> Result<()> {
             idle: a.idle.map(Duration::from_secs_f64),
         },
         |rx| {
+            super::common::publish(rx);
             if quiet {
                 return;
             }
@@ -191,6 +196,10 @@ fn count_xdp(a: &Args, stop: &AtomicBool) -> Result<()> {
             (prev, last_change) = (s.packets, now);
         }
         if now - tick >= Duration::from_secs(1) {
+            super::common::publish(&XdpCountTick {
+                port: &ifname,
+                stats: &s,
+            });
             if !a.quiet {
                 let pps = (s.packets - last.packets) as f64 / (now - last_t).as_secs_f64();
                 outln!("{}", line(now, &s, pps));

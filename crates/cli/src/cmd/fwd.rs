@@ -19,6 +19,8 @@ Examples:
   linerate fwd --mode xdp afxdp:d0 afxdp:d1
   # pure CPU cost: an endless in-memory source into a sink, with per-stage cycles
   linerate fwd 'mem:a?source=64' 'mem:b?sink' --duration 5 --profile
+  # Prometheus metrics at http://127.0.0.1:9100/metrics while it runs
+  linerate fwd afxdp:d0 afxdp:d1 --metrics 127.0.0.1:9100
   # replay a capture into a new pcapng file
   linerate fwd pcap:in.pcap pcap:out.pcapng
 
@@ -71,6 +73,9 @@ pub struct Args {
     /// No per-second lines.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Serve Prometheus metrics at http://ADDR:PORT/metrics while running (e.g. 127.0.0.1:9100).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<String>,
 }
 
 fn parse_rewrite(s: &Option<String>, flag: &str) -> Result<Option<MacRewrite>> {
@@ -97,6 +102,7 @@ pub fn run(a: Args) -> Result<()> {
     let rw_ab = parse_rewrite(&a.rewrite_a2b, "--rewrite-a2b")?;
     let rw_ba = parse_rewrite(&a.rewrite_b2a, "--rewrite-b2a")?;
     let stop = common::stop_flag()?;
+    common::serve_metrics(a.metrics.as_deref(), "fwd", a.json)?;
     if a.mode == "xdp" {
         return super::fwd_xdp::run(&a, rw_ab, rw_ba, stop);
     }

@@ -8,6 +8,7 @@ use anyhow::{bail, Result};
 use linerate_io::xdp::fwd::{MacRewrite as XdpRewrite, XdpFwd, XdpFwdCounters, XdpFwdDir};
 use linerate_io::xdp::AttachMode;
 use linerate_io::Uri;
+use linerate_pipeline::fwd::run::XdpTick;
 use linerate_pipeline::fwd::MacRewrite;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -67,6 +68,10 @@ pub fn run(
         }
         if last_t.elapsed() >= Duration::from_secs(1) {
             let now = fwd.try_counters()?;
+            common::publish(&XdpTick {
+                ports: [&ia, &ib],
+                counters: &now,
+            });
             let dt = last_t.elapsed().as_secs_f64();
             if !a.quiet {
                 print_interval(a.json, t0.elapsed().as_secs_f64(), dt, &now, &last);

@@ -104,6 +104,9 @@ pub struct Args {
     /// No once-a-second lines.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Serve Prometheus metrics at http://ADDR:PORT/metrics while running (e.g. 127.0.0.1:9100).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<String>,
 }
 
 /// Parse a rate: pps or bit/s, with an optional `@l1` / `@l2`.
@@ -159,6 +162,9 @@ pub fn run(a: Args) -> Result<()> {
         );
     }
     if a.replay.is_some() {
+        if a.metrics.is_some() {
+            bail!("--metrics: gen --replay has no once-a-second reports yet; leave --metrics off");
+        }
         return replay(&a);
     }
     if a.speed.is_some() || a.loops.is_some() {
@@ -166,6 +172,10 @@ pub fn run(a: Args) -> Result<()> {
     }
     let profile = build_profile(&a)?;
     let stop = super::common::stop_flag()?;
+    if a.xdp && a.metrics.is_some() {
+        bail!("--metrics: gen --xdp runs to its end without once-a-second reports; leave --xdp out or --metrics off");
+    }
+    super::common::serve_metrics(a.metrics.as_deref(), "gen", a.json)?;
     if a.xdp {
         let ifname = super::common::xdp_ifname(&a.port)?;
         if let Some(c) = a.cpu {
@@ -215,6 +225,7 @@ pub fn run(a: Args) -> Result<()> {
     });
     let end = session
         .wait(&mut |t| {
+            super::common::publish(t);
             if a.quiet {
             } else if a.json {
                 outln!(

@@ -127,6 +127,9 @@ pub struct Args {
     /// No per-second lines.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Serve Prometheus metrics at http://ADDR:PORT/metrics while running (e.g. 127.0.0.1:9100).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<String>,
 }
 
 fn parse_port(s: &str) -> Result<(u32, String)> {
@@ -203,6 +206,7 @@ pub fn run(a: Args) -> Result<()> {
         duration: a.duration,
     };
     let stop = super::common::stop_flag()?;
+    super::common::serve_metrics(a.metrics.as_deref(), "switch", a.json)?;
     let end = run::run(&cfg, &stop, &mut |e| {
         common::print_event(e, a.json, a.quiet)
     })

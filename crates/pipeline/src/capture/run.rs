@@ -83,7 +83,7 @@ pub struct CaptureConfig {
 
 /// What the caller hears while the capture runs: one line saying what
 /// runs once the port is open, and the stats (JSON) once a second.
-pub type Event<'a> = crate::event::Event<'a, Value>;
+pub type Event<'a> = crate::event::Event<'a, super::worker::CaptureSnapshot>;
 
 /// How a capture ended: the final stats (with `files`, and
 /// `merged_records` after a merge) and the first error of the port or a
@@ -165,7 +165,7 @@ pub fn run(
     if let Some(c) = ctl {
         c.stop();
     }
-    let mut report = shared.snapshot();
+    let mut report = shared.snapshot().to_json();
     let files: Vec<PathBuf> = shared
         .workers
         .iter()

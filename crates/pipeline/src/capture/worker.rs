@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The stats snapshot ([`Shared::snapshot`]) as one line of text.
+/// The stats ([`CaptureSnapshot::to_json`]) as one line of text.
 pub fn text_line(v: &Value) -> String {
     let t = &v["totals"];
     let mut s = format!(
@@ -111,20 +111,78 @@ pub struct Shared {
     pub t0: Instant,
 }
 
+/// One worker's counters at one moment.
+pub struct WorkerSnapshot {
+    pub fwd: super::forwarder::ForwarderReport,
+    pub taken: u64,
+    pub written: u64,
+    pub out_sent: u64,
+    pub out_dropped: u64,
+    pub acknowledged: u64,
+    pub queue_used: u64,
+    pub queue_capacity: u64,
+    pub events: Vec<(&'static str, u64)>,
+}
+
+/// The capture's counters at one moment (once a second, `stats` on the
+/// socket, the end): its text, JSON and metrics views.
+pub struct CaptureSnapshot {
+    pub t: f64,
+    pub port: String,
+    pub steering: &'static str,
+    pub pinned: bool,
+    pub workers: Vec<WorkerSnapshot>,
+    pub kernel: Vec<(&'static str, u64)>,
+}
+
 impl Shared {
-    /// The stats as JSON (once a second, `stats` on the socket, the end).
-    pub fn snapshot(&self) -> Value {
+    /// The counters of every worker, read now.
+    pub fn snapshot(&self) -> CaptureSnapshot {
+        let workers = self
+            .fwd
+            .iter()
+            .zip(&self.workers)
+            .map(|(f, ws)| WorkerSnapshot {
+                fwd: f.snapshot(),
+                taken: ws.taken.load(Relaxed),
+                written: ws.written.load(Relaxed),
+                out_sent: ws.out_sent.load(Relaxed),
+                out_dropped: ws.out_dropped.load(Relaxed),
+                acknowledged: ws.acknowledged.load(Relaxed),
+                queue_used: ws.queue_used.load(Relaxed),
+                queue_capacity: ws.queue_capacity.load(Relaxed),
+                events: ws.events.lock().map(|e| e.clone()).unwrap_or_default(),
+            })
+            .collect();
+        CaptureSnapshot {
+            t: self.t0.elapsed().as_secs_f64(),
+            port: self.port.clone(),
+            steering: self.steering,
+            pinned: self.pinned,
+            workers,
+            kernel: self.kernel.lock().map(|k| k.clone()).unwrap_or_default(),
+        }
+    }
+}
+
+impl CaptureSnapshot {
+    /// The stats as JSON.
+    pub fn to_json(&self) -> Value {
         let mut tot = [0u64; MAX_REASONS];
         let (mut rx, mut fw, mut ack, mut wr) = (0u64, 0u64, 0u64, 0u64);
         let (mut os, mut od) = (0u64, 0u64);
         let mut events_tot: Vec<(&'static str, u64)> = Vec::new();
+        let events_json = |ev: &[(&'static str, u64)]| {
+            ev.iter()
+                .map(|(k, v)| ((*k).to_string(), json!(v)))
+                .collect::<serde_json::Map<_, _>>()
+        };
         let workers: Vec<Value> = self
-            .fwd
+            .workers
             .iter()
-            .zip(&self.workers)
             .enumerate()
-            .map(|(w, (f, ws))| {
-                let r = f.snapshot();
+            .map(|(w, ws)| {
+                let r = &ws.fwd;
                 let mut drops = serde_json::Map::new();
                 for &d in CaptureDrop::ALL {
                     let v = r.stage.drop_of(d);
@@ -133,12 +191,11 @@ impl Shared {
                 }
                 rx += r.stage.received;
                 fw += r.stage.passed;
-                ack += ws.acknowledged.load(Relaxed);
-                wr += ws.written.load(Relaxed);
-                os += ws.out_sent.load(Relaxed);
-                od += ws.out_dropped.load(Relaxed);
-                let ev = ws.events.lock().map(|e| e.clone()).unwrap_or_default();
-                for (k, v) in &ev {
+                ack += ws.acknowledged;
+                wr += ws.written;
+                os += ws.out_sent;
+                od += ws.out_dropped;
+                for (k, v) in &ws.events {
                     match events_tot.iter_mut().find(|(n, _)| n == k) {
                         Some(e) => e.1 += v,
                         None => events_tot.push((k, *v)),
@@ -153,14 +210,14 @@ impl Shared {
                     "ted_threshold": r.ted_threshold,
                     "flows": r.flows_occupied,
                     "flow_evictions": r.flow_evictions,
-                    "queue_used": ws.queue_used.load(Relaxed),
-                    "queue_capacity": ws.queue_capacity.load(Relaxed),
-                    "taken": ws.taken.load(Relaxed),
-                    "written": ws.written.load(Relaxed),
-                    "acknowledged": ws.acknowledged.load(Relaxed),
-                    "out_sent": ws.out_sent.load(Relaxed),
-                    "out_dropped": ws.out_dropped.load(Relaxed),
-                    "events": ev.iter().map(|(k, v)| ((*k).to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
+                    "queue_used": ws.queue_used,
+                    "queue_capacity": ws.queue_capacity,
+                    "taken": ws.taken,
+                    "written": ws.written,
+                    "acknowledged": ws.acknowledged,
+                    "out_sent": ws.out_sent,
+                    "out_dropped": ws.out_dropped,
+                    "events": events_json(&ws.events),
                 })
             })
             .collect();
@@ -168,9 +225,8 @@ impl Shared {
         for &d in CaptureDrop::ALL {
             drops.insert(d.name().into(), tot[d.index()].into());
         }
-        let kernel = self.kernel.lock().map(|k| k.clone()).unwrap_or_default();
         json!({
-            "t": self.t0.elapsed().as_secs_f64(),
+            "t": self.t,
             "port": self.port,
             "steering": self.steering,
             "pinned": self.pinned,
@@ -182,17 +238,123 @@ impl Shared {
                 "acknowledged": ack,
                 "out_sent": os,
                 "out_dropped": od,
-                "events": events_tot.iter().map(|(k, v)| ((*k).to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
+                "events": events_json(&events_tot),
             },
             "workers": workers,
-            "kernel": kernel.iter().map(|(k, v)| ((*k).to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
+            "kernel": self.kernel.iter().map(|(k, v)| ((*k).to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
         })
+    }
+}
+
+impl crate::event::Report for CaptureSnapshot {
+    fn json(&self) -> Value {
+        self.to_json()
+    }
+    fn text(&self) -> String {
+        text_line(&self.to_json())
+    }
+}
+
+impl crate::metrics::Publish for CaptureSnapshot {
+    fn metrics(&self, m: &mut crate::metrics::Exposition) {
+        let (mut rx, mut rx_bytes) = (0u64, 0u64);
+        for (i, w) in self.workers.iter().enumerate() {
+            let id = i.to_string();
+            let l = [("stage", "capture"), ("worker", id.as_str())];
+            let wl = &l[1..];
+            m.stage(&l, &w.fwd.stage);
+            rx += w.fwd.stage.received;
+            rx_bytes += w.fwd.stage.received_bytes;
+            for (name, help, v) in [
+                (
+                    "linerate_capture_taken_packets_total",
+                    "Packets a worker took from its queue.",
+                    w.taken,
+                ),
+                (
+                    "linerate_capture_written_packets_total",
+                    "Packets a worker wrote to its capture file.",
+                    w.written,
+                ),
+                (
+                    "linerate_capture_acknowledged_packets_total",
+                    "Packets a worker acknowledged (done with).",
+                    w.acknowledged,
+                ),
+                (
+                    "linerate_capture_out_sent_packets_total",
+                    "Packets a worker sent to its --out port.",
+                    w.out_sent,
+                ),
+                (
+                    "linerate_capture_out_dropped_packets_total",
+                    "Packets its --out port refused (TX ring full).",
+                    w.out_dropped,
+                ),
+                (
+                    "linerate_capture_flow_evictions_total",
+                    "Flows evicted from a worker's flow table.",
+                    w.fwd.flow_evictions,
+                ),
+            ] {
+                m.counter(name, help, wl, v);
+            }
+            for (name, help, v) in [
+                (
+                    "linerate_capture_queue_used",
+                    "Packets waiting in a worker's queue.",
+                    w.queue_used,
+                ),
+                (
+                    "linerate_capture_queue_capacity",
+                    "A worker's queue capacity, in packets.",
+                    w.queue_capacity,
+                ),
+                (
+                    "linerate_capture_flows",
+                    "Flows in a worker's flow table.",
+                    w.fwd.flows_occupied,
+                ),
+                (
+                    "linerate_capture_priority",
+                    "A worker's priority.",
+                    w.fwd.priority,
+                ),
+            ] {
+                m.gauge(name, help, wl, v as f64);
+            }
+            // TED (early dropping under overload): the byte threshold past
+            // which a flow's packets are dropped, +Inf while it is off.
+            m.gauge(
+                "linerate_capture_ted_threshold_bytes",
+                "The early-drop threshold of a worker (bytes per flow; +Inf when off).",
+                wl,
+                w.fwd.ted_threshold.map_or(f64::INFINITY, |b| b as f64),
+            );
+            for (k, v) in &w.events {
+                m.counter(
+                    "linerate_capture_events_total",
+                    "Events a worker's analyser reported, by kind.",
+                    &[("worker", id.as_str()), ("event", k)],
+                    *v,
+                );
+            }
+        }
+        m.port(&self.port, "rx", rx, rx_bytes);
+        for (k, v) in &self.kernel {
+            m.counter(
+                "linerate_capture_kernel_total",
+                "The capture socket's own counters, as the kernel keeps them.",
+                &[("port", &self.port), ("counter", k)],
+                *v,
+            );
+        }
     }
 }
 
 fn ctl_line(line: &str, shared: &Shared) -> String {
     match CtlRequest::parse(line) {
-        Ok(CtlRequest::Stats) => shared.snapshot().to_string(),
+        Ok(CtlRequest::Stats) => shared.snapshot().to_json().to_string(),
         Ok(CtlRequest::Shunt(k)) => {
             for i in &shared.inboxes {
                 i.push(k);

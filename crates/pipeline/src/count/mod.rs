@@ -28,7 +28,10 @@ use linerate_wire::frame::{parse_frame, L4};
 use linerate_wire::signature::{self, FLAG_TS};
 
 pub use clock::{monotonic_ns, Clock};
-pub use report::{LatencySummary, Report, Snapshot, StreamLive, StreamReport, Totals};
+pub use report::{
+    LatencySummary, Report, Snapshot, StreamLive, StreamReport, Totals, XdpCountTick,
+    METRIC_STREAMS,
+};
 pub use run::{receive_loop, Until};
 pub use seq::{SeqClass, SeqWindow, WINDOW};
 

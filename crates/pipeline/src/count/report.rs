@@ -446,3 +446,165 @@ impl Snapshot {
         s
     }
 }
+
+/// Streams given series of their own in the metrics (the lowest ids first
+/// seen): a peer sending 65,535 stream ids must not make every scrape
+/// hundreds of megabytes. The totals count every stream.
+pub const METRIC_STREAMS: usize = 64;
+
+/// Latency buckets' upper bounds, ns (1 µs to 10 s, 1-2-5 steps).
+const LATENCY_BUCKETS_NS: [u64; 22] = [
+    1_000,
+    2_000,
+    5_000,
+    10_000,
+    20_000,
+    50_000,
+    100_000,
+    200_000,
+    500_000,
+    1_000_000,
+    2_000_000,
+    5_000_000,
+    10_000_000,
+    20_000_000,
+    50_000_000,
+    100_000_000,
+    200_000_000,
+    500_000_000,
+    1_000_000_000,
+    2_000_000_000,
+    5_000_000_000,
+    10_000_000_000,
+];
+
+impl crate::metrics::Publish for Receiver {
+    fn metrics(&self, m: &mut crate::metrics::Exposition) {
+        let c = &self.counters;
+        m.counter(
+            "linerate_receiver_packets_total",
+            "Frames the receiver counted.",
+            &[],
+            c.packets,
+        );
+        m.counter(
+            "linerate_receiver_bytes_total",
+            "Bytes of the frames the receiver counted.",
+            &[],
+            c.bytes,
+        );
+        for (kind, v) in [("signed", c.signed), ("unsigned", c.unsigned)] {
+            m.counter(
+                "linerate_receiver_frames_total",
+                "Frames with a linerate signature (signed) and without.",
+                &[("kind", kind)],
+                v,
+            );
+        }
+        for (r, n) in &c.malformed {
+            m.counter(
+                "linerate_receiver_malformed_total",
+                "Frames whose signature was malformed, by reason.",
+                &[("reason", r)],
+                *n,
+            );
+        }
+        m.counter(
+            "linerate_receiver_too_many_streams_total",
+            "Signed frames of streams beyond the receiver's stream cap.",
+            &[],
+            c.too_many_streams,
+        );
+        m.counter(
+            "linerate_receiver_no_rx_timestamp_total",
+            "Frames without an RX timestamp (no latency sample).",
+            &[],
+            c.no_rx_timestamp,
+        );
+        m.gauge(
+            "linerate_receiver_streams",
+            "Streams seen.",
+            &[],
+            self.streams.len() as f64,
+        );
+        for s in self.streams.iter().take(METRIC_STREAMS) {
+            let id = s.id.to_string();
+            let l = [("stream", id.as_str())];
+            let r = stream_report(s);
+            for (name, help, v) in [
+                (
+                    "linerate_receiver_stream_packets_total",
+                    "Frames of a stream.",
+                    r.packets,
+                ),
+                (
+                    "linerate_receiver_stream_bytes_total",
+                    "Bytes of a stream's frames.",
+                    r.bytes,
+                ),
+                (
+                    "linerate_receiver_stream_lost_total",
+                    "Sequence numbers of a stream not (yet) received.",
+                    r.lost,
+                ),
+                (
+                    "linerate_receiver_stream_reordered_total",
+                    "Frames of a stream that came after a later one.",
+                    r.reordered,
+                ),
+                (
+                    "linerate_receiver_stream_duplicates_total",
+                    "Frames of a stream received twice.",
+                    r.duplicates,
+                ),
+                (
+                    "linerate_receiver_stream_out_of_window_total",
+                    "Frames too far behind the sequence window.",
+                    r.out_of_window,
+                ),
+            ] {
+                m.counter(name, help, &l, v);
+            }
+            if !s.latency.is_empty() {
+                let h = &s.latency;
+                let buckets: Vec<(f64, u64)> = LATENCY_BUCKETS_NS
+                    .iter()
+                    .map(|&b| (b as f64 / 1e9, h.count_between(0, b)))
+                    .collect();
+                m.histogram(
+                    "linerate_receiver_latency_seconds",
+                    "One-way latency of a stream's timestamped frames.",
+                    &l,
+                    &buckets,
+                    s.lat_sum_ns as f64 / 1e9,
+                    h.len(),
+                );
+            }
+        }
+    }
+}
+
+/// The in-kernel counter's totals (`count --xdp`, read from its per-CPU
+/// map once a second), for the metrics view.
+pub struct XdpCountTick<'a> {
+    pub port: &'a str,
+    pub stats: &'a linerate_io::xdp::count::CountStats,
+}
+
+impl crate::metrics::Publish for XdpCountTick<'_> {
+    fn metrics(&self, m: &mut crate::metrics::Exposition) {
+        m.port(self.port, "rx", self.stats.packets, self.stats.bytes);
+        m.counter(
+            "linerate_receiver_packets_total",
+            "Frames the receiver counted.",
+            &[],
+            self.stats.packets,
+        );
+        m.counter(
+            "linerate_receiver_bytes_total",
+            "Bytes of the frames the receiver counted.",
+            &[],
+            self.stats.bytes,
+        );
+    }
+}

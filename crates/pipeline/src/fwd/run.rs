@@ -5,6 +5,7 @@
 
 use super::{run_loop, Direction, DirectionReport, FwdCycles, MacRewrite, Polling};
 use crate::event::{Account, Report};
+use crate::metrics::{Exposition, Publish};
 use linerate_io::time::tsc_hz;
 use linerate_io::{KernelStats, OpenOptions, PortInfo, StageSnapshot};
 use serde_json::{json, Value};
@@ -41,6 +42,10 @@ pub struct Tick {
     pub dt: f64,
     /// A->B and B->A in the interval.
     pub delta: [StageSnapshot; 2],
+    /// A->B and B->A since the start.
+    pub total: [StageSnapshot; 2],
+    /// The URIs of ports A and B.
+    pub ports: [String; 2],
 }
 
 /// The final account.
@@ -152,6 +157,8 @@ pub fn run(
                 t: t0.elapsed().as_secs_f64(),
                 dt: last_t.elapsed().as_secs_f64(),
                 delta: [now[0].delta(&last[0]), now[1].delta(&last[1])],
+                total: now,
+                ports: [cfg.port_a.clone(), cfg.port_b.clone()],
             }));
             last = now;
             last_t = Instant::now();
@@ -228,6 +235,17 @@ impl Report for Tick {
             rate_line("A->B", &self.delta[0], self.dt),
             rate_line("B->A", &self.delta[1], self.dt)
         )
+    }
+}
+
+impl Publish for Tick {
+    fn metrics(&self, m: &mut Exposition) {
+        let [a, b] = [self.ports[0].as_str(), self.ports[1].as_str()];
+        for ((stage, rx, tx), s) in [("a_to_b", a, b), ("b_to_a", b, a)].iter().zip(&self.total) {
+            m.stage(&[("stage", stage)], s);
+            m.port(rx, "rx", s.received, s.received_bytes);
+            m.port(tx, "tx", s.passed, s.passed_bytes);
+        }
     }
 }
 
@@ -328,5 +346,59 @@ impl Account for Finished {
     }
     fn balanced(&self) -> bool {
         self.reports().iter().all(|r| r.balanced)
+    }
+}
+
+/// The in-kernel forwarder's counters (`fwd --mode xdp`, read from the
+/// program's per-CPU maps once a second), for the metrics view.
+pub struct XdpTick<'a> {
+    /// The interfaces of ports A and B.
+    pub ports: [&'a str; 2],
+    pub counters: &'a linerate_io::xdp::fwd::XdpFwdCounters,
+}
+
+impl Publish for XdpTick<'_> {
+    fn metrics(&self, m: &mut Exposition) {
+        let [a, b] = self.ports;
+        let c = self.counters;
+        for (stage, rx, tx, d) in [("a_to_b", a, b, &c.a_to_b), ("b_to_a", b, a, &c.b_to_a)] {
+            let l = [("stage", stage)];
+            m.counter(
+                "linerate_stage_received_packets_total",
+                "Packets a stage received.",
+                &l,
+                d.rx,
+            );
+            m.counter(
+                "linerate_stage_received_bytes_total",
+                "Bytes a stage received.",
+                &l,
+                d.rx_bytes,
+            );
+            m.counter(
+                "linerate_stage_passed_packets_total",
+                "Packets a stage passed on (forwarded, captured).",
+                &l,
+                d.fwd,
+            );
+            for (reason, v) in [
+                ("redirect_failed", d.drop_redirect),
+                ("malformed", d.drop_malformed),
+            ] {
+                m.counter(
+                    "linerate_stage_dropped_packets_total",
+                    "Packets a stage dropped, by reason: received = passed + dropped.",
+                    &[("stage", stage), ("reason", reason)],
+                    v,
+                );
+            }
+            m.port(rx, "rx", d.rx, d.rx_bytes);
+            m.counter(
+                "linerate_port_packets_total",
+                "Packets through a port, by direction (rx, tx).",
+                &[("port", tx), ("direction", "tx")],
+                d.fwd,
+            );
+        }
     }
 }

@@ -303,6 +303,13 @@ impl Control {
             .map(|(p, _)| p.load(Ordering::Relaxed))
             .collect()
     }
+    /// Per stream: bytes the port took so far.
+    pub fn sent_bytes(&self) -> Vec<u64> {
+        self.sent
+            .iter()
+            .map(|(_, b)| b.load(Ordering::Relaxed))
+            .collect()
+    }
     /// The generator thread ended (set by whoever runs [`run_loop`]).
     pub fn set_finished(&self) {
         self.finished.store(true, Ordering::SeqCst);

@@ -46,7 +46,34 @@ pub struct Tick<'a> {
     pub t: f64,
     pub names: &'a [String],
     pub sent: &'a [u64],
+    pub sent_bytes: &'a [u64],
     pub pps: &'a [f64],
+}
+
+impl crate::metrics::Publish for Tick<'_> {
+    fn metrics(&self, m: &mut crate::metrics::Exposition) {
+        for (i, name) in self.names.iter().enumerate() {
+            let l = [("stream", name.as_str())];
+            m.counter(
+                "linerate_generator_sent_packets_total",
+                "Frames of a stream the port took.",
+                &l,
+                self.sent.get(i).copied().unwrap_or(0),
+            );
+            m.counter(
+                "linerate_generator_sent_bytes_total",
+                "Bytes of a stream's frames the port took.",
+                &l,
+                self.sent_bytes.get(i).copied().unwrap_or(0),
+            );
+            m.gauge(
+                "linerate_generator_rate_packets_per_second",
+                "A stream's achieved rate over the last second.",
+                &l,
+                self.pps.get(i).copied().unwrap_or(0.0),
+            );
+        }
+    }
 }
 
 /// How a run ended.
@@ -169,6 +196,7 @@ impl GenSession {
                     t: t0.elapsed().as_secs_f64(),
                     names: &self.names,
                     sent: &now,
+                    sent_bytes: &self.ctl.sent_bytes(),
                     pps: &pps,
                 });
                 last = now;

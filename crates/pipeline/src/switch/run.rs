@@ -12,6 +12,7 @@ use super::table::{mono_ns, Control, FlowTable};
 use super::Rule;
 use crate::control::{Handler, Limits, Listener, Server};
 use crate::event::{Account, Report};
+use crate::metrics::{Exposition, Publish};
 use linerate_io::time::tsc_hz;
 use linerate_io::OpenOptions;
 use serde_json::{json, Value};
@@ -114,6 +115,8 @@ pub struct Tick {
     pub rules: usize,
     pub emc_hit_rate: f64,
     pub subtables_per_lookup: f64,
+    /// The switch's state, read by the metrics view.
+    pub shared: Arc<Shared>,
 }
 
 /// The final account.
@@ -323,6 +326,7 @@ pub fn run(
                 rules: shared.ctl.current().len(),
                 emc_hit_rate: dc[0] as f64 / (dc[0] + dc[1]).max(1) as f64,
                 subtables_per_lookup: dc[2] as f64 / dc[1].max(1) as f64,
+                shared: shared.clone(),
             }));
             last = now;
             last_c = now_c;
@@ -383,6 +387,127 @@ impl Report for Tick {
                 drops.join(" ")
             }
         )
+    }
+}
+
+impl Publish for Tick {
+    fn metrics(&self, m: &mut Exposition) {
+        let sh = &self.shared;
+        m.stage(&[("stage", "switch")], &sh.counters.snapshot());
+        for (_, uri, c) in &sh.ports {
+            m.port(
+                uri,
+                "rx",
+                c.rx_packets.load(Relaxed),
+                c.rx_bytes.load(Relaxed),
+            );
+            m.port(
+                uri,
+                "tx",
+                c.tx_packets.load(Relaxed),
+                c.tx_bytes.load(Relaxed),
+            );
+            m.counter(
+                "linerate_switch_port_tx_dropped_total",
+                "Copies for a port not sent (its ring or staging full, too big).",
+                &[("port", uri)],
+                c.tx_dropped.load(Relaxed),
+            );
+        }
+        let t = sh.ctl.current();
+        m.gauge(
+            "linerate_switch_rules",
+            "Rules in every table.",
+            &[],
+            t.len() as f64,
+        );
+        m.gauge(
+            "linerate_switch_table_epoch",
+            "The pipeline's epoch: it changes with every edit of the rules.",
+            &[],
+            t.epoch() as f64,
+        );
+        for (i, tb) in t.tables() {
+            let id = i.to_string();
+            let l = [("table", id.as_str())];
+            m.gauge(
+                "linerate_switch_table_rules",
+                "Rules in a table.",
+                &l,
+                tb.classifier().len() as f64,
+            );
+            let st = &tb.stats;
+            for (name, help, v) in [
+                (
+                    "linerate_switch_table_lookups_total",
+                    "Lookups in a table.",
+                    &st.lookups,
+                ),
+                (
+                    "linerate_switch_table_matches_total",
+                    "Lookups in a table that matched a rule.",
+                    &st.matches,
+                ),
+                (
+                    "linerate_switch_table_evicted_total",
+                    "Rules a full table evicted.",
+                    &st.evicted,
+                ),
+                (
+                    "linerate_switch_table_refused_full_total",
+                    "Rules a full table refused.",
+                    &st.refused_full,
+                ),
+            ] {
+                m.counter(name, help, &l, v.load(Relaxed));
+            }
+        }
+        let c = &sh.cache;
+        for (cache, result, v) in [
+            ("emc", "hit", &c.emc_hits),
+            ("emc", "miss", &c.emc_misses),
+            ("emc", "bypassed", &c.emc_bypassed),
+            ("megaflow", "hit", &c.mega_hits),
+            ("megaflow", "miss", &c.mega_misses),
+            ("classifier", "hit", &c.cls_matched),
+        ] {
+            m.counter(
+                "linerate_switch_cache_lookups_total",
+                "Lookups in the switch's caches (emc, megaflow) and classifier, by result.",
+                &[("cache", cache), ("result", result)],
+                v.load(Relaxed),
+            );
+        }
+        m.counter(
+            "linerate_switch_classifier_lookups_total",
+            "Packets that went to the classifier.",
+            &[],
+            c.cls_lookups.load(Relaxed),
+        );
+        m.counter(
+            "linerate_switch_subtables_searched_total",
+            "Classifier subtables searched (divided by lookups: subtables per lookup).",
+            &[],
+            c.subtables_searched.load(Relaxed),
+        );
+        m.gauge(
+            "linerate_switch_megaflows",
+            "Megaflows in the cache.",
+            &[],
+            c.megaflows.load(Relaxed) as f64,
+        );
+        for (outcome, v) in [
+            ("requested", &c.learn_requests),
+            ("queue_full", &c.learn_queue_full),
+            ("refused", &c.learn_refused),
+        ] {
+            m.counter(
+                "linerate_switch_learn_total",
+                "learn() requests of the datapath, by outcome.",
+                &[("outcome", outcome)],
+                v.load(Relaxed),
+            );
+        }
     }
 }
 
