@@ -652,6 +652,14 @@ fn http_analyser_counts_requests_responses_pairs() {
     let ev = &v["totals"]["events"];
     assert!(ev["http_pair"].as_u64().unwrap() >= 40, "{v}");
     assert_eq!(ev["shunt_requests"], 40, "{v}");
+    // Every request applied by the forwarders, each a connection shunted.
+    let shunted: u64 = v["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["shunted_flows"].as_u64().unwrap())
+        .sum();
+    assert_eq!(shunted, 40, "{v}");
     assert_eq!(v["totals"]["dropped"]["ring_full"], 0, "{v}");
     assert!(
         v["totals"]["dropped"]["shunt"].as_u64().unwrap() > 100,

@@ -260,20 +260,30 @@ fn a_bad_address_or_a_port_in_use_is_one_line_at_the_start() {
         (taken.as_str(), "in use"),
     ] {
         for cmd in [
-            &["fwd", "mem:a?source=64", "mem:b?sink"][..],
-            &["count", "mem:a?source=64"][..],
-            &["capture", "mem:a?source=64"][..],
-            &["gen", "mem:a?sink"][..],
+            &["fwd", "mem:a?source=64", "mem:b?sink", "--duration", "30"][..],
+            &["count", "mem:a?source=64", "--duration", "30"][..],
+            &["capture", "mem:a?source=64", "--duration", "30"][..],
+            &["gen", "mem:a?sink", "--duration", "30"][..],
             &[
                 "switch",
                 "--port",
                 "1=mem:a?source=64",
                 "--port",
                 "2=mem:b?sink",
+                "--duration",
+                "30",
+            ][..],
+            // Before any test bed is built.
+            &[
+                "bench",
+                "--dut",
+                "linux-bridge",
+                "--no-history",
+                "--no-report",
             ][..],
         ] {
             let mut a = cmd.to_vec();
-            a.extend(["--duration", "30", "--metrics", bad]);
+            a.extend(["--metrics", bad]);
             let t0 = Instant::now();
             let out = linerate(&a);
             let err = String::from_utf8_lossy(&out.stderr);
@@ -290,6 +300,32 @@ fn a_bad_address_or_a_port_in_use_is_one_line_at_the_start() {
                 "{a:?}: {err}"
             );
         }
+    }
+}
+
+#[test]
+fn metrics_where_there_are_no_reports_are_refused_in_one_line() {
+    let m = "127.0.0.1:9";
+    for (a, says) in [
+        (
+            &["gen", "mem:a?sink", "--xdp", "--metrics", m][..],
+            "gen --xdp",
+        ),
+        (
+            &["gen", "mem:a?sink", "--replay", "x.pcap", "--metrics", m][..],
+            "gen --replay",
+        ),
+        (&["bench", "--overload", "--metrics", m][..], "--overload"),
+        (&["bench", "--metrics", m, "soak"][..], "a study"),
+    ] {
+        let out = linerate(a);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{a:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{a:?}: {err}");
+        assert!(
+            err.contains("--metrics") && err.contains(says),
+            "{a:?}: {err}"
+        );
     }
 }
 
@@ -584,4 +620,91 @@ fn prometheus_stores_the_exact_final_counts_of_capture() {
     }
     drop(prom);
     bed.down().unwrap();
+}
+
+#[test]
+fn the_bench_publishes_its_trials_while_it_runs() {
+    require_root();
+    require_tools(&["promtool"]);
+    let pid = std::process::id();
+    let c = Cleanup {
+        dir: std::env::temp_dir().join(format!("lr-bench-metrics-{pid}")),
+        prefix: format!("lrbm{}", pid % 100_000),
+    };
+    std::fs::create_dir_all(&c.dir).unwrap();
+    let json = c.dir.join("r.json");
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut p = spawn(&[
+        "bench",
+        "--final-trial",
+        "0",
+        "--dut",
+        "linux-bridge",
+        "--sizes",
+        "64",
+        "--repetitions",
+        "1",
+        "--trial",
+        "0.1",
+        "--frame-loss-sizes",
+        "none",
+        "--b2b-sizes",
+        "none",
+        "--no-history",
+        "--no-report",
+        "--name",
+        &c.prefix,
+        "--json",
+        json.to_str().unwrap(),
+        "--metrics",
+        &addr,
+    ]);
+    // Scrape every 100 ms until the run ends; keep the last page that
+    // counted trials.
+    let mut last: Option<String> = None;
+    let t0 = Instant::now();
+    loop {
+        if let Some(page) = get(None, port, "/metrics") {
+            if page.contains("linerate_bench_trials_total{") {
+                last = Some(page);
+            }
+        }
+        if p.0.as_mut().unwrap().try_wait().unwrap().is_some() {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(300),
+            "the bench took too long"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = p.wait_output(Duration::from_secs(10), "linerate bench");
+    assert_ok(&out, "linerate bench --metrics");
+    let page = last.expect("no page counted a trial");
+    promtool_accepts(&page, "bench");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    // The throughput trials the page counted (the bench's readiness checks
+    // and probes are trials too, counted under their own procedure).
+    let trials = v["results"][0]["sizes"][0]["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["procedure"] == "throughput")
+        .count() as f64;
+    let seen = sample(
+        &page,
+        "linerate_bench_trials_total{dut=\"linux-bridge\",frame_size=\"64 B\",procedure=\"throughput\"}",
+    )
+    .unwrap_or(0.0);
+    assert!(
+        seen >= 1.0 && seen <= trials,
+        "{seen} throughput trials on the page, {trials} in the JSON\n{page}"
+    );
+    // The last trial's rates and loss (of whichever DuT ran last: the
+    // empty bed's latency trials come after the DuTs).
+    assert!(
+        page.contains("\nlinerate_bench_last_trial_loss_ratio{dut=\""),
+        "{page}"
+    );
 }

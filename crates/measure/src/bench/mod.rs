@@ -70,6 +70,8 @@ pub struct Rfc2544Bench {
     pub directions: Vec<Direction>,
     /// CPU of the reverse generator (both ways); None: `gen_cpu`.
     pub reverse_gen_cpu: Option<usize>,
+    /// Told every trial's record as it ends (`--metrics`).
+    pub on_trial: Option<trial::TrialObserver>,
 }
 
 /// The rate at which every DuT's latency is measured once more after the
@@ -257,6 +259,7 @@ pub(crate) fn bed_trials<'a>(
     );
     t.settle = cfg.procedures.settle;
     t.max_rate = cfg.procedures.max_rate;
+    t.on_trial = cfg.on_trial.clone();
     t
 }
 

@@ -449,6 +449,7 @@ pub(super) mod tests {
             common_load: CommonLoad::Off,
             directions: vec![Direction::Uni],
             reverse_gen_cpu: None,
+            on_trial: None,
         }
     }
 

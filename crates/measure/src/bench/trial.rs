@@ -283,6 +283,8 @@ impl Ends {
 /// Trials on a running test bed with a started DuT: one direction
 /// (generator on g0, sink on s0), or both at once ([`BedTrials::both_ways`]).
 pub struct BedTrials<'a> {
+    /// Told every trial's record as it ends (`--metrics`).
+    pub on_trial: Option<TrialObserver>,
     ends: Ends,
     paths: Vec<Path<'a>>,
     /// Every n-th frame carries a TX time (n shares no factor with the flows).
@@ -334,6 +336,7 @@ impl<'a> BedTrials<'a> {
             stop.clone(),
         );
         BedTrials {
+            on_trial: None,
             ends,
             paths: vec![Path::new(gen, sink, false)],
             ts_every,
@@ -467,8 +470,33 @@ fn capped(spec: &TrialSpec, cap: f64) -> TrialSpec {
     s
 }
 
+/// Whoever wants every trial's record as it ends (the bench's metrics):
+/// called on the bench's thread, between trials.
+#[derive(Clone)]
+pub struct TrialObserver(pub Arc<dyn Fn(&TrialRecord) + Send + Sync>);
+
+impl std::fmt::Debug for TrialObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TrialObserver")
+    }
+}
+
 impl Trials for BedTrials<'_> {
     fn trial(&mut self, spec: &TrialSpec) -> Result<TrialRecord, String> {
+        let rec = self.run_trial(spec)?;
+        if let Some(o) = &self.on_trial {
+            (o.0)(&rec);
+        }
+        Ok(rec)
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+}
+
+impl BedTrials<'_> {
+    fn run_trial(&mut self, spec: &TrialSpec) -> Result<TrialRecord, String> {
         let capped_spec;
         let spec = match self.max_rate {
             Some(m) => {
@@ -674,10 +702,6 @@ impl Trials for BedTrials<'_> {
             self.lat_batch.insert(spec.frame_size, (batch * 2).min(64));
         }
         Ok(rec)
-    }
-
-    fn stopped(&self) -> bool {
-        self.stop.load(Ordering::SeqCst)
     }
 }
 

@@ -288,6 +288,7 @@ impl BenchRunner {
             common_load: bench::CommonLoad::Off,
             directions: vec![bench::Direction::Uni],
             reverse_gen_cpu: None,
+            on_trial: None,
         };
         let r = bench::run_rfc2544(&cfg, duts, stop, &mut |_, _, _| {})
             .into_iter()

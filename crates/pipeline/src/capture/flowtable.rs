@@ -56,6 +56,8 @@ pub struct FlowTableStats {
     pub expired: u64,
     /// Entries currently occupied (idle ones not yet reused count until swept).
     pub occupied: u64,
+    /// Connections marked shunted (requests applied, repeats included).
+    pub shunts: u64,
 }
 
 pub struct FlowTable {
@@ -203,6 +205,7 @@ impl FlowTable {
     /// Mark `key`'s connection shunted (creating the entry if needed).
     pub fn shunt(&mut self, key: &FlowKey, now_ns: u64) {
         let h = key.symmetric_hash();
+        self.stats.shunts += 1;
         let e = self.entry(key, h, now_ns);
         e.shunted = true;
         // A shunt request counts as activity, so the entry does not age out

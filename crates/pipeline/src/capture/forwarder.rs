@@ -139,6 +139,8 @@ pub struct ForwarderShared {
     pub ted_threshold: AtomicU64,
     pub flow_evictions: AtomicU64,
     pub flows_occupied: AtomicU64,
+    /// Connections shunted (requests applied).
+    pub shunts: AtomicU64,
 }
 
 /// A plain copy of [`ForwarderShared`].
@@ -150,6 +152,7 @@ pub struct ForwarderReport {
     pub ted_threshold: Option<u64>,
     pub flow_evictions: u64,
     pub flows_occupied: u64,
+    pub shunts: u64,
 }
 
 impl ForwarderShared {
@@ -161,6 +164,7 @@ impl ForwarderShared {
             ted_threshold: (t != UNLIMITED).then_some(t),
             flow_evictions: self.flow_evictions.load(Relaxed),
             flows_occupied: self.flows_occupied.load(Relaxed),
+            shunts: self.shunts.load(Relaxed),
         }
     }
 }
@@ -295,6 +299,7 @@ impl Forwarder {
         let fs = self.table.stats();
         s.flow_evictions.store(fs.evictions, Relaxed);
         s.flows_occupied.store(fs.occupied, Relaxed);
+        s.shunts.store(fs.shunts, Relaxed);
     }
 
     #[inline(always)]

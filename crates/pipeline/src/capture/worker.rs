@@ -210,6 +210,7 @@ impl CaptureSnapshot {
                     "ted_threshold": r.ted_threshold,
                     "flows": r.flows_occupied,
                     "flow_evictions": r.flow_evictions,
+                    "shunted_flows": r.shunts,
                     "queue_used": ws.queue_used,
                     "queue_capacity": ws.queue_capacity,
                     "taken": ws.taken,

@@ -205,25 +205,13 @@ fn serve(mut s: TcpStream, inner: &Inner) -> Outcome {
             return Outcome::BadRequest;
         }
     }
-    let line = buf[..n].split(|&b| b == b'\n').next().unwrap_or_default();
-    let line = String::from_utf8_lossy(line);
-    let mut words = line.split_whitespace();
-    let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
-    let path = path.split('?').next().unwrap_or("");
-    let (status, body, outcome) = match (method, path) {
-        ("GET" | "HEAD", "/metrics") => ("200 OK", page(inner), Outcome::Served),
-        ("GET" | "HEAD", _) => (
-            "404 Not Found",
-            "linerate serves its metrics at /metrics\n".to_string(),
-            Outcome::NotFound,
-        ),
-        _ => (
-            "405 Method Not Allowed",
-            "GET /metrics\n".to_string(),
-            Outcome::BadRequest,
-        ),
+    let (status, outcome, head) = route(&buf[..n]);
+    let body = match outcome {
+        Outcome::Served => page(inner),
+        Outcome::NotFound => "linerate serves its metrics at /metrics\n".to_string(),
+        _ => "GET /metrics\n".to_string(),
     };
-    match respond(&mut s, t0, status, &body, method == "HEAD") {
+    match respond(&mut s, t0, status, &body, head) {
         Ok(()) => outcome,
         Err(e)
             if matches!(
@@ -235,6 +223,41 @@ fn serve(mut s: TcpStream, inner: &Inner) -> Outcome {
         }
         Err(_) => Outcome::Failed,
     }
+}
+
+/// What a request (its line and headers, as read) gets: the status line,
+/// the outcome, and whether it is a HEAD (no body). Only the request line
+/// is looked at; any bytes are safe here.
+fn route(request: &[u8]) -> (&'static str, Outcome, bool) {
+    let line = request.split(|&b| b == b'\n').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
+    let mut words = line.split_whitespace();
+    let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    let path = path.split('?').next().unwrap_or("");
+    let head = method == "HEAD";
+    match (method, path) {
+        ("GET" | "HEAD", "/metrics") => ("200 OK", Outcome::Served, head),
+        ("GET" | "HEAD", _) => ("404 Not Found", Outcome::NotFound, head),
+        _ => ("405 Method Not Allowed", Outcome::BadRequest, false),
+    }
+}
+
+/// Arbitrary bytes as a request to the metrics server: no panic; only
+/// `GET`/`HEAD /metrics[?...]` is served.
+pub fn fuzz(data: &[u8]) {
+    let (status, outcome, _) = route(data);
+    if matches!(outcome, Outcome::Served) {
+        let line = data.split(|&b| b == b'\n').next().unwrap_or_default();
+        let line = String::from_utf8_lossy(line);
+        let mut w = line.split_whitespace();
+        assert!(matches!(w.next(), Some("GET" | "HEAD")), "{line}");
+        assert!(
+            w.next()
+                .is_some_and(|p| p == "/metrics" || p.starts_with("/metrics?")),
+            "{line}"
+        );
+    }
+    assert!(!status.contains('\n'));
 }
 
 /// Write the answer within what is left of [`DEADLINE`], then close.

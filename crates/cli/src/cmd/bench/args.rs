@@ -158,6 +158,10 @@ pub struct Args {
     /// Write every trial as JSON to this file ("-": standard output, the table then goes to stderr).
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Serve Prometheus metrics (the DuT and size at hand, every trial's counts, the last trial's
+    /// rates, loss and generator slip) at http://ADDR:PORT/metrics while the RFC 2544 bench runs.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<String>,
     /// Put the run's Markdown section (the machine, the tables, what the figures say) into this
     /// file between <!-- SECTION --> markers (replaced in place, or appended), e.g.
     /// docs/BENCHMARKS.md.

@@ -225,6 +225,7 @@ pub fn rfc2544_plan(a: &Args) -> Result<Plan> {
         env: dut_env(a.dut_cpu)?,
         directions: a.direction.clone(),
         reverse_gen_cpu: a.reverse_gen_cpu,
+        on_trial: None,
         common_load: if a.no_latency {
             bench::CommonLoad::Off
         } else {

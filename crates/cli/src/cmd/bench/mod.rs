@@ -5,6 +5,7 @@
 
 mod args;
 mod config;
+mod metrics;
 mod openflow_client;
 mod study;
 mod study_afpacket_soak;
@@ -20,6 +21,9 @@ use std::io::Write;
 use std::time::Instant;
 
 pub fn run(mut a: Args) -> Result<()> {
+    if a.metrics.is_some() && (a.study.is_some() || a.overload) {
+        bail!("--metrics: served by the RFC 2544 bench only (not by --overload or a study)");
+    }
     if a.study.is_none() {
         config::check_common(&a)?;
     }
@@ -40,7 +44,11 @@ pub fn run(mut a: Args) -> Result<()> {
 }
 
 fn run_rfc2544(a: Args) -> Result<()> {
-    let plan = config::rfc2544_plan(&a)?;
+    let mut plan = config::rfc2544_plan(&a)?;
+    // Before any bed is built: a bad address or a port in use ends the run here.
+    super::common::serve_metrics(a.metrics.as_deref(), "bench", false)?;
+    let watch = a.metrics.is_some().then(metrics::BenchMetrics::default);
+    plan.cfg.on_trial = watch.as_ref().map(metrics::BenchMetrics::observer);
     let mut duts = if plan.external.is_some() {
         Vec::new()
     } else {
@@ -70,6 +78,9 @@ fn run_rfc2544(a: Args) -> Result<()> {
     let passes = cfg.procedures.repetitions;
     let (mut pass, mut last) = (1, 0);
     let mut progress = |name: &str, size: u32, what: &str| {
+        if let Some(w) = &watch {
+            w.at(name, size);
+        }
         let i = names.iter().position(|x| x == name).unwrap_or(0) + 1;
         if i < last {
             pass += 1;
