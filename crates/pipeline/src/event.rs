@@ -16,16 +16,6 @@ pub trait Report {
     fn text(&self) -> String;
 }
 
-/// The capture's stats are JSON already.
-impl Report for serde_json::Value {
-    fn json(&self) -> serde_json::Value {
-        self.clone()
-    }
-    fn text(&self) -> String {
-        crate::capture::worker::text_line(self)
-    }
-}
-
 /// A run's final account.
 pub trait Account: Report {
     /// The error that ended the run (a port that failed), if one did.

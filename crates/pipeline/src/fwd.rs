@@ -13,6 +13,7 @@
 //! and buffer management (`release`). Empty polls are counted apart.
 
 pub mod run;
+pub mod xdp;
 
 use crate::perf::{Cycles, CyclesSnapshot, Stage};
 use crate::poll::Poll;

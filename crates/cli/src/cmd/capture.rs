@@ -234,8 +234,8 @@ pub fn run(a: Args) -> Result<()> {
         super::common::print_event(e, a.json, a.quiet)
     })
     .map_err(anyhow::Error::msg)?;
+    super::common::print_report(&end, a.json);
     let v = &end.report;
-    super::common::print_report(v, a.json);
     if !a.json {
         let files = v["files"].as_array().map_or(0, |f| f.len());
         if let Some(n) = v["merged_records"].as_u64() {

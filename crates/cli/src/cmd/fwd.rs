@@ -1,8 +1,12 @@
 //! `linerate fwd PORT_A PORT_B`: bidirectional L2 forwarding.
 
 use anyhow::{bail, Context, Result};
+use linerate_io::xdp::AttachMode;
+use linerate_io::Uri;
 use linerate_pipeline::fwd::run::{self, FwdConfig};
+use linerate_pipeline::fwd::xdp::{self, XdpFwdConfig};
 use linerate_pipeline::fwd::{self, MacRewrite};
+use std::sync::atomic::AtomicBool;
 
 use super::common;
 
@@ -104,7 +108,7 @@ pub fn run(a: Args) -> Result<()> {
     let stop = common::stop_flag()?;
     common::serve_metrics(a.metrics.as_deref(), "fwd", a.json)?;
     if a.mode == "xdp" {
-        return super::fwd_xdp::run(&a, rw_ab, rw_ba, stop);
+        return run_xdp(&a, rw_ab, rw_ba, &stop);
     }
     let (open, polling) = common::polling_ports(a.batch, a.ring, &a.poll);
     let cfg = FwdConfig {
@@ -124,4 +128,45 @@ pub fn run(a: Args) -> Result<()> {
     })
     .map_err(anyhow::Error::msg)?;
     common::finish(&end, a.json)
+}
+
+/// `--mode xdp`: the in-kernel forwarder on the ports' interfaces.
+fn run_xdp(
+    a: &Args,
+    rewrite_a2b: Option<MacRewrite>,
+    rewrite_b2a: Option<MacRewrite>,
+    stop: &AtomicBool,
+) -> Result<()> {
+    let cfg = XdpFwdConfig {
+        if_a: xdp_ifname(&a.port_a)?,
+        if_b: xdp_ifname(&a.port_b)?,
+        mode: AttachMode::parse(&a.xdp_mode).unwrap_or(AttachMode::Native),
+        rewrite_a2b,
+        rewrite_b2a,
+        duration: a.duration,
+    };
+    let end = xdp::run(&cfg, stop, &mut |e| common::print_event(e, a.json, a.quiet))
+        .map_err(anyhow::Error::msg)?;
+    common::print_report(&end, a.json);
+    if a.profile {
+        eprintln!(
+            "note: --profile measures the user-space loop; in xdp mode all work is in the kernel"
+        );
+    }
+    match end.error {
+        Some(e) => bail!("{e}"),
+        None => Ok(()),
+    }
+}
+
+/// The interface behind a port name: `afxdp:IF`, `afpacket:IF` or a bare `IF`.
+fn xdp_ifname(port: &str) -> Result<String> {
+    if !port.contains(':') {
+        return Ok(port.to_string());
+    }
+    let u = Uri::parse(port)?;
+    match u.scheme.as_str() {
+        "afxdp" | "afpacket" => Ok(u.target),
+        s => bail!("--mode xdp: port '{port}' is a {s} port; the XDP forwarder needs interfaces (afxdp:IF or IF)"),
+    }
 }

@@ -4,7 +4,6 @@ pub mod common;
 pub mod count;
 pub mod experiment;
 pub mod fwd;
-pub mod fwd_xdp;
 pub mod gen;
 pub mod reap;
 pub mod switch;

@@ -93,6 +93,15 @@ pub struct Finished {
     pub error: Option<String>,
 }
 
+impl crate::event::Report for Finished {
+    fn json(&self) -> Value {
+        self.report.clone()
+    }
+    fn text(&self) -> String {
+        super::worker::text_line(&self.report)
+    }
+}
+
 /// Named counters published by a thread.
 type Counters = Mutex<Vec<(&'static str, u64)>>;
 
