@@ -8,9 +8,6 @@ mod config;
 mod metrics;
 mod openflow_client;
 mod study;
-mod study_afpacket_soak;
-mod study_overload;
-mod study_sink_cpu;
 
 pub use args::Args;
 

@@ -1,7 +1,7 @@
 //! `linerate bench sink-cpu`'s options and their checks
 //! (`linerate_measure::study::sink_cpu`).
 
-use super::study::Out;
+use super::out::Out;
 use anyhow::{bail, Result};
 use linerate_measure::frame_size;
 use linerate_measure::study::{sink_cpu::SinkCpuStudy, StudyReport};

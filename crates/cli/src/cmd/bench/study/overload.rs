@@ -1,7 +1,7 @@
 //! `linerate bench overload`'s options and the switch study's `veth` part
 //! options (linerate_measure::study::{overload, switch_veth}).
 
-use super::study::Out;
+use super::out::Out;
 use linerate_measure::study::{overload::OverloadStudy, switch_veth, StudyReport};
 use std::path::PathBuf;
 

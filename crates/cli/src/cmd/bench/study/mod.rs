@@ -3,6 +3,13 @@
 //! table, and writes JSON, an HTML page with plots and its Markdown section
 //! on request.
 
+mod afpacket_soak;
+mod out;
+mod overload;
+mod sink_cpu;
+
+pub use out::Out;
+
 use anyhow::Result;
 use linerate_measure::study::{
     self, capture::CaptureStudy, dnac::Dnac, gen::GenStudy, switch::SwitchStudy, StudyReport,
@@ -64,7 +71,7 @@ Examples:
   linerate bench sink-cpu                               # afxdp, bridge, IP forwarding at 64 and 1518 B
   linerate bench sink-cpu --dut linux-bridge --sizes 64 --repetitions 1 --json sink.json
   linerate bench sink-cpu --markdown docs/BENCHMARKS.md # rewrite its section there")]
-    SinkCpu(super::study_sink_cpu::SinkCpuArgs),
+    SinkCpu(sink_cpu::SinkCpuArgs),
     /// L2 forwarding at overload (64-byte frames) through every DuT of the veth bed, issue 2's
     /// targets, cycles per packet and stage, and the pure-CPU forwarder on in-memory ports
     /// against testpmd io-forward between net_null ports. Root; about 3 min with the defaults.
@@ -73,7 +80,7 @@ Examples:
   linerate bench overload                               # every DuT, 5 s x 2 trials
   linerate bench overload --seconds 2 --repeat 1 --duts linux-bridge,linerate-xdp
   linerate bench overload --markdown docs/BENCHMARKS.md # rewrite its section there")]
-    Overload(super::study_overload::OverloadArgs),
+    Overload(overload::OverloadArgs),
     /// AF_PACKET rings of `linerate fwd`: latency at 10 kpps through the bridge, ring=v2 and
     /// ring=v3 on fresh beds, and the loss-free 64-byte rate of both with the bench's 0.2 s
     /// trials and with long trials, the generator's lateness. Root; ~30 min with the defaults.
@@ -82,7 +89,7 @@ Examples:
   linerate bench afpacket                               # 5 s latency runs, 30 s trials, 2 searches
   linerate bench afpacket --seconds 2 --trial 5 --searches 1 --short-searches 1
   linerate bench afpacket --markdown docs/BENCHMARKS.md # rewrite its section there")]
-    Afpacket(super::study_afpacket_soak::AfpacketArgs),
+    Afpacket(afpacket_soak::AfpacketArgs),
     /// Soak: fwd, switch and capture, each on a fresh bed over afxdp for a long time at half
     /// its loss-free rate, the process's resident memory sampled; growth and slope after the
     /// warm-up, drops by reason, balance, rx_ring_full, generator stalls. Root; 30 min per
@@ -92,7 +99,7 @@ Examples:
   linerate bench soak                                   # 30 min per pipeline
   linerate bench soak --minutes 3 --markdown docs/BENCHMARKS.md
   linerate bench soak --pipelines fwd --seconds 20 --interval 2 --warmup 6 --searches 1")]
-    Soak(super::study_afpacket_soak::SoakArgs),
+    Soak(afpacket_soak::SoakArgs),
 }
 
 #[derive(clap::Args)]
@@ -113,7 +120,7 @@ pub struct SwitchArgs {
     #[arg(long, default_value_t = 200)]
     pub rounds: usize,
     #[command(flatten)]
-    pub veth: super::study_overload::VethArgs,
+    pub veth: overload::VethArgs,
     #[command(flatten)]
     pub out: Out,
 }
@@ -125,21 +132,6 @@ pub struct GenArgs {
     pub seconds: u64,
     #[command(flatten)]
     pub out: Out,
-}
-
-/// Where a study's results go.
-#[derive(clap::Args)]
-pub struct Out {
-    /// Write every run as JSON here ("-": standard output, the table then goes to stderr).
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// Write the HTML page with the plots here [default: linerate-STUDY.html].
-    #[arg(long)]
-    pub report: Option<PathBuf>,
-    /// Put the study's Markdown section into this file, between <!-- STUDY --> markers
-    /// (replaced in place, or appended).
-    #[arg(long, value_name = "FILE")]
-    pub markdown: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -200,7 +192,7 @@ pub fn run(s: Study) -> Result<()> {
     let exe = std::env::current_exe()?;
     let progress = |l: &str| eprintln!("{l}");
     let (report, out) = match s {
-        Study::Overload(a) => super::study_overload::overload(a, exe)?,
+        Study::Overload(a) => overload::overload(a, exe)?,
         Study::Dnac(a) => {
             let d = Dnac {
                 linerate: exe,
@@ -269,9 +261,9 @@ pub fn run(s: Study) -> Result<()> {
             };
             (c.run(&mut { progress }).map_err(anyhow::Error::msg)?, a.out)
         }
-        Study::SinkCpu(a) => super::study_sink_cpu::run(a, &mut { progress })?,
-        Study::Afpacket(a) => super::study_afpacket_soak::afpacket(a, exe, &mut { progress })?,
-        Study::Soak(a) => super::study_afpacket_soak::soak(a, exe, &mut { progress })?,
+        Study::SinkCpu(a) => sink_cpu::run(a, &mut { progress })?,
+        Study::Afpacket(a) => afpacket_soak::afpacket(a, exe, &mut { progress })?,
+        Study::Soak(a) => afpacket_soak::soak(a, exe, &mut { progress })?,
     };
     write(&report, &out)
 }

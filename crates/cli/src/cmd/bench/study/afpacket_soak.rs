@@ -1,7 +1,7 @@
 //! The options of `linerate bench afpacket` and `linerate bench soak`
 //! (`linerate_measure::study::{afpacket, soak}`), and their checks.
 
-use super::study::Out;
+use super::out::Out;
 use anyhow::{bail, Result};
 use linerate_measure::study::{afpacket::AfpacketStudy, soak::SoakStudy, StudyReport};
 
