@@ -18,9 +18,6 @@ pub mod overload;
 pub mod sink_cpu;
 pub mod soak;
 pub mod switch;
-pub mod switch_openflow;
-pub mod switch_pipeline;
-pub mod switch_veth;
 
 use crate::report::svg::{self, escape, Chart};
 use crate::report::{figure, table_html, Table, CSS};

@@ -3,7 +3,7 @@
 //! for linerate and Open vSwitch, given to the study here (linerate-measure
 //! drives the pipelines from beside and does not link them).
 
-use linerate_measure::study::switch_openflow::{Controller, Dialer, Refused};
+use linerate_measure::study::switch::openflow::{Controller, Dialer, Refused};
 use linerate_pipeline::switch::openflow::client::Client;
 use linerate_pipeline::switch::Rule;
 use std::net::SocketAddr;

@@ -1,8 +1,9 @@
 //! `linerate bench overload`'s options and the switch study's `veth` part
-//! options (linerate_measure::study::{overload, switch_veth}).
+//! options (linerate_measure::study::{overload, switch::veth}).
 
 use super::out::Out;
-use linerate_measure::study::{overload::OverloadStudy, switch_veth, StudyReport};
+use linerate_measure::study::switch::veth as switch_veth;
+use linerate_measure::study::{overload::OverloadStudy, StudyReport};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]

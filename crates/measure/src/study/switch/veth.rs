@@ -7,8 +7,8 @@
 //! (Mpps per size, ratio to the bridge, latency at the common load) and the
 //! findings are computed from the bench's JSON.
 
-use super::bench_json;
 use crate::report::Table;
+use crate::study::bench_json;
 use serde_json::Value;
 use std::path::Path;
 
@@ -60,7 +60,7 @@ impl VethPart {
             return Err("--veth-sizes and --veth-duts: at least one each".into());
         }
         crate::bench::dut::check_builtin("--veth-duts", &self.duts)?;
-        super::final_trial_args("--veth-final-trial", self.final_trial)?;
+        crate::study::final_trial_args("--veth-final-trial", self.final_trial)?;
         Ok(())
     }
 
@@ -106,7 +106,8 @@ impl VethPart {
             a.extend(["--dut".to_string(), d.clone()]);
         }
         a.extend(
-            super::final_trial_args("--veth-final-trial", self.final_trial).unwrap_or_default(),
+            crate::study::final_trial_args("--veth-final-trial", self.final_trial)
+                .unwrap_or_default(),
         );
         a
     }

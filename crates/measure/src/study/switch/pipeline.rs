@@ -2,15 +2,15 @@
 //! costs per packet against the single table (issue 22: at most 2x at 1
 //! and 1M flows), on in-memory ports with `--profile`.
 //!
-//! The single table is the sweep's rule set ([`super::switch`]); the
+//! The single table is the sweep's rule set ([`super`]); the
 //! pipeline is the same rules in table 0 with `goto_table:1` where they
 //! output, then four tables as a controller would write them: admission
 //! (`in_port` loads the output port into `reg0`), a check of `reg0`, a
 //! destination check, and output to the port in `reg0`. Both run in
 //! alternation, [`ROUNDS`] times each, so drift hits both alike.
 
-use super::{last_json, linerate};
 use crate::report::Table;
+use crate::study::{last_json, linerate};
 use serde_json::{json, Value};
 use std::path::Path;
 
@@ -142,7 +142,7 @@ pub fn report(v: &Value, cpu: usize, seconds: u64) -> (String, Table, Vec<String
         let (ms, mp) = (median(s.clone()), median(p.clone()));
         let ratio = mp / ms.max(1e-9);
         t.rows.push(vec![
-            super::thousands(n),
+            crate::study::thousands(n),
             format!("{ms:.1}"),
             format!("{:.1}", median(pick(n, "single", "lookup"))),
             format!("{:.1}", median(pick(n, "single", "actions"))),
@@ -154,7 +154,7 @@ pub fn report(v: &Value, cpu: usize, seconds: u64) -> (String, Table, Vec<String
         ]);
         findings.push(format!(
             "At {} flows the 5-table pipeline costs {ratio:.2}x the single table ({mp:.1} against {ms:.1} cycles per packet): {} the 2x of issue 22.",
-            super::thousands(n),
+            crate::study::thousands(n),
             if ratio <= 2.0 { "within" } else { "beyond" }
         ));
     }
@@ -166,7 +166,7 @@ mod tests {
     #[test]
     fn the_pipeline_has_five_tables_and_every_rule_parses() {
         use linerate_pipeline::switch::{FlowTable, Rule};
-        let text = super::pipeline_rules(&super::super::switch::sweep_rules_text());
+        let text = super::pipeline_rules(&super::super::rules::sweep_rules_text());
         let mut t = FlowTable::new();
         for l in text.lines() {
             t.add_flow(Rule::parse(l).unwrap(), 0).unwrap();

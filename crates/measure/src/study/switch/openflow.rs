@@ -15,16 +15,17 @@
 //!
 //! Per table size N: `FLOW_MOD` delete-all, `priority=0,actions=drop`,
 //! barrier; wait until no probe frame has come out for [`QUIET`]; t0; the
-//! N rules of [`super::switch`]'s insertion batches then the probe rule,
+//! N rules of [`super`]'s insertion batches then the probe rule,
 //! all queued back to back, then one barrier; t_barrier = its reply;
 //! t_first = the first probe frame out of port 2 after t0 (one monotonic
 //! clock); `OFPMP_AGGREGATE` on the part's cookie counts the rules the
 //! switch holds (N + 1 expected).
 
-use super::switch::{insert_rules, ovs_version, Ovs, NO_OVS};
-use super::{in_ns, last_json, thousands, Child};
+use super::ovs::{ovs_version, Ovs, NO_OVS};
+use super::rules::insert_rules;
 use crate::bench::external::Raw;
 use crate::report::Table;
+use crate::study::{in_ns, last_json, thousands, Child};
 use crate::testbed::{in_netns, Testbed, TestbedConfig, IF_GEN, IF_SINK};
 use linerate_io::xdp::generator::ipv4_udp_frame;
 use serde_json::{json, Value};

@@ -10,20 +10,29 @@
 //! - first: the time from `switch-ctl add-flow` until the first packet
 //!   hits the new rule, under load (seed 004 Sect. 5.5);
 //! - pipeline: a 5-table pipeline against the single table, cycles per
-//!   packet at 1 and 1M flows ([`super::switch_pipeline`]);
+//!   packet at 1 and 1M flows ([`pipeline`]);
 //! - veth: the bridge, the switch with 1 and 10 000 rules and Open vSwitch
 //!   forwarding through the veth test bed (one `linerate bench` run,
-//!   [`super::switch_veth`]);
+//!   [`veth`]);
 //! - openflow: the time to insert 1k .. 1M rules through the OpenFlow
 //!   channel and to the first packet through the last of them, linerate and
 //!   Open vSwitch programmed by the same client in the same run, on veth
-//!   ports ([`super::switch_openflow`]).
+//!   ports ([`openflow`]).
+
+pub mod openflow;
+mod ovs;
+pub mod pipeline;
+mod rules;
+pub mod veth;
+
+pub use rules::sweep_rules_text;
 
 use super::{last_json, linerate, Child, StudyReport};
 use crate::report::svg::{Axis, Chart, Line, Marker, PALETTE};
 use crate::report::Table;
+use ovs::{ovs_version, Ovs, NO_OVS};
+use rules::{insert_rules, sweep_rules};
 use serde_json::{json, Value};
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -49,65 +58,9 @@ pub struct SwitchStudy {
     pub pipeline: bool,
     /// The part `openflow`, with the OpenFlow client's rule parser (the
     /// CLI gives linerate's client).
-    pub openflow: Option<super::switch_openflow::Prepare>,
+    pub openflow: Option<openflow::Prepare>,
     /// The part `veth`, if asked for.
-    pub veth: Option<super::switch_veth::VethPart>,
-}
-
-/// The sweep's rule set. The mem source's flow F is
-/// 10.F2.F1.F0:1024+(F&0x3fff) -> 10.1.0.1:9/udp.
-/// The sweep's rule set as text (for the pipeline part's tests).
-pub fn sweep_rules_text() -> String {
-    sweep_rules()
-}
-
-fn sweep_rules() -> String {
-    let mut s = String::new();
-    // 1000 exact 5-tuples for flows 0..999 (subtable 1).
-    for f in 0..1000u32 {
-        let _ = writeln!(
-            s,
-            "priority=400,udp,nw_src=10.{}.{}.{},nw_dst=10.1.0.1,tp_src={},tp_dst=9,actions=output:2",
-            (f >> 16) & 255,
-            (f >> 8) & 255,
-            f & 255,
-            1024 + (f & 0x3fff)
-        );
-    }
-    // 4096 /24 sources to UDP 53, never matched by this traffic (subtable 2).
-    for b in 0..4096u32 {
-        let _ = writeln!(
-            s,
-            "priority=300,udp,nw_src=10.{}.{}.0/24,tp_dst=53,actions=drop",
-            b >> 8,
-            b & 255
-        );
-    }
-    // 16 /16 sources with a MAC rewrite (subtable 3, covers flows < 1M).
-    for x in 0..16 {
-        let _ = writeln!(s, "priority=200,ip,nw_src=10.{x}.0.0/16,actions=set_field:02:00:00:00:00:09->eth_dst,output:2");
-    }
-    s.push_str("priority=100,ip,nw_dst=10.1.0.0/16,actions=dec_ttl,output:2\n");
-    s.push_str("priority=0,actions=drop\n");
-    s
-}
-
-/// `n` rules in one subtable, for the insertion batches (the first `n`
-/// of any larger batch).
-pub(super) fn insert_rules(n: u32) -> String {
-    let mut s = String::with_capacity(n as usize * 72);
-    for i in 0..n {
-        let _ = writeln!(
-            s,
-            "priority={},udp,nw_dst=10.{}.{}.{},tp_dst={},actions=output:2",
-            100 + i % 7,
-            (i >> 16) & 255,
-            (i >> 8) & 255,
-            i & 255,
-            1000 + i % 50
-        );
-    }
-    s
+    pub veth: Option<veth::VethPart>,
 }
 
 /// A running `linerate switch` with a control socket (killed and reaped if
@@ -159,204 +112,6 @@ impl Switch {
     /// SIGINT; its final account.
     fn finish(self) -> Result<Value, String> {
         last_json("linerate switch", &self.child.finish()?.0)
-    }
-}
-
-/// A private ovsdb-server and ovs-vswitchd in a namespace with a netdev
-/// (userspace) bridge `lrbench` and no ports: the flow table is what is
-/// measured. Stopped and removed when dropped (the namespace too when it
-/// made it).
-pub(super) struct Ovs {
-    dir: PathBuf,
-    ns: String,
-    own_ns: bool,
-}
-
-/// Why Open vSwitch was skipped when it is not installed.
-pub(super) const NO_OVS: &str =
-    "ovs-vswitchd not found (scripts/setup.sh installs openvswitch-switch)";
-
-/// `ovs-vswitchd --version`'s version (`3.1.0`), None when it does not run.
-pub(super) fn ovs_version() -> Option<String> {
-    let o = Command::new("ovs-vswitchd")
-        .arg("--version")
-        .output()
-        .ok()?;
-    let out = String::from_utf8_lossy(&o.stdout);
-    let v = out.lines().next()?.split_whitespace().last()?;
-    o.status.success().then(|| v.to_string())
-}
-
-impl Ovs {
-    /// In a namespace of its own.
-    fn start(dir: &Path) -> Result<Ovs, String> {
-        Ovs::start_ns(dir, &format!("lrswb-{}", std::process::id()), true)
-    }
-
-    /// In the existing namespace `ns` (left there when dropped).
-    pub(super) fn start_in(dir: &Path, ns: &str) -> Result<Ovs, String> {
-        Ovs::start_ns(dir, ns, false)
-    }
-
-    fn start_ns(dir: &Path, ns: &str, own_ns: bool) -> Result<Ovs, String> {
-        let d = dir.join("ovs");
-        std::fs::create_dir_all(&d).map_err(|e| e.to_string())?;
-        let o = Ovs {
-            dir: d.clone(),
-            ns: ns.to_string(),
-            own_ns,
-        };
-        let run = |args: &[&str], ns: bool| -> Result<(), String> {
-            let mut c = if ns {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", &o.ns]).args(args);
-                c
-            } else {
-                let mut c = Command::new(args[0]);
-                c.args(&args[1..]);
-                c
-            };
-            let out = c
-                .env("OVS_RUNDIR", &d)
-                .env("OVS_DBDIR", &d)
-                .env("OVS_LOGDIR", &d)
-                .output()
-                .map_err(|e| format!("{}: {e}", args[0]))?;
-            if !out.status.success() {
-                return Err(format!(
-                    "{}: {}",
-                    args.join(" "),
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ));
-            }
-            Ok(())
-        };
-        let p = |f: &str| d.join(f).display().to_string();
-        if own_ns {
-            run(&["ip", "netns", "add", &o.ns], false)?;
-        }
-        run(
-            &[
-                "ovsdb-tool",
-                "create",
-                &p("conf.db"),
-                "/usr/share/openvswitch/vswitch.ovsschema",
-            ],
-            false,
-        )?;
-        let db = format!("unix:{}", p("db.sock"));
-        run(
-            &[
-                "ovsdb-server",
-                &p("conf.db"),
-                &format!("--remote=punix:{}", p("db.sock")),
-                &format!("--pidfile={}", p("ovsdb-server.pid")),
-                "--detach",
-                &format!("--log-file={}", p("ovsdb.log")),
-            ],
-            true,
-        )?;
-        run(
-            &["ovs-vsctl", &format!("--db={db}"), "--no-wait", "init"],
-            false,
-        )?;
-        run(
-            &[
-                "ovs-vswitchd",
-                &db,
-                &format!("--pidfile={}", p("ovs-vswitchd.pid")),
-                "--detach",
-                &format!("--log-file={}", p("vswitchd.log")),
-            ],
-            true,
-        )?;
-        for p in ["ovsdb-server", "ovs-vswitchd"] {
-            if let Some(pid) = o.pid(p) {
-                crate::guard::register_pid(pid as u32);
-            }
-        }
-        run(
-            &[
-                "ovs-vsctl",
-                &format!("--db={db}"),
-                "--timeout=20",
-                "add-br",
-                "lrbench",
-                "--",
-                "set",
-                "bridge",
-                "lrbench",
-                "datapath_type=netdev",
-            ],
-            false,
-        )?;
-        Ok(o)
-    }
-
-    /// `ovs-vsctl ARGS` against this instance's database; its output.
-    pub(super) fn vsctl(&self, args: &[&str]) -> Result<String, String> {
-        let db = format!("--db=unix:{}", self.dir.join("db.sock").display());
-        let out = Command::new("ovs-vsctl")
-            .args([db.as_str(), "--timeout=20"])
-            .args(args)
-            .env("OVS_RUNDIR", &self.dir)
-            .output()
-            .map_err(|e| format!("ovs-vsctl: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "ovs-vsctl {}: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-    }
-
-    fn pid(&self, daemon: &str) -> Option<i32> {
-        std::fs::read_to_string(self.dir.join(format!("{daemon}.pid")))
-            .ok()?
-            .trim()
-            .parse()
-            .ok()
-    }
-
-    fn ofctl(&self, args: &[&str]) -> Result<String, String> {
-        let out = Command::new("ovs-ofctl")
-            .args(args)
-            .env("OVS_RUNDIR", &self.dir)
-            .output()
-            .map_err(|e| format!("ovs-ofctl: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "ovs-ofctl {}: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    }
-}
-
-impl Drop for Ovs {
-    fn drop(&mut self) {
-        for p in ["ovs-vswitchd", "ovsdb-server"] {
-            if let Some(pid) = self.pid(p) {
-                // SAFETY: kill(2) on the pid the daemon wrote; it is ours.
-                unsafe {
-                    libc::kill(pid, libc::SIGTERM);
-                }
-                let t0 = Instant::now();
-                while Path::new(&format!("/proc/{pid}")).exists()
-                    && t0.elapsed() < Duration::from_secs(5)
-                {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-            }
-        }
-        if self.own_ns {
-            let _ = Command::new("ip").args(["netns", "del", &self.ns]).output();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -546,7 +301,7 @@ impl SwitchStudy {
             }
         }
         let pipeline = if self.pipeline {
-            super::switch_pipeline::run(lr, dir, &sweep_file, self.cpu, self.seconds, progress)?
+            pipeline::run(lr, dir, &sweep_file, self.cpu, self.seconds, progress)?
         } else {
             Value::Null
         };
@@ -559,10 +314,8 @@ impl SwitchStudy {
             None => Value::Null,
         };
         let openflow = match self.openflow {
-            Some(prepare) => {
-                super::switch_openflow::run(lr, dir, self.cpu, self.ovs_max, prepare, progress)
-                    .unwrap_or_else(|e| json!({ "error": e }))
-            }
+            Some(prepare) => openflow::run(lr, dir, self.cpu, self.ovs_max, prepare, progress)
+                .unwrap_or_else(|e| json!({ "error": e })),
             None => Value::Null,
         };
         Ok(self.report(&sweep, &insert, &first, &pipeline, &openflow, &veth))
@@ -753,7 +506,7 @@ impl SwitchStudy {
             });
         }
         if !pipeline.is_null() {
-            let (i, t, f) = super::switch_pipeline::report(pipeline, self.cpu, self.seconds);
+            let (i, t, f) = pipeline::report(pipeline, self.cpu, self.seconds);
             intro.push(i);
             tables.push(t);
             findings.extend(f);
@@ -761,7 +514,7 @@ impl SwitchStudy {
         if let Some(e) = veth["error"].as_str() {
             findings.push(format!("The veth part did not run to its end: {e}"));
         } else if let (Some(v), false) = (&self.veth, veth.is_null()) {
-            let (i, t, f) = super::switch_veth::report(v, veth);
+            let (i, t, f) = veth::report(v, veth);
             intro.push(i);
             tables.push(t);
             findings.extend(f);
@@ -769,7 +522,7 @@ impl SwitchStudy {
         if let Some(e) = openflow["error"].as_str() {
             findings.push(format!("The openflow part did not run: {e}"));
         } else if !openflow.is_null() {
-            let (i, t, f) = super::switch_openflow::report(openflow);
+            let (i, t, f) = openflow::report(openflow);
             intro.push(i);
             tables.push(t);
             findings.extend(f);
