@@ -8,7 +8,7 @@ mod support;
 use support::{require_root, require_tools, TempDir};
 
 use linerate_io::xdp::generator::ipv4_udp_frame;
-use linerate_measure::bench::dut_switch::{switch_rules, RuleSet, RULES_10K};
+use linerate_measure::bench::dut::switch::{switch_rules, RuleSet, RULES_10K};
 use linerate_pipeline::switch::{Action, FlowTable, Key, Rule};
 use std::net::Ipv4Addr;
 use std::process::Command;

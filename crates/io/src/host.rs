@@ -112,6 +112,19 @@ pub fn every_cpu() -> libc::cpu_set_t {
     }
 }
 
+/// The CPU's model name from /proc/cpuinfo ("unknown" without one).
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
 /// `uname -r` (empty when it cannot be read).
 pub fn kernel_release() -> String {
     std::fs::read_to_string("/proc/sys/kernel/osrelease")

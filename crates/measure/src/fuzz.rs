@@ -199,7 +199,7 @@ pub fn fuzz_frame_size(data: &[u8]) {
 /// as variable references) without error, and a name that
 /// survives is one the watchdog's stop-script names can carry.
 pub fn fuzz_dut_spec(data: &[u8]) {
-    use crate::bench::dut_spec::{expand, shell_expand, DutSpec, PLACEHOLDERS};
+    use crate::bench::dut::spec::{expand, shell_expand, DutSpec, PLACEHOLDERS};
     let text = String::from_utf8_lossy(data);
     match DutSpec::parse(&text, "f.toml", std::path::Path::new("/")) {
         Err(e) => {

@@ -553,7 +553,7 @@ fn session(
     let (ready_s, check) = super::ready_and_check(
         &mut trials,
         size0,
-        super::dut_spec::READY_TIMEOUT,
+        super::dut::READY_TIMEOUT,
         &mut || Ok(()),
         stop,
         &mut |w| progress(name, 0, w),

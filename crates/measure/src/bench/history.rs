@@ -127,9 +127,9 @@ pub fn default_path() -> Option<PathBuf> {
 pub fn machine() -> String {
     format!(
         "{}; {} CPUs; Linux {}",
-        super::to_report::cpu_model(),
+        linerate_io::host::cpu_model(),
         std::thread::available_parallelism().map_or(0, |n| n.get()),
-        super::dut::kernel_release()
+        linerate_io::host::kernel_release()
     )
 }
 

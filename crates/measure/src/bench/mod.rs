@@ -14,8 +14,6 @@
 //! in [`session`].
 
 pub mod dut;
-pub mod dut_spec;
-pub mod dut_switch;
 pub mod external;
 pub mod history;
 pub mod markdown;

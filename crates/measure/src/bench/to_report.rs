@@ -6,6 +6,7 @@ use super::markdown::{Figure, AGGREGATE, STANDING_QUEUE, UNCONFIRMED};
 use super::rfc2544::{Procedure, SizeResult};
 use super::{Direction, Rfc2544Bench, Rfc2544Result};
 use crate::report::{l1_gbps, LatencySeries, ReportData, Series, Table};
+use linerate_io::host::{cpu_model, kernel_release};
 
 /// A size's NDR as the tables show it ([`Figure`]: ">=" for a bound, the
 /// marks, the trials it rests on).
@@ -49,26 +50,13 @@ pub fn marks_legend() -> String {
     )
 }
 
-/// The CPU's model name from /proc/cpuinfo ("unknown" without one).
-pub fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into())
-}
-
 /// The machine, for the report and the JSON.
 pub fn environment(cfg: &Rfc2544Bench, results: &[Rfc2544Result]) -> Vec<(String, String)> {
     let cpu = cpu_model();
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let p = &cfg.procedures;
     let mut env = vec![
-        ("kernel".to_string(), format!("Linux {}", super::dut::kernel_release())),
+        ("kernel".to_string(), format!("Linux {}", kernel_release())),
         ("CPU".into(), format!("{cpu}, {cores} cores online")),
         (
             "test bed".into(),

@@ -742,7 +742,7 @@ impl CaptureStudy {
                 if self.scaling_costs.is_empty() { " --no-scaling".to_string() } else { String::new() }
             ),
             environment: vec![
-                ("CPU".into(), crate::bench::to_report::cpu_model()),
+                ("CPU".into(), linerate_io::host::cpu_model()),
                 ("kernel".into(), linerate_io::host::kernel_release()),
             ],
             intro: vec![format!(

@@ -236,7 +236,7 @@ impl Dnac {
                 self.connections, self.min_size, self.cost_ns, self.overload, self.low_frac, self.seed
             ),
             environment: vec![
-                ("CPU".into(), crate::bench::to_report::cpu_model()),
+                ("CPU".into(), linerate_io::host::cpu_model()),
                 ("kernel".into(), linerate_io::host::kernel_release()),
             ],
             intro: vec![

@@ -454,7 +454,7 @@ impl GenStudy {
             date: linerate_io::time::utc_rfc3339(),
             command: format!("linerate bench gen --seconds {}", self.seconds),
             environment: vec![
-                ("CPU".into(), crate::bench::to_report::cpu_model()),
+                ("CPU".into(), linerate_io::host::cpu_model()),
                 ("kernel".into(), linerate_io::host::kernel_release()),
             ],
             intro: vec![

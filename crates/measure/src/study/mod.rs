@@ -191,7 +191,7 @@ impl StudyReport {
 /// CPUs online, kernel release.
 pub fn machine() -> Vec<(String, String)> {
     vec![
-        ("CPU".into(), crate::bench::to_report::cpu_model()),
+        ("CPU".into(), linerate_io::host::cpu_model()),
         (
             "CPUs".into(),
             std::thread::available_parallelism()

@@ -183,7 +183,7 @@ fn environment(bench: &Value) -> Vec<(String, String)> {
         })
         .unwrap_or_else(|| "unknown".into());
     vec![
-        ("CPU".into(), crate::bench::to_report::cpu_model()),
+        ("CPU".into(), linerate_io::host::cpu_model()),
         (
             "cores".into(),
             format!("{cores}{}", if vm { " (VM)" } else { "" }),

@@ -570,7 +570,7 @@ impl SwitchStudy {
                 self.veth.as_ref().map_or(String::new(), |v| v.options())
             ),
             environment: vec![
-                ("CPU".into(), crate::bench::to_report::cpu_model()),
+                ("CPU".into(), linerate_io::host::cpu_model()),
                 ("kernel".into(), linerate_io::host::kernel_release()),
             ],
             intro,

@@ -285,7 +285,7 @@ pub fn run(
         "sizes": SIZES, "rate_pps": RATE_PPS, "probe_rule": PROBE_RULE, "cookie": COOKIE,
         "cpu": cpu, "cpus": cpus, "ovs_max": ovs_max, "ovs_version": ovs_v,
         "date": linerate_io::time::utc_rfc3339(),
-        "cpu_model": crate::bench::to_report::cpu_model(),
+        "cpu_model": linerate_io::host::cpu_model(),
         "kernel": linerate_io::host::kernel_release(),
         "probe_frames": {"sent": sent, "out_of_port_2": seen},
         "linerate_final": linerate_final, "runs": runs,

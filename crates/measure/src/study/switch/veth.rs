@@ -3,7 +3,7 @@
 //! frame loss or back-to-back procedure): the Linux bridge, `linerate
 //! switch` with 1 rule per direction and with 10 000 rules, Open vSwitch's
 //! userspace datapath (afxdp ports) with its 2 in_port rules and with the
-//! same 10 000 rules (`crate::bench::dut_switch::switch_rules`). The table
+//! same 10 000 rules (`crate::bench::dut::switch::switch_rules`). The table
 //! (Mpps per size, ratio to the bridge, latency at the common load) and the
 //! findings are computed from the bench's JSON.
 

@@ -55,9 +55,10 @@
 //! (`"afpacket:{d0}?ring=v3"`); inside single quotes it would not be
 //! filled in, so a placeholder there is an error.
 
-use super::dut::{kernel_release, Dut, DutEnv, DutError};
+use super::device::{Dut, DutEnv, DutError, READY_TIMEOUT};
 use crate::pgroup::{last_line, tail_lines, Group};
 use crate::testbed::{DutMode, Testbed};
+use linerate_io::host::kernel_release;
 use serde::Deserialize;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -89,9 +90,6 @@ pub const PLACEHOLDERS: &[(&str, &str)] = &[
 
 /// The placeholders `version` may use (it runs before any bed exists).
 const BEDLESS: &[&str] = &["linerate", "peers", "spec_dir"];
-
-/// Default wait for the first probe frames to come out.
-pub const READY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Default time `start` may take.
 pub const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -148,7 +146,7 @@ pub struct DutSpec {
     pub both_ways: bool,
     /// Where it came from ("FILE" or "built-in NAME"), for errors.
     pub origin: String,
-    /// [`super::history::spec_hash`] of the text as read: the history
+    /// [`crate::bench::history::spec_hash`] of the text as read: the history
     /// pools a DuT's results only with those of the same spec (an edited
     /// file is another DuT, whatever its name and version say).
     pub text_hash: String,
@@ -255,7 +253,7 @@ impl DutSpec {
             in_netns: f.in_netns.unwrap_or(true),
             both_ways: f.both_ways.unwrap_or(true),
             origin: origin.to_string(),
-            text_hash: super::history::spec_hash(text),
+            text_hash: crate::bench::history::spec_hash(text),
             dir: dir.to_path_buf(),
         })
     }
@@ -547,7 +545,7 @@ impl SpecDut {
         )
         .map_err(|e| DutError::Failed(format!("{field}: {e}")))?;
         crate::guard::die_with_parent(&mut c);
-        super::dut::on_every_cpu(&mut c);
+        super::device::on_every_cpu(&mut c);
         let g = Group::spawn(&mut c, &log.file, &log.file)
             .map_err(|e| DutError::Failed(format!("{field}: {e}")))?;
         Ok((g, log))
@@ -846,7 +844,7 @@ impl SpecDut {
     /// to its log).
     fn run_version(&self, v: &str) -> Result<String, String> {
         let exe = std::env::current_exe().unwrap_or_default();
-        let peers = super::dut::find_peers_dir(&exe).unwrap_or_default();
+        let peers = super::device::find_peers_dir(&exe).unwrap_or_default();
         let values = [
             ("linerate", exe.display().to_string()),
             ("peers", peers.display().to_string()),
@@ -889,6 +887,9 @@ impl Drop for SpecDut {
         let _ = self.run_stop();
     }
 }
+
+/// The text of the built-in spec `ovs-afxdp` (the base of `ovs-afxdp-10k`).
+pub(crate) const OVS_AFXDP: &str = include_str!("../../../duts/ovs-afxdp.toml");
 
 #[cfg(test)]
 mod tests {
@@ -1015,7 +1016,7 @@ mod tests {
         // The history pools a DuT only with results of the same text: an
         // edited command (same name, same version) is another DuT.
         let a = parse(OK).unwrap();
-        assert_eq!(a.text_hash, super::super::history::spec_hash(OK));
+        assert_eq!(a.text_hash, crate::bench::history::spec_hash(OK));
         assert_eq!(parse(OK).unwrap().text_hash, a.text_hash);
         let edited = OK.replace("start = \"true\"", "start = \"true --fast\"");
         assert_ne!(parse(&edited).unwrap().text_hash, a.text_hash);

@@ -3,8 +3,8 @@
 //! and Open vSwitch (userspace datapath, afxdp ports, scripts/peers/dut-ovs.sh)
 //! with the same 10 000 rules. OpenFlow ports: 1 = d0, 2 = d1 in both.
 
-use super::dut::{Dut, DutEnv, DutError, LinerateChild};
-use super::dut_spec::SpecDut;
+use super::device::{Dut, DutEnv, DutError, LinerateChild};
+use super::spec::{SpecDut, OVS_AFXDP};
 use crate::testbed::Testbed;
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
@@ -41,7 +41,7 @@ pub enum RuleSet {
 /// | 0   | `in_port` only (catch-all: nothing is dropped) | 1 |
 ///
 /// The bench's frames (UDP `gen` -> `sink`, source ports 1024 + flow,
-/// destination port 9, see [`super::udp_frame`]) are matched by the
+/// destination port 9, see [`crate::bench::udp_frame`]) are matched by the
 /// priority-300 rule for (`sink`, 9) after the priority-400 subtable missed;
 /// the same frames sent back (`sink` -> `gen`) by the mirrored rule.
 pub fn switch_rules(set: RuleSet, gen: Ipv4Addr, sink: Ipv4Addr) -> String {
@@ -267,7 +267,7 @@ pub struct OvsRules {
 impl OvsRules {
     /// `ovs-afxdp-10k`: the [`RuleSet::TenK`] rules.
     pub fn ten_k() -> Self {
-        let mut peer = SpecDut::builtin(super::dut::OVS_AFXDP, "ovs-afxdp");
+        let mut peer = SpecDut::builtin(OVS_AFXDP, "ovs-afxdp");
         peer.spec.name = "ovs-afxdp-10k".into();
         OvsRules { peer, rules: None }
     }
