@@ -246,6 +246,14 @@ fn a_receiver_s_latency_is_a_histogram() {
     )
     .unwrap();
     assert!(n > 0.0 && inf == n, "{page}");
+    // Cumulative: every bucket holds the ones below it.
+    let buckets: Vec<f64> = page
+        .lines()
+        .filter(|l| l.starts_with("linerate_receiver_latency_seconds_bucket{stream=\"0\""))
+        .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(buckets.len(), 23, "{page}");
+    assert!(buckets.windows(2).all(|w| w[0] <= w[1]), "{buckets:?}");
     promtool_accepts(&page, "count with latency");
 }
 

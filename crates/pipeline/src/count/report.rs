@@ -527,49 +527,62 @@ impl crate::metrics::Publish for Receiver {
             &[],
             self.streams.len() as f64,
         );
+        // Runs on the receiving thread once a second (with --metrics only):
+        // the sequence counters as they are, and one pass over each
+        // histogram's recorded buckets, no quantiles.
         for s in self.streams.iter().take(METRIC_STREAMS) {
             let id = s.id.to_string();
             let l = [("stream", id.as_str())];
-            let r = stream_report(s);
             for (name, help, v) in [
                 (
                     "linerate_receiver_stream_packets_total",
                     "Frames of a stream.",
-                    r.packets,
+                    s.packets,
                 ),
                 (
                     "linerate_receiver_stream_bytes_total",
                     "Bytes of a stream's frames.",
-                    r.bytes,
+                    s.bytes,
                 ),
                 (
                     "linerate_receiver_stream_lost_total",
                     "Sequence numbers of a stream not (yet) received.",
-                    r.lost,
+                    s.seq.lost(),
                 ),
                 (
                     "linerate_receiver_stream_reordered_total",
                     "Frames of a stream that came after a later one.",
-                    r.reordered,
+                    s.seq.reordered(),
                 ),
                 (
                     "linerate_receiver_stream_duplicates_total",
                     "Frames of a stream received twice.",
-                    r.duplicates,
+                    s.seq.duplicates(),
                 ),
                 (
                     "linerate_receiver_stream_out_of_window_total",
                     "Frames too far behind the sequence window.",
-                    r.out_of_window,
+                    s.seq.out_of_window(),
                 ),
             ] {
                 m.counter(name, help, &l, v);
             }
             if !s.latency.is_empty() {
-                let h = &s.latency;
+                let mut counts = [0u64; LATENCY_BUCKETS_NS.len()];
+                for v in s.latency.iter_recorded() {
+                    let i = LATENCY_BUCKETS_NS.partition_point(|&b| b < v.value_iterated_to());
+                    if let Some(c) = counts.get_mut(i) {
+                        *c += v.count_since_last_iteration();
+                    }
+                }
+                let mut below = 0;
                 let buckets: Vec<(f64, u64)> = LATENCY_BUCKETS_NS
                     .iter()
-                    .map(|&b| (b as f64 / 1e9, h.count_between(0, b)))
+                    .zip(counts)
+                    .map(|(&b, c)| {
+                        below += c;
+                        (b as f64 / 1e9, below)
+                    })
                     .collect();
                 m.histogram(
                     "linerate_receiver_latency_seconds",
@@ -577,7 +590,7 @@ impl crate::metrics::Publish for Receiver {
                     &l,
                     &buckets,
                     s.lat_sum_ns as f64 / 1e9,
-                    h.len(),
+                    s.latency.len(),
                 );
             }
         }
