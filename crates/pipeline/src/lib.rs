@@ -2,13 +2,12 @@
 //! its whole run (open the ports, the threads, a tick once a second, the
 //! final account): the L2 forwarder ([`fwd`]), the flow-table switch
 //! ([`switch`]), the capture layer ([`capture`]), the traffic generator
-//! ([`generate`]) and the receiver ([`count`]); what a run reports
+//! ([`generate`]) and the receiver ([`receiver`]); what a run reports
 //! ([`event`]), its Prometheus view ([`metrics`]) and the control sockets
 //! ([`control`]).
 
 pub mod capture;
 pub mod control;
-pub mod count;
 pub mod event;
 pub mod fuzz;
 pub mod fwd;
@@ -16,4 +15,5 @@ pub mod generate;
 pub mod metrics;
 pub mod perf;
 pub mod poll;
+pub mod receiver;
 pub mod switch;

@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Context, Result};
 use linerate_io::OpenOptions;
-use linerate_pipeline::count::{clock, receive_loop, Clock, Receiver, Until, XdpCountTick};
+use linerate_pipeline::receiver::{clock, receive_loop, Clock, Receiver, Until, XdpCountTick};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 //! it runs ([`GenControl`], implemented by [`Control`]).
 
 use super::{GenError, Generator, StreamStats};
-use crate::count::{monotonic_ns, Receiver};
+use crate::receiver::{monotonic_ns, Receiver};
 use linerate_io::TxPort;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -5,7 +5,7 @@
 
 use super::run::{run_loop, rx_counters, Control, GenEnd};
 use super::{GenError, Generator, Profile};
-use crate::count::{receive_loop, Clock, Receiver, Until};
+use crate::receiver::{receive_loop, Clock, Receiver, Until};
 use linerate_io::{OpenOptions, PortRole};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -224,7 +224,7 @@ impl GenSession {
 
 impl GenOutcome {
     /// The receiver's report, if it ran and did not fail.
-    fn rx_report(&self) -> Option<crate::count::Report> {
+    fn rx_report(&self) -> Option<crate::receiver::Report> {
         self.rx
             .as_ref()
             .and_then(|r| r.as_ref().ok())

@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use linerate_io::{Batch, Pkt, MAX_BATCH};
-use linerate_pipeline::count::{Clock, Receiver};
+use linerate_pipeline::receiver::{Clock, Receiver};
 use linerate_wire::build::{build_udp, FrameParams, IpPair};
 use linerate_wire::signature::{self, Signature, FLAG_TS, SEQ_OFFSET, TS_OFFSET};
 
