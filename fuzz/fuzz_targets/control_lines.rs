@@ -3,4 +3,4 @@
 //! (bounded length, arbitrary read sizes): no panic, lines in order.
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| linerate_pipeline::control::fuzz_lines(data));
+fuzz_target!(|data: &[u8]| linerate_pipeline::ctl::fuzz_lines(data));

@@ -4,10 +4,10 @@
 //! ([`switch`]), the capture layer ([`capture`]), the traffic generator
 //! ([`generate`]) and the receiver ([`receiver`]); what a run reports
 //! ([`event`]), its Prometheus view ([`metrics`]) and the control sockets
-//! ([`control`]).
+//! ([`ctl`]).
 
 pub mod capture;
-pub mod control;
+pub mod ctl;
 pub mod event;
 pub mod fuzz;
 pub mod fwd;

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use linerate_io::{Pkt, PortError, TxPort};
-use linerate_pipeline::generate::run::{run_loop, Control};
+use linerate_pipeline::generate::run::{run_loop, GenRemote};
 use linerate_pipeline::generate::{Generator, Profile, RateSpec, SigSpec, StreamSpec};
 use linerate_wire::{parse_frame, signature};
 
@@ -73,7 +73,7 @@ fn run_loop_retries_partial_sends_without_loss() {
         frames: frames.clone(),
         partial: partial.clone(),
     };
-    let ctl = Arc::new(Control::new(
+    let ctl = Arc::new(GenRemote::new(
         vec!["probe".into()],
         Arc::new(AtomicBool::new(false)),
     ));

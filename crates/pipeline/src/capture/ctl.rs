@@ -1,5 +1,5 @@
 //! The requests of `linerate capture`'s control socket (one per line, see
-//! [`crate::control`]): `shunt SRC:SPORT DST:DPORT PROTO` and `stats`.
+//! [`crate::ctl`]): `shunt SRC:SPORT DST:DPORT PROTO` and `stats`.
 
 use linerate_wire::FlowKey;
 
@@ -65,7 +65,7 @@ fn parse_shunt(words: &[&str]) -> Result<FlowKey, String> {
 
 /// Arbitrary bytes as request lines: no panic, errors are one line.
 pub fn fuzz(data: &[u8]) {
-    crate::control::fuzz_requests(data, Request::parse);
+    crate::ctl::fuzz_requests(data, Request::parse);
 }
 
 #[cfg(test)]

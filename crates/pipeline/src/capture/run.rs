@@ -23,7 +23,7 @@ use super::{
     check_existing, merge_files, merged_path, Analyser, CaptureWriter, Dispatcher, Forwarder,
     ForwarderConfig, HttpAnalyser, HttpConfig, RotateConfig, SteerConfig,
 };
-use crate::control::{Handler, Limits, Listener, Server};
+use crate::ctl::{Handler, Limits, Listener, Server};
 use linerate_io::{Batch, OpenOptions, Port, PortRole};
 use linerate_wire::FlowKey;
 use serde_json::{json, Value};

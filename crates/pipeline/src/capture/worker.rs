@@ -7,7 +7,7 @@
 use super::ctl::Request as CtlRequest;
 use super::forwarder::CaptureDrop;
 use super::{Analyser, AnalyserAction, CaptureWriter, ForwarderShared, WorkerRx};
-use crate::control::{Conn, Handler};
+use crate::ctl::{Conn, Handler};
 use crate::poll::Backoff;
 use linerate_io::counters::{Reason, MAX_REASONS};
 use linerate_io::{Pkt, TxPort};

@@ -1,7 +1,7 @@
 //! Running a [`Generator`] on a port: the generator thread's loop (batches
 //! into the port, control commands between batches, counters published
 //! every ~10 ms) and the control surface a script or a reporter uses while
-//! it runs ([`GenControl`], implemented by [`Control`]).
+//! it runs ([`GenControl`], implemented by [`GenRemote`]).
 
 use super::{GenError, Generator, StreamStats};
 use crate::receiver::{monotonic_ns, Receiver};
@@ -52,7 +52,7 @@ enum Cmd {
 }
 
 /// Shared between the generator thread, the reporter and a script.
-pub struct Control {
+pub struct GenRemote {
     names: Vec<String>,
     cmds: Mutex<Vec<Cmd>>,
     dirty: AtomicBool,
@@ -64,7 +64,7 @@ pub struct Control {
     rx: Mutex<Option<Vec<RxCounters>>>,
 }
 
-impl Control {
+impl GenRemote {
     fn index(&self, s: &str) -> Result<usize, String> {
         self.names
             .iter()
@@ -77,7 +77,7 @@ impl Control {
     }
 }
 
-impl GenControl for Control {
+impl GenControl for GenRemote {
     fn streams(&self) -> Vec<String> {
         self.names.clone()
     }
@@ -144,7 +144,7 @@ pub struct GenEnd {
 pub fn run_loop(
     mut g: Generator,
     mut tx: Box<dyn TxPort>,
-    ctl: Arc<Control>,
+    ctl: Arc<GenRemote>,
     batch: usize,
     file_port: bool,
 ) -> (GenEnd, Result<(), GenError>) {
@@ -175,7 +175,7 @@ pub fn run_loop(
 }
 
 /// Per-stream packets and bytes the port took, for the reporter and scripts.
-fn publish(g: &Generator, ctl: &Control) {
+fn publish(g: &Generator, ctl: &GenRemote) {
     for (s, (p, by)) in g.stats().iter().zip(&ctl.sent) {
         p.store(s.sent_pkts, Ordering::Relaxed);
         by.store(s.sent_bytes, Ordering::Relaxed);
@@ -187,7 +187,7 @@ fn publish(g: &Generator, ctl: &Control) {
 fn gen_turns(
     g: &mut Generator,
     tx: &mut dyn TxPort,
-    ctl: &Control,
+    ctl: &GenRemote,
     batch: usize,
     file_port: bool,
     ring_full: &mut u64,
@@ -279,10 +279,10 @@ pub fn rx_counters(r: &Receiver, names: &[String]) -> Vec<RxCounters> {
         .collect()
 }
 
-impl Control {
+impl GenRemote {
     /// The control of a run of streams `names`, ended by `stop`.
-    pub fn new(names: Vec<String>, stop: Arc<AtomicBool>) -> Control {
-        Control {
+    pub fn new(names: Vec<String>, stop: Arc<AtomicBool>) -> GenRemote {
+        GenRemote {
             sent: names
                 .iter()
                 .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))

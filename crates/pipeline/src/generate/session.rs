@@ -3,7 +3,7 @@
 //! A scenario (a Lua script in the CLI) steers the run through
 //! [`GenSession::control`] while [`GenSession::wait`] reports.
 
-use super::run::{run_loop, rx_counters, Control, GenEnd};
+use super::run::{run_loop, rx_counters, GenEnd, GenRemote};
 use super::{GenError, Generator, Profile};
 use crate::receiver::{receive_loop, Clock, Receiver, Until};
 use linerate_io::{OpenOptions, PortRole};
@@ -33,7 +33,7 @@ type RxThread = (Arc<AtomicBool>, JoinHandle<Result<Receiver, String>>);
 /// A running generator.
 pub struct GenSession {
     names: Vec<String>,
-    ctl: Arc<Control>,
+    ctl: Arc<GenRemote>,
     worker: Worker,
     rx: Option<RxThread>,
     /// What runs, in one line ("gen: 2 stream(s) [a, b] -> afpacket:g0 (...)").
@@ -117,7 +117,7 @@ impl GenSession {
             port.info.kind,
             port.info.detail
         );
-        let ctl = Arc::new(Control::new(names.clone(), stop.clone()));
+        let ctl = Arc::new(GenRemote::new(names.clone(), stop.clone()));
         let rx = match &setup.rx {
             None => None,
             Some(uri) => {
@@ -172,7 +172,7 @@ impl GenSession {
     }
 
     /// The control surface for a scenario (rates, pauses, stop).
-    pub fn control(&self) -> Arc<Control> {
+    pub fn control(&self) -> Arc<GenRemote> {
         self.ctl.clone()
     }
 

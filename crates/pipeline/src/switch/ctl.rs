@@ -1,12 +1,12 @@
 //! The requests of `linerate switch`'s control socket (one per line, see
-//! [`crate::control`]), parsed before the switch acts on any of them, and
+//! [`crate::ctl`]), parsed before the switch acts on any of them, and
 //! the switch's answers to them ([`SwitchCtl`]).
 
 use super::actions::{Group, Meter};
 use super::datapath::{CacheCounters, PortCounters, SwitchCounters};
 use super::rule::{MatchSpec, Rule};
-use super::table::{mono_ns, Control, FlowCursor, FlowTable};
-use crate::control::{Conn, Handler};
+use super::table::{mono_ns, FlowCursor, FlowTable, TableHandle};
+use crate::ctl::{Conn, Handler};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::io::Write;
@@ -89,12 +89,12 @@ impl Request {
 
 /// Arbitrary bytes as a request line: no panic, errors are one line.
 pub fn fuzz(data: &[u8]) {
-    crate::control::fuzz_requests(data, Request::parse);
+    crate::ctl::fuzz_requests(data, Request::parse);
 }
 
 /// What the control server and the switch's reporter read.
 pub struct Shared {
-    pub ctl: Arc<Control>,
+    pub ctl: Arc<TableHandle>,
     /// (port number, URI, counters).
     pub ports: Vec<(u32, String, Arc<PortCounters>)>,
     pub cache: Arc<CacheCounters>,
@@ -103,7 +103,7 @@ pub struct Shared {
 
 /// Check, make room for and add `rules` to `t` (emptying `rules`). On an
 /// error `t` may hold part of them: callers edit through
-/// [`Control::try_edit`], which then puts the table back.
+/// [`TableHandle::try_edit`], which then puts the table back.
 fn add_batch(t: &mut FlowTable, rules: &mut Vec<Rule>, now: u64) -> Result<(), String> {
     for r in rules.iter() {
         // The rule quoted short: a rule of thousands of actions would make
@@ -121,7 +121,7 @@ fn add_batch(t: &mut FlowTable, rules: &mut Vec<Rule>, now: u64) -> Result<(), S
 }
 
 /// Add `rules` all or nothing, as one new table version.
-fn add_rules(ctl: &Control, mut rules: Vec<Rule>) -> Result<usize, String> {
+fn add_rules(ctl: &TableHandle, mut rules: Vec<Rule>) -> Result<usize, String> {
     let n = rules.len();
     ctl.try_edit(|t| add_batch(t, &mut rules, mono_ns()))
         .map(|()| n)
@@ -142,7 +142,7 @@ const MAX_ADD_FLOWS: usize = 16 << 20;
 /// continues after them). Returns (rules added, seconds spent receiving
 /// and parsing).
 fn add_flows_stream(
-    ctl: &Control,
+    ctl: &TableHandle,
     mut next_line: impl FnMut() -> Result<Option<String>, String>,
     n: usize,
 ) -> Result<(usize, f64), String> {
@@ -467,11 +467,11 @@ mod stream_tests {
         s
     }
 
-    fn control() -> Arc<Control> {
+    fn control() -> Arc<TableHandle> {
         let mut t = FlowTable::new();
         t.add_flow(Rule::parse("priority=1,actions=drop").unwrap(), 0)
             .unwrap();
-        Control::new(t)
+        TableHandle::new(t)
     }
 
     /// What the reader holds after the request: the next command line.
@@ -519,7 +519,7 @@ mod stream_tests {
     /// client that reads slowly holds up only itself.
     #[test]
     fn dumps_are_streamed_and_sorted_for_the_client() {
-        use crate::control::{Limits, Listener, Server};
+        use crate::ctl::{Limits, Listener, Server};
         let ctl = control();
         let n = 30_000usize;
         let mut r = Cursor::new(rules(n, None));

@@ -13,7 +13,7 @@
 //! dropped with exactly one reason ([`SwDrop`]). Copies are counted apart
 //! per port (`tx_packets`, `tx_dropped`).
 //!
-//! The table version is loaded once per batch from [`Control`] (lock-free);
+//! The table version is loaded once per batch from [`TableHandle`] (lock-free);
 //! see [`super::table`] for how changes are published.
 
 use super::actions::{execute, Env, FrameBuf, Meter, Out, Verdict};
@@ -23,7 +23,7 @@ use super::key::Key;
 use super::learn::{Learn, LearnItem, LearnSrc};
 use super::megaflow::{self, Megaflows};
 use super::normal::{Decision, MacTable};
-use super::table::{mono_ns, Control, FlowTable};
+use super::table::{mono_ns, FlowTable, TableHandle};
 use super::xlate::{self, End, Mode, PipeEnv, TableCounts, Trace, Walk};
 use crate::perf::{self, Cycles, CyclesSnapshot};
 use crate::poll::Poll;
@@ -471,7 +471,7 @@ pub struct Datapath {
     keys: Box<BatchKeys>,
     out: Vec<Option<RuleId>>,
     emc: Emc,
-    ctl: Arc<Control>,
+    ctl: Arc<TableHandle>,
     meters: HashMap<u32, Meter>,
     last_table: usize,
     last_epoch: u64,
@@ -495,7 +495,7 @@ pub struct Datapath {
 
 impl Datapath {
     /// `emc`: use the exact-match cache (else every packet goes to the classifier).
-    pub fn new(ports: Vec<SwitchPort>, ctl: Arc<Control>, batch: usize, emc: bool) -> Datapath {
+    pub fn new(ports: Vec<SwitchPort>, ctl: Arc<TableHandle>, batch: usize, emc: bool) -> Datapath {
         let batch = batch.clamp(1, MAX_BATCH);
         let stages = ports
             .iter()
@@ -1159,7 +1159,7 @@ mod tests {
         (ports, sinks)
     }
 
-    fn run(ctl: Arc<Control>, n: usize, per_call: usize) -> (SwitchSnapshot, Vec<usize>) {
+    fn run(ctl: Arc<TableHandle>, n: usize, per_call: usize) -> (SwitchSnapshot, Vec<usize>) {
         let (ports, sinks) = bed(n, per_call);
         let mut dp = Datapath::new(ports, ctl, 32, true);
         dp.run(&AtomicBool::new(false), Polling::Busy, true)
@@ -1169,7 +1169,7 @@ mod tests {
         (s, sinks.iter().map(|g| g.lock().unwrap().len()).collect())
     }
 
-    fn table(rules: &[&str]) -> Arc<Control> {
+    fn table(rules: &[&str]) -> Arc<TableHandle> {
         let mut t = FlowTable::new();
         t.add_group(Group::parse("group_id=1,type=all,bucket=output:2,bucket=output:3").unwrap())
             .unwrap();
@@ -1178,7 +1178,7 @@ mod tests {
         for r in rules {
             t.add_flow(Rule::parse(r).unwrap(), 0).unwrap();
         }
-        Control::new(t)
+        TableHandle::new(t)
     }
 
     #[test]

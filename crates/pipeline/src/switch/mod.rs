@@ -35,4 +35,4 @@ pub use rule::{Action, Match, MatchSpec, ParseError, Rule, SetField};
 mod pipeline_tests;
 #[cfg(test)]
 mod tests;
-pub use table::{Control, FlowTable};
+pub use table::{FlowTable, TableHandle};

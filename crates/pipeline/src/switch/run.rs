@@ -8,9 +8,9 @@ use super::ctl::{cache_json, ports_json, tables_json, Shared, SwitchCtl};
 use super::datapath::{
     CacheCounters, Datapath, LearnReq, Polling, SwitchCyclesSnapshot, SwitchPort,
 };
-use super::table::{mono_ns, Control, FlowTable};
+use super::table::{mono_ns, FlowTable, TableHandle};
 use super::Rule;
-use crate::control::{Handler, Limits, Listener, Server};
+use crate::ctl::{Handler, Limits, Listener, Server};
 use crate::event::{Account, Report};
 use crate::metrics::{Exposition, Publish};
 use linerate_io::time::tsc_hz;
@@ -178,7 +178,7 @@ const LEARN_PUBLISH_MAX: Duration = Duration::from_secs(1);
 /// times the batches. A full table evicts or refuses by its policy.
 fn learn_loop(
     rx: &std::sync::mpsc::Receiver<LearnReq>,
-    ctl: &Control,
+    ctl: &TableHandle,
     stats: &super::datapath::CacheCounters,
 ) {
     use std::sync::mpsc::RecvTimeoutError;
@@ -220,7 +220,7 @@ pub fn run(
     stop: &Arc<AtomicBool>,
     on: &mut dyn FnMut(Event<'_>),
 ) -> Result<Finished, String> {
-    let ctl = Control::new(cfg.rules.load()?);
+    let ctl = TableHandle::new(cfg.rules.load()?);
     let mut ports = Vec::new();
     for (n, uri) in &cfg.ports {
         let p = linerate_io::open(uri, &cfg.open).map_err(|e| format!("port {n}: {e}"))?;

@@ -2,7 +2,7 @@
 //! cookie, counters, timeouts), groups and meters by id, and the
 //! control-side publication of new versions to the datapath.
 //!
-//! # Updates while traffic flows ([`Control`])
+//! # Updates while traffic flows ([`TableHandle`])
 //!
 //! The control side (socket server, timeout expiry) edits a private
 //! [`FlowTable`] under a mutex that only control threads take, then
@@ -21,7 +21,7 @@
 //! Publishing copies the whole table (O(rules)); a burst of changes sent in
 //! one request (`add-flows`) is one copy, an edit that changes nothing
 //! (a delete that finds no rule) none, and rules the pipeline learns are
-//! published at a pace the learning thread sets ([`Control::learn`]), not
+//! published at a pace the learning thread sets ([`TableHandle::learn`]), not
 //! once per batch of them.
 //!
 //! # Bounds ([`Limits`])
@@ -1201,16 +1201,16 @@ impl FlowCursor {
 }
 
 /// The control side's handle on the table (see the module doc).
-pub struct Control {
+pub struct TableHandle {
     edit: Mutex<FlowTable>,
     published: ArcSwap<FlowTable>,
     /// The control copy holds changes not published yet (learned rules,
-    /// [`Control::apply`] without publishing; set and cleared under the
+    /// [`TableHandle::apply`] without publishing; set and cleared under the
     /// edit lock).
     dirty: AtomicBool,
 }
 
-/// What [`Control::learn`] did.
+/// What [`TableHandle::learn`] did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Learned {
     /// Rules added or changed.
@@ -1221,9 +1221,9 @@ pub struct Learned {
     pub published: bool,
 }
 
-impl Control {
-    pub fn new(t: FlowTable) -> Arc<Control> {
-        Arc::new(Control {
+impl TableHandle {
+    pub fn new(t: FlowTable) -> Arc<TableHandle> {
+        Arc::new(TableHandle {
             published: ArcSwap::from_pointee(t.clone()),
             edit: Mutex::new(t),
             dirty: AtomicBool::new(false),
@@ -1345,7 +1345,7 @@ impl Control {
         f(&g)
     }
 
-    /// [`Control::tick`] unless an edit holds the lock right now (then it
+    /// [`TableHandle::tick`] unless an edit holds the lock right now (then it
     /// waits for the next second; the caller never blocks on an editor).
     pub fn try_tick(&self, now_ns: u64) -> Option<usize> {
         let g = match self.edit.try_lock() {
@@ -1394,7 +1394,7 @@ mod tests {
 
     #[test]
     fn counters_survive_publication_and_timeouts_expire() {
-        let ctl = Control::new(FlowTable::new());
+        let ctl = TableHandle::new(FlowTable::new());
         let r = Rule::parse("priority=10,in_port=1,actions=output:2").unwrap();
         let id = ctl.edit(|t| t.add_flow(r, 0)).unwrap();
         let t1 = ctl.current().clone();
@@ -1429,7 +1429,7 @@ mod tests {
 
     #[test]
     fn idle_timeout_counts_from_the_last_hit() {
-        let ctl = Control::new(FlowTable::new());
+        let ctl = TableHandle::new(FlowTable::new());
         let r = Rule::parse("idle_timeout=1,priority=3,actions=output:1").unwrap();
         let id = ctl.edit(|t| t.add_flow(r, 0)).unwrap();
         ctl.current().entry(id).unwrap().stats.hit(60, 500_000_000);
@@ -1592,7 +1592,7 @@ mod tests {
 
     #[test]
     fn edits_that_change_nothing_publish_nothing() {
-        let ctl = Control::new(FlowTable::new());
+        let ctl = TableHandle::new(FlowTable::new());
         ctl.edit(|t| t.add_flow(Rule::parse("in_port=1,actions=drop").unwrap(), 0))
             .unwrap();
         let v = ctl.current().clone();
@@ -1612,7 +1612,7 @@ mod tests {
 
     #[test]
     fn learned_rules_are_published_when_the_learner_says() {
-        let ctl = Control::new(FlowTable::new());
+        let ctl = TableHandle::new(FlowTable::new());
         let l = ctl.learn([learned(1), learned(2)], 5, false);
         assert_eq!((l.changed, l.published), (2, false));
         assert!(ctl.current().is_empty());

@@ -12,7 +12,7 @@
 //! and runs the framing loop ([`super::conn`]): a slow or hostile peer
 //! holds up only itself, never the datapath (which only ever sees the
 //! table versions the session publishes through
-//! [`crate::switch::Control`]), nor the accept loop.
+//! [`crate::switch::TableHandle`]), nor the accept loop.
 //!
 //! Bounds: at most [`MAX_CONNECTIONS`] connections are served at once,
 //! each holding a slot ([`SlotGuard`]) that is released on every way out
@@ -31,7 +31,7 @@ use super::conn::{serve, Conn, End, HELLO_TIMEOUT};
 use super::endpoint::Endpoint;
 use super::msg::{ChannelStats, Session};
 use super::transport::{unix_peer, Tls, TlsFiles, Transport};
-use crate::control::{poll_in, Listener};
+use crate::ctl::{poll_in, Listener};
 use crate::switch::ctl::Shared;
 use rustls::{ClientConfig, ServerConfig};
 use std::io::ErrorKind;

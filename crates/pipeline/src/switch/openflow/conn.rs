@@ -326,9 +326,9 @@ pub fn messages(mut b: &[u8]) -> Option<Vec<&[u8]>> {
 /// A switch with an empty table, for the loop's tests and fuzz target.
 pub fn test_shared() -> Arc<Shared> {
     use crate::switch::datapath::{CacheCounters, SwitchCounters};
-    use crate::switch::table::{Control, FlowTable};
+    use crate::switch::table::{FlowTable, TableHandle};
     Arc::new(Shared {
-        ctl: Control::new(FlowTable::new()),
+        ctl: TableHandle::new(FlowTable::new()),
         ports: vec![(1, "mem:a".into(), Default::default())],
         cache: Arc::new(CacheCounters::default()),
         counters: Arc::new(SwitchCounters::default()),

@@ -28,13 +28,13 @@
 //! added over OpenFlow is checked exactly as one from a rules file or
 //! `switch-ctl` (prerequisites, field widths, tables), and `dump-flows`
 //! over either channel lists the same rules. The per-packet path never
-//! sees any of this: the channel edits the table through [`Control`] like
+//! sees any of this: the channel edits the table through [`TableHandle`] like
 //! `switch-ctl` does.
 //!
 //! [`Match`]: super::Match
 //! [`Action`]: super::Action
 //! [`Rule::parse`]: super::Rule::parse
-//! [`Control`]: super::Control
+//! [`TableHandle`]: super::TableHandle
 
 pub mod channel;
 pub mod client;

@@ -1600,9 +1600,9 @@ fn table_features(id: u8, max_entries: usize) -> Vec<u8> {
 /// table; no panic whatever the bytes.
 pub fn fuzz(data: &[u8]) {
     use crate::switch::datapath::{CacheCounters, SwitchCounters};
-    use crate::switch::table::Control;
+    use crate::switch::table::TableHandle;
     let sh = Arc::new(Shared {
-        ctl: Control::new(FlowTable::new()),
+        ctl: TableHandle::new(FlowTable::new()),
         ports: vec![(1, "mem:a".into(), Default::default())],
         cache: Arc::new(CacheCounters::default()),
         counters: Arc::new(SwitchCounters::default()),

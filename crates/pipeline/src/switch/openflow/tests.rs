@@ -10,7 +10,7 @@ use super::wire::*;
 use crate::switch::actions::{Group, Meter, MeterUnit};
 use crate::switch::ctl::Shared;
 use crate::switch::datapath::{CacheCounters, SwitchCounters};
-use crate::switch::table::{Control, FlowTable};
+use crate::switch::table::{FlowTable, TableHandle};
 use crate::switch::Rule;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -79,7 +79,7 @@ fn shared() -> Arc<Shared> {
     t.add_meter(Meter::new(1, MeterUnit::Pktps, 1000, 0))
         .unwrap();
     Arc::new(Shared {
-        ctl: Control::new(t),
+        ctl: TableHandle::new(t),
         ports: vec![(1, "mem:a".into(), Default::default())],
         cache: Arc::new(CacheCounters::default()),
         counters: Arc::new(SwitchCounters::default()),
@@ -424,7 +424,7 @@ fn fuzz_smoke() {
 #[test]
 fn recorded_group_and_meter_mods() {
     let sh = Arc::new(Shared {
-        ctl: Control::new(FlowTable::new()),
+        ctl: TableHandle::new(FlowTable::new()),
         ports: vec![],
         cache: Arc::new(CacheCounters::default()),
         counters: Arc::new(SwitchCounters::default()),

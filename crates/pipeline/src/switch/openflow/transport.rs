@@ -11,7 +11,7 @@
 //! `--ca-cert` but, like Open vSwitch, not the name or address in it
 //! ([`ChainOnly`]).
 
-use crate::control::poll_in;
+use crate::ctl::poll_in;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::CryptoProvider;
