@@ -339,7 +339,7 @@ impl Drop for Cleanup {
             .iter()
             .filter_map(|n| ns_id(&Path::new("/run/netns").join(n)))
             .collect();
-        for p in linerate_measure::guard::pids_in_netns(&ids) {
+        for p in linerate_measure::reap::pids_in_netns(&ids) {
             // SAFETY: a process in a namespace of this test's run.
             unsafe { libc::kill(p as i32, libc::SIGKILL) };
         }

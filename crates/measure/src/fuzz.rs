@@ -8,7 +8,6 @@
 use crate::bench::history::{self, Run};
 use crate::experiment::spec::{self, Obs};
 use crate::experiment::{self, AnovaOptions, Design, Factor, Observations};
-use crate::guard;
 
 /// Largest design (cells x replications) the experiment body analyses.
 const MAX_ANALYSED: usize = 512;
@@ -241,7 +240,7 @@ pub fn fuzz_dut_spec(data: &[u8]) {
 /// kill(2)), every bed has a valid name, every peer a namespace and a
 /// script.
 pub fn fuzz_guard(data: &[u8]) {
-    let reg = guard::read_registry(data);
+    let reg = crate::reap::read_registry(data);
     let ok_pid = |p: u32| p > 1 && libc::pid_t::try_from(p).is_ok();
     for &p in reg.pids.keys() {
         assert!(ok_pid(p), "registered pid {p}");

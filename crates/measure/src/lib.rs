@@ -9,6 +9,7 @@ pub mod frame_size;
 pub mod fuzz;
 pub mod guard;
 pub mod pgroup;
+pub mod reap;
 pub mod report;
 pub mod study;
 pub mod testbed;

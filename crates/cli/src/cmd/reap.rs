@@ -12,7 +12,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> ! {
-    std::process::exit(linerate_measure::guard::watchdog_main(a.parent))
+    std::process::exit(linerate_measure::reap::watchdog_main(a.parent))
 }
 
 /// Start the watchdog for this process and route the registrations of

@@ -676,7 +676,7 @@ impl SpecDut {
         // then whatever else is left in its namespace (a child that left
         // the group with setsid).
         self.start_group = None;
-        crate::guard::kill_netns_processes(&ns);
+        crate::reap::kill_netns_processes(&ns);
         if let Some(s) = script {
             crate::guard::unregister_peer(&s, &ns);
             let _ = std::fs::remove_file(&s);
