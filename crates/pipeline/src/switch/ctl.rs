@@ -3,7 +3,7 @@
 //! the switch's answers to them ([`SwitchCtl`]).
 
 use super::actions::{Group, Meter};
-use super::datapath::{CacheCounters, PortCounters, SwitchCounters};
+use super::counters::{CacheCounters, PortCounters, SwitchCounters};
 use super::rule::{MatchSpec, Rule};
 use super::table::{mono_ns, FlowCursor, FlowTable, TableHandle};
 use crate::ctl::{Conn, Handler};

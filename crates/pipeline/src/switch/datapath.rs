@@ -18,177 +18,28 @@
 
 use super::actions::{execute, Env, FrameBuf, Meter, Out, Verdict};
 use super::classifier::RuleId;
+use super::counters::{CacheCounters, PortCounters, SwDrop, SwStage, SwitchCounters, SwitchCycles};
 use super::emc::{Cache, Emc, DEFAULT_INV_PROB, DEFAULT_SLOTS};
 use super::key::Key;
-use super::learn::{Learn, LearnItem, LearnSrc};
+use super::learn::Learn;
+use super::learner::{LearnReq, Learner};
 use super::megaflow::{self, Megaflows};
 use super::normal::{Decision, MacTable};
 use super::table::{mono_ns, FlowTable, TableHandle};
 use super::xlate::{self, End, Mode, PipeEnv, TableCounts, Trace, Walk};
-use crate::perf::{self, Cycles, CyclesSnapshot};
+
 use crate::poll::Poll;
-use linerate_io::counters::{bump, Counters, Reason, Snapshot};
+use linerate_io::counters::bump;
 use linerate_io::time::rdtsc;
 use linerate_io::{Batch, Pkt, PortError, RxPort, TxPort, MAX_BATCH};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// Bytes per staged frame (frames and their VLAN pushes up to this size).
 pub const STRIDE: usize = 2048;
 /// Headroom of the scratch buffer used by rules that push a VLAN tag.
 const HEADROOM: usize = 64;
-
-/// Why the switch dropped a packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SwDrop {
-    /// No rule matched (table miss).
-    NoMatch,
-    /// The rule's actions are `drop` (empty).
-    ActionDrop,
-    /// The actions produced no output (only the input port, unknown ports
-    /// or groups, empty groups).
-    NoOutput,
-    /// `dec_ttl` on TTL / hop limit 0 or 1.
-    TtlExpired,
-    /// A meter's bucket was empty (or the meter does not exist).
-    Metered,
-    /// `push_vlan` without room, or the frame was too short for an action.
-    Malformed,
-    /// The pipeline went deeper than its resubmit limit (a loop of tables).
-    ResubmitLimit,
-    /// Every copy found its TX ring (or staging area) full.
-    TxFull,
-    /// Every copy was larger than its output port's frame size.
-    TooBig,
-    /// An output port failed (its interface went away): its copies are
-    /// counted here and the switch stops with the port's error.
-    TxError,
-}
-
-impl SwDrop {
-    pub const COUNT: usize = <SwDrop as Reason>::ALL.len();
-}
-
-impl Reason for SwDrop {
-    const ALL: &'static [SwDrop] = &[
-        SwDrop::NoMatch,
-        SwDrop::ActionDrop,
-        SwDrop::NoOutput,
-        SwDrop::TtlExpired,
-        SwDrop::Metered,
-        SwDrop::Malformed,
-        SwDrop::ResubmitLimit,
-        SwDrop::TxFull,
-        SwDrop::TooBig,
-        SwDrop::TxError,
-    ];
-    fn name(self) -> &'static str {
-        match self {
-            SwDrop::NoMatch => "no_match",
-            SwDrop::ActionDrop => "action_drop",
-            SwDrop::NoOutput => "no_output",
-            SwDrop::TtlExpired => "ttl_expired",
-            SwDrop::Metered => "metered",
-            SwDrop::Malformed => "malformed",
-            SwDrop::ResubmitLimit => "resubmit_limit",
-            SwDrop::TxFull => "tx_full",
-            SwDrop::TooBig => "too_big",
-            SwDrop::TxError => "tx_error",
-        }
-    }
-    #[inline(always)]
-    fn index(self) -> usize {
-        self as usize
-    }
-}
-
-/// Switch-wide packet counters (one writer: the datapath); `passed`:
-/// packets of which at least one copy was sent.
-pub type SwitchCounters = Counters<SwDrop>;
-/// Plain copy of [`SwitchCounters`].
-pub type SwitchSnapshot = Snapshot<SwDrop>;
-
-/// Per-port counters (copies sent count once per copy).
-#[derive(Debug, Default)]
-pub struct PortCounters {
-    pub rx_packets: AtomicU64,
-    pub rx_bytes: AtomicU64,
-    pub tx_packets: AtomicU64,
-    pub tx_bytes: AtomicU64,
-    /// Copies for this port not sent (ring or staging full, too big).
-    pub tx_dropped: AtomicU64,
-}
-
-/// Cache and classifier counters, published by the datapath once per batch.
-#[derive(Debug, Default)]
-pub struct CacheCounters {
-    pub emc_hits: AtomicU64,
-    pub emc_misses: AtomicU64,
-    pub emc_inserts: AtomicU64,
-    pub emc_skipped_inserts: AtomicU64,
-    /// Lookups that skipped the cache while its hit rate was low.
-    pub emc_bypassed: AtomicU64,
-    /// `learn(...)` requests handed to the control side, and those lost
-    /// because its queue was full.
-    pub learn_requests: AtomicU64,
-    pub learn_queue_full: AtomicU64,
-    /// Learned rules the control side refused: their table was full and
-    /// its policy evicts nothing (written by the learning thread).
-    pub learn_refused: AtomicU64,
-    /// Megaflows (multi-table pipelines): hits, misses (walked live), how
-    /// many there are and their masks.
-    pub mega_hits: AtomicU64,
-    pub mega_misses: AtomicU64,
-    pub megaflows: AtomicU64,
-    pub mega_masks: AtomicU64,
-    /// Packets that went to the classifier.
-    pub cls_lookups: AtomicU64,
-    pub cls_matched: AtomicU64,
-    pub subtables_searched: AtomicU64,
-}
-
-/// The switch's stages for `--profile`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SwStage {
-    Rx,
-    Extract,
-    Lookup,
-    Actions,
-    Tx,
-    Buffers,
-}
-
-impl perf::Stage for SwStage {
-    const ALL: &'static [SwStage] = &[
-        SwStage::Rx,
-        SwStage::Extract,
-        SwStage::Lookup,
-        SwStage::Actions,
-        SwStage::Tx,
-        SwStage::Buffers,
-    ];
-    fn name(self) -> &'static str {
-        match self {
-            SwStage::Rx => "rx",
-            SwStage::Extract => "extract",
-            SwStage::Lookup => "lookup",
-            SwStage::Actions => "actions",
-            SwStage::Tx => "tx",
-            SwStage::Buffers => "buffers",
-        }
-    }
-    #[inline(always)]
-    fn index(self) -> usize {
-        self as usize
-    }
-}
-
-/// TSC cycles per stage (one writer).
-pub type SwitchCycles = Cycles<SwStage>;
-/// Plain copy of [`SwitchCycles`].
-pub type SwitchCyclesSnapshot = CyclesSnapshot<SwStage>;
 
 /// One switch port.
 pub struct SwitchPort {
@@ -371,78 +222,6 @@ impl PipeEnv for Ctx<'_> {
 
     fn learn(&mut self, spec: &Arc<Learn>, k: &Key) {
         self.learner.post(spec, k, self.now_ns);
-    }
-}
-
-/// A `learn(...)` request: the spec and the packet's key at the action;
-/// the control side builds the rule ([`Learn::rule`]) and adds it.
-pub struct LearnReq {
-    pub spec: Arc<Learn>,
-    pub key: Key,
-}
-
-/// Recent requests remembered, to send each learned rule at most once a
-/// [`LEARN_REFRESH_NS`] per flow.
-const LEARN_RECENT: usize = 1024;
-/// How often the same learned rule is sent again (to restart its idle time).
-pub const LEARN_REFRESH_NS: u64 = 1_000_000_000;
-
-/// The datapath's side of `learn(...)`: requests go through a bounded
-/// channel (allocated at start: `try_send` neither allocates nor blocks;
-/// it wakes the control thread when that thread waits, a futex call, at
-/// most once per learned rule and [`LEARN_REFRESH_NS`]). A full channel
-/// loses the request (counted); the next packet of the flow asks again.
-pub struct Learner {
-    tx: Option<std::sync::mpsc::SyncSender<LearnReq>>,
-    recent: Box<[(u64, u64)]>,
-    requests: u64,
-    queue_full: u64,
-}
-
-impl Learner {
-    fn new(tx: Option<std::sync::mpsc::SyncSender<LearnReq>>) -> Learner {
-        Learner {
-            tx,
-            recent: vec![(0, 0); LEARN_RECENT].into_boxed_slice(),
-            requests: 0,
-            queue_full: 0,
-        }
-    }
-
-    /// Send the request unless the same rule was sent in the last
-    /// [`LEARN_REFRESH_NS`].
-    fn post(&mut self, spec: &Arc<Learn>, k: &Key, now_ns: u64) {
-        let Some(tx) = &self.tx else { return };
-        let mut h = Arc::as_ptr(spec) as u64 ^ 0x9e37_79b9_7f4a_7c15;
-        for it in &spec.items {
-            let v = match it {
-                LearnItem::Match {
-                    src: LearnSrc::Field(f),
-                    ..
-                }
-                | LearnItem::Load {
-                    src: LearnSrc::Field(f),
-                    ..
-                }
-                | LearnItem::Output(f) => f.read(k),
-                _ => continue,
-            };
-            h = (h ^ v).wrapping_mul(0xbf58_476d_1ce4_e5b9).rotate_left(23);
-        }
-        let slot = &mut self.recent[h as usize % LEARN_RECENT];
-        if slot.0 == h && now_ns.wrapping_sub(slot.1) < LEARN_REFRESH_NS {
-            return;
-        }
-        match tx.try_send(LearnReq {
-            spec: spec.clone(),
-            key: *k,
-        }) {
-            Ok(()) => {
-                *slot = (h, now_ns);
-                self.requests += 1;
-            }
-            Err(_) => self.queue_full += 1,
-        }
     }
 }
 
@@ -1080,6 +859,7 @@ impl Poll for Turns<'_> {
 mod tests {
     use super::*;
     use crate::switch::actions::Group;
+    use crate::switch::counters::SwitchSnapshot;
     use crate::switch::rule::Rule;
     use linerate_wire::build::{build_udp, FrameParams, IpPair};
     use std::sync::Mutex;

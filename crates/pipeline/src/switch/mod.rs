@@ -9,12 +9,14 @@
 
 pub mod actions;
 pub mod classifier;
+pub mod counters;
 pub mod ctl;
 pub mod datapath;
 pub mod emc;
 pub mod field;
 pub mod key;
 pub mod learn;
+pub mod learner;
 pub mod megaflow;
 pub mod normal;
 pub mod openflow;
@@ -25,7 +27,8 @@ pub mod table;
 pub mod xlate;
 
 pub use classifier::{Classifier, LookupStats, RuleId};
-pub use datapath::{Datapath, SwDrop, SwitchPort};
+pub use counters::SwDrop;
+pub use datapath::{Datapath, SwitchPort};
 pub use emc::{Emc, EmcStats};
 pub use key::Key;
 pub use reference::Reference;

@@ -4,10 +4,10 @@
 //! the final account.
 
 use super::actions::{Group, Meter};
+use super::counters::{CacheCounters, SwitchCyclesSnapshot};
 use super::ctl::{cache_json, ports_json, tables_json, Shared, SwitchCtl};
-use super::datapath::{
-    CacheCounters, Datapath, LearnReq, Polling, SwitchCyclesSnapshot, SwitchPort,
-};
+use super::datapath::{Datapath, Polling, SwitchPort};
+use super::learner::LearnReq;
 use super::table::{mono_ns, FlowTable, TableHandle};
 use super::Rule;
 use crate::ctl::{Handler, Limits, Listener, Server};
@@ -176,11 +176,7 @@ const LEARN_PUBLISH_MAX: Duration = Duration::from_secs(1);
 /// to copies however fast the wire makes it learn (random source MACs at
 /// line rate): learning costs the rules it adds, not the table's size
 /// times the batches. A full table evicts or refuses by its policy.
-fn learn_loop(
-    rx: &std::sync::mpsc::Receiver<LearnReq>,
-    ctl: &TableHandle,
-    stats: &super::datapath::CacheCounters,
-) {
+fn learn_loop(rx: &std::sync::mpsc::Receiver<LearnReq>, ctl: &TableHandle, stats: &CacheCounters) {
     use std::sync::mpsc::RecvTimeoutError;
     let mut last = Instant::now();
     let mut gap = LEARN_PUBLISH_MIN;

@@ -325,7 +325,7 @@ pub fn messages(mut b: &[u8]) -> Option<Vec<&[u8]>> {
 
 /// A switch with an empty table, for the loop's tests and fuzz target.
 pub fn test_shared() -> Arc<Shared> {
-    use crate::switch::datapath::{CacheCounters, SwitchCounters};
+    use crate::switch::counters::{CacheCounters, SwitchCounters};
     use crate::switch::table::{FlowTable, TableHandle};
     Arc::new(Shared {
         ctl: TableHandle::new(FlowTable::new()),

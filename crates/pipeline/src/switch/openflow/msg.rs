@@ -1599,7 +1599,7 @@ fn table_features(id: u8, max_entries: usize) -> Vec<u8> {
 /// cut on the headers' lengths, each handled by a session over a small
 /// table; no panic whatever the bytes.
 pub fn fuzz(data: &[u8]) {
-    use crate::switch::datapath::{CacheCounters, SwitchCounters};
+    use crate::switch::counters::{CacheCounters, SwitchCounters};
     use crate::switch::table::TableHandle;
     let sh = Arc::new(Shared {
         ctl: TableHandle::new(FlowTable::new()),

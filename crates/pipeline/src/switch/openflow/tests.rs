@@ -8,8 +8,8 @@ use super::msg::{canonical, decode_flow_stats, flow_mod_add, hello, ChannelStats
 use super::wire::sendable;
 use super::wire::*;
 use crate::switch::actions::{Group, Meter, MeterUnit};
+use crate::switch::counters::{CacheCounters, SwitchCounters};
 use crate::switch::ctl::Shared;
-use crate::switch::datapath::{CacheCounters, SwitchCounters};
 use crate::switch::table::{FlowTable, TableHandle};
 use crate::switch::Rule;
 use std::path::PathBuf;
