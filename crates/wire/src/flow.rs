@@ -3,9 +3,6 @@
 //! that carry v4-mapped addresses on the wire (which RFC 4038 says must
 //! not happen) are therefore seen as IPv4 flows.
 
-use crate::frame::parse_frame;
-use crate::Result;
-
 /// The 5-tuple of a packet.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FlowKey {
@@ -50,12 +47,6 @@ const K: [u64; 6] = [
 ];
 
 impl FlowKey {
-    /// Parse `frame` and extract its 5-tuple.
-    #[inline]
-    pub fn from_frame(frame: &[u8]) -> Result<FlowKey> {
-        parse_frame(frame).map(|l| l.flow_key())
-    }
-
     /// An IPv4 5-tuple.
     pub fn v4(src: [u8; 4], dst: [u8; 4], src_port: u16, dst_port: u16, proto: u8) -> FlowKey {
         FlowKey {

@@ -22,7 +22,6 @@
 //! the exact-match cache ([`super::emc`]).
 
 use super::key::{hash_finish, Key, WordHash, HASH_SEED, WORDS};
-use super::reference::normalize;
 use super::rule::Match;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -370,7 +369,7 @@ impl Classifier {
     /// caller replaces its actions, as OpenFlow's add does; it keeps its
     /// place among equal priorities).
     pub fn insert(&mut self, m: &Match, priority: u16) -> (RuleId, bool) {
-        let m = normalize(m);
+        let m = m.normalized();
         if let Some(id) = self.find_strict(&m, priority) {
             return (id, false);
         }
@@ -458,7 +457,7 @@ impl Classifier {
 
     /// The rule with exactly this match and priority.
     pub fn find_strict(&self, m: &Match, priority: u16) -> Option<RuleId> {
-        let m = normalize(m);
+        let m = m.normalized();
         let &si = self.by_mask.get(&m.mask)?;
         let st = &self.subtables[si];
         let ix = st.find_value(&m.value)?;
@@ -516,7 +515,7 @@ impl Classifier {
     /// Every rule whose match is covered by `m` (its fields are a superset
     /// of `m`'s and agree with them), ids sorted.
     pub fn find_loose(&self, m: &Match) -> Vec<RuleId> {
-        let m = normalize(m);
+        let m = m.normalized();
         let mut out = Vec::new();
         for st in &self.subtables {
             // A covered rule's mask contains m's mask.

@@ -8,7 +8,6 @@ use super::classifier::LookupStats;
 use super::key::{self, Key};
 use super::learn::Learn;
 use super::normal::Decision;
-use super::reference::normalize;
 use super::rule::{Action, Match, MatchSpec, Rule};
 use super::table::FlowTable;
 use super::xlate::{self, End, Mode, PipeEnv, TableCounts, Trace, Walk, MAX_DEPTH};
@@ -119,7 +118,7 @@ enum Stop {
 
 impl Model {
     fn add(&mut self, r: &Rule) {
-        let m = normalize(&r.m);
+        let m = r.m.normalized();
         let t = self.tables.entry(r.table).or_default();
         match t.iter_mut().find(|(x, p, _)| *x == m && *p == r.priority) {
             Some(e) => e.2 = r.actions.clone(),
@@ -128,7 +127,7 @@ impl Model {
     }
 
     fn del_loose(&mut self, s: &MatchSpec) {
-        let m = normalize(&s.m);
+        let m = s.m.normalized();
         for (t, rules) in self.tables.iter_mut() {
             if s.table.is_none_or(|x| x == *t) {
                 rules.retain(|(x, _, _)| !m.covers(x));

@@ -49,7 +49,7 @@ impl Reference {
     /// Insert with a caller-chosen id. If a rule with the same match and
     /// priority exists, nothing changes and its id is returned as `Err`.
     pub fn insert(&mut self, id: RuleId, m: &Match, priority: u16) -> Result<(), RuleId> {
-        let m = normalize(m);
+        let m = m.normalized();
         if let Some(e) = self
             .rules
             .iter()
@@ -74,7 +74,7 @@ impl Reference {
 
     /// Remove the rule with exactly this match and priority.
     pub fn remove_strict(&mut self, m: &Match, priority: u16) -> Option<RuleId> {
-        let m = normalize(m);
+        let m = m.normalized();
         let i = self
             .rules
             .iter()
@@ -84,7 +84,7 @@ impl Reference {
 
     /// Remove every rule whose match is covered by `m` (OVS `del-flows`).
     pub fn remove_loose(&mut self, m: &Match) -> Vec<RuleId> {
-        let m = normalize(m);
+        let m = m.normalized();
         let mut gone = Vec::new();
         self.rules.retain(|e| {
             if m.covers(&e.m) {
@@ -101,12 +101,5 @@ impl Reference {
     /// The winning rule for `k`.
     pub fn lookup(&self, k: &Key) -> Option<RuleId> {
         self.rules.iter().find(|e| e.m.matches(k)).map(|e| e.id)
-    }
-}
-
-pub(crate) fn normalize(m: &Match) -> Match {
-    Match {
-        value: m.value.and(&m.mask),
-        mask: m.mask,
     }
 }

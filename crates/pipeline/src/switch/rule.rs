@@ -32,6 +32,16 @@ pub struct Match {
 }
 
 impl Match {
+    /// The same match with the value's bits outside the mask cleared (two
+    /// matches of the same packets are then equal).
+    #[inline]
+    pub fn normalized(&self) -> Match {
+        Match {
+            value: self.value.and(&self.mask),
+            mask: self.mask,
+        }
+    }
+
     /// The match-everything match.
     pub const ANY: Match = Match {
         value: Key::ZERO,

@@ -789,7 +789,7 @@ impl FlowTable {
         let mut per_mask: HashMap<(u8, crate::switch::key::Key), usize> = HashMap::new();
         for r in rules {
             *per_mask
-                .entry((r.table, super::reference::normalize(&r.m).mask))
+                .entry((r.table, r.m.normalized().mask))
                 .or_insert(0) += 1;
         }
         for ((t, mask), n) in per_mask {
@@ -1170,7 +1170,7 @@ impl FlowCursor {
             table: spec.and_then(|s| s.table).map_or(0, usize::from),
             id: 0,
             only: spec.and_then(|s| s.table),
-            m: spec.map(|s| super::reference::normalize(&s.m)),
+            m: spec.map(|s| s.m.normalized()),
         }
     }
 
@@ -1183,7 +1183,7 @@ impl FlowCursor {
                     if self
                         .m
                         .as_ref()
-                        .is_none_or(|m| m.covers(&super::reference::normalize(&e.rule.m)))
+                        .is_none_or(|m| m.covers(&e.rule.m.normalized()))
                     {
                         return Some(e.clone());
                     }
