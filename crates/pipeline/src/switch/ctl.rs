@@ -603,10 +603,10 @@ pub fn request(
     if command == "add-flows" {
         let f = arg.ok_or("add-flows needs a FILE")?;
         let text = std::fs::read_to_string(f).map_err(|e| format!("add-flows file '{f}': {e}"))?;
-        let n = super::run::rule_lines(&text).count();
+        let n = super::rule::rule_lines(&text).count();
         let mut w = std::io::BufWriter::with_capacity(1 << 16, &s);
         writeln!(w, "add-flows {n}").map_err(wrote)?;
-        for (_, l) in super::run::rule_lines(&text) {
+        for (_, l) in super::rule::rule_lines(&text) {
             w.write_all(l.as_bytes()).map_err(wrote)?;
             w.write_all(b"\n").map_err(wrote)?;
         }

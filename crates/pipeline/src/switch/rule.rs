@@ -31,6 +31,15 @@ pub struct Match {
     pub mask: Key,
 }
 
+/// The rule lines of a flows/groups/meters file: numbered from 1, trimmed,
+/// without blank lines and `#` comments.
+pub fn rule_lines(s: &str) -> impl Iterator<Item = (usize, &str)> {
+    s.lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim()))
+        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
+}
+
 impl Match {
     /// The same match with the value's bits outside the mask cleared (two
     /// matches of the same packets are then equal).

@@ -8,6 +8,7 @@ use super::counters::{CacheCounters, SwitchCyclesSnapshot};
 use super::ctl::{cache_json, ports_json, tables_json, Shared, SwitchCtl};
 use super::datapath::{Datapath, Polling, SwitchPort};
 use super::learner::LearnReq;
+use super::rule::rule_lines;
 use super::table::{mono_ns, FlowTable, TableHandle};
 use super::Rule;
 use crate::ctl::{Handler, Limits, Listener, Server};
@@ -20,15 +21,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// The rule lines of a flows/groups/meters file: numbered from 1, trimmed,
-/// without blank lines and `#` comments.
-pub fn rule_lines(s: &str) -> impl Iterator<Item = (usize, &str)> {
-    s.lines()
-        .enumerate()
-        .map(|(i, l)| (i + 1, l.trim()))
-        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
-}
 
 /// The rule files of a switch (each optional), and the bounds its tables
 /// keep.

@@ -807,7 +807,7 @@ impl FlowTable {
         }
         // Every rule can be dumped: its OpenFlow flow-stats entry fits in
         // one reply (a longer one has no valid encoding).
-        super::openflow::msg::fits_in_reply(rule)?;
+        super::openflow::instr::fits_in_reply(rule)?;
         for a in &rule.actions {
             match a {
                 Action::Group(g) if !self.groups.contains_key(g) => {

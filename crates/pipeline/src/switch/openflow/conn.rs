@@ -19,8 +19,8 @@
 //! Reads wake every 100 ms (the socket's read timeout) to look at the
 //! deadlines, the switch stopping and an eviction.
 
-use super::channel::{LogLimit, SlotGuard};
 use super::msg::{hello, ChannelStats, Session};
+use super::slots::{LogLimit, SlotGuard};
 use super::transport::Transport;
 use super::wire::{Header, Writer, ECHO_REQUEST, HEADER, HELLO};
 use crate::switch::ctl::Shared;
@@ -383,7 +383,7 @@ pub fn fuzz_channel(data: &[u8]) {
     }
     let mut s = Script::new(steps);
     s.write_part = (cfg as usize >> 2) % 5 * 7;
-    let slots = super::channel::Slots::new(1);
+    let slots = super::slots::Slots::new(1);
     let Some(slot) = slots.take_now() else {
         unreachable!("a free slot")
     };
@@ -394,7 +394,7 @@ pub fn fuzz_channel(data: &[u8]) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::channel::Slots;
+    use super::super::slots::Slots;
     use super::super::wire::{ECHO_REPLY, ERROR, FEATURES_REPLY, FEATURES_REQUEST};
     use super::*;
 

@@ -557,3 +557,27 @@ pub fn encode_instructions(rule: &Rule, w: &mut Writer) {
         }
     }
 }
+/// Does `r`'s flow-stats entry fit in one multipart reply (so it can be
+/// dumped)? The error is one line naming the limit. Rules whose action
+/// lists are short (no `learn`, at most 256 actions, each at most 32
+/// bytes encoded) fit without encoding them.
+pub fn fits_in_reply(r: &Rule) -> core::result::Result<(), String> {
+    if r.actions.len() <= 256 && !r.actions.iter().any(|a| matches!(a, Action::Learn(_))) {
+        return Ok(());
+    }
+    let mut w = Writer { b: Vec::new() };
+    oxm::encode_match(&r.m, &mut w);
+    encode_instructions(r, &mut w);
+    let n = w.len() + FLOW_STATS_HEAD;
+    if n + 16 > MAX_LEN {
+        return Err(format!(
+            "a rule of {} actions takes {n} bytes in an OpenFlow flow-stats entry; at most {} fit in one reply",
+            r.actions.len(),
+            MAX_LEN - 16
+        ));
+    }
+    Ok(())
+}
+
+/// The fixed part of an `ofp_flow_stats` entry (before its match).
+const FLOW_STATS_HEAD: usize = 48;

@@ -43,6 +43,7 @@ pub mod endpoint;
 pub mod instr;
 pub mod msg;
 pub mod oxm;
+pub mod slots;
 pub mod transport;
 pub mod wire;
 

@@ -1102,31 +1102,6 @@ fn op_cost(req: &[u8], op: &FlowOp) -> usize {
     std::mem::size_of::<(u32, Vec<u8>, FlowOp)>() + req.len() + heap
 }
 
-/// Does `r`'s flow-stats entry fit in one multipart reply (so it can be
-/// dumped)? The error is one line naming the limit. Rules whose action
-/// lists are short (no `learn`, at most 256 actions, each at most 32
-/// bytes encoded) fit without encoding them.
-pub fn fits_in_reply(r: &Rule) -> core::result::Result<(), String> {
-    if r.actions.len() <= 256 && !r.actions.iter().any(|a| matches!(a, Action::Learn(_))) {
-        return Ok(());
-    }
-    let mut w = Writer { b: Vec::new() };
-    oxm::encode_match(&r.m, &mut w);
-    instr::encode_instructions(r, &mut w);
-    let n = w.len() + FLOW_STATS_HEAD;
-    if n + 16 > MAX_LEN {
-        return Err(format!(
-            "a rule of {} actions takes {n} bytes in an OpenFlow flow-stats entry; at most {} fit in one reply",
-            r.actions.len(),
-            MAX_LEN - 16
-        ));
-    }
-    Ok(())
-}
-
-/// The fixed part of an `ofp_flow_stats` entry (before its match).
-const FLOW_STATS_HEAD: usize = 48;
-
 /// An add (command 0) of something that exists, or a modify (1) of
 /// something that does not, as the OpenFlow error of its kind.
 fn add_or_modify(

@@ -320,7 +320,7 @@ impl Writer {
     /// The finished message (its length in the header). A message longer
     /// than [`MAX_LEN`] has no valid header: its length is written as 0,
     /// which [`sendable`] refuses (what could make one is refused when it
-    /// is added: [`super::msg::fits_in_reply`], the group bucket limit),
+    /// is added: [`super::instr::fits_in_reply`], the group bucket limit),
     /// so no length is ever sent wrapped.
     pub fn finish(mut self) -> Vec<u8> {
         let n = if self.b.len() <= MAX_LEN {
