@@ -341,7 +341,7 @@ impl crate::metrics::Publish for CaptureSnapshot {
                 );
             }
         }
-        m.port(&self.port, "rx", rx, rx_bytes);
+        m.port(&self.port, "rx", rx, Some(rx_bytes));
         for (k, v) in &self.kernel {
             m.counter(
                 "linerate_capture_kernel_total",

@@ -243,8 +243,8 @@ impl Publish for Tick {
         let [a, b] = [self.ports[0].as_str(), self.ports[1].as_str()];
         for ((stage, rx, tx), s) in [("a_to_b", a, b), ("b_to_a", b, a)].iter().zip(&self.total) {
             m.stage(&[("stage", stage)], s);
-            m.port(rx, "rx", s.received, s.received_bytes);
-            m.port(tx, "tx", s.passed, s.passed_bytes);
+            m.port(rx, "rx", s.received, Some(s.received_bytes));
+            m.port(tx, "tx", s.passed, Some(s.passed_bytes));
         }
     }
 }

@@ -164,43 +164,17 @@ impl Publish for XdpTick {
         let [a, b] = [self.ports[0].as_str(), self.ports[1].as_str()];
         let c = &self.now;
         for (stage, rx, tx, d) in [("a_to_b", a, b, &c.a_to_b), ("b_to_a", b, a, &c.b_to_a)] {
-            let l = [("stage", stage)];
-            m.counter(
-                "linerate_stage_received_packets_total",
-                "Packets a stage received.",
-                &l,
-                d.rx,
+            m.stage_counts(
+                &[("stage", stage)],
+                (d.rx, d.rx_bytes),
+                (d.fwd, None),
+                &[
+                    ("redirect_failed", d.drop_redirect),
+                    ("malformed", d.drop_malformed),
+                ],
             );
-            m.counter(
-                "linerate_stage_received_bytes_total",
-                "Bytes a stage received.",
-                &l,
-                d.rx_bytes,
-            );
-            m.counter(
-                "linerate_stage_passed_packets_total",
-                "Packets a stage passed on (forwarded, captured).",
-                &l,
-                d.fwd,
-            );
-            for (reason, v) in [
-                ("redirect_failed", d.drop_redirect),
-                ("malformed", d.drop_malformed),
-            ] {
-                m.counter(
-                    "linerate_stage_dropped_packets_total",
-                    "Packets a stage dropped, by reason: received = passed + dropped.",
-                    &[("stage", stage), ("reason", reason)],
-                    v,
-                );
-            }
-            m.port(rx, "rx", d.rx, d.rx_bytes);
-            m.counter(
-                "linerate_port_packets_total",
-                "Packets through a port, by direction (rx, tx).",
-                &[("port", tx), ("direction", "tx")],
-                d.fwd,
-            );
+            m.port(rx, "rx", d.rx, Some(d.rx_bytes));
+            m.port(tx, "tx", d.fwd, None);
         }
     }
 }

@@ -196,44 +196,66 @@ impl Exposition {
         labels: Labels<'_>,
         s: &linerate_io::Snapshot<R>,
     ) {
+        let drops: Vec<(&str, u64)> = R::ALL.iter().map(|&r| (r.name(), s.drop_of(r))).collect();
+        self.stage_counts(
+            labels,
+            (s.received, s.received_bytes),
+            (s.passed, Some(s.passed_bytes)),
+            &drops,
+        );
+    }
+
+    /// A stage's counters from plain numbers (an in-kernel stage's, read
+    /// from its maps): (packets, bytes) received, (packets, bytes if
+    /// counted) passed, and drops by reason.
+    pub fn stage_counts(
+        &mut self,
+        labels: Labels<'_>,
+        received: (u64, u64),
+        passed: (u64, Option<u64>),
+        drops: &[(&str, u64)],
+    ) {
         self.counter(
             "linerate_stage_received_packets_total",
             "Packets a stage received.",
             labels,
-            s.received,
+            received.0,
         );
         self.counter(
             "linerate_stage_received_bytes_total",
             "Bytes a stage received.",
             labels,
-            s.received_bytes,
+            received.1,
         );
         self.counter(
             "linerate_stage_passed_packets_total",
             "Packets a stage passed on (forwarded, captured).",
             labels,
-            s.passed,
+            passed.0,
         );
-        self.counter(
-            "linerate_stage_passed_bytes_total",
-            "Bytes a stage passed on.",
-            labels,
-            s.passed_bytes,
-        );
-        for &r in R::ALL {
+        if let Some(b) = passed.1 {
+            self.counter(
+                "linerate_stage_passed_bytes_total",
+                "Bytes a stage passed on.",
+                labels,
+                b,
+            );
+        }
+        for &(reason, v) in drops {
             let mut l = labels.to_vec();
-            l.push(("reason", r.name()));
+            l.push(("reason", reason));
             self.counter(
                 "linerate_stage_dropped_packets_total",
                 "Packets a stage dropped, by reason: received = passed + dropped.",
                 &l,
-                s.drop_of(r),
+                v,
             );
         }
     }
 
-    /// Packets and bytes through a port in one direction (`rx` or `tx`).
-    pub fn port(&mut self, port: &str, direction: &str, packets: u64, bytes: u64) {
+    /// Packets (and bytes, where counted) through a port in one direction
+    /// (`rx` or `tx`).
+    pub fn port(&mut self, port: &str, direction: &str, packets: u64, bytes: Option<u64>) {
         let l = [("port", port), ("direction", direction)];
         self.counter(
             "linerate_port_packets_total",
@@ -241,12 +263,14 @@ impl Exposition {
             &l,
             packets,
         );
-        self.counter(
-            "linerate_port_bytes_total",
-            "Bytes through a port, by direction (rx, tx).",
-            &l,
-            bytes,
-        );
+        if let Some(b) = bytes {
+            self.counter(
+                "linerate_port_bytes_total",
+                "Bytes through a port, by direction (rx, tx).",
+                &l,
+                b,
+            );
+        }
     }
 
     /// The text exposition format.

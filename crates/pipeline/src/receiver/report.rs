@@ -606,7 +606,7 @@ pub struct XdpCountTick<'a> {
 
 impl crate::metrics::Publish for XdpCountTick<'_> {
     fn metrics(&self, m: &mut crate::metrics::Exposition) {
-        m.port(self.port, "rx", self.stats.packets, self.stats.bytes);
+        m.port(self.port, "rx", self.stats.packets, Some(self.stats.bytes));
         m.counter(
             "linerate_receiver_packets_total",
             "Frames the receiver counted.",

@@ -387,13 +387,13 @@ impl Publish for Tick {
                 uri,
                 "rx",
                 c.rx_packets.load(Relaxed),
-                c.rx_bytes.load(Relaxed),
+                Some(c.rx_bytes.load(Relaxed)),
             );
             m.port(
                 uri,
                 "tx",
                 c.tx_packets.load(Relaxed),
-                c.tx_bytes.load(Relaxed),
+                Some(c.tx_bytes.load(Relaxed)),
             );
             m.counter(
                 "linerate_switch_port_tx_dropped_total",
