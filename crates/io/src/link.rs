@@ -186,6 +186,18 @@ impl LinkWatch {
     }
 }
 
+/// Watches on the interfaces an in-kernel (XDP) job runs on, which has no
+/// port to notice them going away: [`LinkWatch::tick`] each from its loop.
+pub fn watch_interfaces(names: &[&str]) -> Result<Vec<LinkWatch>, PortError> {
+    names
+        .iter()
+        .map(|n| {
+            let uri = Uri::parse(&format!("afxdp:{n}"))?;
+            LinkWatch::new(n, n, ifindex(&uri, n)?, -1)
+        })
+        .collect()
+}
+
 /// Interface index of `name` in the current network namespace, or a one-line error.
 pub fn ifindex(uri: &Uri, name: &str) -> Result<u32, PortError> {
     let c = std::ffi::CString::new(name).map_err(|_| uri.err("interface name contains NUL"))?;

@@ -65,18 +65,7 @@ pub fn stop_flag() -> Result<Arc<AtomicBool>> {
 /// Watches on the interfaces an in-kernel (XDP) job runs on, which has no
 /// port to notice them going away: call [`check_links`] from its loop.
 pub fn watch_links(names: &[&str]) -> Result<Vec<linerate_io::link::LinkWatch>> {
-    names
-        .iter()
-        .map(|n| {
-            let c = std::ffi::CString::new(*n).context("interface name contains NUL")?;
-            // SAFETY: c is a valid NUL-terminated string.
-            let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
-            if idx == 0 {
-                anyhow::bail!("no interface named '{n}' in this network namespace");
-            }
-            Ok(linerate_io::link::LinkWatch::new(n, n, idx, -1)?)
-        })
-        .collect()
+    Ok(linerate_io::link::watch_interfaces(names)?)
 }
 
 /// An error once one of `w`'s interfaces is gone or down (checks every 200 ms).

@@ -7,7 +7,6 @@
 use super::MacRewrite;
 use crate::event::Report;
 use crate::metrics::{Exposition, Publish};
-use linerate_io::link::LinkWatch;
 use linerate_io::xdp::fwd::{MacRewrite as XdpRewrite, XdpFwd, XdpFwdCounters, XdpFwdDir};
 use linerate_io::xdp::AttachMode;
 use serde_json::{json, Value};
@@ -53,19 +52,6 @@ pub struct XdpFinished {
     pub error: Option<String>,
 }
 
-/// A watch on each interface (an in-kernel job has no port to notice
-/// them going away).
-fn watch(names: &[&str]) -> Result<Vec<LinkWatch>, String> {
-    names
-        .iter()
-        .map(|n| {
-            let uri = linerate_io::Uri::parse(&format!("afxdp:{n}")).map_err(|e| e.to_string())?;
-            let idx = linerate_io::link::ifindex(&uri, n).map_err(|e| e.to_string())?;
-            LinkWatch::new(n, n, idx, -1).map_err(|e| e.to_string())
-        })
-        .collect()
-}
-
 /// Attach, report once a second until `stop` or the duration, detach.
 pub fn run(
     cfg: &XdpFwdConfig,
@@ -89,7 +75,7 @@ pub fn run(
     let counters = |f: &XdpFwd| f.try_counters().map_err(|e| e.to_string());
     let mut last = counters(&fwd)?;
     let mut last_t = Instant::now();
-    let mut links = watch(&[ia, ib])?;
+    let mut links = linerate_io::link::watch_interfaces(&[ia, ib]).map_err(|e| e.to_string())?;
     let mut error = None;
     while !stop.load(Ordering::SeqCst) && deadline.is_none_or(|d| Instant::now() < d) {
         std::thread::sleep(Duration::from_millis(50));

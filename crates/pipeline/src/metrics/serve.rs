@@ -78,6 +78,11 @@ impl Server {
             )
         })?;
         let listener = TcpListener::bind(at).map_err(|e| bad(e.to_string()))?;
+        // Non-blocking: a connection that goes away between poll() and
+        // accept() must not leave the thread blocked in accept().
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| bad(e.to_string()))?;
         let local = listener.local_addr().map_err(|e| bad(e.to_string()))?;
         let inner = Arc::new(Inner {
             page: Mutex::new(Arc::new(String::new())),
@@ -131,8 +136,12 @@ fn accept_loop(l: &TcpListener, inner: &Inner) {
         if n <= 0 {
             continue;
         }
+        // The accepted socket blocks (serve() bounds it with its timeouts).
         if let Ok((s, _)) = l.accept() {
-            let o = serve(s, inner);
+            let o = match s.set_nonblocking(false) {
+                Ok(()) => serve(s, inner),
+                Err(_) => Outcome::Failed,
+            };
             inner.outcomes[o as usize].fetch_add(1, Relaxed);
         }
     }

@@ -54,11 +54,12 @@ impl BenchMetrics {
         TrialObserver(Arc::new(move |r: &TrialRecord| {
             if let Ok(mut s) = me.0.lock() {
                 let size = frame_size::label_b(r.frame_size);
-                let key = (
-                    s.dut.clone(),
-                    size.clone(),
-                    format!("{:?}", r.procedure).to_lowercase(),
-                );
+                // The procedure as the JSON names it ("frame-loss").
+                let procedure = serde_json::to_value(r.procedure)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                let key = (s.dut.clone(), size.clone(), procedure);
                 let t = s.totals.entry(key).or_default();
                 t.trials += 1;
                 t.sent += r.sent;
