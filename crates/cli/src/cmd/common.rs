@@ -62,20 +62,6 @@ pub fn stop_flag() -> Result<Arc<AtomicBool>> {
     Ok(STOP.get().cloned().unwrap_or(f))
 }
 
-/// Watches on the interfaces an in-kernel (XDP) job runs on, which has no
-/// port to notice them going away: call [`check_links`] from its loop.
-pub fn watch_links(names: &[&str]) -> Result<Vec<linerate_io::link::LinkWatch>> {
-    Ok(linerate_io::link::watch_interfaces(names)?)
-}
-
-/// An error once one of `w`'s interfaces is gone or down (checks every 200 ms).
-pub fn check_links(w: &mut [linerate_io::link::LinkWatch]) -> Result<()> {
-    for l in w {
-        l.tick()?;
-    }
-    Ok(())
-}
-
 /// Pin the calling thread to one CPU.
 pub fn pin_to_cpu(cpu: usize) -> Result<()> {
     linerate_io::host::pin_to_cpu(cpu).map_err(anyhow::Error::msg)

@@ -3,9 +3,10 @@
 
 use anyhow::{bail, Context, Result};
 use linerate_io::OpenOptions;
-use linerate_pipeline::receiver::{clock, receive_loop, Clock, Receiver, Until, XdpCountTick};
+use linerate_pipeline::event::Event;
+use linerate_pipeline::receiver::{clock, receive_loop, xdp, Clock, Receiver, Until};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args)]
@@ -147,81 +148,53 @@ pub fn run(a: Args) -> Result<()> {
     Ok(looped?)
 }
 
-/// `--xdp`: the in-kernel counter ([`XdpCount`], native mode) on the
-/// interface until a stop condition; once-a-second lines from its per-CPU
-/// counters (one map read each, no per-packet work in user space).
+/// `--xdp`: the in-kernel counter on the interface until a stop condition;
+/// once-a-second lines from its per-CPU counters.
 fn count_xdp(a: &Args, stop: &AtomicBool) -> Result<()> {
-    use linerate_io::xdp::count::XdpCount;
-    use linerate_io::xdp::AttachMode;
     let ifname = super::common::xdp_ifname(&a.port)?;
-    let sink = XdpCount::attach(&ifname, AttachMode::Native, false)
-        .with_context(|| format!("--xdp on {ifname}"))?;
-    if !a.json {
-        eprintln!("count --xdp: counting in the kernel on {ifname} (XDP, native; frames dropped after counting)");
-    }
-    let t0 = Instant::now();
-    let deadline = a.duration.map(|d| t0 + Duration::from_secs_f64(d.max(0.0)));
-    let idle = a.idle.map(Duration::from_secs_f64);
-    let (mut last, mut last_t, mut last_change) = (sink.read()?, t0, t0);
-    let (mut prev, mut tick) = (last.packets, t0);
-    let mut links = super::common::watch_links(&[&ifname])?;
-    let mut link_err;
-    let line = |now: Instant, s: &linerate_io::xdp::count::CountStats, pps: f64| {
+    let line = |t: f64, s: &linerate_io::xdp::count::CountStats, pps: f64| {
         if a.json {
             serde_json::json!({
-                "t": (now - t0).as_secs_f64(), "mode": "xdp", "interface": ifname,
+                "t": t, "mode": "xdp", "interface": ifname,
                 "packets": s.packets, "bytes": s.bytes, "pps": pps,
             })
             .to_string()
         } else {
             format!(
-                "{:>7.1}s {} packets {} bytes {:.3} Mpps",
-                (now - t0).as_secs_f64(),
+                "{t:>7.1}s {} packets {} bytes {:.3} Mpps",
                 s.packets,
                 s.bytes,
                 pps / 1e6
             )
         }
     };
-    loop {
-        std::thread::sleep(Duration::from_millis(20));
-        // An interface gone or down ends the count: the total, then the error.
-        link_err = super::common::check_links(&mut links);
-        if link_err.is_err() {
-            break;
-        }
-        let now = Instant::now();
-        let s = sink.read()?;
-        if s.packets != prev {
-            (prev, last_change) = (s.packets, now);
-        }
-        if now - tick >= Duration::from_secs(1) {
-            super::common::publish(&XdpCountTick {
-                port: &ifname,
-                stats: &s,
-            });
+    let until = Until {
+        deadline: a
+            .duration
+            .map(|d| Instant::now() + Duration::from_secs_f64(d.max(0.0))),
+        packets: a.packets,
+        idle: a.idle.map(Duration::from_secs_f64),
+    };
+    let end = xdp::run(&ifname, until, stop, &mut |ev| match ev {
+        Event::Opened(what) if !a.json => eprintln!("{what}"),
+        Event::Opened(_) => {}
+        Event::Tick(s) => {
+            super::common::publish(&s.tick);
             if !a.quiet {
-                let pps = (s.packets - last.packets) as f64 / (now - last_t).as_secs_f64();
-                outln!("{}", line(now, &s, pps));
+                outln!("{}", line(s.t, s.tick.stats, s.pps));
             }
-            (last, last_t, tick) = (s, now, now);
         }
-        let idle_over = idle.is_some_and(|i| s.packets > 0 && now - last_change >= i);
-        if stop.load(Ordering::Relaxed)
-            || deadline.is_some_and(|d| now >= d)
-            || a.packets.is_some_and(|m| s.packets >= m)
-            || idle_over
-        {
-            break;
-        }
-    }
-    let end = Instant::now();
-    let s = sink.read()?;
-    let pps = s.packets as f64 / (end - t0).as_secs_f64();
+    })
+    .map_err(anyhow::Error::msg)?;
+    let pps = end.stats.packets as f64 / end.elapsed_s.max(1e-9);
     if a.json {
-        outln!("{}", line(end, &s, pps));
+        outln!("{}", line(end.elapsed_s, &end.stats, pps));
     } else {
-        outln!("total: {}", line(end, &s, pps));
+        outln!("total: {}", line(end.elapsed_s, &end.stats, pps));
     }
-    link_err
+    // An interface gone or down ends the count: the total, then the error.
+    match end.error {
+        Some(e) => bail!(e),
+        None => Ok(()),
+    }
 }

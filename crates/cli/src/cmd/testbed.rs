@@ -194,9 +194,8 @@ fn up(a: UpArgs) -> Result<()> {
         return Ok(());
     }
     // Wait for SIGINT/SIGTERM/SIGHUP; then `bed` drops and is removed.
-    while !stop.load(Ordering::SeqCst) {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let mut w = linerate_pipeline::poll::Watch::new(&stop, None);
+    while w.next().is_some() {}
     let name = info.name.clone();
     bed.down()?;
     if let Some(g) = guard {

@@ -8,8 +8,8 @@
 //! Things measured on veth (kernel 6.18):
 //! - one syscall runs `repeat` frames; each call pays an RCU
 //!   synchronisation, so below ~4M frames per call the rate is capped near
-//!   2 Mpps. [`XdpGen::run`] uses calls of [`CHUNK`] frames; the stop flag
-//!   is therefore checked about every 0.4 s at 10 Mpps.
+//!   2 Mpps. Runs at top speed make calls of [`CHUNK`] frames; the stop
+//!   flag is therefore checked about every 0.4 s at 10 Mpps.
 //! - the receiving veth (the peer of the interface we send from) must run
 //!   NAPI: attach an XDP program to it ([`crate::xdp::count::XdpCount`] or
 //!   [`crate::xdp::objects::XDP_PASS`]) or turn GRO on (`ethtool -K PEER gro on`),
@@ -32,6 +32,11 @@
 //! ring full) is lost after that point; for veth it is counted in
 //! `ethtool -S` as `tx_queue_N_xdp_xmit_errors` (see [`crate::xdp::fwd::veth_xdp_xmit_errors`]).
 //!
+//! This module is the program, its maps and the call; running it (the
+//! unpaced and paced loops, the lanes, their waits) is the pipeline
+//! layer's `linerate_pipeline::generate::xdp`, whose `send(gen, n)` and
+//! `send_for(gen, d)` the text below calls `run(n)` and `run_for(d)`.
+//!
 //! Rate limiting ([`GenConfig::pps`]), two modes ([`GenConfig::pacing`]):
 //!
 //! - [`Pacing::InProgram`] (default): the program keeps the schedule in
@@ -41,11 +46,11 @@
 //!   claimed with a compare-and-swap on the sent counter, so the count is
 //!   exact even when two calls overlap. Every call also costs ~24 ms of
 //!   RCU synchronisation after its last run, so two threads ("lanes") take
-//!   turns ([`LANE_CALL`], [`LANE_OVERLAP`]) and the program always runs.
+//!   turns (`LANE_CALL`, `LANE_OVERLAP`) and the program always runs.
 //!   Frames leave one by one instead of in bursts; the price is CPU: one
 //!   core spins at any rate (two during the overlaps). `run(n)` sends
 //!   exactly n; `run_for(d)` sends floor(pps * d) (frames due before the end
-//!   still leave up to [`END_GRACE`] after it, none later). A frame the
+//!   still leave up to `END_GRACE` after it, none later). A frame the
 //!   program could not send on time (thread preempted) leaves as soon as
 //!   it runs again (a catch-up burst), which keeps the long-run rate;
 //!   with [`XdpGen::set_max_lag`] the schedule slips instead (a gap in the
@@ -55,9 +60,9 @@
 //!   (count exact; the error is the start and the last call's end), CV of
 //!   the per-ms rate 0.5 to 2.1 against 2.0 to 5.3 for slices (noisy: the
 //!   machine was loaded by other builds and the sampler itself starved).
-//! - [`Pacing::Slices`]: time slices ([`slice_for`], 1 to 10 ms) on an
+//! - [`Pacing::Slices`]: time slices (`slice_for`, 1 to 10 ms) on an
 //!   absolute schedule; each slice's due frames go out in one call, then
-//!   the thread sleeps and spins ([`SPIN`]) to the deadline. With the
+//!   the thread sleeps and spins (`SPIN`) to the deadline. With the
 //!   ~24 ms cost per call a paced run makes one call per ~25 ms: slices
 //!   missed during a call are skipped and their frames sent by the next
 //!   call. The long-run count is exact (`run(n)` sends n; `run_for(d)`
@@ -72,8 +77,7 @@ use crate::xdp::count::{ifindex, map_err};
 use crate::xdp::XdpProgram;
 use aya::maps::{Array, PerCpuArray};
 use std::os::fd::{AsFd, AsRawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Frames per `BPF_PROG_RUN` call at full speed (4M: the per-call RCU
 /// synchronisation is then negligible).
@@ -192,7 +196,7 @@ pub enum Pacing {
     Slices,
 }
 
-/// The result of one [`XdpGen::run`].
+/// The result of one run of the generator (`linerate_pipeline::generate::xdp`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct GenStats {
     /// Frames handed to XDP_TX.
@@ -322,25 +326,30 @@ const _: () = assert!(std::mem::size_of::<RawGenStats>() == 64);
 // SAFETY: plain old data, no padding.
 unsafe impl aya::Pod for RawGenStats {}
 
-/// `struct gen_pace` of `src/xdp/generator.bpf.c`.
+/// `struct gen_pace` of `src/xdp/generator.bpf.c`: the schedule the
+/// program keeps ([`Pacing::InProgram`]).
 #[repr(C)]
 #[derive(Clone, Copy, Default, Debug)]
-struct RawPace {
-    on: u64,
-    start_ns: u64,
+pub struct RawPace {
+    /// 1: paced.
+    pub on: u64,
+    /// 0: the schedule starts at the program's first run.
+    pub start_ns: u64,
     /// Interval between frames in 1/65536 ns.
-    gap_fp: u64,
-    limit: u64,
+    pub gap_fp: u64,
+    /// Frames to send in all.
+    pub limit: u64,
     /// No frame at or after start_ns + span_ns.
-    span_ns: u64,
-    sent: u64,
+    pub span_ns: u64,
+    /// Frames sent so far.
+    pub sent: u64,
     /// Largest lateness of a sent frame (ns), kept by the program.
-    max_late: u64,
+    pub max_late: u64,
     /// 0: catch up after a late run; else slip the schedule past this (ns).
-    max_lag: u64,
+    pub max_lag: u64,
     /// ns the schedule slipped in all, and how many times.
-    slipped: u64,
-    slips: u64,
+    pub slipped: u64,
+    pub slips: u64,
 }
 // The kernel side's struct gen_pace (src/xdp/generator.bpf.c) asserts the same size.
 const _: () = assert!(std::mem::size_of::<RawPace>() == 80);
@@ -384,7 +393,7 @@ struct TestRunAttr {
 /// What a BPF_PROG_RUN call needs, shareable between the threads of an
 /// overlapped paced run (the kernel only reads it).
 #[derive(Clone, Copy)]
-struct Runner<'a> {
+pub struct Runner<'a> {
     prog_fd: i32,
     frame: &'a [u8],
     ctx: &'a XdpMd,
@@ -393,14 +402,14 @@ struct Runner<'a> {
     /// runs past the schedule's limit only idle), so that the program's
     /// `batch_pos` stays aligned with the batches and a tag's TX time is
     /// taken on a batch's last run only ([`GenConfig::tag`]).
-    whole_batches: bool,
+    pub whole_batches: bool,
     what: &'a str,
 }
 
 impl Runner<'_> {
     /// One BPF_PROG_RUN call of `repeat` frames. Ok(false) if a signal cut
     /// it short.
-    fn call(&self, repeat: u32) -> Result<bool, PortError> {
+    pub fn call(&self, repeat: u32) -> Result<bool, PortError> {
         let b = if self.batch_size == 0 {
             KERNEL_BATCH
         } else {
@@ -594,7 +603,7 @@ fn udp_offset(f: &[u8]) -> Option<(usize, bool)> {
 impl XdpGen {
     /// Prepare a generator that sends copies of `frame` out of `ifname`
     /// (in the calling thread's network namespace, which must also be the
-    /// namespace of the thread calling [`XdpGen::run`]).
+    /// namespace of the thread that runs it).
     pub fn new(ifname: &str, frame: &[u8], cfg: GenConfig) -> Result<XdpGen, PortError> {
         let what = format!("XDP generator on '{ifname}'");
         if frame.len() < 14 || frame.len() > MAX_FRAME {
@@ -815,7 +824,7 @@ impl XdpGen {
         }
         if pps.is_none() && self.pps.is_some() {
             // Unpaced runs send on every program run: switch the schedule off.
-            self.pace_set(RawPace::default())?;
+            self.set_pace(RawPace::default())?;
         }
         self.pps = pps;
         Ok(())
@@ -831,9 +840,9 @@ impl XdpGen {
     /// sends fewer frames ([`GenStats::slipped_ns`] says how much time the
     /// gaps took). For latency measurement: a burst queues in the device
     /// under test and its frames' latency would be the generator's. The
-    /// program's end moves with the slips: a timed run ([`XdpGen::run_for`])
-    /// may send up to the slipped time after its end plus [`END_GRACE`];
-    /// the bench's trials are counted runs ([`XdpGen::run`]).
+    /// program's end moves with the slips: a timed run (`send_for`) may
+    /// send up to the slipped time after its end plus `END_GRACE`; the
+    /// bench's trials are counted runs (`send`).
     pub fn set_max_lag(&mut self, lag: Option<Duration>) {
         self.max_lag = lag;
     }
@@ -882,7 +891,7 @@ impl XdpGen {
     }
 
     /// (runs that sent, paced runs that did not), summed over CPUs.
-    fn stats(&self) -> Result<(u64, u64), PortError> {
+    pub fn stats(&self) -> Result<(u64, u64), PortError> {
         Ok(self
             .raw_stats()?
             .iter()
@@ -890,7 +899,7 @@ impl XdpGen {
     }
 
     /// Zero the send-span stamps of every CPU (before a run).
-    fn span_reset(&mut self) -> Result<(), PortError> {
+    pub fn span_reset(&mut self) -> Result<(), PortError> {
         let what = self.what.clone();
         let mut vals = self.raw_stats()?;
         let map = self
@@ -918,7 +927,7 @@ impl XdpGen {
 
     /// Widen `st`'s first and last stamps ([`GenStats::first_ns`]) by
     /// the stamps the program holds now (before they are zeroed).
-    fn note_stamps(&self, st: &mut GenStats) -> Result<(), PortError> {
+    pub fn note_stamps(&self, st: &mut GenStats) -> Result<(), PortError> {
         for c in self.raw_stats()?.iter().filter(|c| c.first_ns != 0) {
             if st.first_ns == 0 || c.first_ns < st.first_ns {
                 st.first_ns = c.first_ns;
@@ -931,7 +940,7 @@ impl XdpGen {
     /// The time the frames of the run took to leave (ns), from the
     /// program's stamps: each CPU's stamped span scaled to its frames
     /// (`sent` in all), the CPUs' spans merged. 0 if too few were stamped.
-    fn send_span_ns(&self, sent: u64) -> Result<u64, PortError> {
+    pub fn send_span_ns(&self, sent: u64) -> Result<u64, PortError> {
         let v = self.raw_stats()?;
         let (mut first, mut last, mut stamped) = (u64::MAX, 0u64, 0u64);
         for c in v
@@ -951,11 +960,12 @@ impl XdpGen {
 
     /// One BPF_PROG_RUN call of `repeat` frames. Ok(false) if a signal cut
     /// it short.
-    fn call(&mut self, repeat: u32) -> Result<bool, PortError> {
+    pub fn call(&mut self, repeat: u32) -> Result<bool, PortError> {
         self.runner().call(repeat)
     }
 
-    fn runner(&self) -> Runner<'_> {
+    /// What a BPF_PROG_RUN call needs, for calls from several threads.
+    pub fn runner(&self) -> Runner<'_> {
         Runner {
             prog_fd: self.prog_fd,
             frame: &self.frame,
@@ -966,32 +976,15 @@ impl XdpGen {
         }
     }
 
-    /// Send `count` frames (or fewer if `stop` becomes true; it is checked
-    /// between calls) as fast as possible, on the calling thread.
-    pub fn run(&mut self, count: u64, stop: &AtomicBool) -> Result<GenStats, PortError> {
-        self.run_until(count, None, stop)
-    }
-
-    /// Send for about `d` (the last call is sized from the rate measured so
-    /// far) or until `stop`.
-    pub fn run_for(&mut self, d: Duration, stop: &AtomicBool) -> Result<GenStats, PortError> {
-        self.run_until(u64::MAX, Some(d), stop)
-    }
-
-    fn run_until(
-        &mut self,
-        count: u64,
-        limit: Option<Duration>,
-        stop: &AtomicBool,
-    ) -> Result<GenStats, PortError> {
-        // Paced in the program, the calls are whole kernel batches and a
-        // tag's TX time is taken only on a batch's last run (its frame
-        // leaves at once: a stamped frame does not wait for the batch's
-        // later runs, measured on the empty bed at 1 Mpps as p50 3.8 us
-        // with batches of 64 against 0.3 us with 1). Other runs stamp
-        // every `tag.every`-th frame wherever it is in its batch.
-        let whole = self.runner().whole_batches;
-        let stamp_batch = match (whole, self.batch_size) {
+    /// Before a run: where the program stamps a tag's TX time. Paced in
+    /// the program, the calls are whole kernel batches and a tag's TX time
+    /// is taken only on a batch's last run (its frame leaves at once: a
+    /// stamped frame does not wait for the batch's later runs, measured on
+    /// the empty bed at 1 Mpps as p50 3.8 us with batches of 64 against
+    /// 0.3 us with 1). Other runs stamp every `tag.every`-th frame
+    /// wherever it is in its batch.
+    pub fn align_stamps(&mut self) -> Result<(), PortError> {
+        let stamp_batch = match (self.runner().whole_batches, self.batch_size) {
             (false, _) => 0,
             (true, 0) => KERNEL_BATCH,
             (true, b) => b,
@@ -1000,142 +993,30 @@ impl XdpGen {
             self.raw.stamp_batch = stamp_batch;
             self.write_cfg()?;
         }
-        match (self.pps, self.pacing) {
-            (Some(pps), Pacing::Slices) => return self.run_paced(pps, count, limit, stop),
-            (Some(pps), Pacing::InProgram) => return self.run_in_program(pps, count, limit, stop),
-            (None, _) => {}
-        }
-        self.span_reset()?;
-        let base = self.total_sent()?;
-        let c0 = thread_cpu_ns();
-        let t0 = Instant::now();
-        let mut st = GenStats::default();
-        // Time-limited runs start with a short call to learn the rate
-        // (2^18 frames: 0.07 s at 3.6 Mpps, 0.44 s when a DuT in the
-        // generator's softirq holds it to 0.6 Mpps; 2^20 made a 0.5 s
-        // top-speed trial of the bridge last 1.7 s).
-        let mut next = if limit.is_some() { 1 << 18 } else { CHUNK };
-        while st.sent < count && !stop.load(Ordering::Relaxed) {
-            let elapsed = t0.elapsed();
-            if let Some(d) = limit {
-                if elapsed >= d {
-                    break;
-                }
-                if st.sent > 0 {
-                    let rate = st.sent as f64 / elapsed.as_secs_f64();
-                    let left = (d - elapsed).as_secs_f64() * rate;
-                    next = (left as u64).clamp(1 << 16, CHUNK as u64) as u32;
-                }
-            }
-            let repeat = (count - st.sent).min(next as u64) as u32;
-            let before = st.sent;
-            let done = self.call(repeat)?;
-            st.syscalls += 1;
-            if !done {
-                st.interrupted += 1;
-            }
-            st.sent = self.total_sent()? - base;
-            // Each call's own span (stamped inside it), summed: the gaps
-            // between calls (set-up, RCU synchronisation: ~35 ms each, no
-            // frame leaves) are not sending time, so the rate is the
-            // generator's top speed while it sends.
-            st.send_ns += self.send_span_ns(st.sent - before)?;
-            self.note_stamps(&mut st)?;
-            self.span_reset()?;
-            if limit.is_none() {
-                next = CHUNK;
-            }
-        }
-        st.duration_ns = t0.elapsed().as_nanos() as u64;
-        st.cpu_ns = thread_cpu_ns().saturating_sub(c0);
-        Ok(st)
+        Ok(())
     }
-}
 
-impl XdpGen {
-    /// The rate-limited loop: time slices of [`slice_for`]`(pps)` on an
-    /// absolute schedule from the start. Before slice k's deadline
-    /// (t0 + k * slice) the frames due by then, `floor(pps * k * slice)`
-    /// minus those sent, go out in one call (a burst at the start of the
-    /// slice), then the thread sleeps until ~[`SPIN`] before the deadline
-    /// and spins to it. A late slice (a call longer than the slice) is
-    /// caught up by the next one, so the long-run mean is exact while the
-    /// machine can reach the rate.
-    fn run_paced(
-        &mut self,
-        pps: f64,
-        count: u64,
-        limit: Option<Duration>,
-        stop: &AtomicBool,
-    ) -> Result<GenStats, PortError> {
-        self.span_reset()?;
-        let base = self.total_sent()?;
-        let c0 = thread_cpu_ns();
-        let t0 = Instant::now();
-        let mut st = GenStats::default();
-        let slice = slice_for(pps).as_nanos() as u64;
-        // When the last frame of `count` is due, and when a timed run ends.
-        let count_ns = if count == u64::MAX {
-            u64::MAX
-        } else {
-            ((count as f64) * 1e9 / pps).ceil() as u64
-        };
-        let end_ns = limit.map_or(u64::MAX, |d| d.as_nanos().min(u64::MAX as u128) as u64);
-        let mut k: u64 = 0;
-        while st.sent < count && !stop.load(Ordering::Relaxed) {
-            // Slices missed while a call ran (each call costs a few ms,
-            // see the module docs) are skipped: their frames go out now.
-            let now = t0.elapsed().as_nanos() as u64;
-            k = (k + 1).max(now / slice + 1);
-            let start_ns = (k - 1).saturating_mul(slice);
-            if start_ns >= end_ns {
-                // The frames due by the end that the last call's
-                // overhead pushed past it: sent now, so that a timed run
-                // sends exactly floor(pps * d).
-                let target = ((pps * end_ns as f64 / 1e9) as u64).min(count);
-                while st.sent < target && !stop.load(Ordering::Relaxed) {
-                    let repeat = (target - st.sent).min(CHUNK as u64) as u32;
-                    if !self.call(repeat)? {
-                        st.interrupted += 1;
-                    }
-                    st.syscalls += 1;
-                    st.sent = self.total_sent()? - base;
-                }
-                break;
-            }
-            let due_ns = k.saturating_mul(slice).min(count_ns).min(end_ns);
-            let target = if due_ns == count_ns {
-                count
-            } else {
-                ((pps * due_ns as f64 / 1e9) as u64).min(count)
-            };
-            let late = now.saturating_sub(start_ns);
-            st.slices += 1;
-            st.late_sum_ns += late;
-            st.late_max_ns = st.late_max_ns.max(late);
-            while st.sent < target && !stop.load(Ordering::Relaxed) {
-                if end_ns != u64::MAX && t0.elapsed().as_nanos() as u64 >= end_ns {
-                    break;
-                }
-                let repeat = (target - st.sent).min(CHUNK as u64) as u32;
-                let done = self.call(repeat)?;
-                st.syscalls += 1;
-                if !done {
-                    st.interrupted += 1;
-                }
-                st.sent = self.total_sent()? - base;
-            }
-            wait_until(t0 + Duration::from_nanos(due_ns), stop);
-        }
-        st.duration_ns = t0.elapsed().as_nanos() as u64;
-        st.send_ns = self.send_span_ns(st.sent)?;
-        self.note_stamps(&mut st)?;
-        st.cpu_ns = thread_cpu_ns().saturating_sub(c0);
-        Ok(st)
+    /// The rate limit ([`XdpGen::set_rate`]) and how it is applied.
+    pub fn rate(&self) -> (Option<f64>, Pacing) {
+        (self.pps, self.pacing)
     }
-}
 
-impl XdpGen {
+    /// [`XdpGen::set_max_lag`]'s setting.
+    pub fn max_lag(&self) -> Option<Duration> {
+        self.max_lag
+    }
+
+    /// [`Pacing::InProgram`]: (program runs per ns, fixed cost of a call
+    /// in ns) as measured for the current batch size, if it was.
+    pub fn calibration(&self) -> Option<(f64, f64)> {
+        self.calib
+    }
+
+    /// Keep a calibration (forgotten when the batch size changes).
+    pub fn set_calibration(&mut self, c: (f64, f64)) {
+        self.calib = Some(c);
+    }
+
     fn pace_map(&mut self) -> Result<Array<&mut aya::maps::MapData, RawPace>, PortError> {
         let what = &self.what;
         let map = self
@@ -1146,299 +1027,21 @@ impl XdpGen {
         Array::try_from(map).map_err(|e| map_err(what, "gen_pace", e))
     }
 
-    fn pace_get(&mut self) -> Result<RawPace, PortError> {
+    /// The program's schedule ([`Pacing::InProgram`]) as it stands.
+    pub fn pace(&mut self) -> Result<RawPace, PortError> {
         let what = self.what.clone();
         self.pace_map()?
             .get(&0, 0)
             .map_err(|e| map_err(&what, "gen_pace", e))
     }
 
-    fn pace_set(&mut self, p: RawPace) -> Result<(), PortError> {
+    /// Write the program's schedule.
+    pub fn set_pace(&mut self, p: RawPace) -> Result<(), PortError> {
         let what = self.what.clone();
         self.pace_map()?
             .set(0, p, 0)
             .map_err(|e| map_err(&what, "gen_pace", e))
     }
-
-    /// Program runs per ns and the fixed cost of a call (ns), from calls
-    /// of idle runs (measured once per generator, ~0.3 s).
-    fn calibrate(&mut self) -> Result<(f64, f64), PortError> {
-        if let Some(c) = self.calib {
-            return Ok(c);
-        }
-        // Every run reads the time and drops (span_ns = 0).
-        self.pace_set(RawPace {
-            on: 1,
-            limit: u64::MAX,
-            ..Default::default()
-        })?;
-        // Three rounds of calls of A and 4A runs; the median of each
-        // estimate (a preempted call on a busy machine skews one round).
-        const A: u32 = 1 << 17;
-        let mut rates = [0f64; 3];
-        let mut fixed = [0f64; 3];
-        for i in 0..3 {
-            let mut took = [0f64; 2];
-            for (j, n) in [A, 4 * A].into_iter().enumerate() {
-                let t = Instant::now();
-                self.call(n)?;
-                took[j] = t.elapsed().as_nanos() as f64;
-            }
-            let per_3a = (took[1] - took[0]).max(1.0);
-            // Bounded: a round in which the machine stalled during the
-            // first call (a VM paused) reads a near-zero difference, and a
-            // rate that high would size the calls of a paced run at
-            // minutes of program runs (seen: a trial stuck for over 3 min).
-            rates[i] = (3.0 * A as f64 / per_3a).min(MAX_RUNS_PER_NS);
-            fixed[i] = (took[0] - per_3a / 3.0).max(0.0);
-        }
-        rates.sort_by(f64::total_cmp);
-        fixed.sort_by(f64::total_cmp);
-        let c = (fixed[1], rates[1]);
-        self.calib = Some((c.1, c.0));
-        Ok((c.1, c.0))
-    }
-
-    /// The in-program paced loop: the schedule (frame n due at start +
-    /// n / pps, at most `count` frames, none at or after start + `limit`)
-    /// is written into the program's `gen_pace` map; then two threads
-    /// ("lanes") take turns making calls of about [`LANE_CALL`] +
-    /// 2 [`LANE_OVERLAP`], call k starting at start + k [`LANE_CALL`] -
-    /// [`LANE_OVERLAP`], so that one call always runs the program while
-    /// the other pays its fixed teardown cost (~24 ms of RCU
-    /// synchronisation). Frames the lanes left unsent (the rate was not
-    /// reached) are sent by single calls at the end, until the end time.
-    fn run_in_program(
-        &mut self,
-        pps: f64,
-        count: u64,
-        limit: Option<Duration>,
-        stop: &AtomicBool,
-    ) -> Result<GenStats, PortError> {
-        let mut st = GenStats::default();
-        if stop.load(Ordering::Relaxed) {
-            return Ok(st);
-        }
-        let (rate, fixed) = self.calibrate()?;
-        self.span_reset()?;
-        let (base, idle0) = self.stats()?;
-        let c0 = thread_cpu_ns();
-        let t0 = Instant::now();
-        let gap_fp = (1e9 / pps * 65536.0).round() as u64;
-        let mut frames = count;
-        if let Some(d) = limit {
-            frames = frames.min((pps * d.as_secs_f64()).floor() as u64);
-        }
-        let start_ns = mono_ns();
-        // The program sends nothing after the end plus [`END_GRACE`]: frames
-        // due before the end but delayed (the thread preempted) still go
-        // out, and `frames` bounds the count.
-        let end_ns = limit.map_or(u64::MAX, |d| {
-            start_ns.saturating_add(d.as_nanos().min(u64::MAX as u128) as u64)
-        });
-        let prog_end_ns = end_ns.saturating_add(END_GRACE.as_nanos() as u64);
-        // The time of the last frame (bounded by the end).
-        let last_ns = if frames == 0 {
-            start_ns
-        } else {
-            let t = ((frames - 1) as u128 * gap_fp as u128) >> 16;
-            start_ns.saturating_add(t.min(u64::MAX as u128) as u64)
-        }
-        .min(end_ns);
-        // start_ns 0: the program starts the schedule at its first run (a
-        // call's set-up takes ~10-15 ms; frames due meanwhile would leave
-        // as a burst). Every call has that set-up, so the lanes' timing
-        // below, relative to `start_ns` here, keeps its overlaps.
-        self.pace_set(RawPace {
-            on: 1,
-            start_ns: 0,
-            gap_fp,
-            limit: frames,
-            span_ns: prog_end_ns - start_ns,
-            sent: 0,
-            max_late: 0,
-            // At least 1 ns: 0 means "catch up".
-            max_lag: self.max_lag.map_or(0, |d| (d.as_nanos() as u64).max(1)),
-            slipped: 0,
-            slips: 0,
-        })?;
-        let runner = self.runner();
-        // Runs per ns (f64 bits), refined by every call.
-        let shared_rate = std::sync::atomic::AtomicU64::new(rate.to_bits());
-        let period = LANE_CALL.as_nanos() as u64;
-        let ov = LANE_OVERLAP.as_nanos() as u64;
-        let lane = |first: u64| -> Result<(u64, u64), PortError> {
-            let (mut calls, mut intr) = (0, 0);
-            let mut k = first;
-            loop {
-                let at = (start_ns + k * period).saturating_sub(if k > 0 { ov } else { 0 });
-                if at >= last_ns {
-                    break; // the other lane's call covers the rest
-                }
-                wait_mono(at, stop);
-                let now = mono_ns();
-                if stop.load(Ordering::Relaxed) || now >= last_ns {
-                    break;
-                }
-                let r = f64::from_bits(shared_rate.load(Ordering::Relaxed));
-                // Slack past the last frame: the rate estimate may be low
-                // (calibrated while the machine was busy), and runs left
-                // short would leave the last frames to a tail call, one
-                // call's ~24 ms teardown late. Extra runs only spin idle.
-                let left = last_ns - now;
-                let full = period + 2 * ov;
-                // A call that is not the last gets half as many runs again
-                // as the estimate says: the estimate comes from calls that
-                // shared the core with the other lane during their overlaps
-                // (each at half speed), so a call running alone used up its
-                // runs early, and until the next call had set up no frame
-                // left: 40-70 ms of lateness in every 10 s at 60 kpps on an
-                // idle bed (AMD EPYC, 2 vCPUs), 0.4-1.1 ms with the margin.
-                // Extra runs only overlap the next call more.
-                let want = if left > full {
-                    full as f64 * CALL_MARGIN
-                } else {
-                    (left + (left / 4).max(2_000_000)) as f64
-                };
-                let repeat = (want * r).clamp(4096.0, u32::MAX as f64) as u32;
-                let t = Instant::now();
-                let done = runner.call(repeat)?;
-                let took = t.elapsed().as_nanos() as f64;
-                calls += 1;
-                if done {
-                    if took > 2.0 * fixed {
-                        let obs = repeat as f64 / (took - fixed);
-                        shared_rate.store((0.5 * r + 0.5 * obs).to_bits(), Ordering::Relaxed);
-                    }
-                } else {
-                    intr += 1;
-                }
-                k += 2;
-            }
-            Ok((calls, intr))
-        };
-        let res: Vec<Result<(u64, u64), PortError>> = std::thread::scope(|sc| {
-            let other = sc.spawn(|| lane(1));
-            let mine = lane(0);
-            vec![
-                mine,
-                other
-                    .join()
-                    .unwrap_or_else(|_| Err(PortError::new("XDP generator: lane thread panicked"))),
-            ]
-        });
-        for r in res {
-            let (c, i) = r?;
-            st.syscalls += c;
-            st.interrupted += i;
-        }
-        // The tail: frames due but not sent (the rate was not reached).
-        let mut p = self.pace_get()?;
-        while p.sent < frames && !stop.load(Ordering::Relaxed) {
-            let now = mono_ns();
-            if now >= prog_end_ns {
-                break;
-            }
-            let r = f64::from_bits(shared_rate.load(Ordering::Relaxed));
-            let left = ((frames - p.sent) as f64 * 1e9 / pps).max(1e6);
-            let t = left
-                .min(LANE_CALL.as_nanos() as f64)
-                .min(end_ns.saturating_sub(now).max(1_000_000) as f64);
-            let repeat = (t * r).clamp(4096.0, u32::MAX as f64) as u32;
-            if !self.call(repeat)? {
-                st.interrupted += 1;
-            }
-            st.syscalls += 1;
-            p = self.pace_get()?;
-        }
-        let p = self.pace_get()?;
-        st.late_max_ns = p.max_late;
-        st.slipped_ns = p.slipped;
-        st.slips = p.slips;
-        let (sent, idle) = self.stats()?;
-        st.sent = sent - base;
-        st.idle_runs = idle - idle0;
-        st.duration_ns = t0.elapsed().as_nanos() as u64;
-        st.send_ns = self.send_span_ns(st.sent)?;
-        self.note_stamps(&mut st)?;
-        st.cpu_ns = thread_cpu_ns().saturating_sub(c0);
-        Ok(st)
-    }
-}
-
-/// [`Pacing::InProgram`], timed runs: how long after the end frames due
-/// before it may still leave (catch-up after a preemption); none are sent
-/// after that.
-pub const END_GRACE: Duration = Duration::from_millis(20);
-/// Upper bound of the calibrated program runs per ns (the program's idle
-/// run takes tens of ns here; 0.5 per ns is far above any real machine).
-const MAX_RUNS_PER_NS: f64 = 0.5;
-/// [`Pacing::InProgram`]: the period of each of the two lanes' calls is
-/// twice this; the stop flag is checked between calls.
-pub const LANE_CALL: Duration = Duration::from_millis(200);
-/// [`Pacing::InProgram`]: runs of a lane's call (other than the last)
-/// against what the rate estimate says its period takes.
-const CALL_MARGIN: f64 = 1.5;
-/// [`Pacing::InProgram`]: how long two calls overlap at each end (covers a
-/// late wake-up and the error of the call's size).
-pub const LANE_OVERLAP: Duration = Duration::from_millis(15);
-
-/// Sleep until ~[`SPIN`] before CLOCK_MONOTONIC `t`, then spin (returns
-/// early when `stop` is set; sleeps are at most 10 ms).
-fn wait_mono(t: u64, stop: &AtomicBool) {
-    loop {
-        let now = mono_ns();
-        if now >= t || stop.load(Ordering::Relaxed) {
-            return;
-        }
-        let left = Duration::from_nanos(t - now);
-        if left > SPIN {
-            std::thread::sleep((left - SPIN).min(Duration::from_millis(10)));
-        } else {
-            std::hint::spin_loop();
-        }
-    }
-}
-
-/// CLOCK_MONOTONIC in ns (the clock of `bpf_ktime_get_ns`).
-fn mono_ns() -> u64 {
-    crate::time::clock_ns(libc::CLOCK_MONOTONIC)
-}
-
-/// How long before a slice's deadline the paced loop stops sleeping and
-/// spins (covers the timer slack of a normal thread, 50 us).
-pub const SPIN: Duration = Duration::from_micros(60);
-
-/// The time slice of a rate-limited run at `pps`: long enough that a call
-/// carries at least [`MIN_CALL`] frames, between 1 ms and 10 ms.
-pub fn slice_for(pps: f64) -> Duration {
-    let ns = (MIN_CALL as f64 * 1e9 / pps).clamp(1e6, 1e7);
-    Duration::from_nanos(ns as u64)
-}
-
-/// Frames per call a rate-limited run aims for (per-call cost amortised).
-pub const MIN_CALL: u32 = 256;
-
-/// Sleep until ~[`SPIN`] before `t`, then spin to it (or return early
-/// when `stop` is set; sleeps are at most 10 ms so it is seen).
-fn wait_until(t: Instant, stop: &AtomicBool) {
-    loop {
-        let now = Instant::now();
-        if now >= t || stop.load(Ordering::Relaxed) {
-            return;
-        }
-        let left = t - now;
-        if left > SPIN {
-            std::thread::sleep((left - SPIN).min(Duration::from_millis(10)));
-        } else {
-            std::hint::spin_loop();
-        }
-    }
-}
-
-/// CPU time of the calling thread (0 if the clock cannot be read).
-fn thread_cpu_ns() -> u64 {
-    crate::time::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// An untagged IPv4/UDP frame of `frame_len` bytes (at least 42; without

@@ -181,7 +181,8 @@ fn trial(cfg: &BenchConfig, d: &mut dyn Dut, stop: &Arc<AtomicBool>) -> Result<T
                     }
                     b2.store(true, Ordering::SeqCst);
                 });
-                let r = g.run_for(total, &both).map_err(|e| e.to_string());
+                let r = linerate_pipeline::generate::xdp::send_for(&mut g, total, &both)
+                    .map_err(|e| e.to_string());
                 both.store(true, Ordering::SeqCst);
                 gs_stop_join(watcher);
                 r

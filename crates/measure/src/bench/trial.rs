@@ -25,6 +25,7 @@ use crate::testbed::{
 };
 use linerate_io::xdp::count::{CountStats, LatencyHistogram, XdpCount};
 use linerate_io::xdp::generator::{self, GenConfig, GenStats, TagConfig, XdpGen};
+use linerate_pipeline::generate::xdp::{send, send_for};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -136,8 +137,8 @@ impl GenServer {
                         g.set_batch_size(c.batch).map_err(|e| e.to_string())?;
                         g.set_max_lag(c.max_lag);
                         match c.frames {
-                            Some(n) => g.run(n, &stop),
-                            None => g.run_for(c.duration, &stop),
+                            Some(n) => send(g, n, &stop),
+                            None => send_for(g, c.duration, &stop),
                         }
                         .map_err(|e| e.to_string())
                     })();

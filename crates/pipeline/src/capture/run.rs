@@ -24,6 +24,7 @@ use super::{
     ForwarderConfig, HttpAnalyser, HttpConfig, RotateConfig, SteerConfig,
 };
 use crate::ctl::{Handler, Limits, Listener, Server};
+use crate::poll::{Polling, Watch};
 use linerate_io::{Batch, OpenOptions, Port, PortRole};
 use linerate_wire::FlowKey;
 use serde_json::{json, Value};
@@ -262,12 +263,12 @@ fn dispatch(
     on: &mut dyn FnMut(Event<'_>),
 ) -> Result<Ended, String> {
     let (n, batch) = (cfg.workers, cfg.open.batch);
-    let Some(mut port) = ports.into_iter().next() else {
+    let Some(port) = ports.into_iter().next() else {
         return Err("capture: no port".into());
     };
     let keep_ts = matches!(port.info.clock, "kernel-realtime" | "file");
     let offline = file_at_top_speed(&cfg.port);
-    let (mut d, rxs) = Dispatcher::new(SteerConfig {
+    let (d, rxs) = Dispatcher::new(SteerConfig {
         workers: n,
         ring_slots: cfg.ring_slots,
         slot_size: cfg.slot_size,
@@ -311,97 +312,143 @@ fn dispatch(
     if cfg.pin {
         let _ = linerate_io::host::pin_to_cpu(0);
     }
-    let mut b = Batch::new(batch);
-    let mut empty = 0u32;
-    let mut last_tick = Instant::now();
-    let mut rx_err = None;
-    loop {
-        if offline {
-            // A file read at top speed cannot overflow: read the next batch
-            // only when every worker's ring has room for it. A full ring is
-            // waited out until a quarter of it is free, in 1 ms sleeps: few
-            // wake-ups, the CPUs stay with the workers, and the ring still
-            // holds far more than 1 ms of their work. Per batch with room:
-            // one relaxed load per worker.
-            for w in 0..n {
-                let g = d.gauge(w);
-                if g.capacity() - g.used() < batch {
-                    let want = batch.max(g.capacity() / 4);
-                    while g.capacity() - g.used() < want && !stop.load(Relaxed) {
-                        std::thread::sleep(Duration::from_millis(1));
-                    }
-                }
-            }
-        }
-        match port.rx.recv(&mut b) {
-            Ok(k) if k > 0 => {
-                let now_ns = monotonic_ns(t0);
-                // Shunt requests from the workers apply to this batch
-                // already (one atomic load per worker when none).
-                for w in 0..n {
-                    d.forwarder_mut(w).poll_shunts();
-                }
-                let mut rt = None;
-                for p in b.pkts() {
-                    let ts = if keep_ts && p.ts_ns() != 0 {
-                        p.ts_ns()
-                    } else {
-                        *rt.get_or_insert_with(realtime_ns)
-                    };
-                    d.dispatch_one(p.bytes(), ts, now_ns);
-                }
-                if let Err(e) = port.rx.release(&mut b) {
-                    rx_err = Some(e.to_string());
-                    break;
-                }
-                inbox.take(|key| {
-                    let w = super::worker_of(&key, n);
-                    d.forwarder_mut(w).shunt(&key);
-                });
-                d.flush();
-                empty = 0;
-            }
-            Ok(_) => {
-                empty += 1;
-                if port.rx.at_end() {
-                    break;
-                }
-                if empty > 256 {
-                    if let Err(e) = port.rx.wait(10) {
-                        rx_err = Some(e.to_string());
-                        break;
-                    }
-                }
-            }
-            Err(e) => {
-                rx_err = Some(e.to_string());
-                break;
-            }
-        }
-        if empty == 0 || empty.is_multiple_of(64) {
-            let now = Instant::now();
-            if stop.load(Relaxed) || cfg.deadline.is_some_and(|dl| now >= dl) {
-                break;
-            }
-            if now - last_tick >= Duration::from_secs(1) {
-                last_tick = now;
-                d.flush();
-                if let Ok(mut k) = shared.kernel.lock() {
-                    *k = port.rx.kernel_stats().counters;
-                }
-                on(Event::Tick(&shared.snapshot()));
-            }
-        }
-    }
-    d.flush();
-    if let Ok(mut k) = shared.kernel.lock() {
-        *k = port.rx.kernel_stats().counters;
-    }
+    let mut t = DispatchTurns {
+        b: Batch::new(batch),
+        port,
+        d,
+        keep_ts,
+        offline,
+        starved: false,
+        inbox: &inbox,
+        shared: &shared,
+        deadline: cfg.deadline,
+        last_tick: Instant::now(),
+        t0,
+        on,
+    };
+    let rx_err = crate::poll::run(&mut t, stop, Polling::Wait).err();
+    t.d.flush();
+    t.kernel_stats();
     // Workers drain their rings and end once the dispatcher is gone.
-    drop(d);
+    drop(t);
     stop.store(true, Relaxed);
     let errs = join_all(handles);
     Ok((shared, ctl, rx_err.or_else(|| errs.into_iter().next())))
+}
+
+/// The dispatcher's turns: a batch from the port into the workers' rings.
+struct DispatchTurns<'a, 'o> {
+    port: Port,
+    b: Batch,
+    d: Dispatcher,
+    /// The port's timestamps are wall-clock ones (kernel or file).
+    keep_ts: bool,
+    /// A file read at top speed (see [`DispatchTurns::room`]).
+    offline: bool,
+    /// A ring was full: wait until a quarter of it is free.
+    starved: bool,
+    inbox: &'a Inbox,
+    shared: &'a Shared,
+    deadline: Option<Instant>,
+    last_tick: Instant,
+    t0: Instant,
+    on: &'a mut (dyn FnMut(Event<'_>) + 'o),
+}
+
+impl DispatchTurns<'_, '_> {
+    /// A file read at top speed cannot overflow: the next batch is read
+    /// only when every worker's ring has room for it. A full ring is waited
+    /// out until a quarter of it is free, in 1 ms waits: few wake-ups, the
+    /// CPUs stay with the workers, and the ring still holds far more than
+    /// 1 ms of their work. Per batch with room: one relaxed load per worker.
+    fn room(&mut self) -> bool {
+        let batch = self.b.capacity();
+        let starved = (0..self.d.workers()).any(|w| {
+            let g = self.d.gauge(w);
+            let want = if self.starved {
+                batch.max(g.capacity() / 4)
+            } else {
+                batch
+            };
+            g.capacity() - g.used() < want
+        });
+        self.starved = starved;
+        !starved
+    }
+
+    fn kernel_stats(&self) {
+        if let Ok(mut k) = self.shared.kernel.lock() {
+            *k = self.port.rx.kernel_stats().counters;
+        }
+    }
+}
+
+impl crate::poll::Poll for DispatchTurns<'_, '_> {
+    type Error = String;
+
+    fn turn(&mut self) -> Result<usize, String> {
+        if self.offline && !self.room() {
+            return Ok(0);
+        }
+        let k = self.port.rx.recv(&mut self.b).map_err(|e| e.to_string())?;
+        if k == 0 {
+            return Ok(0);
+        }
+        let n = self.d.workers();
+        let d = &mut self.d;
+        let now_ns = monotonic_ns(self.t0);
+        // Shunt requests from the workers apply to this batch already (one
+        // atomic load per worker when none).
+        for w in 0..n {
+            d.forwarder_mut(w).poll_shunts();
+        }
+        let mut rt = None;
+        for p in self.b.pkts() {
+            let ts = if self.keep_ts && p.ts_ns() != 0 {
+                p.ts_ns()
+            } else {
+                *rt.get_or_insert_with(realtime_ns)
+            };
+            d.dispatch_one(p.bytes(), ts, now_ns);
+        }
+        self.port
+            .rx
+            .release(&mut self.b)
+            .map_err(|e| e.to_string())?;
+        self.inbox.take(|key| {
+            let w = super::worker_of(&key, n);
+            d.forwarder_mut(w).shunt(&key);
+        });
+        d.flush();
+        Ok(k)
+    }
+
+    fn at_end(&self) -> bool {
+        // A file still to be read waits for ring room, not at its end.
+        !self.starved && self.port.rx.at_end()
+    }
+
+    fn wait(&mut self, timeout_ms: i32) -> Result<(), String> {
+        if self.starved {
+            std::thread::sleep(Duration::from_millis(1));
+            return Ok(());
+        }
+        self.port.rx.wait(timeout_ms).map_err(|e| e.to_string())
+    }
+
+    fn tend(&mut self, _got: usize) -> Result<bool, String> {
+        let now = Instant::now();
+        if self.deadline.is_some_and(|dl| now >= dl) {
+            return Ok(true);
+        }
+        if now - self.last_tick >= Duration::from_secs(1) {
+            self.last_tick = now;
+            self.d.flush();
+            self.kernel_stats();
+            (self.on)(Event::Tick(&self.shared.snapshot()));
+        }
+        Ok(false)
+    }
 }
 
 /// A pcap/pcapng file read at top speed (no `rate=` or `speed=` other than
@@ -506,18 +553,12 @@ fn fanout(
             fanout_worker(port, fwd, c, &dn, &inbox, &ks, batch, t0)
         }));
     }
-    let mut last_tick = Instant::now();
-    loop {
-        std::thread::sleep(Duration::from_millis(20));
-        let now = Instant::now();
-        if stop.load(Relaxed)
-            || cfg.deadline.is_some_and(|dl| now >= dl)
-            || handles.iter().any(|h| h.is_finished())
-        {
+    let mut w = Watch::new(stop, cfg.deadline);
+    while let Some(second) = w.next() {
+        if handles.iter().any(|h| h.is_finished()) {
             break;
         }
-        if now - last_tick >= Duration::from_secs(1) {
-            last_tick = now;
+        if second.is_some() {
             sum_kernel(&shared, &kstats);
             on(Event::Tick(&shared.snapshot()));
         }
@@ -533,8 +574,8 @@ fn fanout(
 /// consumer, until `done` or its port fails.
 #[allow(clippy::too_many_arguments)]
 fn fanout_worker(
-    mut port: Port,
-    mut fwd: Forwarder,
+    port: Port,
+    fwd: Forwarder,
     mut c: Consumer,
     done: &AtomicBool,
     inbox: &Inbox,
@@ -542,91 +583,121 @@ fn fanout_worker(
     batch: usize,
     t0: Instant,
 ) -> Result<(), String> {
-    let mut b = Batch::new(batch);
-    let mut shunts: Vec<FlowKey> = Vec::with_capacity(batch);
-    let mut empty = 0u32;
-    let mut full_run = 0usize;
-    let mut last_events = Instant::now();
     c.shared
         .queue_capacity
         .store((FULL_RUN * batch) as u64, Relaxed);
+    let mut t = PortTurns {
+        b: Batch::new(batch),
+        port,
+        fwd,
+        c: &mut c,
+        inbox,
+        ks,
+        shunts: Vec::with_capacity(batch),
+        full_run: 0,
+        last_events: Instant::now(),
+        t0,
+    };
     // A port that fails (its interface went away) ends this worker in
     // order: its files are closed whole and its counts published.
-    let mut port_err = None;
-    while !done.load(Relaxed) {
-        let k = match port.rx.recv(&mut b) {
-            Ok(k) => k,
-            Err(e) => {
-                port_err = Some(e.to_string());
-                break;
-            }
-        };
-        if k > 0 {
-            let now_ns = monotonic_ns(t0);
-            // TED's queue signal: the run of full batches (see FULL_RUN).
-            full_run = if k >= batch {
-                (full_run + 1).min(FULL_RUN)
-            } else {
-                0
-            };
-            fwd.set_queue_fraction(full_run as f64 / FULL_RUN as f64);
-            c.shared
-                .queue_used
-                .store((full_run * batch) as u64, Relaxed);
-            inbox.take(|key| fwd.shunt(&key));
-            let mut rt = None;
-            for p in b.pkts() {
-                let ts = if p.ts_ns() != 0 {
-                    p.ts_ns()
-                } else {
-                    *rt.get_or_insert_with(realtime_ns)
-                };
-                if fwd.decide(p.bytes(), now_ns).is_forward() {
-                    if let Some(key) = c.on_packet(p.bytes(), p.len() as usize, ts) {
-                        if shunts.len() < shunts.capacity() {
-                            shunts.push(key);
-                        }
-                    }
-                }
-            }
-            if let Err(e) = port.rx.release(&mut b) {
-                port_err = Some(e.to_string());
-                break;
-            }
-            for key in shunts.drain(..) {
-                fwd.shunt(&key);
-            }
-            fwd.publish();
-            empty = 0;
-        } else {
-            empty += 1;
-            if empty > 64 {
-                if let Err(e) = port.rx.wait(10) {
-                    port_err = Some(e.to_string());
-                    break;
-                }
-            }
-        }
-        if k > 0 || empty.is_multiple_of(64) {
-            let now = Instant::now();
-            let ev = now.duration_since(last_events) >= Duration::from_millis(500);
-            if ev {
-                last_events = now;
-                if let Ok(mut s) = ks.lock() {
-                    *s = port.rx.kernel_stats().counters;
-                }
-            }
-            c.after_batch(now, ev);
-        }
-    }
-    fwd.publish();
-    if let Ok(mut s) = ks.lock() {
-        *s = port.rx.kernel_stats().counters;
-    }
+    let port_err = crate::poll::run(&mut t, done, Polling::Wait).err();
+    t.fwd.publish();
+    t.kernel_stats();
     let r = c.finish();
     match port_err {
         Some(e) => Err(e),
         None => r,
+    }
+}
+
+/// A fanout or queue worker's turns over its own port.
+struct PortTurns<'a> {
+    port: Port,
+    b: Batch,
+    fwd: Forwarder,
+    c: &'a mut Consumer,
+    inbox: &'a Inbox,
+    ks: &'a Counters,
+    shunts: Vec<FlowKey>,
+    /// Full batches in a row (TED's queue signal, see [`FULL_RUN`]).
+    full_run: usize,
+    last_events: Instant,
+    t0: Instant,
+}
+
+impl PortTurns<'_> {
+    fn kernel_stats(&self) {
+        if let Ok(mut s) = self.ks.lock() {
+            *s = self.port.rx.kernel_stats().counters;
+        }
+    }
+}
+
+impl crate::poll::Poll for PortTurns<'_> {
+    type Error = String;
+
+    fn turn(&mut self) -> Result<usize, String> {
+        let k = self.port.rx.recv(&mut self.b).map_err(|e| e.to_string())?;
+        if k == 0 {
+            return Ok(0);
+        }
+        let now_ns = monotonic_ns(self.t0);
+        let batch = self.b.capacity();
+        self.full_run = if k >= batch {
+            (self.full_run + 1).min(FULL_RUN)
+        } else {
+            0
+        };
+        let fwd = &mut self.fwd;
+        fwd.set_queue_fraction(self.full_run as f64 / FULL_RUN as f64);
+        self.c
+            .shared
+            .queue_used
+            .store((self.full_run * batch) as u64, Relaxed);
+        self.inbox.take(|key| fwd.shunt(&key));
+        let mut rt = None;
+        for p in self.b.pkts() {
+            let ts = if p.ts_ns() != 0 {
+                p.ts_ns()
+            } else {
+                *rt.get_or_insert_with(realtime_ns)
+            };
+            if fwd.decide(p.bytes(), now_ns).is_forward() {
+                if let Some(key) = self.c.on_packet(p.bytes(), p.len() as usize, ts) {
+                    if self.shunts.len() < self.shunts.capacity() {
+                        self.shunts.push(key);
+                    }
+                }
+            }
+        }
+        self.port
+            .rx
+            .release(&mut self.b)
+            .map_err(|e| e.to_string())?;
+        for key in self.shunts.drain(..) {
+            fwd.shunt(&key);
+        }
+        fwd.publish();
+        Ok(k)
+    }
+
+    fn at_end(&self) -> bool {
+        self.port.rx.at_end()
+    }
+
+    fn wait(&mut self, timeout_ms: i32) -> Result<(), String> {
+        self.port.rx.wait(timeout_ms).map_err(|e| e.to_string())
+    }
+
+    fn tend(&mut self, _got: usize) -> Result<bool, String> {
+        let now = Instant::now();
+        let ev = now.duration_since(self.last_events) >= Duration::from_millis(500);
+        if ev {
+            self.last_events = now;
+            self.kernel_stats();
+        }
+        self.c.after_batch(now, ev);
+        Ok(false)
     }
 }
 

@@ -8,7 +8,6 @@ use super::ctl::Request as CtlRequest;
 use super::forwarder::CaptureDrop;
 use super::{Analyser, AnalyserAction, CaptureWriter, ForwarderShared, WorkerRx};
 use crate::ctl::{Conn, Handler};
-use crate::poll::Backoff;
 use linerate_io::counters::{Reason, MAX_REASONS};
 use linerate_io::{Pkt, TxPort};
 use linerate_wire::FlowKey;
@@ -537,46 +536,79 @@ impl Consumer {
 
 /// A worker of the dispatcher steering: batches from its ring into its
 /// consumer, shunt requests back to its forwarder, until the dispatcher is
-/// gone and the ring is empty.
-pub fn dispatcher_worker(mut rx: WorkerRx, mut c: Consumer, batch: usize) -> Result<(), String> {
-    let mut shunts: Vec<FlowKey> = Vec::with_capacity(batch);
-    let mut idle = Backoff::default();
-    let mut last_events = Instant::now();
+/// gone and the ring is empty; on the polling core.
+pub fn dispatcher_worker(rx: WorkerRx, mut c: Consumer, batch: usize) -> Result<(), String> {
     let g = rx.gauge();
     c.shared.queue_capacity.store(g.capacity() as u64, Relaxed);
-    loop {
+    let mut t = RingTurns {
+        rx,
+        gauge: g,
+        c: &mut c,
+        shunts: Vec::with_capacity(batch),
+        batch,
+        gone: false,
+        last_events: Instant::now(),
+    };
+    // Only the ring's end ends it: no stop flag of its own.
+    let r = crate::poll::run(&mut t, &AtomicBool::new(false), crate::poll::Polling::Wait);
+    r.and(c.finish())
+}
+
+/// A dispatcher worker's turns over its ring.
+struct RingTurns<'a> {
+    rx: WorkerRx,
+    gauge: super::spsc::Gauge,
+    c: &'a mut Consumer,
+    shunts: Vec<FlowKey>,
+    batch: usize,
+    /// The dispatcher was gone before the last turn's receive.
+    gone: bool,
+    last_events: Instant,
+}
+
+impl crate::poll::Poll for RingTurns<'_> {
+    type Error = String;
+
+    fn turn(&mut self) -> Result<usize, String> {
         // Read before recv: a ring that is empty after the dispatcher was
         // seen gone holds nothing more (it flushes before it goes).
-        let gone = rx.dispatcher_gone();
-        let n = rx.recv(batch, |s| {
+        self.gone = self.rx.dispatcher_gone();
+        let (c, shunts) = (&mut *self.c, &mut self.shunts);
+        let n = self.rx.recv(self.batch, |s| {
             if let Some(k) = c.on_packet(s.bytes(), s.orig_len as usize, s.ts_ns) {
                 if shunts.len() < shunts.capacity() {
                     shunts.push(k);
                 }
             }
         });
-        for k in shunts.drain(..) {
-            rx.shunt(&k);
+        for k in self.shunts.drain(..) {
+            self.rx.shunt(&k);
         }
-        if n > 0 || idle.empty_turns().is_multiple_of(64) {
-            let now = Instant::now();
-            let ev = now.duration_since(last_events) >= Duration::from_millis(500);
-            if ev {
-                last_events = now;
-            }
-            c.shared.queue_used.store(g.used() as u64, Relaxed);
-            c.after_batch(now, ev);
-        }
-        if n == 0 {
-            if gone {
-                break;
-            }
-            idle.idle();
-        } else {
-            idle.reset();
-        }
+        Ok(n)
     }
-    c.finish()
+
+    fn at_end(&self) -> bool {
+        self.gone
+    }
+
+    fn wait(&mut self, _timeout_ms: i32) -> Result<(), String> {
+        // A ring another thread fills: 200 us behind, it still holds far
+        // more than that of work.
+        std::thread::sleep(Duration::from_micros(200));
+        Ok(())
+    }
+
+    fn tend(&mut self, _got: usize) -> Result<bool, String> {
+        let now = Instant::now();
+        let ev = now.duration_since(self.last_events) >= Duration::from_millis(500);
+        if ev {
+            self.last_events = now;
+        }
+        let used = self.gauge.used() as u64;
+        self.c.shared.queue_used.store(used, Relaxed);
+        self.c.after_batch(now, ev);
+        Ok(false)
+    }
 }
 
 impl Consumer {

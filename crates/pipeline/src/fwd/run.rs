@@ -6,12 +6,13 @@
 use super::{run_loop, Direction, DirectionReport, FwdCycles, MacRewrite, Polling};
 use crate::event::{Account, Report};
 use crate::metrics::{Exposition, Publish};
+use crate::poll::Watch;
 use linerate_io::time::tsc_hz;
 use linerate_io::{KernelStats, OpenOptions, PortInfo, StageSnapshot};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// A forwarder between two ports.
 #[derive(Clone, Debug)]
@@ -142,26 +143,21 @@ pub fn run(
 
     // Once a second, from the counters (no access to the ports).
     let mut last = [counters[0].snapshot(), counters[1].snapshot()];
-    let mut last_t = Instant::now();
-    let deadline = cfg
-        .duration
-        .map(|d| t0 + Duration::from_secs_f64(d.max(0.0)));
-    while !done.load(Ordering::SeqCst) && !workers.iter().all(|w| w.is_finished()) {
-        std::thread::sleep(Duration::from_millis(50));
-        if deadline.is_some_and(|dl| Instant::now() >= dl) {
-            stop.store(true, Ordering::SeqCst);
+    let mut w = Watch::new(stop, crate::poll::deadline(t0, cfg.duration));
+    while let Some(second) = w.next() {
+        if done.load(Ordering::SeqCst) || workers.iter().all(|w| w.is_finished()) {
+            break;
         }
-        if last_t.elapsed() >= Duration::from_secs(1) {
+        if let Some(dt) = second {
             let now = [counters[0].snapshot(), counters[1].snapshot()];
             on(Event::Tick(&Tick {
                 t: t0.elapsed().as_secs_f64(),
-                dt: last_t.elapsed().as_secs_f64(),
+                dt,
                 delta: [now[0].delta(&last[0]), now[1].delta(&last[1])],
                 total: now,
                 ports: [cfg.port_a.clone(), cfg.port_b.clone()],
             }));
             last = now;
-            last_t = Instant::now();
         }
     }
     stop.store(true, Ordering::SeqCst);

@@ -7,11 +7,12 @@
 use super::MacRewrite;
 use crate::event::Report;
 use crate::metrics::{Exposition, Publish};
+use crate::poll::Watch;
 use linerate_io::xdp::fwd::{MacRewrite as XdpRewrite, XdpFwd, XdpFwdCounters, XdpFwdDir};
 use linerate_io::xdp::AttachMode;
 use serde_json::{json, Value};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
 
 /// The in-kernel forwarder between two interfaces.
 #[derive(Clone, Debug)]
@@ -69,32 +70,27 @@ pub fn run(
         cfg.mode.name()
     )));
     let t0 = Instant::now();
-    let deadline = cfg
-        .duration
-        .map(|d| t0 + Duration::from_secs_f64(d.max(0.0)));
     let counters = |f: &XdpFwd| f.try_counters().map_err(|e| e.to_string());
     let mut last = counters(&fwd)?;
-    let mut last_t = Instant::now();
     let mut links = linerate_io::link::watch_interfaces(&[ia, ib]).map_err(|e| e.to_string())?;
     let mut error = None;
-    while !stop.load(Ordering::SeqCst) && deadline.is_none_or(|d| Instant::now() < d) {
-        std::thread::sleep(Duration::from_millis(50));
+    let mut w = Watch::new(stop, crate::poll::deadline(t0, cfg.duration));
+    while let Some(second) = w.next() {
         if let Some(e) = links.iter_mut().find_map(|l| l.tick().err()) {
             error = Some(e.to_string());
             break;
         }
-        if last_t.elapsed() >= Duration::from_secs(1) {
+        if let Some(dt) = second {
             let now = counters(&fwd)?;
             let tick = XdpTick {
                 t: t0.elapsed().as_secs_f64(),
-                dt: last_t.elapsed().as_secs_f64(),
+                dt,
                 ports: [ia.to_string(), ib.to_string()],
                 now,
                 last,
             };
             on(Event::Tick(&tick));
             last = now;
-            last_t = Instant::now();
         }
     }
     let c = counters(&fwd)?;

@@ -4,6 +4,7 @@
 //! it runs ([`GenControl`], implemented by [`GenRemote`]).
 
 use super::{GenError, Generator, StreamStats};
+use crate::poll::{Poll, Polling};
 use crate::receiver::{monotonic_ns, Receiver};
 use linerate_io::TxPort;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -149,20 +150,18 @@ pub fn run_loop(
     file_port: bool,
 ) -> (GenEnd, Result<(), GenError>) {
     let t0 = Instant::now();
-    let mut ring_full = 0u64;
-    let mut r = gen_turns(&mut g, tx.as_mut(), &ctl, batch, file_port, &mut ring_full);
-    if r.is_ok() {
-        let t = Instant::now();
-        while tx.in_flight() > 0 && t.elapsed() < Duration::from_millis(500) {
-            if let Err(e) = tx.flush() {
-                r = Err(e.into());
-                break;
-            }
-        }
-    }
-    if r.is_ok() {
-        r = tx.finish().map_err(GenError::from);
-    }
+    let mut t = Turns {
+        g: &mut g,
+        tx: tx.as_mut(),
+        ctl: &ctl,
+        batch,
+        file_port,
+        ring_full: 0,
+        done: false,
+        last_pub: monotonic_ns(),
+    };
+    let r = crate::poll::run(&mut t, &ctl.stop, Polling::Wait);
+    let ring_full = t.ring_full;
     publish(&g, &ctl);
     // What was sent up to an error (a port gone) is reported too.
     let end = GenEnd {
@@ -184,80 +183,112 @@ fn publish(g: &Generator, ctl: &GenRemote) {
 
 /// The turns of [`run_loop`] until the generator is done, stopped or its
 /// port fails.
-fn gen_turns(
-    g: &mut Generator,
-    tx: &mut dyn TxPort,
-    ctl: &GenRemote,
+struct Turns<'a> {
+    g: &'a mut Generator,
+    tx: &'a mut dyn TxPort,
+    ctl: &'a GenRemote,
     batch: usize,
     file_port: bool,
-    ring_full: &mut u64,
-) -> Result<(), GenError> {
-    let mono = monotonic_ns;
-    let mut last_pub = mono();
-    loop {
-        if ctl.stop.load(Ordering::Relaxed) {
-            break;
-        }
-        if ctl.dirty.swap(false, Ordering::Acquire) {
-            let now = mono();
-            let cmds: Vec<Cmd> =
-                std::mem::take(&mut *ctl.cmds.lock().unwrap_or_else(|e| e.into_inner()));
-            for c in cmds {
-                let r = match c {
-                    Cmd::Rate(i, pps) => g.set_rate_pps(i, (pps > 0.0).then_some(pps), now),
-                    Cmd::Pause(i, p) => g.set_paused(i, p, now),
-                };
-                r?;
+    /// Sends the port refused whole.
+    ring_full: u64,
+    done: bool,
+    last_pub: u64,
+}
+
+impl Turns<'_> {
+    /// The control commands that came since the last turn.
+    fn commands(&mut self) -> Result<(), GenError> {
+        let now = monotonic_ns();
+        let cmds: Vec<Cmd> =
+            std::mem::take(&mut *self.ctl.cmds.lock().unwrap_or_else(|e| e.into_inner()));
+        for c in cmds {
+            match c {
+                Cmd::Rate(i, pps) => self.g.set_rate_pps(i, (pps > 0.0).then_some(pps), now)?,
+                Cmd::Pause(i, p) => self.g.set_paused(i, p, now)?,
             }
         }
-        let now = mono();
-        if g.done_at(now) {
-            break;
-        }
-        let n = g.next_batch(now, batch);
-        if n == 0 {
-            tx.flush()?;
-            // Wait for the next departure: sleep when it is far, spin when near.
-            if let Some(t) = g.next_departure_ns() {
-                let wait = t.saturating_sub(mono());
-                if wait > 100_000 {
-                    std::thread::sleep(Duration::from_nanos((wait - 50_000).min(1_000_000)));
-                } else {
-                    std::hint::spin_loop();
-                }
-            }
-        } else {
-            let mut off = 0;
-            while off < n {
-                // TX time as late as possible: right before the port takes the batch.
-                let ts = mono();
-                g.stamp(off, ts);
-                if file_port {
-                    // A capture file's record times are CLOCK_REALTIME (what
-                    // `count pcap:` and tshark read), not the generator's
-                    // CLOCK_MONOTONIC: ts_ns = 0 makes the writer stamp
-                    // CLOCK_REALTIME, read once per batch.
-                    g.clear_times(off);
-                }
-                let k = tx.send(&g.batch().pkts()[off..n])?;
-                g.sent(off, k, ts);
-                off += k;
-                if k == 0 {
-                    *ring_full += 1;
-                    tx.flush()?;
-                    if ctl.stop.load(Ordering::Relaxed) {
-                        break;
-                    }
-                }
-            }
-            tx.flush()?;
-        }
-        if now.saturating_sub(last_pub) > 10_000_000 {
-            publish(g, ctl);
-            last_pub = now;
-        }
+        Ok(())
     }
-    Ok(())
+
+    /// Frames `0..n` of the generator's batch into the port, retried while
+    /// its ring is full.
+    fn send(&mut self, n: usize) -> Result<(), GenError> {
+        let mut off = 0;
+        while off < n {
+            // TX time as late as possible: right before the port takes the batch.
+            let ts = monotonic_ns();
+            self.g.stamp(off, ts);
+            if self.file_port {
+                // A capture file's record times are CLOCK_REALTIME (what
+                // `count pcap:` and tshark read), not the generator's
+                // CLOCK_MONOTONIC: ts_ns = 0 makes the writer stamp
+                // CLOCK_REALTIME, read once per batch.
+                self.g.clear_times(off);
+            }
+            let k = self.tx.send(&self.g.batch().pkts()[off..n])?;
+            self.g.sent(off, k, ts);
+            off += k;
+            if k == 0 {
+                self.ring_full += 1;
+                self.tx.flush()?;
+                if self.ctl.stop.load(Ordering::Relaxed) {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Poll for Turns<'_> {
+    type Error = GenError;
+
+    fn turn(&mut self) -> Result<usize, GenError> {
+        if self.ctl.dirty.swap(false, Ordering::Acquire) {
+            self.commands()?;
+        }
+        let now = monotonic_ns();
+        if self.g.done_at(now) {
+            self.done = true;
+            return Ok(0);
+        }
+        let n = self.g.next_batch(now, self.batch);
+        if n > 0 {
+            self.send(n)?;
+        }
+        self.tx.flush()?;
+        if now.saturating_sub(self.last_pub) > 10_000_000 {
+            publish(self.g, self.ctl);
+            self.last_pub = now;
+        }
+        Ok(n)
+    }
+
+    fn at_end(&self) -> bool {
+        self.done
+    }
+
+    /// The next departure is a wait like any other: a sleep when it is far,
+    /// none (the loop spins) when it is near.
+    fn wait(&mut self, timeout_ms: i32) -> Result<(), GenError> {
+        let most = Duration::from_millis(timeout_ms.max(0) as u64);
+        let left = match self.g.next_departure_ns() {
+            Some(t) => t.saturating_sub(monotonic_ns()),
+            // Every stream paused: nothing is due until a command comes.
+            None => u64::MAX,
+        };
+        crate::poll::pace_sleep(left, most);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<usize, GenError> {
+        self.tx.flush()?;
+        Ok(self.tx.in_flight())
+    }
+
+    fn finish(&mut self) -> Result<(), GenError> {
+        Ok(self.tx.finish()?)
+    }
 }
 
 pub fn rx_counters(r: &Receiver, names: &[String]) -> Vec<RxCounters> {

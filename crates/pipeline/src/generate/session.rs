@@ -5,6 +5,7 @@
 
 use super::run::{run_loop, rx_counters, GenEnd, GenRemote};
 use super::{GenError, Generator, Profile};
+use crate::poll::Watch;
 use crate::receiver::{receive_loop, Clock, Receiver, Until};
 use linerate_io::{OpenOptions, PortRole};
 use serde_json::{json, Value};
@@ -181,11 +182,14 @@ impl GenSession {
     pub fn wait(self, tick: &mut dyn FnMut(&Tick<'_>)) -> Result<GenOutcome, String> {
         let t0 = Instant::now();
         let mut last = vec![0u64; self.names.len()];
-        let mut last_t = Instant::now();
-        while !self.worker.is_finished() {
-            std::thread::sleep(Duration::from_millis(50));
-            if last_t.elapsed() >= Duration::from_secs(1) {
-                let dt = last_t.elapsed().as_secs_f64();
+        // Only the generator's end ends it (a stop ends the generator).
+        let never = AtomicBool::new(false);
+        let mut w = Watch::new(&never, None);
+        while let Some(second) = w.next() {
+            if self.worker.is_finished() {
+                break;
+            }
+            if let Some(dt) = second {
                 let now = self.ctl.sent_packets();
                 let pps: Vec<f64> = now
                     .iter()
@@ -200,7 +204,6 @@ impl GenSession {
                     pps: &pps,
                 });
                 last = now;
-                last_t = Instant::now();
             }
         }
         let (end, gen) = self

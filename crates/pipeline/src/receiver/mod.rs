@@ -18,6 +18,7 @@ pub mod clock;
 pub mod report;
 pub mod run;
 pub mod seq;
+pub mod xdp;
 
 #[cfg(test)]
 mod tests;

@@ -3,8 +3,9 @@
 //! an idle time or the end of a finite source.
 
 use super::{monotonic_ns, Receiver};
+use crate::poll::{Poll, Polling};
 use linerate_io::{Batch, PortError, RxPort};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 /// When a receive loop ends (besides the stop flag and the end of a finite source).
@@ -16,65 +17,83 @@ pub struct Until {
     pub idle: Option<Duration>,
 }
 
-/// Receive from an open port into `rx` until stopped; calls `tick` once a second.
+/// Receive from an open port into `rx` until stopped, on the polling core;
+/// calls `tick` once a second.
 pub fn receive_loop(
     port: &mut dyn RxPort,
     rx: &mut Receiver,
     batch: usize,
     stop: &AtomicBool,
     until: Until,
-    mut tick: impl FnMut(&mut Receiver),
+    tick: impl FnMut(&mut Receiver),
 ) -> Result<(), PortError> {
-    let Until {
-        deadline,
-        packets: max_packets,
-        idle,
-    } = until;
-    let mut b = Batch::new(batch);
-    let mut last_tick = Instant::now();
-    let mut last_pkt = Instant::now();
-    let mut got_any = false;
-    let mut empty = 0u32;
-    loop {
-        let n = port.recv(&mut b)?;
+    let now = Instant::now();
+    let mut t = Turns {
+        port,
+        rx,
+        b: Batch::new(batch),
+        until,
+        last_tick: now,
+        last_pkt: now,
+        got_any: false,
+        tick,
+    };
+    crate::poll::run(&mut t, stop, Polling::Wait)
+}
+
+/// The receive loop's turns.
+struct Turns<'a, F> {
+    port: &'a mut dyn RxPort,
+    rx: &'a mut Receiver,
+    b: Batch,
+    until: Until,
+    last_tick: Instant,
+    last_pkt: Instant,
+    got_any: bool,
+    tick: F,
+}
+
+impl<F: FnMut(&mut Receiver)> Poll for Turns<'_, F> {
+    type Error = PortError;
+
+    fn turn(&mut self) -> Result<usize, PortError> {
+        let n = self.port.recv(&mut self.b)?;
         if n > 0 {
             // One clock read per batch (vDSO, no syscall).
-            rx.on_batch(b.pkts(), monotonic_ns());
-            port.release(&mut b)?;
-            got_any = true;
-            empty = 0;
-        } else {
-            empty += 1;
-            if port.at_end() {
-                break;
-            }
-            if empty > 256 {
-                port.wait(10)?;
-            }
+            self.rx.on_batch(self.b.pkts(), monotonic_ns());
+            self.port.release(&mut self.b)?;
+            self.got_any = true;
         }
-        // Cheap checks every turn; the clock only every 64 empty turns or per batch.
-        if n > 0 || empty.is_multiple_of(64) {
-            let now = Instant::now();
-            if n > 0 {
-                last_pkt = now;
-            }
-            if stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| now >= d) {
-                break;
-            }
-            if let (Some(i), true) = (idle, got_any) {
-                if now - last_pkt >= i {
-                    break;
-                }
-            }
-            if now - last_tick >= Duration::from_secs(1) {
-                rx.clock_mut().refresh();
-                tick(rx);
-                last_tick = now;
-            }
-        }
-        if max_packets.is_some_and(|m| rx.counters().packets >= m) {
-            break;
-        }
+        Ok(n)
     }
-    Ok(())
+
+    fn at_end(&self) -> bool {
+        self.port.at_end()
+    }
+
+    fn wait(&mut self, timeout_ms: i32) -> Result<(), PortError> {
+        self.port.wait(timeout_ms)
+    }
+
+    fn tend(&mut self, got: usize) -> Result<bool, PortError> {
+        let u = self.until;
+        if u.packets.is_some_and(|m| self.rx.counters().packets >= m) {
+            return Ok(true);
+        }
+        let now = Instant::now();
+        if got > 0 {
+            self.last_pkt = now;
+        }
+        if u.deadline.is_some_and(|d| now >= d)
+            || (self.got_any && u.idle.is_some_and(|i| now - self.last_pkt >= i))
+        {
+            return Ok(true);
+        }
+        if now - self.last_tick >= Duration::from_secs(1) {
+            self.rx.clock_mut().refresh();
+            (self.tick)(self.rx);
+            self.last_tick = now;
+        }
+        Ok(false)
+    }
 }

@@ -14,6 +14,7 @@ use super::Rule;
 use crate::ctl::{Handler, Limits, Listener, Server};
 use crate::event::{Account, Report};
 use crate::metrics::{Exposition, Publish};
+use crate::poll::Watch;
 use linerate_io::time::tsc_hz;
 use linerate_io::OpenOptions;
 use serde_json::{json, Value};
@@ -288,22 +289,17 @@ pub fn run(
     // The tick: once a second, never on the datapath.
     let mut last = shared.counters.snapshot();
     let mut last_c = cache_now(&shared.cache);
-    let mut last_t = Instant::now();
-    let deadline = cfg
-        .duration
-        .map(|d| t0 + Duration::from_secs_f64(d.max(0.0)));
-    while !done.load(Ordering::SeqCst) && !worker.is_finished() {
-        std::thread::sleep(Duration::from_millis(50));
-        if deadline.is_some_and(|dl| Instant::now() >= dl) {
-            stop.store(true, Ordering::SeqCst);
+    let mut w = Watch::new(stop, crate::poll::deadline(t0, cfg.duration));
+    while let Some(second) = w.next() {
+        if done.load(Ordering::SeqCst) || worker.is_finished() {
+            break;
         }
-        if last_t.elapsed() >= Duration::from_secs(1) {
+        if let Some(dt) = second {
             // Never blocks on a control client: a tick that finds the table
             // being edited waits for the next second.
             let _ = ctl.try_tick(mono_ns());
             let now = shared.counters.snapshot();
             let now_c = cache_now(&shared.cache);
-            let dt = last_t.elapsed().as_secs_f64();
             let d = now.delta(&last);
             let dc: [u64; 3] = std::array::from_fn(|i| now_c[i].wrapping_sub(last_c[i]));
             on(Event::Tick(&Tick {
@@ -318,7 +314,6 @@ pub fn run(
             }));
             last = now;
             last_c = now_c;
-            last_t = Instant::now();
         }
     }
     stop.store(true, Ordering::SeqCst);

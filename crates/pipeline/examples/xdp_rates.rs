@@ -14,7 +14,7 @@
 //! sinks.
 //!
 //! ```text
-//! cargo run --release -p linerate-io --example xdp_rates [seconds] [frame_len]
+//! cargo run --release -p linerate-pipeline --example xdp_rates [seconds] [frame_len]
 //! ```
 //!
 //! With `XDP_RATES_FIFO=1` the pinned NAPI kthreads also get SCHED_FIFO 50
@@ -30,6 +30,7 @@ use linerate_io::xdp::count::XdpCount;
 use linerate_io::xdp::fwd::{veth_xdp_xmit_errors, XdpFwd, XdpRedirectBare};
 use linerate_io::xdp::generator::{ipv4_udp_frame, GenConfig, XdpGen, IPV4_UDP_PAYLOAD};
 use linerate_io::xdp::AttachMode;
+use linerate_pipeline::generate::xdp::{send, send_for};
 use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::sync::atomic::AtomicBool;
@@ -159,8 +160,7 @@ fn measure(
     let k0: u64 = napi.iter().map(|p| task_cpu_ns(*p)).sum();
     let c0 = sink.read().unwrap().packets;
     enter(gen_ns);
-    let st = gen
-        .run_for(Duration::from_secs_f64(secs), &AtomicBool::new(false))
+    let st = send_for(gen, Duration::from_secs_f64(secs), &AtomicBool::new(false))
         .map_err(|e| e.to_string())?;
     std::thread::sleep(Duration::from_millis(200));
     let c1 = sink.read().unwrap().packets;
@@ -277,7 +277,7 @@ fn main() {
         let mut gen_d = XdpGen::new(&gd, &frame, cfg).map_err(e)?;
         let mut gen_f = XdpGen::new(&gf, &frame, cfg).map_err(e)?;
         // Warm up (page pool, first call).
-        gen_d.run(1 << 20, &AtomicBool::new(false)).map_err(e)?;
+        send(&mut gen_d, 1 << 20, &AtomicBool::new(false)).map_err(e)?;
         let hops_d = [(g.as_str(), gd.as_str())];
         let m = measure(&g, &mut gen_d, &sink_d, secs, &hops_d, &[])?;
         report("(a) gen -> count", "all on CPU 0 (sink in gen's softirq)", &m);
@@ -302,7 +302,7 @@ fn main() {
                 None
             };
             enter(&g);
-            gen_f.run(1 << 20, &AtomicBool::new(false)).map_err(e)?;
+            send(&mut gen_f, 1 << 20, &AtomicBool::new(false)).map_err(e)?;
             let hops = [(g.as_str(), gf.as_str()), (d.as_str(), fb.as_str())];
             let m = measure(&g, &mut gen_f, &sink_f, secs, &hops, &[])?;
             report(which, "all on CPU 0", &m);

@@ -13,12 +13,13 @@
 //! at r0 per second of wall time over the window.
 //!
 //! ```text
-//! cargo run --release -p linerate-io --example gen_rates [seconds]
+//! cargo run --release -p linerate-pipeline --example gen_rates [seconds]
 //! ```
 use linerate_io::batch::Pkt;
 use linerate_io::xdp::count::XdpCount;
 use linerate_io::xdp::generator::{ipv4_udp_frame, GenConfig, GenStats, XdpGen};
 use linerate_io::xdp::AttachMode;
+use linerate_pipeline::generate::xdp::{send, send_for};
 use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -235,9 +236,12 @@ fn main() -> Result<(), String> {
         let mut gen = XdpGen::new("g0", &f, cfg).map_err(e)?;
         let c0 = sink.read().unwrap().packets;
         let d = secs.min(3.0);
-        let st: GenStats = gen
-            .run_for(Duration::from_secs_f64(d), &AtomicBool::new(false))
-            .map_err(e)?;
+        let st: GenStats = send_for(
+            &mut gen,
+            Duration::from_secs_f64(d),
+            &AtomicBool::new(false),
+        )
+        .map_err(e)?;
         std::thread::sleep(Duration::from_millis(100));
         let counted = sink.read().unwrap().packets - c0;
         // Rates per second of the requested duration (the run ends up to
@@ -253,7 +257,7 @@ fn main() -> Result<(), String> {
             sent_rate,
             counted as f64 / wall,
             (sent_rate - pps) / pps * 100.0,
-            linerate_io::xdp::generator::slice_for(pps).as_secs_f64() * 1e3,
+            linerate_pipeline::generate::xdp::send::slice_for(pps).as_secs_f64() * 1e3,
             st.late_sum_ns as f64 / st.slices.max(1) as f64 / 1e3,
             st.late_max_ns as f64 / 1e3,
             st.syscalls,
@@ -270,7 +274,7 @@ fn main() -> Result<(), String> {
     )
     .map_err(e)?;
     let c0 = sink.read().unwrap().packets;
-    let st = gen.run(1_234_567, &AtomicBool::new(false)).map_err(e)?;
+    let st = send(&mut gen, 1_234_567, &AtomicBool::new(false)).map_err(e)?;
     std::thread::sleep(Duration::from_millis(100));
     println!(
         "run(1234567) at 1 Mpps: sent {} counted {} in {:.4} s (ideal 1.2346 s)",
@@ -288,7 +292,7 @@ fn main() -> Result<(), String> {
             enter(&ns);
             pin(0);
             let mut gen = XdpGen::new("g0", &fr, GenConfig::default()).expect("xdp::generator");
-            let _ = gen.run_for(Duration::from_secs(3600), &stop);
+            let _ = send_for(&mut gen, Duration::from_secs(3600), &stop);
         })
     });
     rows.push(("(a) xdp::generator live frames".into(), xdp));

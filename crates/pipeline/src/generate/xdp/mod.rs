@@ -1,6 +1,13 @@
 //! `linerate gen --xdp`: one stream sent by the in-kernel generator
 //! (BPF_PROG_RUN live frames, `linerate_io::xdp::generator`), its template being
-//! the first frame the software generator would send.
+//! the first frame the software generator would send. Its run logic:
+//! [`send`] (unpaced, and paced in time slices) and [`lanes`] (paced in
+//! the program).
+
+pub mod lanes;
+pub mod send;
+
+pub use send::{send, send_for};
 
 use super::{Generator, PaceMode, Profile, RateSpec, StreamSpec};
 use linerate_io::xdp::generator::{GenConfig, GenStats, SigConfig, XdpGen};
@@ -63,9 +70,9 @@ pub fn run(
     ));
     let count = spec.rate.count.or(profile.count);
     let st = match (count, profile.duration_s) {
-        (Some(n), _) => x.run(n, stop),
-        (None, Some(d)) => x.run_for(Duration::from_secs_f64(d), stop),
-        (None, None) => x.run_for(Duration::from_secs(u64::MAX / 4), stop),
+        (Some(n), _) => send(&mut x, n, stop),
+        (None, Some(d)) => send_for(&mut x, Duration::from_secs_f64(d), stop),
+        (None, None) => send_for(&mut x, Duration::from_secs(u64::MAX / 4), stop),
     };
     st.map_err(|e| e.to_string())
 }
