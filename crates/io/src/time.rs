@@ -17,6 +17,11 @@ pub fn clock_ns(id: libc::clockid_t) -> u64 {
     timespec_ns(|ts| unsafe { libc::clock_gettime(id, ts) })
 }
 
+/// CPU time of the calling thread in nanoseconds (0 if it cannot be read).
+pub fn thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
 /// The nanoseconds of the timespec `call` fills; 0 if it fails.
 #[inline(always)]
 fn timespec_ns(call: impl FnOnce(&mut libc::timespec) -> libc::c_int) -> u64 {

@@ -368,7 +368,10 @@ mod tests {
 
     #[test]
     fn a_paced_wait_sleeps_only_when_the_departure_is_far() {
-        assert!(!pace_sleep(SPIN.as_nanos() as u64, Duration::from_millis(1)));
+        assert!(!pace_sleep(
+            SPIN.as_nanos() as u64,
+            Duration::from_millis(1)
+        ));
         let t = Instant::now();
         assert!(pace_sleep(5_000_000, Duration::from_micros(300)));
         let took = t.elapsed();
@@ -380,6 +383,9 @@ mod tests {
         stop.store(true, Relaxed);
         let t1 = Instant::now();
         wait_until(u64::MAX, || t1.elapsed().as_nanos() as u64, &stop);
-        assert!(t1.elapsed() < Duration::from_millis(50), "stop ends the wait");
+        assert!(
+            t1.elapsed() < Duration::from_millis(50),
+            "stop ends the wait"
+        );
     }
 }

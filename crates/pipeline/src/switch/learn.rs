@@ -16,12 +16,14 @@
 //!
 //! The datapath never builds the rule itself (that allocates): it sends
 //! the spec and the packet's key to the control side, which calls
-//! [`Learn::rule`] (see [`super::xlate`]).
+//! [`Learn::rule`] (in `rule.rs`, beside the rules it builds; see
+//! [`super::xlate`]).
 
 use super::field::SubField;
-use super::key::Key;
-use super::rule::{Action, Match, Rule, DEFAULT_PRIORITY};
 use core::fmt;
+
+/// OpenFlow's priority of a rule that names none (0x8000), learned or not.
+pub const DEFAULT_PRIORITY: u16 = 32768;
 
 /// Where a learned value comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -185,38 +187,6 @@ impl Learn {
         }
         Ok(l)
     }
-
-    /// The rule this spec learns from a packet whose key (at the `learn`
-    /// action) is `k`.
-    pub fn rule(&self, k: &Key) -> Rule {
-        let val = |s: &LearnSrc| match s {
-            LearnSrc::Field(f) => f.read(k),
-            LearnSrc::Imm(v) => *v,
-        };
-        let mut m = Match::ANY;
-        let mut actions = Vec::new();
-        for it in &self.items {
-            match it {
-                LearnItem::Match { dst, src } => {
-                    m.put_sub(dst, val(src));
-                }
-                LearnItem::Load { dst, src } => actions.push(Action::Load {
-                    dst: *dst,
-                    value: val(src) & dst.ones(),
-                }),
-                LearnItem::Output(s) => actions.push(Action::Output(s.read(k) as u32)),
-            }
-        }
-        Rule {
-            table: self.table,
-            priority: self.priority,
-            cookie: self.cookie,
-            idle_timeout: self.idle_timeout,
-            hard_timeout: self.hard_timeout,
-            m,
-            actions,
-        }
-    }
 }
 
 impl fmt::Display for Learn {
@@ -266,7 +236,7 @@ impl fmt::Display for Learn {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::switch::key;
+    use crate::switch::key::{self, Key};
 
     const SPEC: &str = "table=10,idle_timeout=300,priority=100,NXM_OF_VLAN_TCI[0..11],NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],load:NXM_OF_IN_PORT[]->NXM_NX_REG0[0..15]";
 

@@ -21,8 +21,7 @@ use super::key::{self, FieldLoc, Key};
 use core::fmt::{self, Write as _};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-/// OpenFlow's default priority.
-pub const DEFAULT_PRIORITY: u16 = 32768;
+pub use super::learn::DEFAULT_PRIORITY;
 
 /// A match: `key & mask == value` (value is kept masked).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -1385,5 +1384,41 @@ pub fn fuzz(data: &[u8]) {
             assert_eq!(m.m, m2.m);
         }
         Err(e) => assert!(!e.0.contains('\n'), "multi-line error: {e:?}"),
+    }
+}
+
+impl super::learn::Learn {
+    /// The rule this spec learns from a packet whose key (at the `learn`
+    /// action) is `k`.
+    pub fn rule(&self, k: &Key) -> Rule {
+        let val = |s: &super::learn::LearnSrc| match s {
+            super::learn::LearnSrc::Field(f) => f.read(k),
+            super::learn::LearnSrc::Imm(v) => *v,
+        };
+        let mut m = Match::ANY;
+        let mut actions = Vec::new();
+        for it in &self.items {
+            match it {
+                super::learn::LearnItem::Match { dst, src } => {
+                    m.put_sub(dst, val(src));
+                }
+                super::learn::LearnItem::Load { dst, src } => actions.push(Action::Load {
+                    dst: *dst,
+                    value: val(src) & dst.ones(),
+                }),
+                super::learn::LearnItem::Output(s) => {
+                    actions.push(Action::Output(s.read(k) as u32))
+                }
+            }
+        }
+        Rule {
+            table: self.table,
+            priority: self.priority,
+            cookie: self.cookie,
+            idle_timeout: self.idle_timeout,
+            hard_timeout: self.hard_timeout,
+            m,
+            actions,
+        }
     }
 }

@@ -3,8 +3,8 @@
 //! so that one always runs the program while the other pays its call's
 //! fixed teardown cost (the module docs of `linerate_io::xdp::generator`).
 
-use super::send::thread_cpu_ns;
 use crate::poll;
+use linerate_io::time::thread_cpu_ns;
 use linerate_io::xdp::generator::{GenStats, RawPace, XdpGen};
 use linerate_io::PortError;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -7,6 +7,7 @@
 
 use super::lanes;
 use crate::poll;
+use linerate_io::time::thread_cpu_ns;
 use linerate_io::xdp::generator::{GenStats, Pacing, XdpGen, CHUNK};
 use linerate_io::PortError;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,11 +23,6 @@ pub fn send(g: &mut XdpGen, count: u64, stop: &AtomicBool) -> Result<GenStats, P
 /// far) or until `stop`.
 pub fn send_for(g: &mut XdpGen, d: Duration, stop: &AtomicBool) -> Result<GenStats, PortError> {
     send_until(g, u64::MAX, Some(d), stop)
-}
-
-/// CPU time of the calling thread (0 if the clock cannot be read).
-pub(super) fn thread_cpu_ns() -> u64 {
-    linerate_io::time::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 fn send_until(
