@@ -51,7 +51,7 @@ fn both_ways_counts_each_direction_exactly() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let out = Proc(Some(child)).wait_output(Duration::from_secs(300), "bench");
+    let out = Proc::from(child).wait_output(Duration::from_secs(300), "bench");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     let v: serde_json::Value =

@@ -93,7 +93,7 @@ fn an_nft_firewall_spec_is_measured_and_removed() {
         .spawn()
         .unwrap();
     let pid = child.id();
-    let out = Proc(Some(child)).wait_output(Duration::from_secs(300), "bench");
+    let out = Proc::from(child).wait_output(Duration::from_secs(300), "bench");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     let v: serde_json::Value =
@@ -142,7 +142,7 @@ fn bench_in_trials(spec: &Path, prefix: &str, name: &str) -> (Proc, Vec<String>)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut p = Proc(Some(child));
+    let mut p = Proc::from(child);
     let rx = p.stderr_lines();
     let mut log = Vec::new();
     let trial = format!("{name} 64 B: ");
@@ -172,7 +172,7 @@ fn a_spec_dut_is_removed_when_the_bench_is_killed() {
     assert!(dir.join("started").exists(), "{log:?}");
     assert!(!stop_scripts(pid).is_empty(), "no stop script registered");
     p.signal(libc::SIGKILL);
-    let _ = p.0.take().unwrap().wait();
+    let _ = p.take_child().unwrap().wait();
     wait_until(
         Duration::from_secs(30),
         "the watchdog to run the spec's stop and remove the bed",
@@ -198,7 +198,7 @@ fn bench_on(spec: &Path, prefix: &str) -> (std::process::ExitStatus, String) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let out = Proc(Some(child)).wait_output(Duration::from_secs(120), "bench");
+    let out = Proc::from(child).wait_output(Duration::from_secs(120), "bench");
     (
         out.status,
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -408,7 +408,7 @@ fn a_lingering_spec_is_removed_when_the_bench_is_killed() {
     assert_eq!(sleeping(&args[..2]).len(), 2, "{log:?}");
     assert!(!stop_scripts(pid).is_empty(), "no stop script registered");
     p.signal(libc::SIGKILL);
-    let _ = p.0.take().unwrap().wait();
+    let _ = p.take_child().unwrap().wait();
     // The watchdog kills the groups and the namespace's processes, runs the
     // stop (which hangs: killed at stop_timeout, 2 s) and removes the bed.
     wait_until(
@@ -474,7 +474,7 @@ fn a_spec_in_a_directory_named_with_a_command_runs_and_the_command_does_not() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let out = Proc(Some(child)).wait_output(Duration::from_secs(120), "bench");
+    let out = Proc::from(child).wait_output(Duration::from_secs(120), "bench");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         !marker.exists(),

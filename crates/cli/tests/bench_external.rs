@@ -15,11 +15,12 @@
 //! ethtool.
 
 use std::process::{Command, Stdio};
-use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 mod support;
-use support::{drain_lines, require_root, require_tool, wait_line, Proc, TempDir, EXE};
+use support::{
+    drain_lines, require_root, require_tool, run_cmd, wait_line, Netns, Proc, TempDir, EXE,
+};
 
 /// One bench at a time (they share the CPUs they measure with).
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -28,55 +29,26 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn sh(args: &[&str]) {
-    let o = Command::new(args[0]).args(&args[1..]).output().unwrap();
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
-/// A tester namespace and a DuT namespace, removed on drop.
+/// A tester namespace and a DuT namespace, removed on drop (the bed).
 struct Net {
+    _bed: Netns,
     tester: String,
     dut: String,
 }
 
 impl Net {
     fn new(tag: &str) -> Net {
-        let n = Net {
-            tester: format!("lrx{tag}{}t", std::process::id()),
-            dut: format!("lrx{tag}{}d", std::process::id()),
-        };
-        for ns in [&n.tester, &n.dut] {
-            sh(&["ip", "netns", "add", ns]);
-            sh(&[
-                "ip",
-                "netns",
-                "exec",
-                ns,
-                "sysctl",
-                "-qw",
-                "net.ipv6.conf.all.disable_ipv6=1",
-            ]);
-            sh(&[
-                "ip",
-                "netns",
-                "exec",
-                ns,
-                "sysctl",
-                "-qw",
-                "net.ipv6.conf.default.disable_ipv6=1",
-            ]);
-            sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+        let bed = Netns::new(&format!("lrx{tag}"), &["t", "d"]);
+        Net {
+            tester: bed.ns(0).to_string(),
+            dut: bed.ns(1).to_string(),
+            _bed: bed,
         }
-        n
     }
     /// Tester port `p` <-> DuT port `d`; the DuT's side with GRO (a veth
     /// takes XDP frames only with NAPI) and RPS to CPU 1 (the DuT's CPU).
     fn link(&self, p: &str, d: &str) {
-        sh(&[
+        run_cmd(&[
             "ip",
             "-n",
             &self.tester,
@@ -91,12 +63,12 @@ impl Net {
             "netns",
             &self.dut,
         ]);
-        sh(&["ip", "-n", &self.tester, "link", "set", p, "up"]);
-        sh(&["ip", "-n", &self.dut, "link", "set", d, "up"]);
-        sh(&[
+        run_cmd(&["ip", "-n", &self.tester, "link", "set", p, "up"]);
+        run_cmd(&["ip", "-n", &self.dut, "link", "set", d, "up"]);
+        run_cmd(&[
             "ip", "netns", "exec", &self.dut, "ethtool", "-K", d, "gro", "on",
         ]);
-        sh(&[
+        run_cmd(&[
             "ip",
             "netns",
             "exec",
@@ -109,12 +81,12 @@ impl Net {
     fn dut(&self, args: &[&str]) {
         let mut v = vec!["ip", "netns", "exec", &self.dut];
         v.extend_from_slice(args);
-        sh(&v);
+        run_cmd(&v);
     }
     fn tester(&self, args: &[&str]) {
         let mut v = vec!["ip", "netns", "exec", &self.tester];
         v.extend_from_slice(args);
-        sh(&v);
+        run_cmd(&v);
     }
     /// A learning bridge br0 in the DuT's namespace over `ports`: no STP,
     /// no multicast snooping, no multicast from the bridge itself (it sends
@@ -161,7 +133,7 @@ impl Net {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        Proc(Some(child))
+        Proc::from(child)
     }
     /// The bench, in the tester's namespace; (status, stderr, JSON).
     fn bench(&self, args: &[&str], json: &std::path::Path) -> (bool, String, serde_json::Value) {
@@ -191,30 +163,6 @@ fn read_json(json: &std::path::Path) -> serde_json::Value {
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or(serde_json::Value::Null)
-}
-
-/// A child's stderr line by line, from a thread of its own (for
-/// [`wait_line`]); the receiver ends with the stream.
-fn stderr_lines(p: &mut Proc) -> Receiver<String> {
-    use std::io::BufRead;
-    let err = p.0.as_mut().unwrap().stderr.take().expect("stderr piped");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for l in std::io::BufReader::new(err).lines().map_while(Result::ok) {
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
-impl Drop for Net {
-    fn drop(&mut self) {
-        for ns in [&self.tester, &self.dut] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
-    }
 }
 
 const COMMON: &[&str] = &[
@@ -525,7 +473,7 @@ fn a_port_whose_link_goes_down_stops_the_run() {
         "10kpps",
     ]);
     let mut p = net.spawn_bench(&args, &json);
-    let lines = stderr_lines(&mut p);
+    let lines = p.stderr_lines();
     wait_line(&lines, Duration::from_secs(60), "the second search", |l| {
         l.contains("search 2:").then_some(())
     });

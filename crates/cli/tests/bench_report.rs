@@ -5,35 +5,29 @@
 //! a second short run with the same settings states the spread between
 //! the two runs, kept in the history file.
 
-#[path = "../../measure/tests/support/chromium.rs"]
-mod chromium;
 mod support;
-use support::require_root;
+use support::{chromium, require_root, Netns};
 
 use std::path::PathBuf;
 use std::process::Command;
 
 use linerate_measure::report::svg::PALETTE;
 
-/// Removes the run's namespaces if the test fails half way.
-struct Cleanup(String);
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        for i in 0..3 {
-            for part in ["gen", "dut", "sink"] {
-                let _ = Command::new("ip")
-                    .args(["netns", "del", &format!("{}{i}-{part}", self.0)])
-                    .output();
-            }
-        }
-    }
+/// The namespaces of the bench's three runs (`{prefix}{i}-{part}`), removed
+/// on drop if the test fails half way.
+fn cleanup(prefix: &str) -> Netns {
+    Netns::adopt(
+        (0..3)
+            .flat_map(|i| ["gen", "dut", "sink"].map(|part| format!("{prefix}{i}-{part}")))
+            .collect(),
+    )
 }
 
 #[test]
 fn rfc2544_run_reports_every_trial_and_renders() {
     require_root();
     let prefix = format!("lrbr{}", std::process::id() % 100_000);
-    let _c = Cleanup(prefix.clone());
+    let _c = cleanup(&prefix);
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("bench-report-{prefix}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -255,7 +249,7 @@ fn rerun_states_the_spread_between_runs(
     bridge: &serde_json::Value,
 ) {
     let json = dir.join("rerun.json");
-    let _c = Cleanup(format!("{prefix}r"));
+    let _c = cleanup(&format!("{prefix}r"));
     let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
         .env("LINERATE_HISTORY", history)
         .args(["bench", "--dut", "linux-bridge", "--sizes", "64"])

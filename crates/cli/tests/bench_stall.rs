@@ -50,8 +50,8 @@ fn a_stalled_generator_makes_an_invalid_repeated_trial_never_a_pass() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut p = Proc(Some(child));
-    let err = p.0.as_mut().unwrap().stderr.take().unwrap();
+    let mut p = Proc::from(child);
+    let err = p.child_mut().unwrap().stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel::<String>();
     std::thread::spawn(move || {
         for l in BufReader::new(err).lines().map_while(Result::ok) {

@@ -21,7 +21,7 @@ fn run_study(args: &[&str], hist: &std::path::Path, limit: Duration) -> (u32, St
         .stderr(Stdio::piped())
         .spawn()
         .expect("run linerate");
-    let p = Proc(Some(c));
+    let p = Proc::from(c);
     let pid = p.pid();
     let out = p.wait_output(limit, &args.join(" "));
     assert_ok(&out, &args.join(" "));

@@ -5,7 +5,7 @@
 //! and `ovs-afxdp-10k` forwards.
 
 mod support;
-use support::{require_root, require_tools, TempDir};
+use support::{require_root, require_tools, Netns, TempDir};
 
 use linerate_io::xdp::generator::ipv4_udp_frame;
 use linerate_measure::bench::dut::switch::{switch_rules, RuleSet, RULES_10K};
@@ -79,18 +79,14 @@ fn ten_k_rules_parse_and_match_bench_traffic_in_both_directions() {
     assert_eq!(t.len(), 2);
 }
 
-/// Removes the run's namespaces if the test fails half way.
-struct Cleanup(String);
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        for i in 0..2 {
-            for part in ["gen", "dut", "sink"] {
-                let _ = Command::new("ip")
-                    .args(["netns", "del", &format!("{}{i}-{part}", self.0)])
-                    .output();
-            }
-        }
-    }
+/// The namespaces of the bench's two runs (`{prefix}{i}-{part}`), removed on
+/// drop if the test fails half way.
+fn cleanup(prefix: &str) -> Netns {
+    Netns::adopt(
+        (0..2)
+            .flat_map(|i| ["gen", "dut", "sink"].map(|part| format!("{prefix}{i}-{part}")))
+            .collect(),
+    )
 }
 
 /// `linerate-switch-10k` and `ovs-afxdp-10k` (Open vSwitch: scripts/setup.sh
@@ -109,7 +105,7 @@ fn bench_switches_with_10k_rules_forward() {
         "ovs-appctl",
     ]);
     let prefix = format!("lrsw{}", std::process::id() % 100_000);
-    let _c = Cleanup(prefix.clone());
+    let _c = cleanup(&prefix);
     let dir = TempDir::new("bench-switch");
     let json = dir.0.join("bench.json");
     let duts = ["linerate-switch-10k", "ovs-afxdp-10k"];

@@ -303,7 +303,7 @@ fn kept_packets_go_out_to_an_external_analyser() {
     let sink_if = bed.sink().name.clone();
     let filter = format!("udp and src host {gen_ip}");
     // -Z root: tcpdump keeps root, so it can write into our private directory.
-    let mut tcpdump = Proc(Some(
+    let mut tcpdump = Proc::from(
         Command::new("ip")
             .args(["netns", "exec", bed.ns_sink(), "tcpdump", "-Z", "root"])
             .args(["-i", &sink_if, "-Q", "in", "-U", "-n", "-w"])
@@ -313,7 +313,7 @@ fn kept_packets_go_out_to_an_external_analyser() {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn ip netns exec tcpdump"),
-    ));
+    );
     // tcpdump is listening once its packet socket is bound in the namespace.
     wait_packet_sockets_of(&mut tcpdump, &tcpdump_bin, 1, "tcpdump");
     let out_if = format!("afpacket:{}", bed.dut_out().name);
@@ -415,7 +415,7 @@ fn sigterm_loses_no_acknowledged_record() {
     wait_ctl(&mut cap, &ctl, "linerate capture");
     let args = gen_args(&bed, &["--rate", "20kpps", "--duration", "30"]);
     let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
-    let gen = Proc(Some(
+    let gen = Proc::from(
         Command::new("ip")
             .args(["netns", "exec", bed.ns_gen(), EXE])
             .args(&args)
@@ -423,7 +423,7 @@ fn sigterm_loses_no_acknowledged_record() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap(),
-    ));
+    );
     // Read the once-a-second lines until acknowledged records show up.
     let lines = cap.stdout_lines();
     let acked = wait_line(

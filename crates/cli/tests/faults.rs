@@ -240,7 +240,7 @@ fn hostile_control_clients_cannot_hold_the_switch() {
         ));
     }
     let f = td.write("flows.txt", &flows);
-    let mut sw = Proc(Some(
+    let mut sw = Proc::from(
         Command::new(EXE)
             .args([
                 "switch",
@@ -257,7 +257,7 @@ fn hostile_control_clients_cannot_hold_the_switch() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap(),
-    ));
+    );
     wait_until(
         Duration::from_secs(60),
         "the switch's control socket",
@@ -343,7 +343,7 @@ fn hostile_control_clients_cannot_hold_the_switch() {
 fn a_second_capture_does_not_take_over_a_live_control_socket() {
     let td = TempDir::new("ctl2");
     let sock = td.join("c.sock");
-    let mut a = Proc(Some(
+    let mut a = Proc::from(
         Command::new(EXE)
             .args(["capture", "mem:a?source=64", "--json", "-q", "--ctl"])
             .arg(&sock)
@@ -351,7 +351,7 @@ fn a_second_capture_does_not_take_over_a_live_control_socket() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap(),
-    ));
+    );
     wait_ctl(&mut a, &sock, "first capture");
     let out = Command::new(EXE)
         .args(["capture", "mem:b?source=64", "--json", "-q", "--ctl"])
@@ -615,7 +615,7 @@ fn capture_gen_and_count_end_when_their_interface_goes() {
 // ------------------------------------------------------------------- Lua
 
 fn gen_script(script: &Path) -> Proc {
-    Proc(Some(
+    Proc::from(
         Command::new(EXE)
             .args([
                 "gen",
@@ -630,7 +630,7 @@ fn gen_script(script: &Path) -> Proc {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap(),
-    ))
+    )
 }
 
 /// Issue 34: bytecode is how a script leaves the sandbox (Lua does not
@@ -684,7 +684,7 @@ fn lua_scripts_end_within_two_seconds_with_one_line() {
     // while true do end: SIGTERM ends it (the instruction hook).
     let p = td.write("spin.lua", "log('spinning')\nwhile true do end\n");
     let mut g = gen_script(&p);
-    let mut err = BufReader::new(g.0.as_mut().unwrap().stderr.take().unwrap());
+    let mut err = BufReader::new(g.child_mut().unwrap().stderr.take().unwrap());
     let mut l = String::new();
     // Ready: the script has started (its first log line).
     while !l.contains("spinning") {
@@ -738,7 +738,7 @@ fn lua_scripts_end_within_two_seconds_with_one_line() {
     }
     // And a SIGTERM in the middle of the ramp ends it within 2 s.
     let mut g = gen_script(&ramp);
-    let mut err = BufReader::new(g.0.as_mut().unwrap().stderr.take().unwrap());
+    let mut err = BufReader::new(g.child_mut().unwrap().stderr.take().unwrap());
     let mut l = String::new();
     while !l.contains("pps measured") {
         l.clear();

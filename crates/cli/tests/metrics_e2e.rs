@@ -87,14 +87,14 @@ fn promtool_accepts(page: &str, what: &str) {
 }
 
 fn spawn(args: &[&str]) -> Proc {
-    Proc(Some(
+    Proc::from(
         Command::new(EXE)
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap(),
-    ))
+    )
 }
 
 #[test]
@@ -404,7 +404,7 @@ impl Prometheus {
         .unwrap();
         let port = free_port();
         let data = dir.join("data");
-        let mut p = Proc(Some(
+        let mut p = Proc::from(
             Command::new("ip")
                 .args(["netns", "exec", ns])
                 .arg(bin)
@@ -415,7 +415,7 @@ impl Prometheus {
                 .stderr(Stdio::piped())
                 .spawn()
                 .unwrap(),
-        ));
+        );
         wait_until(Duration::from_secs(60), "prometheus ready", || {
             p.assert_running("prometheus");
             get(Some(ns), port, "/-/ready").is_some()
@@ -678,7 +678,7 @@ fn the_bench_publishes_its_trials_while_it_runs() {
                 last = Some(page);
             }
         }
-        if p.0.as_mut().unwrap().try_wait().unwrap().is_some() {
+        if p.child_mut().unwrap().try_wait().unwrap().is_some() {
             break;
         }
         assert!(

@@ -26,7 +26,6 @@ use linerate_pipeline::switch::Rule;
 use serde_json::Value;
 use std::io::{BufReader, Read, Write};
 use std::net::TcpStream;
-use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -93,15 +92,6 @@ impl Drop for RssWatch {
             let _ = t.join();
         }
     }
-}
-
-/// Move this thread into network namespace `ns` (a thread of its own:
-/// the namespace is per thread).
-fn enter_netns(ns: &str) {
-    let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
-    // SAFETY: setns on a namespace file we opened; affects this thread only.
-    let r = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
-    assert_eq!(r, 0, "setns {ns}: {}", std::io::Error::last_os_error());
 }
 
 const MB: u64 = 1 << 20;
@@ -395,7 +385,7 @@ fn sixty_four_connections_streaming_a_million_flow_mods_stay_in_budget() {
     let of = {
         let ns = ns.clone();
         std::thread::spawn(move || {
-            enter_netns(&ns);
+            enter(&ns);
             free_port()
         })
         .join()
@@ -416,7 +406,7 @@ fn sixty_four_connections_streaming_a_million_flow_mods_stay_in_budget() {
         .map(|c| {
             let (ns, fam) = (ns.clone(), fam.clone());
             std::thread::spawn(move || {
-                enter_netns(&ns);
+                enter(&ns);
                 let s = of_connect(of);
                 // Replies are read as they come (the switch writes each
                 // before it reads on: a client that does not read holds
@@ -514,7 +504,7 @@ fn a_million_rule_dump_to_slow_readers_holds_no_copy() {
     let of = {
         let ns = ns.clone();
         std::thread::spawn(move || {
-            enter_netns(&ns);
+            enter(&ns);
             free_port()
         })
         .join()
@@ -533,7 +523,7 @@ fn a_million_rule_dump_to_slow_readers_holds_no_copy() {
     let slow_of = {
         let (ns, stop) = (ns.clone(), stop.clone());
         std::thread::spawn(move || {
-            enter_netns(&ns);
+            enter(&ns);
             let mut s = of_connect(of);
             s.write_all(&all_flows_request(9)).unwrap();
             let mut got = 0u64;
@@ -587,7 +577,7 @@ fn a_million_rule_dump_to_slow_readers_holds_no_copy() {
     let fast = {
         let ns = ns.clone();
         std::thread::spawn(move || {
-            enter_netns(&ns);
+            enter(&ns);
             let mut s = of_connect(of);
             s.write_all(&all_flows_request(10)).unwrap();
             let mut r = BufReader::with_capacity(1 << 16, s);
@@ -643,7 +633,7 @@ fn large_groups_and_rules_round_trip_or_are_refused_with_one_line() {
     let dir = TempDir::new("lr-bounds-big");
     let sock = dir.join("sw.sock");
     let port = free_port();
-    let mut p = Proc(Some(
+    let mut p = Proc::from(
         std::process::Command::new(EXE)
             .args([
                 "switch",
@@ -664,7 +654,7 @@ fn large_groups_and_rules_round_trip_or_are_refused_with_one_line() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap(),
-    ));
+    );
     wait_ctl(&mut p, &sock, "linerate switch");
     let target = format!("tcp:127.0.0.1:{port}");
     let ofctl = |cmd: &str, args: &[&str]| {

@@ -24,13 +24,11 @@ use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+
 use std::time::{Duration, Instant};
 
 mod support;
 use support::*;
-
-static SEQ: AtomicU32 = AtomicU32::new(0);
 
 /// The namespace tests run one at a time: on a 2-core machine a switch, a
 /// generator and receivers already fill the CPUs, and a stalled switch
@@ -41,84 +39,27 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn sh(args: &[&str]) {
-    let o = Command::new(args[0]).args(&args[1..]).output().unwrap();
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
-/// Namespaces `{tag}sw`, `{tag}h1..3`; veth `{tag}pN` (in sw) <-> `{tag}hN` (in hN).
+/// The kit's star: namespaces `{tag}sw`, `{tag}h1..3`; veth `{tag}pN` (in
+/// sw) <-> `{tag}hN` (in hN); and the test's private directory.
 struct Star {
-    tag: String,
+    star: NetnsStar,
     dir: TempDir,
-    /// The namespaces made so far (removed on drop).
-    made: Vec<String>,
 }
 
 impl Star {
     fn up() -> Star {
-        require_root();
-        let tag = format!(
-            "lsw{}{}",
-            std::process::id() % 100_000,
-            SEQ.fetch_add(1, Ordering::SeqCst)
-        );
-        let dir = TempDir::new(&tag);
-        let mut s = Star {
-            tag,
-            dir,
-            made: Vec::new(),
-        };
-        for n in ["sw", "h1", "h2", "h3"] {
-            let ns = s.ns(n);
-            sh(&["ip", "netns", "add", &ns]);
-            s.made.push(ns.clone());
-            sh(&["ip", "-n", &ns, "link", "set", "lo", "up"]);
-            // No IPv6 neighbour discovery or router solicitations in the counts.
-            sh(&[
-                "ip",
-                "netns",
-                "exec",
-                &ns,
-                "sysctl",
-                "-qw",
-                "net.ipv6.conf.all.disable_ipv6=1",
-                "net.ipv6.conf.default.disable_ipv6=1",
-            ]);
-        }
-        for i in 1..=3 {
-            let (p, h) = (s.sw_if(i), s.host_if(i));
-            sh(&[
-                "ip",
-                "link",
-                "add",
-                &p,
-                "netns",
-                &s.ns("sw"),
-                "type",
-                "veth",
-                "peer",
-                "name",
-                &h,
-                "netns",
-                &s.ns(&format!("h{i}")),
-            ]);
-            sh(&["ip", "-n", &s.ns("sw"), "link", "set", &p, "up"]);
-            sh(&["ip", "-n", &s.ns(&format!("h{i}")), "link", "set", &h, "up"]);
-        }
-        s
+        let star = NetnsStar::up("lrsw", 3);
+        let dir = TempDir::new(star.tag());
+        Star { star, dir }
     }
     fn ns(&self, n: &str) -> String {
-        format!("{}{n}", self.tag)
+        format!("{}{n}", self.star.tag())
     }
     fn sw_if(&self, i: u32) -> String {
-        format!("{}p{i}", self.tag)
+        self.star.sw_if(i)
     }
     fn host_if(&self, i: u32) -> String {
-        format!("{}h{i}", self.tag)
+        self.star.host_if(i)
     }
     fn sock(&self) -> PathBuf {
         self.dir.join("ctl.sock")
@@ -153,12 +94,12 @@ impl Star {
     /// answers (it is started after every port is open).
     fn spawn_switch(&self, mut c: Command) -> Proc {
         c.args(["--poll", "wait", "--json", "--quiet"]);
-        let mut p = Proc(Some(
+        let mut p = Proc::from(
             c.stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
                 .unwrap(),
-        ));
+        );
         wait_ctl(&mut p, &self.sock(), "linerate switch");
         p
     }
@@ -229,27 +170,19 @@ impl Star {
     }
 }
 
-impl Drop for Star {
-    fn drop(&mut self) {
-        for n in &self.made {
-            let _ = Command::new("ip").args(["netns", "del", n]).output();
-        }
-    }
-}
-
 /// How long a receiver or the switch may take to end.
 const END: Duration = Duration::from_secs(40);
 
 /// Extensions of the shared [`Proc`] for these tests.
 trait ProcExt {
     /// SIGINT, wait, last JSON line of stdout.
-    fn finish(self) -> Value;
+    fn stop(self) -> Value;
     /// Wait for the exit (a success), last JSON line of stdout.
     fn json(self) -> Value;
 }
 
 impl ProcExt for Proc {
-    fn finish(self) -> Value {
+    fn stop(self) -> Value {
         self.finish_json(END, "linerate")
     }
     fn json(self) -> Value {
@@ -302,8 +235,8 @@ fn forward_drop_and_add_flow_under_traffic() {
         "the switch to receive the second 1000 packets on port 1",
         || s.port_counter(1, "rx_packets") >= 2000,
     );
-    let (p2, _, _) = stream0(&c2.finish());
-    let (p3, _, _) = stream0(&c3.finish());
+    let (p2, _, _) = stream0(&c2.stop());
+    let (p3, _, _) = stream0(&c3.stop());
     assert_eq!((p2, p3), (0, 0));
 
     // add-flow while traffic to 10.0.3.3 flows (10 kpps for 3 s): once
@@ -374,7 +307,7 @@ fn forward_drop_and_add_flow_under_traffic() {
     assert!(first > created, "{j}");
     // 10 kpps: a matching packet comes every 100 us; well under a second.
     assert!(first - created < 1_000_000_000, "{j}");
-    let fin = sw.finish();
+    let fin = sw.stop();
     assert_eq!(fin["balanced"], true, "{fin}");
     // No packet lost at the switch-over: every packet of the last run was
     // either dropped by the old rule or arrived at h3.
@@ -396,7 +329,7 @@ fn rewrite_headers_with_good_checksums() {
     let tshark = require_tool("tshark");
     let pcap = s.path("rw.pcap");
     // -Z root: tcpdump keeps root, so it can write into our private directory.
-    let mut cap = Proc(Some(
+    let mut cap = Proc::from(
         Command::new("ip")
             .args(["netns", "exec", &s.ns("h2"), "tcpdump", "-Z", "root"])
             .args(["-i", &s.host_if(2), "-U", "-c", "50", "-w"])
@@ -406,7 +339,7 @@ fn rewrite_headers_with_good_checksums() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap(),
-    ));
+    );
     wait_packet_sockets_of(&mut cap, &tcpdump, 1, "tcpdump");
     s.gen("10.0.2.2", &["--count", "50", "--rate", "1kpps"]);
     // tcpdump -c 50 exits once it has written 50 packets.
@@ -487,7 +420,7 @@ fn group_replicates_and_meter_limits_rate() {
     let pv: Value = serde_json::from_str(ports.trim()).unwrap();
     let tx3 = pv["ports"][2]["tx_packets"].as_u64().unwrap();
     assert_eq!(tx3, 2000, "{pv}");
-    let fin = sw.finish();
+    let fin = sw.stop();
     assert_eq!(fin["balanced"], true, "{fin}");
     let metered = fin["drops"]["metered"].as_u64().unwrap();
     let offered = fin["received"].as_u64().unwrap() - 2000;
@@ -549,7 +482,7 @@ fn rule_churn_under_traffic_loses_nothing() {
     assert!(rounds >= 1);
     assert!(sent >= 70_000, "{v}");
     assert_eq!((p2, d2), (sent, 0), "{v}");
-    let fin = sw.finish();
+    let fin = sw.stop();
     assert_eq!(fin["balanced"], true, "{fin}");
 }
 
@@ -593,14 +526,14 @@ fn flower_amplifies_through_a_group_and_loops() {
     const PPS: f64 = 20_000.0;
     let s = Star::up();
     let sw_ns = s.ns("sw");
-    let loop_if = |i: u32, end: &str| format!("{}l{i}{end}", s.tag);
+    let loop_if = |i: u32, end: &str| format!("{}l{i}{end}", s.star.tag());
     for i in 1..=N {
         let (a, b) = (loop_if(i, "a"), loop_if(i, "b"));
-        sh(&[
+        run_cmd(&[
             "ip", "-n", &sw_ns, "link", "add", &a, "type", "veth", "peer", "name", &b,
         ]);
-        sh(&["ip", "-n", &sw_ns, "link", "set", &a, "up"]);
-        sh(&["ip", "-n", &sw_ns, "link", "set", &b, "up"]);
+        run_cmd(&["ip", "-n", &sw_ns, "link", "set", &a, "up"]);
+        run_cmd(&["ip", "-n", &sw_ns, "link", "set", &b, "up"]);
     }
     // Ports: 1 = generator (h1), 2 = sink (h2), 10+i / 20+i = the two ends of loop i.
     let buckets: String = (1..=N)
@@ -679,6 +612,6 @@ fn flower_amplifies_through_a_group_and_loops() {
             assert_eq!(p["tx_packets"].as_u64(), Some(N as u64 * SENT), "{ports}");
         }
     }
-    let fin = sw.finish();
+    let fin = sw.stop();
     assert_eq!(fin["balanced"], true, "{fin}");
 }

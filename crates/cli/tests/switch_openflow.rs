@@ -25,7 +25,7 @@ const FLOWS: &str = concat!(
 );
 
 struct Sw {
-    _p: Proc,
+    _p: Option<Proc>,
     target: String,
     sock: std::path::PathBuf,
     _dir: TempDir,
@@ -108,7 +108,7 @@ fn ctl_rules(sw: &Sw) -> Vec<String> {
 /// `linerate switch` with ports 1 (`port1`), 2 and 3 (sinks), the OpenFlow
 /// channel `of` and the control socket `sock`.
 fn spawn(port1: &str, of: &str, sock: &std::path::Path) -> Proc {
-    Proc(Some(
+    Proc::from(
         Command::new(EXE)
             .args([
                 "switch",
@@ -130,7 +130,7 @@ fn spawn(port1: &str, of: &str, sock: &std::path::Path) -> Proc {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start linerate switch"),
-    ))
+    )
 }
 
 /// The switch; `port1` is port 1's URI (a source of frames: with only
@@ -148,7 +148,7 @@ fn start(port1: &str) -> Sw {
         TcpStream::connect(("127.0.0.1", port)).is_ok()
     });
     Sw {
-        _p: p,
+        _p: Some(p),
         target: format!("tcp:127.0.0.1:{port}"),
         sock,
         _dir: dir,
@@ -330,7 +330,7 @@ fn the_switch_connects_to_a_controller() {
     let of = format!("tcp:127.0.0.1:{port}");
     let mut p = spawn("mem:a?source=64&flows=8", &of, &sock);
     let sw = Sw {
-        _p: Proc(None),
+        _p: None,
         target: String::new(),
         sock: sock.clone(),
         _dir: dir,

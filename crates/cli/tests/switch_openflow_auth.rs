@@ -55,8 +55,8 @@ fn spawn(args: &[&str]) -> Sw {
     .args(args)
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
-    let mut p = Proc(Some(c.spawn().expect("start linerate switch")));
-    let stderr = p.0.as_mut().unwrap().stderr.take().unwrap();
+    let mut p = Proc::from(c.spawn().expect("start linerate switch"));
+    let stderr = p.child_mut().unwrap().stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for l in BufReader::new(stderr).lines().map_while(Result::ok) {
@@ -426,7 +426,7 @@ impl Controller {
     fn start(dir: &TempDir, tls: &[PathBuf]) -> Controller {
         let py = require_python(&["ssl"]);
         let script = dir.write("controller.py", CONTROLLER);
-        let mut p = Proc(Some(
+        let mut p = Proc::from(
             Command::new(py)
                 .arg(&script)
                 .args(tls)
@@ -434,7 +434,7 @@ impl Controller {
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("start the controller"),
-        ));
+        );
         let out = p.stdout_lines();
         let first = out
             .recv_timeout(Duration::from_secs(20))

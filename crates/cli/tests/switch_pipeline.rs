@@ -793,12 +793,12 @@ impl LinerateSwitch {
         }
         c.args(["--flows", FLOWS, "--ctl"]).arg(&sock);
         c.args(["--poll", "wait", "--json", "--quiet"]);
-        let mut p = Proc(Some(
+        let mut p = Proc::from(
             c.stdout(Stdio::null())
                 .stderr(Stdio::piped())
                 .spawn()
                 .expect("start linerate switch"),
-        ));
+        );
         // The control socket answers once every port is open.
         wait_ctl(&mut p, &sock, "linerate switch");
         LinerateSwitch { p, sock, _dir: dir }

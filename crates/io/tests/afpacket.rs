@@ -3,8 +3,9 @@
 //! counters, hash fanout, and the one-line errors. Needs root.
 mod common;
 
-use common::{release_elsewhere_is_refused, require_root, NetnsGuard};
+use common::release_elsewhere_is_refused;
 use linerate_io::{open, Batch, OpenOptions, Pkt, Port};
+use linerate_testkit::{require_root, Netns};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -78,7 +79,7 @@ fn seq_of(b: &[u8]) -> Option<u32> {
 }
 
 /// Open `tx_uri` and `rx_uri` (each list of RX ports) inside the namespace.
-fn open_in(ns: &NetnsGuard, uris: &[&str], opts: &OpenOptions) -> Vec<Port> {
+fn open_in(ns: &Netns, uris: &[&str], opts: &OpenOptions) -> Vec<Port> {
     let uris: Vec<String> = uris.iter().map(|s| s.to_string()).collect();
     let opts = opts.clone();
     ns.run(move || {
@@ -197,7 +198,7 @@ fn transfer_frames(
     make: fn(u32) -> Vec<u8>,
 ) {
     require_root();
-    let ns = NetnsGuard::new("ap");
+    let ns = Netns::one("lrap");
     ns.veth("va", "vb");
     let opts = OpenOptions {
         batch,
@@ -348,7 +349,7 @@ fn recv_only(port: &mut Port, want: &[u8], what: &str, truncated: u64) {
 #[test]
 fn v2_drops_and_counts_frames_longer_than_its_frames() {
     require_root();
-    let ns = NetnsGuard::new("ap2");
+    let ns = Netns::one("lrap2");
     ns.veth("va", "vb");
     let opts = OpenOptions::default();
     let mut ports = open_in(
@@ -372,7 +373,7 @@ fn v2_drops_and_counts_frames_longer_than_its_frames() {
 #[test]
 fn v2_default_frames_hold_an_mtu_sized_frame() {
     require_root();
-    let ns = NetnsGuard::new("ap3");
+    let ns = Netns::one("lrap3");
     ns.veth("va", "vb");
     let busy = OpenOptions {
         busy_poll: true,
@@ -405,7 +406,7 @@ fn v2_default_frames_hold_an_mtu_sized_frame() {
 #[test]
 fn v2_hands_a_lone_frame_over_at_once_v3_after_its_timeout() {
     require_root();
-    let ns = NetnsGuard::new("ap1");
+    let ns = Netns::one("lrap1");
     ns.veth("va", "vb");
     let opts = OpenOptions::default();
     let mut ports = open_in(
@@ -460,7 +461,7 @@ fn v2_hands_a_lone_frame_over_at_once_v3_after_its_timeout() {
 fn fanout_hash_splits_disjoint() {
     require_root();
     const FLOWS: u32 = 64;
-    let ns = NetnsGuard::new("af");
+    let ns = Netns::one("lraf");
     ns.veth("va", "vb");
     let opts = OpenOptions::default();
     let mut ports = open_in(
@@ -564,7 +565,7 @@ fn one_line_errors() {
 #[test]
 fn info_and_reopen() {
     require_root();
-    let ns = NetnsGuard::new("ai");
+    let ns = Netns::one("lrai");
     ns.veth("va", "vb");
     for _ in 0..3 {
         let ports = open_in(
@@ -656,7 +657,7 @@ fn eperm_says_cap_net_raw() {
 #[test]
 fn a_batch_goes_back_only_to_its_own_port() {
     require_root();
-    let ns = NetnsGuard::new("apown");
+    let ns = Netns::one("lrapown");
     ns.veth("va", "vb");
     for ring in ["v2", "v3&tov_ms=1", "mmsg"] {
         let rx = format!("afpacket:vb?ring={ring}");

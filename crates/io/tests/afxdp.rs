@@ -5,8 +5,7 @@
 //! on a thread that joined the namespace with setns.
 use linerate_io::{Batch, OpenOptions, Pkt, Port};
 use std::os::fd::AsRawFd;
-use std::process::Command;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,83 +14,22 @@ use std::time::{Duration, Instant};
 const NO_PKT: Pkt = unsafe { Pkt::from_raw(std::ptr::null_mut(), 0, 0, 0) };
 
 mod common;
-use common::{release_elsewhere_is_refused, require_root, require_tool, wait_until};
+use common::release_elsewhere_is_refused;
+use linerate_testkit::{run_cmd as run, wait_until, Netns};
 
 const ETHERTYPE: u16 = 0x88b5; // local experimental
 const N: u32 = 10_000;
 
-struct Ns(String);
-impl Drop for Ns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
-}
-
-fn run(args: &[&str]) -> String {
-    require_tool(args[0]);
-    let o = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .expect("run");
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).to_string()
-}
-
 /// A fresh namespace with veth x0 <-> x1 up (IPv6 off: no stray frames).
-fn veth_ns() -> Ns {
-    require_root();
-    static COUNT: AtomicUsize = AtomicUsize::new(0);
-    let ns = Ns(format!(
-        "lrxdp{}_{}",
-        std::process::id(),
-        COUNT.fetch_add(1, Ordering::Relaxed)
-    ));
-    run(&["ip", "netns", "add", &ns.0]);
-    let n = ns.0.as_str();
-    run(&[
-        "ip",
-        "netns",
-        "exec",
-        n,
-        "sysctl",
-        "-qw",
-        "net.ipv6.conf.all.disable_ipv6=1",
-    ]);
-    run(&[
-        "ip",
-        "netns",
-        "exec",
-        n,
-        "sysctl",
-        "-qw",
-        "net.ipv6.conf.default.disable_ipv6=1",
-    ]);
-    run(&[
-        "ip", "-n", n, "link", "add", "x0", "type", "veth", "peer", "name", "x1",
-    ]);
-    run(&["ip", "-n", n, "link", "set", "x0", "up"]);
-    run(&["ip", "-n", n, "link", "set", "x1", "up"]);
+fn veth_ns() -> Netns {
+    let ns = Netns::one("lrxdp");
+    ns.veth("x0", "x1");
     ns
 }
 
 /// Run `f` on a thread inside namespace `ns` (threads it spawns inherit it).
-fn in_ns<T: Send + 'static>(ns: &Ns, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let name = ns.0.clone();
-    std::thread::spawn(move || {
-        let file = std::fs::File::open(format!("/run/netns/{name}")).unwrap();
-        // SAFETY: setns affects this thread only.
-        assert_eq!(
-            unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) },
-            0
-        );
-        f()
-    })
-    .join()
-    .unwrap_or_else(|e| std::panic::resume_unwind(e))
+fn in_ns<T: Send + 'static>(ns: &Netns, f: impl FnOnce() -> T + Send + 'static) -> T {
+    ns.run(f)
 }
 
 fn frame_len(i: u32) -> usize {
@@ -229,9 +167,9 @@ fn open(uri: &str) -> Port {
 /// Wait until no XDP program is attached to `ifname` (the kernel releases
 /// a bpf_link on the last close asynchronously); fails with `what` if one
 /// still is after 10 s.
-fn wait_no_xdp(ns: &Ns, ifname: &str, what: &str) {
+fn wait_no_xdp(ns: &Netns, ifname: &str, what: &str) {
     wait_until(Duration::from_secs(10), what, || {
-        !run(&["ip", "-n", &ns.0, "link", "show", ifname]).contains("xdp")
+        !ns.ip(&["link", "show", ifname]).contains("xdp")
     });
 }
 
@@ -602,7 +540,7 @@ fn afxdp_to_afxdp_10k() {
 #[test]
 fn multiqueue_veth_queue_index() {
     let ns = veth_ns();
-    let n = ns.0.as_str();
+    let n = ns.name();
     run(&[
         "ip",
         "-n",

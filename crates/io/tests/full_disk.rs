@@ -7,8 +7,7 @@ use linerate_io::file::{append_line, write_whole};
 use linerate_io::pcap::{PcapWriter, WriteFormat};
 use std::process::Command;
 
-mod common;
-use common::{require_tool, TempDir, Tmpfs};
+use linerate_testkit::{require_tool, TempDir, Tmpfs};
 
 #[test]
 fn appended_lines_and_whole_files_survive_a_full_disk() {

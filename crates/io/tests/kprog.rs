@@ -7,82 +7,16 @@ use linerate_io::xdp::count::XdpCount;
 use linerate_io::xdp::fwd::{veth_xdp_xmit_errors, MacPair, MacRewrite, XdpFwd};
 use linerate_io::xdp::generator::{ipv4_udp_frame, GenConfig, SigConfig, XdpGen, IPV4_UDP_PAYLOAD};
 use linerate_io::xdp::AttachMode;
-use std::os::fd::AsRawFd;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-mod common;
-use common::{require_root, require_tool, wait_until};
+use linerate_testkit::{enter, require_tool, run_cmd as run, wait_until, Netns, TempDir};
 
-static SEQ: AtomicU32 = AtomicU32::new(0);
-
-fn run(args: &[&str]) -> String {
-    require_tool(args[0]);
-    let o = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .expect("run");
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).to_string()
-}
-
-/// Namespaces removed on drop (also when the test fails).
-struct Bed(Vec<String>);
-impl Bed {
-    fn new(roles: &[&str]) -> Bed {
-        require_root();
-        let n = SEQ.fetch_add(1, Ordering::Relaxed);
-        let mut bed = Bed(Vec::new());
-        for r in roles {
-            let name = format!("lrkp{}x{n}{r}", std::process::id());
-            run(&["ip", "netns", "add", &name]);
-            bed.0.push(name.clone());
-            // No IPv6 autoconfiguration traffic to spoil exact counts.
-            for k in ["all", "default"] {
-                run(&[
-                    "ip",
-                    "netns",
-                    "exec",
-                    &name,
-                    "sysctl",
-                    "-qw",
-                    &format!("net.ipv6.conf.{k}.disable_ipv6=1"),
-                ]);
-            }
-        }
-        bed
-    }
-    fn ns(&self, i: usize) -> String {
-        self.0[i].clone()
-    }
-    /// A veth pair `a` (in namespace `na`) <-> `b` (in `nb`), both up.
-    fn veth(&self, na: usize, a: &str, nb: usize, b: &str) {
-        let (x, y) = (&self.0[na], &self.0[nb]);
-        run(&[
-            "ip", "-n", x, "link", "add", a, "type", "veth", "peer", "name", b, "netns", y,
-        ]);
-        run(&["ip", "-n", x, "link", "set", "dev", a, "up"]);
-        run(&["ip", "-n", y, "link", "set", "dev", b, "up"]);
-    }
-}
-impl Drop for Bed {
-    fn drop(&mut self) {
-        for n in &self.0 {
-            let _ = Command::new("ip").args(["netns", "del", n]).status();
-        }
-    }
-}
-
-/// Move the calling thread into namespace `ns`.
-fn enter(ns: &str) {
-    let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
-    // SAFETY: setns affects this thread only.
-    assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+/// The bed: namespaces `lrkp...{role}`, removed on drop (also when the
+/// test fails).
+fn bed(roles: &[&str]) -> Netns {
+    Netns::new("lrkp", roles)
 }
 
 /// A raw AF_PACKET socket on `ifname` (in the thread's namespace).
@@ -179,9 +113,9 @@ fn seq_of(f: &[u8]) -> u64 {
 
 #[test]
 fn gen_to_count_exact() {
-    let bed = Bed::new(&["g", "s"]);
-    bed.veth(0, "g0", 1, "d0");
-    let (g, s) = (bed.ns(0), bed.ns(1));
+    let bed = bed(&["g", "s"]);
+    bed.veth_between(0, "g0", 1, "d0");
+    let (g, s) = (bed.ns(0).to_string(), bed.ns(1).to_string());
     std::thread::spawn(move || {
         const N: u64 = 1_000_000;
         let f = frame(66);
@@ -233,9 +167,9 @@ fn gen_to_count_exact() {
 
 #[test]
 fn gen_frames_are_the_template_with_seq_and_ports() {
-    let bed = Bed::new(&["g", "s"]);
-    bed.veth(0, "g0", 1, "d0");
-    let (g, s) = (bed.ns(0), bed.ns(1));
+    let bed = bed(&["g", "s"]);
+    bed.veth_between(0, "g0", 1, "d0");
+    let (g, s) = (bed.ns(0).to_string(), bed.ns(1).to_string());
     std::thread::spawn(move || {
         let f = frame(100);
         enter(&s);
@@ -282,9 +216,9 @@ fn gen_frames_are_the_template_with_seq_and_ports() {
 
 #[test]
 fn gen_rejects_bad_config() {
-    let bed = Bed::new(&["g"]);
-    bed.veth(0, "g0", 0, "d0");
-    let g = bed.ns(0);
+    let bed = bed(&["g"]);
+    bed.veth_between(0, "g0", 0, "d0");
+    let g = bed.ns(0).to_string();
     std::thread::spawn(move || {
         enter(&g);
         let f = frame(60);
@@ -315,10 +249,14 @@ fn gen_rejects_bad_config() {
 
 #[test]
 fn fwd_both_directions_with_rewrite_and_detach() {
-    let bed = Bed::new(&["g", "d", "s"]);
-    bed.veth(0, "g0", 1, "fa");
-    bed.veth(1, "fb", 2, "s0");
-    let (g, d, s) = (bed.ns(0), bed.ns(1), bed.ns(2));
+    let bed = bed(&["g", "d", "s"]);
+    bed.veth_between(0, "g0", 1, "fa");
+    bed.veth_between(1, "fb", 2, "s0");
+    let (g, d, s) = (
+        bed.ns(0).to_string(),
+        bed.ns(1).to_string(),
+        bed.ns(2).to_string(),
+    );
     std::thread::spawn(move || {
         const N: u64 = 500_000;
         const M: u64 = 100_000;
@@ -414,9 +352,9 @@ fn fwd_both_directions_with_rewrite_and_detach() {
 /// on (or an XDP program) they arrive.
 #[test]
 fn gen_into_veth_without_peer_napi_is_lost_silently() {
-    let bed = Bed::new(&["g", "s"]);
-    bed.veth(0, "g0", 1, "d0");
-    let (g, s) = (bed.ns(0), bed.ns(1));
+    let bed = bed(&["g", "s"]);
+    bed.veth_between(0, "g0", 1, "d0");
+    let (g, s) = (bed.ns(0).to_string(), bed.ns(1).to_string());
     let rx = |s: &str| -> u64 {
         run(&[
             "ip",
@@ -475,9 +413,9 @@ fn mono_ns() -> u64 {
 #[test]
 fn gen_signature_on_the_wire_and_sampling() {
     use linerate_wire::signature::{self, FLAG_TS};
-    let bed = Bed::new(&["g", "s"]);
-    bed.veth(0, "g0", 1, "d0");
-    let (g, s) = (bed.ns(0), bed.ns(1));
+    let bed = bed(&["g", "s"]);
+    bed.veth_between(0, "g0", 1, "d0");
+    let (g, s) = (bed.ns(0).to_string(), bed.ns(1).to_string());
     std::thread::spawn(move || {
         let f = frame(80);
         enter(&s);
@@ -547,9 +485,9 @@ fn gen_signature_on_the_wire_and_sampling() {
 /// count / rate; the stop flag ends a paced run early.
 #[test]
 fn gen_rate_limit_exact_count_and_stop() {
-    let bed = Bed::new(&["g", "s"]);
-    bed.veth(0, "g0", 1, "d0");
-    let (g, s) = (bed.ns(0), bed.ns(1));
+    let bed = bed(&["g", "s"]);
+    bed.veth_between(0, "g0", 1, "d0");
+    let (g, s) = (bed.ns(0).to_string(), bed.ns(1).to_string());
     std::thread::spawn(move || {
         enter(&s);
         let sink = XdpCount::attach("d0", AttachMode::Native, false).unwrap();
@@ -600,9 +538,9 @@ fn gen_rate_limit_exact_count_and_stop() {
 #[test]
 fn gen_in_program_pacing_exact_count_seq_and_stop() {
     use linerate_io::xdp::generator::Pacing;
-    let bed = Bed::new(&["g", "s"]);
-    bed.veth(0, "g0", 1, "d0");
-    let (g, s) = (bed.ns(0), bed.ns(1));
+    let bed = bed(&["g", "s"]);
+    bed.veth_between(0, "g0", 1, "d0");
+    let (g, s) = (bed.ns(0).to_string(), bed.ns(1).to_string());
     std::thread::spawn(move || {
         const N: u64 = 20_000;
         enter(&s);
@@ -705,9 +643,9 @@ fn pin_to(cpu: usize) {
 #[test]
 fn gen_max_lag_slips_instead_of_catching_up() {
     use linerate_io::xdp::generator::Pacing;
-    let bed = Bed::new(&["g", "s"]);
-    bed.veth(0, "g0", 1, "d0");
-    let (g, s) = (bed.ns(0), bed.ns(1));
+    let bed = bed(&["g", "s"]);
+    bed.veth_between(0, "g0", 1, "d0");
+    let (g, s) = (bed.ns(0).to_string(), bed.ns(1).to_string());
     std::thread::spawn(move || {
         enter(&s);
         let sink =
@@ -767,9 +705,9 @@ fn gen_max_lag_slips_instead_of_catching_up() {
 #[ignore = "timing report that keeps both CPUs busy for ~20 s: run alone with `cargo test --release -p linerate-io --test kprog -- --ignored --nocapture gen_pacing_smoothness_report`"]
 fn gen_pacing_smoothness_report() {
     use linerate_io::xdp::generator::Pacing;
-    let bed = Bed::new(&["g", "s"]);
-    bed.veth(0, "g0", 1, "d0");
-    let (g, s) = (bed.ns(0), bed.ns(1));
+    let bed = bed(&["g", "s"]);
+    bed.veth_between(0, "g0", 1, "d0");
+    let (g, s) = (bed.ns(0).to_string(), bed.ns(1).to_string());
     std::thread::spawn(move || {
         enter(&s);
         let sink = std::sync::Arc::new(XdpCount::attach("d0", AttachMode::Native, false).unwrap());
@@ -850,9 +788,9 @@ fn gen_pacing_smoothness_report() {
 #[test]
 fn verified_frames_stale_foreign_and_duplicates() {
     use linerate_io::xdp::generator::TagConfig;
-    let bed = Bed::new(&["g", "s"]);
-    bed.veth(0, "g0", 1, "d0");
-    let (g, s) = (bed.ns(0), bed.ns(1));
+    let bed = bed(&["g", "s"]);
+    bed.veth_between(0, "g0", 1, "d0");
+    let (g, s) = (bed.ns(0).to_string(), bed.ns(1).to_string());
     std::thread::spawn(move || {
         const N: u64 = 200_000;
         enter(&s);
@@ -976,10 +914,10 @@ fn gen_imix_sizes_in_the_ratio_seven_four_one() {
             .to_string();
         assert!(e.contains(want), "{e}");
     }
-    let bed = Bed::new(&["g", "s"]);
-    bed.veth(0, "g0", 1, "d0");
-    let (g, s) = (bed.ns(0), bed.ns(1));
-    let dir = common::TempDir::new("imix");
+    let bed = bed(&["g", "s"]);
+    bed.veth_between(0, "g0", 1, "d0");
+    let (g, s) = (bed.ns(0).to_string(), bed.ns(1).to_string());
+    let dir = TempDir::new("imix");
     let pcap = dir.join("imix.pcap");
     const N: u64 = 24_000;
     // NAPI on d0 (an XDP program passing everything): XDP_TX'd frames
@@ -1095,9 +1033,9 @@ fn gen_imix_sizes_in_the_ratio_seven_four_one() {
 /// dropped like every other frame.
 #[test]
 fn count_passes_arp_for_its_address_only() {
-    let bed = Bed::new(&["g", "s"]);
-    bed.veth(0, "g0", 1, "d0");
-    let (g, s) = (bed.ns(0), bed.ns(1));
+    let bed = bed(&["g", "s"]);
+    bed.veth_between(0, "g0", 1, "d0");
+    let (g, s) = (bed.ns(0).to_string(), bed.ns(1).to_string());
     std::thread::spawn(move || {
         enter(&s);
         let mut sink =
@@ -1152,9 +1090,9 @@ fn count_passes_arp_for_its_address_only() {
 fn stamped_frames_do_not_wait_for_their_batch() {
     use linerate_io::xdp::count::LatencyHistogram;
     use linerate_io::xdp::generator::TagConfig;
-    let bed = Bed::new(&["g", "s"]);
-    bed.veth(0, "g0", 1, "d0");
-    let (g, s) = (bed.ns(0), bed.ns(1));
+    let bed = bed(&["g", "s"]);
+    bed.veth_between(0, "g0", 1, "d0");
+    let (g, s) = (bed.ns(0).to_string(), bed.ns(1).to_string());
     std::thread::spawn(move || {
         const N: u64 = 100_000;
         enter(&s);

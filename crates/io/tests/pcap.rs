@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{release_elsewhere_is_refused, require_tool, TempDir};
+use common::release_elsewhere_is_refused;
+use linerate_testkit::{require_tool, TempDir};
 
 /// A temporary file path (in a private directory of its own), removed on
 /// drop.

@@ -3,8 +3,7 @@
 use linerate_io::xdp::{AttachMode, XdpProgram};
 use std::process::Command;
 
-mod common;
-use common::{require_root, wait_until};
+use linerate_testkit::{wait_until, Netns};
 
 fn sh(args: &[&str]) -> String {
     let o = Command::new(args[0])
@@ -14,33 +13,12 @@ fn sh(args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).to_string()
 }
 
-struct Ns(String);
-impl Drop for Ns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
-}
-
 #[test]
 fn attach_and_detach_on_drop() {
-    require_root();
-    let ns = Ns(format!("lrxa{}", std::process::id()));
-    assert!(Command::new("ip")
-        .args(["netns", "add", &ns.0])
-        .status()
-        .unwrap()
-        .success());
-    assert!(Command::new("ip")
-        .args(["-n", &ns.0, "link", "add", "xa0", "type", "veth", "peer", "name", "xa1"])
-        .status()
-        .unwrap()
-        .success());
-    let name = ns.0.clone();
-    std::thread::spawn(move || {
-        let f = std::fs::File::open(format!("/run/netns/{name}")).unwrap();
-        use std::os::fd::AsRawFd;
-        // SAFETY: setns on this thread only.
-        assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+    let ns = Netns::one("lrxa");
+    // The pair stays down, as the program is attached to it here.
+    ns.ip(&["link", "add", "xa0", "type", "veth", "peer", "name", "xa1"]);
+    ns.run(move || {
         let idx = unsafe { libc::if_nametoindex(c"xa0".as_ptr()) };
         assert!(idx > 0);
         for mode in [AttachMode::Native, AttachMode::Generic] {
@@ -58,7 +36,5 @@ fn attach_and_detach_on_drop() {
                 || !sh(&["ip", "link", "show", "xa0"]).contains("prog/xdp"),
             );
         }
-    })
-    .join()
-    .unwrap();
+    });
 }

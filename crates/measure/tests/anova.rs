@@ -11,9 +11,7 @@ use linerate_measure::experiment::{
 };
 use serde_json::{json, Value};
 
-#[path = "../../io/tests/common/need.rs"]
-mod need;
-use need::{require_python, TempDir};
+use linerate_testkit::{require_python, TempDir};
 
 /// Deterministic pseudo-random numbers in [0, 1) (SplitMix64).
 struct Rng(u64);

@@ -15,9 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-#[path = "../../io/tests/common/need.rs"]
-mod need;
-use need::{require_cpus, require_root};
+use linerate_testkit::{require_cpus, require_root};
 
 static N: AtomicU32 = AtomicU32::new(0);
 

@@ -38,9 +38,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-#[path = "../../io/tests/common/need.rs"]
-mod need;
-use need::{require_cpus, require_root, require_tool};
+use linerate_testkit::{require_cpus, require_root, require_tool};
 
 /// 20 000 64-byte frames at 20 kpps (1 s): the sink keeps up.
 fn spec() -> TrialSpec {

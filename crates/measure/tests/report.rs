@@ -115,9 +115,7 @@ fn sample_data() -> ReportData {
     }
 }
 
-#[path = "support/chromium.rs"]
-mod chromium;
-use chromium::{hex, screenshot};
+use linerate_testkit::chromium::{hex, screenshot, Shot};
 
 #[test]
 fn report_renders_in_chromium_with_every_series_visible() {
@@ -161,21 +159,10 @@ fn report_renders_in_chromium_with_every_series_visible() {
     screenshot(&page, &shot, &dir.join("profile"), 3600);
     eprintln!("screenshot: {}", shot.display());
 
-    let dec = png::Decoder::new(std::fs::File::open(&shot).unwrap());
-    let mut reader = dec.read_info().unwrap();
-    let mut buf = vec![0; reader.output_buffer_size()];
-    let info = reader.next_frame(&mut buf).unwrap();
-    let ch = match info.color_type {
-        png::ColorType::Rgb => 3,
-        png::ColorType::Rgba => 4,
-        other => panic!("unexpected PNG color type {other:?}"),
-    };
-    assert_eq!(info.bit_depth, png::BitDepth::Eight);
-    let px = &buf[..info.buffer_size()];
-    let near = |p: &[u8], c: [u8; 3]| (0..3).all(|i| p[i].abs_diff(c[i]) <= 10);
-    let count = |c: [u8; 3]| px.chunks_exact(ch).filter(|p| near(p, c)).count();
+    let png = Shot::load(&shot);
+    let count = |c: [u8; 3]| png.count(c);
     let white = count([255, 255, 255]);
-    let total = (info.width * info.height) as usize;
+    let total = (png.width * png.height) as usize;
     assert!(white < total, "screenshot is blank");
     for (i, dut) in DUTS.iter().enumerate() {
         // 5 plots, several hundred pixels of line and markers each; the

@@ -9,9 +9,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-#[path = "../../io/tests/common/need.rs"]
-mod need;
-use need::{require_cpus, require_root, wait_until};
+use linerate_testkit::{require_cpus, require_root, wait_until, Netns};
 
 static N: AtomicU32 = AtomicU32::new(0);
 
@@ -296,18 +294,8 @@ fn collision_fails_and_leaves_the_other_namespace_alone() {
     let c = cfg("col");
     let name = c.name.clone().unwrap();
     let sink = format!("{name}-sink");
-    struct Ns(String);
-    impl Drop for Ns {
-        fn drop(&mut self) {
-            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-        }
-    }
-    assert!(Command::new("ip")
-        .args(["netns", "add", &sink])
-        .status()
-        .unwrap()
-        .success());
-    let _g = Ns(sink.clone());
+    // Someone else's namespace at the name the bed's sink would take.
+    let _g = Netns::named(&sink);
     let e = Testbed::up(&c).unwrap_err().to_string();
     assert!(e.contains(&sink) && e.contains("already exists"), "{e}");
     assert!(

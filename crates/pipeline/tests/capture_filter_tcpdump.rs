@@ -12,9 +12,7 @@ use linerate_wire::arp::ArpRepr;
 use linerate_wire::build::{build_arp, build_icmp_echo, build_tcp, build_udp, FrameParams, IpPair};
 use linerate_wire::tcp::{flags, TcpRepr};
 
-#[path = "../../io/tests/common/need.rs"]
-mod need;
-use need::{require_tool, TempDir};
+use linerate_testkit::{require_tool, TempDir};
 
 /// Mixed frames, each unique (an index in the payload or IP id).
 fn frames() -> Vec<Vec<u8>> {

@@ -1,21 +1,19 @@
-//! Helpers shared by the CLI end-to-end tests (`mod support;` in each):
-//! what a test needs (root, tools: fail, never skip) and waiting for
-//! readiness, private temporary directories removed on drop
-//! (crates/io/tests/common/need.rs, re-exported here), child processes
-//! killed on drop, running linerate (also
-//! inside a network namespace), waiting for its packet sockets, XDP
-//! programs and control sockets, reading its JSON; a star of network
-//! namespaces with raw packet sockets in them (netns.rs) and a private
-//! Open vSwitch (ovs.rs).
+//! What the CLI end-to-end tests (`mod support;` in each) add to the
+//! workspace's test kit, linerate_testkit (re-exported here whole): running
+//! the `linerate` binary built for the tests (CARGO_BIN_EXE_linerate), also
+//! inside a network namespace, and waiting for its packet sockets and its
+//! control sockets; reading its capture statistics and pcap files; a TCP
+//! port for it to listen on; raw packet sockets in a namespace that see
+//! VLAN tags as linerate's afpacket port does (packet.rs); a private Open
+//! vSwitch (ovs.rs) built on the kit's processes.
 #![allow(dead_code)]
 
-#[path = "../../../io/tests/common/need.rs"]
-mod need;
-pub use need::*;
-mod netns;
 // Not every test crate that has `mod support;` uses these.
 #[allow(unused_imports)]
-pub use netns::*;
+pub use linerate_testkit::*;
+mod packet;
+#[allow(unused_imports)]
+pub use packet::*;
 mod ovs;
 #[allow(unused_imports)]
 pub use ovs::*;
@@ -23,100 +21,14 @@ pub use ovs::*;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 pub const EXE: &str = env!("CARGO_BIN_EXE_linerate");
 
-/// True when running as root. Tests that need root call [`require_root`]
-/// (fail, never skip).
+/// True when running as root (the kit's [`is_root`]).
 pub fn root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// A child process, killed and reaped on drop (test failure included).
-pub struct Proc(pub Option<Child>);
-
-impl Proc {
-    pub fn pid(&self) -> u32 {
-        self.0.as_ref().unwrap().id()
-    }
-    /// Wait up to `t` for the exit; kill it after that (and fail).
-    pub fn wait_output(mut self, t: Duration, what: &str) -> Output {
-        let mut c = self.0.take().unwrap();
-        let start = Instant::now();
-        while c.try_wait().unwrap().is_none() {
-            if start.elapsed() > t {
-                let _ = c.kill();
-                let out = c.wait_with_output().unwrap();
-                panic!(
-                    "{what} did not end within {t:?}; stderr: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        c.wait_with_output().unwrap()
-    }
-    /// Wait up to `t` for the exit, which must be a success; the last JSON
-    /// line of its stdout.
-    pub fn wait_json(self, t: Duration, what: &str) -> Value {
-        let out = self.wait_output(t, what);
-        assert_ok(&out, what);
-        last_json(&String::from_utf8_lossy(&out.stdout))
-    }
-    /// SIGINT, then [`Proc::wait_json`].
-    pub fn finish_json(self, t: Duration, what: &str) -> Value {
-        self.interrupt();
-        self.wait_json(t, what)
-    }
-    /// Fail the test with its stderr if the process has exited.
-    pub fn assert_running(&mut self, what: &str) {
-        panic_if_exited(self, what);
-    }
-    /// Its stdout, line by line, from a thread of its own (so the test can
-    /// wait for a line with a deadline); the receiver ends with the stream.
-    pub fn stdout_lines(&mut self) -> Receiver<String> {
-        let out = self.0.as_mut().unwrap().stdout.take();
-        lines_of(out.expect("stdout piped"))
-    }
-    /// [`Proc::stdout_lines`] for its stderr.
-    pub fn stderr_lines(&mut self) -> Receiver<String> {
-        let err = self.0.as_mut().unwrap().stderr.take();
-        lines_of(err.expect("stderr piped"))
-    }
-    pub fn interrupt(&self) {
-        self.signal(libc::SIGINT);
-    }
-    pub fn signal(&self, sig: i32) {
-        // SAFETY: signalling our own child (`ip netns exec` execs linerate in place).
-        unsafe { libc::kill(self.pid() as i32, sig) };
-    }
-}
-
-/// The lines of `r`, read by a thread of their own; the receiver ends with
-/// the stream.
-fn lines_of(r: impl std::io::Read + Send + 'static) -> Receiver<String> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(r).lines().map_while(Result::ok) {
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if let Some(c) = self.0.as_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
+    is_root()
 }
 
 /// A TCP port on 127.0.0.1 nobody listens on now, in this thread's
@@ -163,63 +75,10 @@ pub fn linerate_ok(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// A finished process, which must have succeeded (else its stderr).
-pub fn assert_ok(out: &Output, what: &str) {
-    assert!(
-        out.status.success(),
-        "{what}: {}: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// The last JSON object line of a command's stdout.
-pub fn last_json(stdout: &str) -> Value {
-    let line = stdout
-        .lines()
-        .rev()
-        .find(|l| l.starts_with('{'))
-        .unwrap_or_else(|| panic!("no JSON line in: {stdout}"));
-    serde_json::from_str(line).unwrap()
-}
-
 /// `linerate ARGS` inside network namespace `ns`, stdout/stderr piped.
 pub fn spawn_in(ns: &str, args: &[&str]) -> Proc {
-    let c = Command::new("ip")
-        .args(["netns", "exec", ns, EXE])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn ip netns exec linerate");
-    Proc(Some(c))
-}
-
-/// Fail the test with `p`'s stderr if it has exited.
-fn panic_if_exited(p: &mut Proc, what: &str) {
-    if let Some(st) = p.0.as_mut().unwrap().try_wait().unwrap() {
-        let c = p.0.take().unwrap();
-        let out = c.wait_with_output().unwrap();
-        panic!(
-            "{what} exited early ({st}): {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-}
-
-/// Running packet sockets (bound to an interface, running) in the network
-/// namespace of process `pid` (/proc/PID/net/packet).
-fn running_packet_sockets(pid: u32) -> usize {
-    std::fs::read_to_string(format!("/proc/{pid}/net/packet"))
-        .unwrap_or_default()
-        .lines()
-        .skip(1)
-        .filter(|l| {
-            // sk RefCnt Type Proto Iface R Rmem User Inode
-            let f: Vec<&str> = l.split_whitespace().collect();
-            f.len() > 5 && f[4] != "0" && f[5] == "1"
-        })
-        .count()
+    let mut cmd = in_ns(ns, &[EXE]);
+    Proc::spawn(cmd.args(args), "linerate").expect("spawn ip netns exec linerate")
 }
 
 /// Wait until process `p` runs linerate (exec done, so it is in its
@@ -229,40 +88,6 @@ fn running_packet_sockets(pid: u32) -> usize {
 /// keep every frame that arrives until the process reads it.
 pub fn wait_packet_sockets(p: &mut Proc, n: usize, what: &str) {
     wait_packet_sockets_of(p, Path::new(EXE), n, what)
-}
-
-/// [`wait_packet_sockets`] for a process that runs program `exe` (e.g.
-/// tcpdump started through `ip netns exec`).
-pub fn wait_packet_sockets_of(p: &mut Proc, exe: &Path, n: usize, what: &str) {
-    let pid = p.pid();
-    let exe = exe.canonicalize().unwrap_or_else(|_| exe.to_path_buf());
-    wait_until(
-        Duration::from_secs(20),
-        &format!("{what}: {n} running packet sockets"),
-        || {
-            panic_if_exited(p, what);
-            let exe_ok = std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|e| e == exe);
-            exe_ok && running_packet_sockets(pid) >= n
-        },
-    );
-}
-
-/// Wait until `ifname` in namespace `ns` has an XDP program attached (by
-/// process `p`, which must not exit meanwhile). An in-kernel counter
-/// (`count --xdp`) counts from then on.
-pub fn wait_xdp(p: &mut Proc, ns: &str, ifname: &str, what: &str) {
-    wait_until(
-        Duration::from_secs(20),
-        &format!("{what}: an XDP program on {ifname}"),
-        || {
-            panic_if_exited(p, what);
-            let out = Command::new("ip")
-                .args(["-n", ns, "link", "show", "dev", ifname])
-                .output()
-                .expect("ip link");
-            String::from_utf8_lossy(&out.stdout).contains("prog/xdp")
-        },
-    );
 }
 
 /// One request line to the control socket `sock` (`linerate capture
@@ -286,7 +111,7 @@ pub fn wait_ctl(p: &mut Proc, sock: &Path, what: &str) {
         Duration::from_secs(20),
         &format!("{what}: an answer on its control socket {}", sock.display()),
         || {
-            panic_if_exited(p, what);
+            p.assert_running(what);
             ctl_request(sock, "stats").is_some()
         },
     );
@@ -303,7 +128,7 @@ pub fn wait_capture_received(p: &mut Proc, sock: &Path, n: u64, what: &str) {
     let t = Instant::now();
     let mut last = Value::Null;
     loop {
-        panic_if_exited(p, what);
+        p.assert_running(what);
         if let Some(v) = capture_stats(sock) {
             if v["totals"]["received"].as_u64().unwrap_or(0) >= n {
                 return;
@@ -315,54 +140,6 @@ pub fn wait_capture_received(p: &mut Proc, sock: &Path, n: u64, what: &str) {
             "{what}: {n} packets not received after 30 s; stats at the last look: {last}"
         );
         std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// The first line from `lines` (see [`Proc::stdout_lines`]) for which `f`
-/// gives a value; fails after `limit` (or when the stream ends) naming
-/// `what` and the last line seen.
-pub fn wait_line<T>(
-    lines: &Receiver<String>,
-    limit: Duration,
-    what: &str,
-    mut f: impl FnMut(&str) -> Option<T>,
-) -> T {
-    let t = Instant::now();
-    let mut last = String::new();
-    loop {
-        let left = limit.saturating_sub(t.elapsed());
-        match lines.recv_timeout(left) {
-            Ok(l) => {
-                if let Some(v) = f(&l) {
-                    return v;
-                }
-                last = l;
-            }
-            Err(RecvTimeoutError::Timeout) => panic!(
-                "waited {:.1} s, in vain, for: {what} (last line: {last})",
-                limit.as_secs_f64()
-            ),
-            Err(RecvTimeoutError::Disconnected) => {
-                panic!("output ended before: {what} (last line: {last})")
-            }
-        }
-    }
-}
-
-/// Every further line of `lines` until the stream ends (the process
-/// closed its stdout, e.g. exited); fails if it has not ended after `limit`.
-pub fn drain_lines(lines: &Receiver<String>, limit: Duration, what: &str) -> Vec<String> {
-    let t = Instant::now();
-    let mut v = Vec::new();
-    loop {
-        match lines.recv_timeout(limit.saturating_sub(t.elapsed())) {
-            Ok(l) => v.push(l),
-            Err(RecvTimeoutError::Disconnected) => return v,
-            Err(RecvTimeoutError::Timeout) => panic!(
-                "{what}: output still open after {:.1} s",
-                limit.as_secs_f64()
-            ),
-        }
     }
 }
 
@@ -442,18 +219,6 @@ pub fn tshark_count(f: &Path) -> u64 {
         f.display()
     );
     String::from_utf8_lossy(&out.stdout).lines().count() as u64
-}
-
-/// The network namespaces whose names start with `prefix`.
-pub fn netns_with(prefix: &str) -> Vec<String> {
-    std::fs::read_dir("/run/netns")
-        .map(|rd| {
-            rd.flatten()
-                .filter_map(|e| e.file_name().into_string().ok())
-                .filter(|n| n.starts_with(prefix))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Removes a test's directory and every namespace with its prefix on

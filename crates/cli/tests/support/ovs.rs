@@ -148,7 +148,7 @@ impl Ovs {
             .stderr(err)
             .spawn()
             .unwrap_or_else(|e| panic!("start {name}: {e}"));
-        Proc(Some(child))
+        Proc::new(child, name)
     }
 
     /// `ovs-vsctl ARGS` on this instance's database (must succeed); stdout.
@@ -190,7 +190,7 @@ impl Ovs {
         let exited = self
             .vswitchd
             .as_mut()
-            .and_then(|p| p.0.as_mut())
+            .and_then(|p| p.child_mut())
             .is_some_and(|c| c.try_wait().unwrap().is_some());
         assert!(!exited, "ovs-vswitchd exited: {}", self.log_tail());
     }
@@ -239,12 +239,12 @@ fn check(out: std::io::Result<std::process::Output>, what: &str) {
 /// SIGTERM, then up to `t` for the exit; [`Proc`]'s drop kills it after that.
 fn stop(p: &mut Option<Proc>, t: Duration) {
     let Some(mut p) = p.take() else { return };
-    let Some(c) = p.0.as_mut() else { return };
+    let Some(c) = p.child_mut() else { return };
     if c.try_wait().ok().flatten().is_none() {
         p.signal(libc::SIGTERM);
         let start = Instant::now();
         while start.elapsed() < t {
-            match p.0.as_mut().unwrap().try_wait() {
+            match p.child_mut().unwrap().try_wait() {
                 Ok(None) => std::thread::sleep(Duration::from_millis(10)),
                 _ => break,
             }

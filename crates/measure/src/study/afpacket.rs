@@ -16,10 +16,11 @@
 //!    length, which is the comparison.
 
 use super::StudyReport;
-use super::{check_prefix, in_ns, last_json, run_bench, running_packet_sockets, Child};
+use super::{check_prefix, last_json, run_bench};
 use crate::report::Table;
 use crate::testbed::{Testbed, TestbedConfig};
 use linerate_io::afpacket::{DEFAULT_BLOCKS, DEFAULT_BLOCK_SIZE, DEFAULT_V2_FRAMES};
+use linerate_testkit::{in_ns, running_packet_sockets, Proc};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -140,7 +141,7 @@ impl AfpacketStudy {
                 None
             }
             Some([a, b]) => {
-                let mut f = Child::spawn(
+                let mut f = Proc::spawn(
                     &mut in_ns(
                         &i.ns_dut,
                         &self.lr(&format!("fwd {a} {b} --cpu 1 --json --quiet")),
@@ -151,7 +152,7 @@ impl AfpacketStudy {
                 Some(f)
             }
         };
-        let mut count = Child::spawn(
+        let mut count = Proc::spawn(
             &mut in_ns(
                 &i.ns_sink,
                 &self.lr(&format!(
@@ -162,7 +163,7 @@ impl AfpacketStudy {
             "linerate count afpacket:s0",
         )?;
         count.wait_ready(ready, |p| running_packet_sockets(p, exe) >= 1)?;
-        let g = Child::spawn(
+        let g = Proc::spawn(
             &mut in_ns(
                 &i.ns_gen,
                 &self.lr(&format!(

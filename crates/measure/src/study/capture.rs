@@ -14,7 +14,7 @@
 //! the analysis and bound by capture) and the method x frame size ANOVA
 //! (allocation of variation, `measure::experiment`).
 
-use super::{has_capture_fd, last_json, linerate, Child, StudyReport};
+use super::{last_json, linerate, StudyReport};
 use crate::experiment::runner::{analyse, observations_table};
 use crate::experiment::spec::Obs;
 use crate::experiment::Transform;
@@ -22,6 +22,7 @@ use crate::experiment::{Design, Factor};
 use crate::report::svg::{Axis, Chart, Line, Marker, PALETTE};
 use crate::report::Table;
 use crate::testbed::{Testbed, TestbedConfig};
+use linerate_testkit::{has_capture_fd, Proc};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::Command;
@@ -197,7 +198,7 @@ impl Bed<'_> {
         // Ready once it holds its socket or XDP link; then a moment for the
         // ring set-up that follows (bind, mmap, attach). Dropped on an
         // error: killed and reaped.
-        let mut cap = Child::spawn(&mut in_ns(&self.ns_cap, cpus, &cmd), method)?;
+        let mut cap = Proc::spawn(&mut in_ns(&self.ns_cap, cpus, &cmd), method)?;
         cap.wait_ready(Duration::from_secs(10), has_capture_fd)?;
         std::thread::sleep(Duration::from_millis(300));
         let s = self.study;

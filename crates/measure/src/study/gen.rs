@@ -16,10 +16,11 @@
 //! sender); the count is d0's kernel `rx_packets` (for veth it includes
 //! frames handled by XDP; exact).
 
-use super::{has_capture_fd, last_json, Child, StudyReport};
+use super::{last_json, StudyReport};
 use crate::report::svg::{Axis, Chart, Line, Marker, PALETTE};
 use crate::report::Table;
 use crate::testbed::{DutMode, Testbed, TestbedConfig};
+use linerate_testkit::{has_capture_fd, Proc};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::Command;
@@ -57,8 +58,8 @@ fn run_ns(ns: &str, args: &[String]) -> Result<String, String> {
 
 /// Start `args` in `ns` and wait until it holds its socket or XDP link,
 /// then a moment for the set-up that follows (bind, mmap, attach).
-fn spawn_ready(ns: &str, args: &[String]) -> Result<Child, String> {
-    let mut c = Child::spawn(&mut ns_cmd(ns, args), &args.join(" "))?;
+fn spawn_ready(ns: &str, args: &[String]) -> Result<Proc, String> {
+    let mut c = Proc::spawn(&mut ns_cmd(ns, args), &args.join(" "))?;
     c.wait_ready(Duration::from_secs(10), has_capture_fd)?;
     std::thread::sleep(Duration::from_millis(300));
     Ok(c)
@@ -179,7 +180,7 @@ impl GenStudy {
             } else {
                 ns_cmd(&gns, cmd)
             };
-            let c = Child::spawn(&mut cmd_line, name)?;
+            let c = Proc::spawn(&mut cmd_line, name)?;
             std::thread::sleep(Duration::from_secs(1));
             let (a, t0) = (rx_packets(&dns, "d0")?, Instant::now());
             std::thread::sleep(Duration::from_secs(secs));

@@ -8,7 +8,10 @@
 //! The studies drive the `linerate` binary in child processes (its path is
 //! given), as the RFC 2544 bench drives its DuTs: the tester and the thing
 //! measured are separate processes, and measure stays beside the pipelines
-//! rather than on top of them.
+//! rather than on top of them. The children are the test kit's
+//! (`linerate_testkit::Proc`, run in a namespace with `in_ns`, ready by
+//! `running_packet_sockets` or `has_capture_fd`): the same process helpers
+//! as the tests', through their non-panicking half.
 
 pub mod afpacket;
 pub mod capture;
@@ -25,7 +28,6 @@ use serde_json::Value;
 use std::fmt::Write;
 use std::io::Read;
 use std::path::Path;
-use std::time::Duration;
 
 /// What a study found, ready to print and write.
 pub struct StudyReport {
@@ -266,19 +268,6 @@ pub fn last_json(what: &str, out: &str) -> Result<Value, String> {
     serde_json::from_str(l).map_err(|e| format!("{what}: not JSON ({e}): {l}"))
 }
 
-/// Whether process `pid` holds a socket or a BPF link (it has opened what
-/// it captures with).
-pub fn has_capture_fd(pid: u32) -> bool {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|d| {
-        d.flatten().any(|e| {
-            std::fs::read_link(e.path()).is_ok_and(|t| {
-                let t = t.to_string_lossy();
-                t.starts_with("socket:") || t.contains("bpf-link") || t.contains("bpf-prog")
-            })
-        })
-    })
-}
-
 /// 1234567 -> "1,234,567".
 pub fn thousands(n: u64) -> String {
     let s = n.to_string();
@@ -290,228 +279,6 @@ pub fn thousands(n: u64) -> String {
         o.push(c);
     }
     o
-}
-
-/// A study's child process (a method, a receiver, a switch) with its
-/// standard output and error piped: ended with SIGINT (its final report),
-/// killed and reaped when dropped first.
-pub struct Child {
-    child: Option<std::process::Child>,
-    what: String,
-    /// With [`Child::stdout_lines`]: the thread reading its standard
-    /// error, which returns the last lines at its end.
-    err_thread: Option<std::thread::JoinHandle<String>>,
-}
-
-impl Child {
-    /// Start `cmd` (`what` names it in errors).
-    pub fn spawn(cmd: &mut std::process::Command, what: &str) -> Result<Child, String> {
-        use std::process::Stdio;
-        let c = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("{what}: {e}"))?;
-        Ok(Child {
-            child: Some(c),
-            what: what.to_string(),
-            err_thread: None,
-        })
-    }
-
-    pub fn id(&self) -> u32 {
-        self.child.as_ref().map_or(0, |c| c.id())
-    }
-
-    /// Wait until `ready(pid)` holds (at most `limit`); an exit before that
-    /// is an error with the child's standard error.
-    pub fn wait_ready(
-        &mut self,
-        limit: Duration,
-        ready: impl Fn(u32) -> bool,
-    ) -> Result<(), String> {
-        let t0 = std::time::Instant::now();
-        let c = self.child.as_mut().ok_or("no process")?;
-        while !ready(c.id()) {
-            if let Ok(Some(st)) = c.try_wait() {
-                let mut e = String::new();
-                if let Some(mut s) = c.stderr.take() {
-                    let _ = s.read_to_string(&mut e);
-                }
-                // Its standard error may be read by a thread already.
-                if let Some(t) = self.err_thread.take() {
-                    e = t.join().unwrap_or_default();
-                }
-                return Err(format!("{} ended early ({st}): {}", self.what, e.trim()));
-            }
-            if t0.elapsed() > limit {
-                return Err(format!(
-                    "{}: not ready after {} s",
-                    self.what,
-                    limit.as_secs()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(())
-    }
-
-    /// Its standard output and error, for the caller to read as it runs.
-    pub fn take_pipes(
-        &mut self,
-    ) -> (
-        Option<std::process::ChildStdout>,
-        Option<std::process::ChildStderr>,
-    ) {
-        self.child
-            .as_mut()
-            .map_or((None, None), |c| (c.stdout.take(), c.stderr.take()))
-    }
-
-    /// Wait for it to end by itself; its exit status.
-    pub fn wait(mut self) -> Result<std::process::ExitStatus, String> {
-        let mut c = self.child.take().ok_or("no process")?;
-        c.wait().map_err(|e| format!("{}: {e}", self.what))
-    }
-
-    /// SIGINT, then (stdout, stderr) once it ended; one that has not ended
-    /// 20 s later is killed (its output then is what it wrote so far).
-    pub fn finish(mut self) -> Result<(String, String), String> {
-        let mut c = self.child.take().ok_or("no process")?;
-        // SAFETY: kill(2) on our own child, not yet reaped (so its pid is
-        // still ours).
-        unsafe {
-            libc::kill(c.id() as i32, libc::SIGINT);
-        }
-        let t0 = std::time::Instant::now();
-        while c.try_wait().ok().flatten().is_none() {
-            if t0.elapsed() > Duration::from_secs(20) {
-                let _ = c.kill();
-                let _ = c.wait();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let (mut out, mut err) = (String::new(), String::new());
-        if let Some(mut o) = c.stdout.take() {
-            let _ = o.read_to_string(&mut out);
-        }
-        if let Some(mut e) = c.stderr.take() {
-            let _ = e.read_to_string(&mut err);
-        }
-        if let Some(t) = self.err_thread.take() {
-            err = t.join().unwrap_or_default();
-        }
-        Ok((out, err))
-    }
-    /// Its standard output line by line, read by a thread from now on (a
-    /// long run's once-a-second lines would otherwise fill the pipe and
-    /// stop it); [`Child::finish`] then returns no standard output. Its
-    /// standard error is read by a thread as well, which keeps the last 20
-    /// lines for [`Child::finish`] and [`Child::stderr_tail`].
-    pub fn stdout_lines(&mut self) -> std::sync::mpsc::Receiver<String> {
-        if let Some(e) = self.child.as_mut().and_then(|c| c.stderr.take()) {
-            self.err_thread = Some(std::thread::spawn(move || {
-                use std::io::BufRead;
-                let mut tail = std::collections::VecDeque::new();
-                for l in std::io::BufReader::new(e).lines().map_while(Result::ok) {
-                    if tail.len() == 20 {
-                        tail.pop_front();
-                    }
-                    tail.push_back(l);
-                }
-                Vec::from(tail).join("\n")
-            }));
-        }
-        let (tx, rx) = std::sync::mpsc::channel();
-        if let Some(o) = self.child.as_mut().and_then(|c| c.stdout.take()) {
-            std::thread::spawn(move || {
-                use std::io::BufRead;
-                for l in std::io::BufReader::new(o).lines().map_while(Result::ok) {
-                    if tx.send(l).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-        rx
-    }
-
-    /// Its standard input, if the command was given a piped one.
-    pub fn stdin(&mut self) -> Option<std::process::ChildStdin> {
-        self.child.as_mut().and_then(|c| c.stdin.take())
-    }
-
-    /// Whether it has ended (by itself or killed).
-    pub fn exited(&mut self) -> bool {
-        self.child
-            .as_mut()
-            .is_none_or(|c| c.try_wait().ok().flatten().is_some())
-    }
-
-    /// The last lines of its standard error, once it has ended (for the
-    /// message of a child that died).
-    pub fn stderr_tail(&mut self) -> String {
-        let mut e = String::new();
-        if let Some(mut s) = self.child.as_mut().and_then(|c| c.stderr.take()) {
-            let _ = s.read_to_string(&mut e);
-        }
-        if let Some(t) = self.err_thread.take() {
-            e = t.join().unwrap_or_default();
-        }
-        let l: Vec<&str> = e.trim().lines().collect();
-        l[l.len().saturating_sub(2)..].join(" / ")
-    }
-
-    /// Wait for it to end by itself: (exit status, stdout, stderr).
-    pub fn output(mut self) -> Result<(std::process::ExitStatus, String, String), String> {
-        let c = self.child.take().ok_or("no process")?;
-        let o = c
-            .wait_with_output()
-            .map_err(|e| format!("{}: {e}", self.what))?;
-        Ok((
-            o.status,
-            String::from_utf8_lossy(&o.stdout).into_owned(),
-            String::from_utf8_lossy(&o.stderr).into_owned(),
-        ))
-    }
-}
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        if let Some(c) = self.child.as_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// `cmd` run in network namespace `ns` (`ip netns exec`, which execs it:
-/// the child's pid is the command's).
-pub fn in_ns(ns: &str, cmd: &[String]) -> std::process::Command {
-    let mut c = std::process::Command::new("ip");
-    c.args(["netns", "exec", ns]).args(cmd);
-    c
-}
-
-/// Packet sockets bound to an interface and running in the network
-/// namespace of process `pid` (/proc/PID/net/packet), once the process runs
-/// `exe` (so `ip netns exec` has entered the namespace and exec'd it).
-pub fn running_packet_sockets(pid: u32, exe: &Path) -> usize {
-    let exe = exe.canonicalize().unwrap_or_else(|_| exe.to_path_buf());
-    if !std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|e| e == exe) {
-        return 0;
-    }
-    std::fs::read_to_string(format!("/proc/{pid}/net/packet"))
-        .unwrap_or_default()
-        .lines()
-        .skip(1)
-        .filter(|l| {
-            // sk RefCnt Type Proto Iface R Rmem User Inode
-            let f: Vec<&str> = l.split_whitespace().collect();
-            f.len() > 5 && f[4] != "0" && f[5] == "1"
-        })
-        .count()
 }
 
 /// Run `linerate bench ARGS --json -` as a child that dies with this

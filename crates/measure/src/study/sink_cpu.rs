@@ -130,7 +130,7 @@ impl SinkCpuStudy {
             args.extend(["--sink-cpu".into(), c.to_string()]);
         }
         let what = format!("linerate {}", args.join(" "));
-        let mut child = super::Child::spawn(
+        let mut child = linerate_testkit::Proc::spawn(
             Command::new(&self.linerate)
                 .args(&args)
                 .stdin(Stdio::null()),

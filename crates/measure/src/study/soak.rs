@@ -23,10 +23,11 @@
 //!    pipeline's final report: received = passed + drops, drops by reason,
 //!    the kernel's AF_XDP rx_ring_full, the generator's longest stall.
 
-use super::{check_prefix, in_ns, last_json, run_bench, Child, StudyReport};
+use super::{check_prefix, last_json, run_bench, StudyReport};
 use crate::report::svg::{Axis, Chart, Line, Marker, PALETTE};
 use crate::report::Table;
 use crate::testbed::{Testbed, TestbedConfig};
+use linerate_testkit::{in_ns, Proc};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::PathBuf;
@@ -125,7 +126,7 @@ pub fn slope_per_min(pts: &[(f64, u64)]) -> f64 {
 
 /// A running pipeline: the process, its stdout lines and the last one.
 struct Pipeline {
-    child: Child,
+    child: Proc,
     lines: std::sync::mpsc::Receiver<String>,
     last: String,
 }
@@ -242,7 +243,7 @@ impl SoakStudy {
         };
         let mut c = in_ns(ns, &cmd);
         c.stdin(std::process::Stdio::piped());
-        let mut child = Child::spawn(&mut c, &format!("linerate {name}"))?;
+        let mut child = Proc::spawn(&mut c, &format!("linerate {name}"))?;
         // The switch's rules on its standard input (end of file: all).
         if let Some(mut i) = child.stdin() {
             if name == "switch" {
@@ -250,6 +251,7 @@ impl SoakStudy {
                     .map_err(|e| format!("linerate switch: its rules: {e}"))?;
             }
         }
+        child.keep_stderr_tail();
         let lines = child.stdout_lines();
         // Ready once its first once-a-second line is out: its ports are
         // open and its loop runs.
@@ -271,7 +273,7 @@ impl SoakStudy {
 
     /// Run the generator in `ns` to its end; its JSON.
     fn gen(&self, ns: &str, rate: u64, secs: u64) -> Result<Value, String> {
-        let (st, out, err) = Child::spawn(
+        let (st, out, err) = Proc::spawn(
             &mut in_ns(
                 ns,
                 &self.lr(&format!(
@@ -382,7 +384,7 @@ impl SoakStudy {
             "  {name}: loss-free ~{loss_free} pps; soaking at {rate} pps for {} s",
             self.seconds
         ));
-        let mut gen = Child::spawn(
+        let mut gen = Proc::spawn(
             &mut in_ns(
                 &ns_gen,
                 &self.lr(&format!(
@@ -392,7 +394,7 @@ impl SoakStudy {
             ),
             "linerate gen g0 --xdp",
         )?;
-        let pid = p.child.id();
+        let pid = p.child.pid();
         let t0 = Instant::now();
         let mut rss = Vec::new();
         let mut k = 0u64;

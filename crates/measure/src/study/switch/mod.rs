@@ -27,9 +27,10 @@ pub mod veth;
 
 pub use rules::sweep_rules_text;
 
-use super::{last_json, linerate, Child, StudyReport};
+use super::{last_json, linerate, StudyReport};
 use crate::report::svg::{Axis, Chart, Line, Marker, PALETTE};
 use crate::report::Table;
+use linerate_testkit::Proc;
 use ovs::{ovs_version, Ovs, NO_OVS};
 use rules::{insert_rules, sweep_rules};
 use serde_json::{json, Value};
@@ -66,7 +67,7 @@ pub struct SwitchStudy {
 /// A running `linerate switch` with a control socket (killed and reaped if
 /// dropped before [`Switch::finish`]).
 struct Switch {
-    child: Child,
+    child: Proc,
     sock: PathBuf,
 }
 
@@ -94,9 +95,9 @@ impl Switch {
         if let Some(f) = flows {
             c.arg("--flows").arg(f);
         }
-        let mut child = Child::spawn(&mut c, "linerate switch")?;
+        let mut child = Proc::spawn(&mut c, "linerate switch")?;
         // A run that dies leaves no switch behind: the bench's watchdog kills it.
-        crate::guard::register_pid(child.id());
+        crate::guard::register_pid(child.pid());
         child.wait_ready(Duration::from_secs(60), |_| sock.exists())?;
         Ok(Switch { child, sock })
     }

@@ -25,9 +25,10 @@ use super::ovs::{ovs_version, Ovs, NO_OVS};
 use super::rules::insert_rules;
 use crate::bench::external::Raw;
 use crate::report::Table;
-use crate::study::{in_ns, last_json, thousands, Child};
+use crate::study::{last_json, thousands};
 use crate::testbed::{in_netns, Testbed, TestbedConfig, IF_GEN, IF_SINK};
 use linerate_io::xdp::generator::ipv4_udp_frame;
+use linerate_testkit::{in_ns, Proc};
 use serde_json::{json, Value};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
@@ -420,7 +421,7 @@ fn connect(ns: &str, d: &dyn Dialer) -> Result<Box<dyn Controller>, String> {
 /// A running `linerate switch` (killed if dropped) and the lines of its
 /// standard output.
 struct Linerate {
-    child: Child,
+    child: Proc,
     lines: Receiver<String>,
 }
 
@@ -459,10 +460,11 @@ fn start_linerate(
     ]
     .map(String::from)
     .to_vec();
-    let mut child = Child::spawn(&mut in_ns(ns, &args), "linerate switch")?;
-    crate::guard::register_pid(child.id());
+    let mut child = Proc::spawn(&mut in_ns(ns, &args), "linerate switch")?;
+    crate::guard::register_pid(child.pid());
     // Both pipes are read from now on: a stream of refusals on its
     // standard error cannot stop it.
+    child.keep_stderr_tail();
     let lines = child.stdout_lines();
     child.wait_ready(Duration::from_secs(30), |_| listening(ns))?;
     let c = connect(ns, d)?;

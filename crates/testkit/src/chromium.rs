@@ -1,12 +1,15 @@
-//! Headless Chromium for the report tests (shared by crates/measure and
-//! crates/cli tests through `#[path]`): find the browser, take a
-//! screenshot of a page, count pixels of a color.
-#![allow(dead_code)]
+//! Headless Chromium for the HTML report tests (feature `chromium`): find
+//! the browser, take a screenshot of a page, count the pixels of a color.
+//!
+//! Test-only conveniences: each panics when the browser is missing, fails
+//! or takes longer than 60 s, or the screenshot cannot be decoded.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The browser: $CHROMIUM, or chromium, chromium-browser or google-chrome
+/// in $PATH.
 pub fn find_chromium() -> PathBuf {
     if let Some(p) = std::env::var_os("CHROMIUM") {
         return PathBuf::from(p);
@@ -25,6 +28,8 @@ pub fn find_chromium() -> PathBuf {
     );
 }
 
+/// A `1200 x height` screenshot of the page `html` into `png`, with a
+/// browser profile in `profile`; waits up to 60 s for the browser.
 pub fn screenshot(html: &Path, png: &Path, profile: &Path, height: u32) {
     let bin = find_chromium();
     let mut child = Command::new(&bin)
@@ -69,6 +74,7 @@ pub fn screenshot(html: &Path, png: &Path, profile: &Path, height: u32) {
     }
 }
 
+/// `#rrggbb` as RGB bytes.
 pub fn hex(c: &str) -> [u8; 3] {
     let v = u32::from_str_radix(c.trim_start_matches('#'), 16).unwrap();
     [(v >> 16) as u8, (v >> 8) as u8, v as u8]

@@ -1,128 +1,11 @@
-//! Network namespaces for the end-to-end tests: a star of host namespaces
-//! around a switch namespace ([`NetnsStar`]) and raw packet sockets opened
-//! in a namespace ([`PacketSocket`]) that send real frames and see every
-//! frame that arrives, VLAN tag included.
+//! Raw packet sockets opened in a network namespace ([`PacketSocket`]) that
+//! send real frames and see every frame that arrives, VLAN tag included
+//! (put back from the auxiliary data by linerate_io's own `vlan_of`, which
+//! is why this stays beside the CLI tests rather than in the test kit).
 
+use linerate_testkit::run_in;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
-
-/// Run a command (no shell) that must succeed; its stdout.
-pub fn run_cmd(args: &[&str]) -> String {
-    let o = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-static STAR_SEQ: AtomicU32 = AtomicU32::new(0);
-
-/// Namespaces `{tag}sw` and `{tag}h1..hN`; veth `{tag}pI` (in sw, the
-/// switch's port I) <-> `{tag}hI` (in hI), all up, IPv6 off (no neighbour
-/// discovery or router solicitations among the test's frames). The tag is
-/// the caller's prefix, this process's id and a counter: unique per bed.
-/// Every namespace made is removed on drop, also when the test fails
-/// (with it the veths and whatever else lived there).
-pub struct NetnsStar {
-    pub tag: String,
-    pub hosts: u32,
-    made: Vec<String>,
-}
-
-impl NetnsStar {
-    /// The bed with `hosts` host namespaces. `prefix` starts with "lr"
-    /// (scripts/test.sh looks for namespaces left behind by that).
-    pub fn up(prefix: &str, hosts: u32) -> NetnsStar {
-        super::require_root();
-        super::require_tools(&["ip", "sysctl"]);
-        assert!(prefix.starts_with("lr"), "prefix {prefix}");
-        let tag = format!(
-            "{prefix}{}{}",
-            std::process::id() % 100_000,
-            STAR_SEQ.fetch_add(1, Ordering::SeqCst)
-        );
-        // Interface names have 15 characters at most: tag, 'p' or 'h', port.
-        assert!(
-            tag.len() + 1 + hosts.to_string().len() <= 15,
-            "tag {tag} too long"
-        );
-        let mut s = NetnsStar {
-            tag,
-            hosts,
-            made: Vec::new(),
-        };
-        let names: Vec<String> = std::iter::once(s.sw_ns())
-            .chain((1..=hosts).map(|i| s.host_ns(i)))
-            .collect();
-        for ns in names {
-            run_cmd(&["ip", "netns", "add", &ns]);
-            s.made.push(ns.clone());
-            run_cmd(&["ip", "-n", &ns, "link", "set", "lo", "up"]);
-            run_cmd(&[
-                "ip",
-                "netns",
-                "exec",
-                &ns,
-                "sysctl",
-                "-qw",
-                "net.ipv6.conf.all.disable_ipv6=1",
-                "net.ipv6.conf.default.disable_ipv6=1",
-            ]);
-        }
-        for i in 1..=hosts {
-            let (p, h, hns) = (s.sw_if(i), s.host_if(i), s.host_ns(i));
-            run_cmd(&[
-                "ip",
-                "link",
-                "add",
-                &p,
-                "netns",
-                &s.sw_ns(),
-                "type",
-                "veth",
-                "peer",
-                "name",
-                &h,
-                "netns",
-                &hns,
-            ]);
-            run_cmd(&["ip", "-n", &s.sw_ns(), "link", "set", &p, "up"]);
-            run_cmd(&["ip", "-n", &hns, "link", "set", &h, "up"]);
-        }
-        s
-    }
-    /// The switch's namespace.
-    pub fn sw_ns(&self) -> String {
-        format!("{}sw", self.tag)
-    }
-    /// Host `i`'s namespace (1-based).
-    pub fn host_ns(&self, i: u32) -> String {
-        format!("{}h{i}", self.tag)
-    }
-    /// The switch's end of host `i`'s veth (in [`NetnsStar::sw_ns`]).
-    pub fn sw_if(&self, i: u32) -> String {
-        format!("{}p{i}", self.tag)
-    }
-    /// Host `i`'s end of its veth (in [`NetnsStar::host_ns`]).
-    pub fn host_if(&self, i: u32) -> String {
-        format!("{}h{i}", self.tag)
-    }
-}
-
-impl Drop for NetnsStar {
-    fn drop(&mut self) {
-        for n in &self.made {
-            let _ = Command::new("ip").args(["netns", "del", n]).output();
-        }
-    }
-}
 
 /// A raw AF_PACKET socket bound to one interface of a namespace: it sends
 /// whole Ethernet frames as given and receives every frame that arrives on
@@ -154,7 +37,7 @@ impl PacketSocket {
     pub fn open(ns: &str, ifname: &str) -> PacketSocket {
         let name = ifname.to_string();
         // Sockets made in a thread that entered `ns` stay there for good.
-        let fd = linerate_measure::testbed::in_netns(ns, move || {
+        let fd = run_in(ns, move || {
             let proto = (libc::ETH_P_ALL as u16).to_be();
             // SAFETY: plain socket creation; the fd is owned right away.
             let raw = unsafe {
@@ -197,8 +80,7 @@ impl PacketSocket {
             };
             assert_eq!(r, 0, "bind to {name}: {}", std::io::Error::last_os_error());
             fd
-        })
-        .unwrap_or_else(|e| panic!("{e}"));
+        });
         let s = PacketSocket {
             fd,
             ifname: ifname.to_string(),
