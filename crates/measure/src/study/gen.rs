@@ -443,7 +443,7 @@ impl GenStudy {
         if let Some(t) = trafgen.filter(|t| *t > 0.0) {
             findings.push(format!("`--xdp` sends {:.1}x trafgen's rate on one core ({top:.3} against {t:.3} Mpps; goal: at least 10x).", top / t));
         }
-        findings.push("Pacing smoothness of `--xdp` (coefficient of variation of the per-millisecond rate at the receiver) is a report of its own: `cargo test --release -p linerate-io --test kprog -- --ignored --nocapture gen_pacing_smoothness_report`.".into());
+        findings.push("Pacing smoothness of `--xdp` (coefficient of variation of the per-millisecond rate at the receiver) is a report of its own: `cargo test --release -p linerate-pipeline --test kprog -- --ignored --nocapture gen_pacing_smoothness_report`.".into());
         let clock = lat
             .first()
             .and_then(|l| l["count"]["clock_detail"].as_str())

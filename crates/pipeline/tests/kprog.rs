@@ -1,12 +1,15 @@
 //! The in-kernel pieces end to end on veth pairs in private namespaces:
 //! xdp::generator -> xdp::count exact counts and frame contents, and
 //! xdp::generator -> xdp::fwd -> xdp::count in both directions with MAC rewrite.
+//! Here, not in io's tests: the generator runs by the pipeline layer's
+//! `generate::xdp::{send, send_for}` (its pacing and lanes).
 //! Needs root (fails without); waits for counters to reach their counts,
 //! never a fixed time.
 use linerate_io::xdp::count::XdpCount;
 use linerate_io::xdp::fwd::{veth_xdp_xmit_errors, MacPair, MacRewrite, XdpFwd};
 use linerate_io::xdp::generator::{ipv4_udp_frame, GenConfig, SigConfig, XdpGen, IPV4_UDP_PAYLOAD};
 use linerate_io::xdp::AttachMode;
+use linerate_pipeline::generate::xdp::{send, send_for};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -134,7 +137,7 @@ fn gen_to_count_exact() {
             ..Default::default()
         };
         let mut gen = XdpGen::new("g0", &f, cfg).unwrap();
-        let st = gen.run(N, &AtomicBool::new(false)).unwrap();
+        let st = send(&mut gen, N, &AtomicBool::new(false)).unwrap();
         assert_eq!(st.sent, N, "{st:?}");
         wait_count(&sink, N, "sink on d0");
         let c = sink.read().unwrap();
@@ -149,12 +152,15 @@ fn gen_to_count_exact() {
         assert_eq!(c.no_seq, 0);
         assert_eq!(veth_xdp_xmit_errors("g0"), Some(0));
         // Stop before the start: nothing sent.
-        let st = gen.run(N, &AtomicBool::new(true)).unwrap();
+        let st = send(&mut gen, N, &AtomicBool::new(true)).unwrap();
         assert_eq!(st.sent, 0);
         // A timed run stops on time.
-        let st = gen
-            .run_for(Duration::from_millis(300), &AtomicBool::new(false))
-            .unwrap();
+        let st = send_for(
+            &mut gen,
+            Duration::from_millis(300),
+            &AtomicBool::new(false),
+        )
+        .unwrap();
         assert!(st.sent > 0 && st.duration_ns < 2_000_000_000, "{st:?}");
         eprintln!(
             "gen -> count: {:.2} Mpps (debug build, run_for)",
@@ -186,7 +192,7 @@ fn gen_frames_are_the_template_with_seq_and_ports() {
             ..Default::default()
         };
         let mut gen = XdpGen::new("g0", &f, cfg).unwrap();
-        assert_eq!(gen.run(8, &AtomicBool::new(false)).unwrap().sent, 8);
+        assert_eq!(send(&mut gen, 8, &AtomicBool::new(false)).unwrap().sent, 8);
         let got = raw.recv(8);
         assert_eq!(got.len(), 8);
         assert_eq!(sink.read().unwrap().packets, 8);
@@ -283,12 +289,12 @@ fn fwd_both_directions_with_rewrite_and_detach() {
         // g0 -> fa => fb -> s0
         let f = frame(64);
         let mut gen_g = XdpGen::new("g0", &f, GenConfig::default()).unwrap();
-        assert_eq!(gen_g.run(N, &stop).unwrap().sent, N);
+        assert_eq!(send(&mut gen_g, N, &stop).unwrap().sent, N);
         // s0 -> fb => fa -> g0
         enter(&s);
         let f2 = frame(128);
         let mut gen_s = XdpGen::new("s0", &f2, GenConfig::default()).unwrap();
-        assert_eq!(gen_s.run(M, &stop).unwrap().sent, M);
+        assert_eq!(send(&mut gen_s, M, &stop).unwrap().sent, M);
         wait_count(&sink_s, N, "sink on s0");
         wait_count(&sink_g, M, "sink on g0");
         let c = fwd.counters();
@@ -311,7 +317,7 @@ fn fwd_both_directions_with_rewrite_and_detach() {
         let sink_s = XdpCount::attach("s0", AttachMode::Native, true).unwrap();
         let raw = Raw::open("s0");
         enter(&g);
-        assert_eq!(gen_g.run(4, &stop).unwrap().sent, 4);
+        assert_eq!(send(&mut gen_g, 4, &stop).unwrap().sent, 4);
         let got = raw.recv(4);
         assert_eq!(got.len(), 4);
         for x in &got {
@@ -324,7 +330,7 @@ fn fwd_both_directions_with_rewrite_and_detach() {
         let _sink_g = XdpCount::attach("g0", AttachMode::Native, true).unwrap();
         let raw_g = Raw::open("g0");
         enter(&s);
-        assert_eq!(gen_s.run(2, &stop).unwrap().sent, 2);
+        assert_eq!(send(&mut gen_s, 2, &stop).unwrap().sent, 2);
         let got = raw_g.recv(2);
         assert_eq!(got.len(), 2);
         assert_eq!(got[0], f2);
@@ -374,7 +380,10 @@ fn gen_into_veth_without_peer_napi_is_lost_silently() {
         std::thread::spawn(move || {
             enter(&gs);
             let mut gen = XdpGen::new("g0", &frame(60), GenConfig::default()).unwrap();
-            assert_eq!(gen.run(1000, &AtomicBool::new(false)).unwrap().sent, 1000);
+            assert_eq!(
+                send(&mut gen, 1000, &AtomicBool::new(false)).unwrap().sent,
+                1000
+            );
             veth_xdp_xmit_errors("g0")
         })
         .join()
@@ -434,7 +443,10 @@ fn gen_signature_on_the_wire_and_sampling() {
         };
         let mut gen = XdpGen::new("g0", &f, cfg).unwrap();
         let before = mono_ns();
-        assert_eq!(gen.run(16, &AtomicBool::new(false)).unwrap().sent, 16);
+        assert_eq!(
+            send(&mut gen, 16, &AtomicBool::new(false)).unwrap().sent,
+            16
+        );
         let got = raw.recv(16);
         let after = mono_ns();
         assert_eq!(got.len(), 16);
@@ -463,7 +475,10 @@ fn gen_signature_on_the_wire_and_sampling() {
             ..Default::default()
         };
         let mut gen = XdpGen::new("g0", &f, cfg).unwrap();
-        assert_eq!(gen.run(16, &AtomicBool::new(false)).unwrap().sent, 16);
+        assert_eq!(
+            send(&mut gen, 16, &AtomicBool::new(false)).unwrap().sent,
+            16
+        );
         let got = raw.recv(16);
         assert_eq!(got.len(), 16);
         let mut seqs = Vec::new();
@@ -498,7 +513,7 @@ fn gen_rate_limit_exact_count_and_stop() {
             ..Default::default()
         };
         let mut gen = XdpGen::new("g0", &frame(60), cfg).unwrap();
-        let st = gen.run(20_000, &AtomicBool::new(false)).unwrap();
+        let st = send(&mut gen, 20_000, &AtomicBool::new(false)).unwrap();
         assert_eq!(st.sent, 20_000, "{st:?}");
         // 0.2 s ideal; each call costs some ms (RCU), loosely bounded.
         assert!(
@@ -514,7 +529,7 @@ fn gen_rate_limit_exact_count_and_stop() {
             std::thread::sleep(Duration::from_millis(200));
             s2.store(true, Ordering::SeqCst);
         });
-        let st = gen.run(u64::MAX, &stop).unwrap();
+        let st = send(&mut gen, u64::MAX, &stop).unwrap();
         h.join().unwrap();
         assert!(st.duration_ns < 1_000_000_000, "{st:?}");
         // The stop is the property; how many frames left before it depends
@@ -559,7 +574,7 @@ fn gen_in_program_pacing_exact_count_seq_and_stop() {
             ..Default::default()
         };
         let mut gen = XdpGen::new("g0", &frame(66), cfg).unwrap();
-        let st = gen.run(N, &AtomicBool::new(false)).unwrap();
+        let st = send(&mut gen, N, &AtomicBool::new(false)).unwrap();
         assert_eq!(st.sent, N, "{st:?}");
         assert!(st.idle_runs > 0, "{st:?}");
         // 0.1 s ideal; loosely bounded (debug build, shared machine).
@@ -580,7 +595,11 @@ fn gen_in_program_pacing_exact_count_seq_and_stop() {
         // (a loaded machine), so the best of three short runs is checked;
         // with the schedule started in user space all three were >= 10 ms.
         let best_late = (0..3)
-            .map(|_| gen.run(200, &AtomicBool::new(false)).unwrap().late_max_ns)
+            .map(|_| {
+                send(&mut gen, 200, &AtomicBool::new(false))
+                    .unwrap()
+                    .late_max_ns
+            })
             .min()
             .unwrap();
         assert!(best_late < 5_000_000, "schedule slipped {best_late} ns");
@@ -593,9 +612,12 @@ fn gen_in_program_pacing_exact_count_seq_and_stop() {
         // longer than END_GRACE at the end (a loaded machine: other tests
         // spin both CPUs; alone it sends 30 000). Only the upper bound is
         // a property of the code; the lower one depends on the scheduler.
-        let st = gen
-            .run_for(Duration::from_millis(150), &AtomicBool::new(false))
-            .unwrap();
+        let st = send_for(
+            &mut gen,
+            Duration::from_millis(150),
+            &AtomicBool::new(false),
+        )
+        .unwrap();
         assert!(
             (1..=30_000).contains(&st.sent),
             "{st:?}, veth xmit errors {:?}",
@@ -613,12 +635,12 @@ fn gen_in_program_pacing_exact_count_seq_and_stop() {
             std::thread::sleep(Duration::from_millis(200));
             s2.store(true, Ordering::SeqCst);
         });
-        let st = gen.run(u64::MAX, &stop).unwrap();
+        let st = send(&mut gen, u64::MAX, &stop).unwrap();
         h.join().unwrap();
         assert!(st.duration_ns < 1_000_000_000, "{st:?}");
         assert!(st.sent > 10_000 && st.sent < 200_000, "{st:?}");
         // Stop before the start: nothing.
-        assert_eq!(gen.run(N, &AtomicBool::new(true)).unwrap().sent, 0);
+        assert_eq!(send(&mut gen, N, &AtomicBool::new(true)).unwrap().sent, 0);
     })
     .join()
     .unwrap();
@@ -666,7 +688,7 @@ fn gen_max_lag_slips_instead_of_catching_up() {
         let mut gen = XdpGen::new("g0", &frame(66), cfg).unwrap();
         let never = AtomicBool::new(false);
         // Without a max lag: no slip, whatever the scheduler does.
-        let st = gen.run_for(Duration::from_millis(100), &never).unwrap();
+        let st = send_for(&mut gen, Duration::from_millis(100), &never).unwrap();
         assert_eq!((st.slips, st.slipped_ns), (0, 0), "{st:?}");
         let mut total = st.sent;
         // A busy thread on the same CPU: the scheduler shares it, so the
@@ -680,7 +702,7 @@ fn gen_max_lag_slips_instead_of_catching_up() {
             }
         });
         gen.set_max_lag(Some(Duration::from_micros(20)));
-        let st = gen.run_for(Duration::from_millis(400), &never).unwrap();
+        let st = send_for(&mut gen, Duration::from_millis(400), &never).unwrap();
         spin.store(false, Ordering::Relaxed);
         h.join().unwrap();
         assert!(st.slips > 0 && st.slipped_ns > 0, "{st:?}");
@@ -702,7 +724,7 @@ fn gen_max_lag_slips_instead_of_catching_up() {
 /// the per-ms counts (std. dev. / mean; 0 = perfectly smooth). Asserts
 /// only the counts (timing depends on the machine).
 #[test]
-#[ignore = "timing report that keeps both CPUs busy for ~20 s: run alone with `cargo test --release -p linerate-io --test kprog -- --ignored --nocapture gen_pacing_smoothness_report`"]
+#[ignore = "timing report that keeps both CPUs busy for ~20 s: run alone with `cargo test --release -p linerate-pipeline --test kprog -- --ignored --nocapture gen_pacing_smoothness_report`"]
 fn gen_pacing_smoothness_report() {
     use linerate_io::xdp::generator::Pacing;
     let bed = bed(&["g", "s"]);
@@ -747,8 +769,7 @@ fn gen_pacing_smoothness_report() {
                     }
                     per_ms
                 });
-                let st = gen
-                    .run_for(Duration::from_millis(1500), &AtomicBool::new(false))
+                let st = send_for(&mut gen, Duration::from_millis(1500), &AtomicBool::new(false))
                     .unwrap();
                 done.store(true, Ordering::Relaxed);
                 let per_ms = sampler.join().unwrap();
@@ -822,7 +843,7 @@ fn verified_frames_stale_foreign_and_duplicates() {
         // Stream 7, once: all verified, a third timed.
         sink.set_stream(7).unwrap();
         gen.set_stream(7).unwrap();
-        assert_eq!(gen.run(N, &stop).unwrap().sent, N);
+        assert_eq!(send(&mut gen, N, &stop).unwrap().sent, N);
         let c = counted(&sink, N);
         assert_eq!(
             (c.verified, c.dup, c.stale, c.foreign, c.beyond),
@@ -834,7 +855,7 @@ fn verified_frames_stale_foreign_and_duplicates() {
         assert!(lo > 0 && lo <= hi && hi < 1_000_000_000, "{c:?}");
         // The same sequence numbers again in the same stream: duplicates.
         gen.set_stream(7).unwrap();
-        assert_eq!(gen.run(N, &stop).unwrap().sent, N);
+        assert_eq!(send(&mut gen, N, &stop).unwrap().sent, N);
         let d = counted(&sink, 2 * N).since(&c);
         assert_eq!((d.verified, d.dup), (0, N), "{d:?}");
         // The sink moved on to stream 8: stream 7's frames are stale (late).
@@ -842,25 +863,25 @@ fn verified_frames_stale_foreign_and_duplicates() {
         let c0 = sink.read().unwrap();
         assert_eq!(c0.stream_lat_min_ns, None, "min/max belong to the stream");
         gen.set_stream(7).unwrap();
-        assert_eq!(gen.run(1000, &stop).unwrap().sent, 1000);
+        assert_eq!(send(&mut gen, 1000, &stop).unwrap().sent, 1000);
         let d = counted(&sink, 2 * N + 1000).since(&c0);
         assert_eq!((d.verified, d.stale), (0, 1000), "{d:?}");
         // Untagged frames (a plain generator): foreign.
         let mut plain = XdpGen::new("g0", &frame(60), GenConfig::default()).unwrap();
-        assert_eq!(plain.run(500, &stop).unwrap().sent, 500);
+        assert_eq!(send(&mut plain, 500, &stop).unwrap().sent, 500);
         let d = counted(&sink, 2 * N + 1500).since(&c0);
         assert_eq!((d.verified, d.foreign), (0, 500), "{d:?}");
         // Stream 8 from the generator after all that: verified again, the
         // duplicate bitmap of stream 8 clean.
         gen.set_stream(8).unwrap();
-        assert_eq!(gen.run(N, &stop).unwrap().sent, N);
+        assert_eq!(send(&mut gen, N, &stop).unwrap().sent, N);
         let d = counted(&sink, 3 * N + 1500).since(&c0);
         assert_eq!((d.verified, d.dup), (N, 0), "{d:?}");
         // Stream 10 reuses stream 8's half of the bitmap: cleared by set_stream.
         sink.set_stream(10).unwrap();
         gen.set_stream(10).unwrap();
         let c1 = sink.read().unwrap();
-        assert_eq!(gen.run(N, &stop).unwrap().sent, N);
+        assert_eq!(send(&mut gen, N, &stop).unwrap().sent, N);
         let d = counted(&sink, 4 * N + 1500).since(&c1);
         assert_eq!((d.verified, d.dup), (N, 0), "{d:?}");
         // The packets account holds: every frame in exactly one class.
@@ -970,7 +991,7 @@ fn gen_imix_sizes_in_the_ratio_seven_four_one() {
         };
         let mut gen = XdpGen::new("g0", &frame(1514), cfg).unwrap();
         gen.set_rate(Some(200_000.0)).unwrap();
-        assert_eq!(gen.run(N, &AtomicBool::new(false)).unwrap().sent, N);
+        assert_eq!(send(&mut gen, N, &AtomicBool::new(false)).unwrap().sent, N);
     })
     .join()
     .unwrap();
@@ -1122,7 +1143,7 @@ fn stamped_frames_do_not_wait_for_their_batch() {
             let h0: LatencyHistogram = sink.latency().unwrap();
             let c0 = sink.read().unwrap();
             let xe0 = veth_xdp_xmit_errors("g0").unwrap_or(0);
-            assert_eq!(gen.run(N, &stop).unwrap().sent, N);
+            assert_eq!(send(&mut gen, N, &stop).unwrap().sent, N);
             // Every frame sent is verified or refused by the veth (a
             // whole batch of 256 can fill the peer's ring when the
             // receiver is starved of CPU: counted, never silent).
