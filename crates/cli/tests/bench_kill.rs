@@ -31,7 +31,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod support;
-use support::{require_root, require_tool, require_tools, TempDir};
+use support::{netns_with, require_root, require_tool, require_tools, TempDir};
 
 const BIN: &str = env!("CARGO_BIN_EXE_linerate");
 /// How long cleanup may take after the kill.
@@ -150,17 +150,6 @@ fn xdp_progs() -> BTreeMap<u32, String> {
         .unwrap_or_default()
 }
 
-fn prefixed_netns(prefix: &str) -> Vec<String> {
-    fs::read_dir("/run/netns")
-        .map(|rd| {
-            rd.flatten()
-                .filter_map(|e| e.file_name().into_string().ok())
-                .filter(|n| n.starts_with(prefix))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 // ------------------------------------------------------------ sampling
 
 /// What a run was seen to make.
@@ -200,7 +189,7 @@ impl Seen {
             }
         }
         // Everything in the run's namespaces.
-        let nss = prefixed_netns(prefix);
+        let nss = netns_with(prefix);
         let ids: BTreeSet<_> = nss
             .iter()
             .filter_map(|n| ns_id(&Path::new("/run/netns").join(n)))
@@ -239,7 +228,7 @@ impl Seen {
 /// Everything of the run still there (empty: clean).
 fn leftovers(prefix: &str, seen: &Seen, before: &BTreeMap<u32, String>) -> Vec<String> {
     let mut v = Vec::new();
-    for n in prefixed_netns(prefix) {
+    for n in netns_with(prefix) {
         v.push(format!("network namespace {n}"));
     }
     if let Ok(rd) = fs::read_dir(testbed::STATE_DIR) {
@@ -282,7 +271,7 @@ fn leftovers(prefix: &str, seen: &Seen, before: &BTreeMap<u32, String>) -> Vec<S
             held_progs(p, &mut explained);
         }
         attached_progs(None, &mut explained);
-        for n in prefixed_netns("") {
+        for n in netns_with("") {
             attached_progs(Some(&n), &mut explained);
         }
         for id in fresh {
@@ -335,7 +324,7 @@ impl Drop for Cleanup {
                 unsafe { libc::kill(p as i32, libc::SIGKILL) };
             }
         }
-        let ids: BTreeSet<_> = prefixed_netns(&self.prefix)
+        let ids: BTreeSet<_> = netns_with(&self.prefix)
             .iter()
             .filter_map(|n| ns_id(&Path::new("/run/netns").join(n)))
             .collect();
@@ -343,7 +332,7 @@ impl Drop for Cleanup {
             // SAFETY: a process in a namespace of this test's run.
             unsafe { libc::kill(p as i32, libc::SIGKILL) };
         }
-        for n in prefixed_netns(&self.prefix) {
+        for n in netns_with(&self.prefix) {
             let _ = Command::new("ip").args(["netns", "del", &n]).output();
         }
         for b in testbed::list() {
@@ -470,7 +459,7 @@ fn in_phase(phase: Phase, ev: &[(usize, Step, &str)], seen: &Seen, prefix: &str)
         return false;
     }
     match phase {
-        Phase::BedSetup(n) => !prefixed_netns(&format!("{prefix}{}-", n - 1)).is_empty(),
+        Phase::BedSetup(n) => !netns_with(&format!("{prefix}{}-", n - 1)).is_empty(),
         Phase::Traffic(_) => true,
         Phase::FwdStart(_) => running(seen, "linerate fwd "),
         Phase::PeerStart(_) => running(seen, ".sh start "),
@@ -815,7 +804,7 @@ fn watchdog_removes_the_bed_of_a_killed_testbed_hold() {
         std::thread::sleep(Duration::from_millis(20));
     }
     guard.procs = seen.procs.keys().copied().collect();
-    assert_eq!(prefixed_netns(&name).len(), 3);
+    assert_eq!(netns_with(&name).len(), 3);
     // SAFETY: our child.
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     let c = guard.child.as_mut().unwrap();
