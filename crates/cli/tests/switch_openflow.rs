@@ -235,13 +235,54 @@ fn ovs_ofctl_programs_a_running_switch() {
         cg["groups"][0],
         "group_id=7,type=all,bucket=output:2,bucket=output:3"
     );
+    ofctl_ok(
+        &sw,
+        &[
+            "add-meter",
+            "meter=6,kbps,burst,stats,band=type=drop,rate=2000,burst_size=300",
+        ],
+    );
     let m = ofctl_ok(&sw, &["dump-meters"]);
+    // Read back as added: no burst flag nor burst size that was not asked
+    // for (was: meter 5 came back with "burst" and its default bucket).
+    let line = |id: &str| {
+        let at = m
+            .find(&format!("meter={id} "))
+            .unwrap_or_else(|| panic!("meter {id}: {m}"));
+        let rest = &m[at..];
+        rest[..rest[1..].find("meter=").map_or(rest.len(), |e| e + 1)].to_string()
+    };
+    let (m5, m6) = (line("5"), line("6"));
     assert!(
-        m.contains("meter=5 pktps") && m.contains("rate=1000"),
-        "{m}"
+        m5.contains("meter=5 pktps") && m5.contains("rate=1000"),
+        "{m5}"
+    );
+    assert!(!m5.contains("burst") && !m5.contains("stats"), "{m5}");
+    assert!(
+        m6.contains("meter=6 kbps burst stats") && m6.contains("burst_size=300"),
+        "{m6}"
     );
     assert_eq!(ctl_rules(&sw), of_rules(&sw));
     assert!(of_rules(&sw).iter().any(|r| r.contains("meter:5,group:7")));
+
+    // ARP's sender address written by set_field on an ARP rule (was
+    // refused: decoded as ipv4_src, which wants ip in the match).
+    ofctl_ok(
+        &sw,
+        &[
+            "add-flow",
+            "table=30,priority=5,arp,actions=set_field:10.9.9.9->arp_spa,output:2",
+        ],
+    );
+    let arp: Vec<String> = of_rules(&sw)
+        .into_iter()
+        .filter(|r| r.contains("table=30"))
+        .collect();
+    assert!(
+        arp.len() == 1 && arp[0].contains("set_field:10.9.9.9->arp_spa,output:2"),
+        "{arp:?}"
+    );
+    ofctl_ok(&sw, &["del-flows", "table=30"]);
 
     // A rule the switch refuses: ovs-ofctl gets the OpenFlow error.
     let out = ofctl(&sw, &["add-flow", "actions=group:99"]);

@@ -173,7 +173,7 @@ pub const WATCH_PERIOD: Duration = Duration::from_millis(20);
 /// `stop` is set or the deadline passes, and says when a second has passed
 /// since the last report. Stopping the engines is the caller's, after.
 ///
-/// ```ignore
+/// ```text
 /// let mut w = Watch::new(&stop, deadline);
 /// while let Some(second) = w.next() {
 ///     if engines_done { break; }

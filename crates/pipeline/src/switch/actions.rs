@@ -158,6 +158,20 @@ fn set_field_parsed(f: &mut FrameBuf, l: &mut Option<Layers>, s: &SetField) {
         SetField::EthDst(_) | SetField::EthSrc(_) => Ok(()),
         SetField::Ipv4Src(a) => frame::rewrite_ipv4_addr(b, &mut ly, Endpoint::Src, a),
         SetField::Ipv4Dst(a) => frame::rewrite_ipv4_addr(b, &mut ly, Endpoint::Dst, a),
+        // ARP for IPv4 over Ethernet (parse_frame checked its 28 bytes):
+        // the sender address at 14, the target's at 24; no checksum.
+        SetField::ArpSpa(a) | SetField::ArpTpa(a) => {
+            if ly.l3 == L3::Arp {
+                let o = ly.l3_offset as usize
+                    + if matches!(s, SetField::ArpSpa(_)) {
+                        14
+                    } else {
+                        24
+                    };
+                b[o..o + 4].copy_from_slice(&a);
+            }
+            Ok(())
+        }
         SetField::Ipv6Src(a) => frame::rewrite_ipv6_addr(b, &mut ly, Endpoint::Src, a),
         SetField::Ipv6Dst(a) => frame::rewrite_ipv6_addr(b, &mut ly, Endpoint::Dst, a),
         SetField::TcpSrc(p) | SetField::UdpSrc(p) => {
@@ -186,16 +200,54 @@ fn set_field_parsed(f: &mut FrameBuf, l: &mut Option<Layers>, s: &SetField) {
             }
             Ok(())
         }
+        SetField::IpEcn(e) => {
+            let o = ly.l3_offset as usize;
+            match ly.l3 {
+                L3::Ipv4 => {
+                    let old = u16::from_be_bytes([b[o], b[o + 1]]);
+                    b[o + 1] = (b[o + 1] & 0xfc) | (e & 3);
+                    patch_ipv4_checksum(b, o, old, u16::from_be_bytes([b[o], b[o + 1]]));
+                }
+                L3::Ipv6 => {
+                    // ECN = the traffic class's low 2 bits: byte 1's bits 5..4.
+                    b[o + 1] = (b[o + 1] & 0xcf) | ((e & 3) << 4);
+                }
+                _ => {}
+            }
+            Ok(())
+        }
+        SetField::NwTtl(t) => {
+            let o = ly.l3_offset as usize;
+            match ly.l3 {
+                L3::Ipv4 => {
+                    let old = u16::from_be_bytes([b[o + 8], b[o + 9]]);
+                    b[o + 8] = t;
+                    patch_ipv4_checksum(b, o, old, u16::from_be_bytes([b[o + 8], b[o + 9]]));
+                }
+                L3::Ipv6 => b[o + 7] = t,
+                _ => {}
+            }
+            Ok(())
+        }
+        SetField::VlanPcp(p) => {
+            if ly.vlans.outer().is_some() {
+                let tci = u16::from_be_bytes([b[14], b[15]]);
+                let n = (tci & 0x1fff) | ((p as u16 & 7) << 13);
+                b[14..16].copy_from_slice(&n.to_be_bytes());
+                ly.vlans = match parse_frame(b) {
+                    Ok(x) => x.vlans,
+                    Err(_) => ly.vlans,
+                };
+            }
+            Ok(())
+        }
         SetField::IpDscp(d) => {
             let o = ly.l3_offset as usize;
             match ly.l3 {
                 L3::Ipv4 => {
                     let old = u16::from_be_bytes([b[o], b[o + 1]]);
                     b[o + 1] = (d << 2) | (b[o + 1] & 3);
-                    let new = u16::from_be_bytes([b[o], b[o + 1]]);
-                    let c =
-                        checksum::update16(u16::from_be_bytes([b[o + 10], b[o + 11]]), old, new);
-                    b[o + 10..o + 12].copy_from_slice(&c.to_be_bytes());
+                    patch_ipv4_checksum(b, o, old, u16::from_be_bytes([b[o], b[o + 1]]));
                 }
                 L3::Ipv6 => {
                     // Traffic class = low nibble of byte 0 and high nibble of byte 1.
@@ -209,6 +261,14 @@ fn set_field_parsed(f: &mut FrameBuf, l: &mut Option<Layers>, s: &SetField) {
         }
     };
     *l = Some(ly);
+}
+
+/// The IPv4 header at `o` had the 16-bit word `old` where it now has `new`:
+/// its checksum follows (RFC 1624).
+#[inline]
+fn patch_ipv4_checksum(b: &mut [u8], o: usize, old: u16, new: u16) {
+    let c = checksum::update16(u16::from_be_bytes([b[o + 10], b[o + 11]]), old, new);
+    b[o + 10..o + 12].copy_from_slice(&c.to_be_bytes());
 }
 
 /// Decrement the TTL / hop limit (IPv4 checksum patched). `Err` when it
@@ -226,9 +286,7 @@ pub fn dec_ttl(f: &mut FrameBuf, l: &mut Option<Layers>) -> Result<(), Verdict> 
             }
             let old = u16::from_be_bytes([b[o + 8], b[o + 9]]);
             b[o + 8] -= 1;
-            let new = u16::from_be_bytes([b[o + 8], b[o + 9]]);
-            let c = checksum::update16(u16::from_be_bytes([b[o + 10], b[o + 11]]), old, new);
-            b[o + 10..o + 12].copy_from_slice(&c.to_be_bytes());
+            patch_ipv4_checksum(b, o, old, u16::from_be_bytes([b[o + 8], b[o + 9]]));
         }
         L3::Ipv6 => {
             if b[o + 7] <= 1 {
@@ -312,6 +370,14 @@ pub enum MeterUnit {
     Kbps,
 }
 
+/// A meter's flags and band burst size as configured (see [`Meter::asked`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MeterAsked {
+    pub burst: bool,
+    pub burst_size: u64,
+    pub stats: bool,
+}
+
 /// A token-bucket meter with one drop band (OpenFlow meter, `ovs-ofctl
 /// add-meter meter=1,pktps,band=type=drop,rate=1000[,burst_size=100]`).
 ///
@@ -327,6 +393,10 @@ pub struct Meter {
     pub rate: u64,
     /// Packets or kbit; 0 at creation = default (rate / 10: 100 ms, at least one packet).
     pub burst: u64,
+    /// As configured, for a controller reading it back (OFPMF_BURST,
+    /// OFPMF_STATS, the band's burst_size): the burst flag and the size
+    /// asked for (0: none, the default bucket above), the stats flag.
+    pub asked: MeterAsked,
     tokens: u128,
     last_ns: u64,
     pub passed: u64,
@@ -343,17 +413,37 @@ impl Meter {
         } else {
             burst
         };
+        let asked = MeterAsked {
+            burst: burst > 0,
+            burst_size: burst,
+            stats: false,
+        };
         let mut m = Meter {
             id,
             unit,
             rate,
             burst,
+            asked,
             tokens: 0,
             last_ns: 0,
             passed: 0,
             dropped: 0,
         };
         m.tokens = m.cap();
+        m
+    }
+
+    /// The same meter with the flags as asked (a burst flag without a
+    /// size keeps the default bucket; a size without the flag is not used,
+    /// as in Open vSwitch).
+    pub fn with_flags(self, burst_flag: bool, burst_size: u64, stats: bool) -> Meter {
+        let burst = if burst_flag { burst_size } else { 0 };
+        let mut m = Meter::new(self.id, self.unit, self.rate, burst);
+        m.asked = MeterAsked {
+            burst: burst_flag,
+            burst_size: burst,
+            stats,
+        };
         m
     }
 
@@ -399,6 +489,7 @@ impl Meter {
     /// (fields may come in any order; `band=` prefixes the band fields).
     pub fn parse(s: &str) -> Result<Meter, String> {
         let (mut id, mut unit, mut rate, mut burst) = (None, None, None, 0u64);
+        let (mut burst_flag, mut stats) = (false, false);
         for t in s.split([',', ' ', '\t']).filter(|t| !t.is_empty()) {
             let t = t.strip_prefix("band=").unwrap_or(t);
             let (k, v) = t.split_once('=').unwrap_or((t, ""));
@@ -423,7 +514,8 @@ impl Meter {
                 }
                 "rate" => rate = Some(num(v)?),
                 "burst_size" => burst = num(v)?,
-                "burst" | "stats" => {}
+                "burst" => burst_flag = true,
+                "stats" => stats = true,
                 _ => return Err(format!("meter token {}: unknown", q(t))),
             }
         }
@@ -432,7 +524,10 @@ impl Meter {
         if rate == 0 {
             return Err("meter: rate must be > 0".into());
         }
-        Ok(Meter::new(id, unit.unwrap_or(MeterUnit::Kbps), rate, burst))
+        // linerate's own spelling: a burst_size alone asks for the burst.
+        let burst_flag = burst_flag || burst > 0;
+        Ok(Meter::new(id, unit.unwrap_or(MeterUnit::Kbps), rate, 0)
+            .with_flags(burst_flag, burst, stats))
     }
 }
 

@@ -107,6 +107,11 @@ impl FieldLoc {
     }
 }
 
+/// IP protocol number of SCTP (RFC 4960).
+const IPPROTO_SCTP: u8 = 132;
+/// SCTP's common header: source port, destination port, verification tag, checksum.
+const SCTP_HEADER_LEN: usize = 12;
+
 pub const IN_PORT: FieldLoc = FieldLoc {
     word: 0,
     shift: 32,
@@ -540,6 +545,19 @@ impl Key {
                 let o = l.l4_offset as usize;
                 k.set(TP_SRC, frame[o] as u64);
                 k.set(TP_DST, frame[o + 1] as u64);
+            }
+            // SCTP: the ports of its 12-byte common header, as Open vSwitch
+            // reads them (a rule on `sctp,tp_src=` must be able to match);
+            // a segment too short for the header leaves them 0.
+            L4::Other if l.proto == IPPROTO_SCTP => {
+                let o = l.l4_offset as usize;
+                if (l.end as usize).saturating_sub(o) >= SCTP_HEADER_LEN {
+                    k.set(TP_SRC, u16::from_be_bytes([frame[o], frame[o + 1]]) as u64);
+                    k.set(
+                        TP_DST,
+                        u16::from_be_bytes([frame[o + 2], frame[o + 3]]) as u64,
+                    );
+                }
             }
             _ => {}
         }

@@ -145,6 +145,15 @@ pub enum SetField {
     VlanVid(u16),
     /// 6-bit DSCP.
     IpDscp(u8),
+    /// The ARP sender and target protocol addresses (`arp_spa`, `arp_tpa`).
+    ArpSpa([u8; 4]),
+    ArpTpa([u8; 4]),
+    /// 2-bit ECN (`nw_ecn`).
+    IpEcn(u8),
+    /// 3-bit PCP of the outer tag (a frame without one is left as it is).
+    VlanPcp(u8),
+    /// The TTL / hop limit (`mod_nw_ttl`, OpenFlow's SET_NW_TTL).
+    NwTtl(u8),
 }
 
 /// One action. The pipeline's own (`GotoTable` .. `Learn`) are what
@@ -418,6 +427,10 @@ fn parse_tcp_flags(s: &str) -> Result<(u64, u64), String> {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Prereq {
     None,
+    /// dl_type arp.
+    Arp,
+    /// A VLAN tag in the match (`dl_vlan`, `vlan_tci` with the CFI bit).
+    Vlan,
     /// dl_type ip or arp (nw_src/nw_dst, nw_proto).
     IpOrArp,
     /// dl_type ip or ipv6.
@@ -435,6 +448,11 @@ fn check_prereq(m: &Match, p: Prereq) -> Result<(), &'static str> {
     let proto = m.nw_proto();
     let ok = match p {
         Prereq::None => true,
+        Prereq::Arp => m.dl_type() == Some(ETH_ARP),
+        Prereq::Vlan => {
+            let cfi = key::VLAN_CFI as u64;
+            m.mask.get(key::VLAN_TCI) & cfi != 0 && m.value.get(key::VLAN_TCI) & cfi != 0
+        }
         Prereq::IpOrArp => matches!(m.dl_type(), Some(ETH_IP | ETH_ARP)),
         Prereq::AnyIp => m.is_ip(),
         Prereq::Ipv6 => m.dl_type() == Some(ETH_IPV6),
@@ -449,6 +467,8 @@ fn check_prereq(m: &Match, p: Prereq) -> Result<(), &'static str> {
     }
     Err(match p {
         Prereq::None => "",
+        Prereq::Arp => "needs arp in the match (dl_type=0x0806)",
+        Prereq::Vlan => "needs a VLAN in the match (dl_vlan=, or vlan_tci= with 0x1000)",
         Prereq::IpOrArp => "needs ip or arp in the match (dl_type=0x0800 or 0x0806)",
         Prereq::AnyIp => "needs ip or ipv6 in the match",
         Prereq::Ipv6 => "needs ipv6 in the match (dl_type=0x86dd)",
@@ -535,6 +555,20 @@ fn parse_match_token(m: &mut Match, name: &str, val: Option<&str>) -> Result<Pre
             let x = parse_int(v, 7)?;
             m.put(key::VLAN_TCI, key::VLAN_CFI as u64 | (x << 13), 0xf000)?;
             Ok(Prereq::None)
+        }
+        "arp_spa" | "arp_tpa" => {
+            let f = if name == "arp_spa" {
+                key::NW_SRC
+            } else {
+                key::NW_DST
+            };
+            let (a, b) = parse_v4_masked(v)?;
+            m.put(f, a as u64, b as u64)?;
+            Ok(Prereq::Arp)
+        }
+        "arp_op" => {
+            scalar(m, key::NW_PROTO, false, Prereq::None)?;
+            Ok(Prereq::Arp)
         }
         "nw_src" | "ip_src" | "nw_dst" | "ip_dst" => {
             let f = if name.ends_with("src") {
@@ -653,6 +687,9 @@ fn set_field_prereq(m: &Match, s: &SetField) -> Result<(), &'static str> {
         SetField::TcpSrc(_) | SetField::TcpDst(_) => Prereq::Tcp,
         SetField::UdpSrc(_) | SetField::UdpDst(_) => Prereq::Udp,
         SetField::IpDscp(_) => Prereq::AnyIp,
+        SetField::ArpSpa(_) | SetField::ArpTpa(_) => Prereq::Arp,
+        SetField::IpEcn(_) | SetField::NwTtl(_) => Prereq::AnyIp,
+        SetField::VlanPcp(_) => Prereq::Vlan,
     };
     check_prereq(m, p)
 }
@@ -669,6 +706,10 @@ fn parse_set_field(value: &str, field: &str, m: &Match) -> Result<SetField, Stri
         "eth_dst" | "dl_dst" => SetField::EthDst(mac()?),
         "ip_src" | "nw_src" | "ipv4_src" => SetField::Ipv4Src(parse_v4(value)?.to_be_bytes()),
         "ip_dst" | "nw_dst" | "ipv4_dst" => SetField::Ipv4Dst(parse_v4(value)?.to_be_bytes()),
+        "arp_spa" => SetField::ArpSpa(parse_v4(value)?.to_be_bytes()),
+        "ip_ecn" | "nw_ecn" => SetField::IpEcn(parse_int(value, 3)? as u8),
+        "vlan_pcp" | "dl_vlan_pcp" => SetField::VlanPcp(parse_int(value, 7)? as u8),
+        "arp_tpa" => SetField::ArpTpa(parse_v4(value)?.to_be_bytes()),
         "ipv6_src" => SetField::Ipv6Src(parse_v6(value)?.to_be_bytes()),
         "ipv6_dst" => SetField::Ipv6Dst(parse_v6(value)?.to_be_bytes()),
         "tcp_src" => SetField::TcpSrc(u16v(0xffff)?),
@@ -883,6 +924,8 @@ fn parse_action(tok: &str, m: &Match) -> Result<Action, String> {
             })
         }
         "mod_vlan_vid" => Ok(Action::ModVlanVid(parse_int(need()?, 0xfff)? as u16)),
+        "mod_nw_ttl" | "set_nw_ttl" => set(SetField::NwTtl(parse_int(need()?, 255)? as u8)),
+        "mod_nw_ecn" => set(SetField::IpEcn(parse_int(need()?, 3)? as u8)),
         "normal" => no_arg(Action::Normal),
         "learn" => Ok(Action::Learn(std::sync::Arc::new(
             super::learn::Learn::parse(arg.unwrap_or(""))?,
@@ -1284,6 +1327,11 @@ fn fmt_set(s: &SetField) -> String {
         SetField::UdpDst(p) => format!("set_field:{p}->udp_dst"),
         SetField::VlanVid(v) => format!("set_field:{v}->vlan_vid"),
         SetField::IpDscp(d) => format!("set_field:{d}->ip_dscp"),
+        SetField::ArpSpa(a) => format!("set_field:{}->arp_spa", Ipv4Addr::from(*a)),
+        SetField::IpEcn(e) => format!("set_field:{e}->nw_ecn"),
+        SetField::VlanPcp(p) => format!("set_field:{p}->vlan_pcp"),
+        SetField::NwTtl(t) => format!("mod_nw_ttl:{t}"),
+        SetField::ArpTpa(a) => format!("set_field:{}->arp_tpa", Ipv4Addr::from(*a)),
     }
 }
 

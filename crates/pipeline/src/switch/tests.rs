@@ -808,3 +808,149 @@ fn emc_bypasses_itself_at_a_low_hit_rate_and_comes_back() {
     assert!(!e.bypassed());
     assert_eq!(e.stats.bypassed, 0);
 }
+
+/// An IPv4 SCTP frame from port `sp` to `dp` (a UDP frame rewritten: the
+/// protocol 132 and the header checksum), `chunk` bytes after the 12-byte
+/// common header.
+fn sctp_frame(sp: u16, dp: u16, keep: usize) -> Vec<u8> {
+    use linerate_wire::build::{build_udp, FrameParams, IpPair};
+    let mut buf = [0u8; 128];
+    let p = FrameParams::new(IpPair::V4 {
+        src: [10, 0, 0, 1],
+        dst: [10, 0, 0, 2],
+    });
+    let n = build_udp(&mut buf, &p, 0, 0).unwrap();
+    let mut f = buf[..n].to_vec();
+    f[23] = 132;
+    f[34..36].copy_from_slice(&sp.to_be_bytes());
+    f[36..38].copy_from_slice(&dp.to_be_bytes());
+    // The IP packet ends `keep` bytes into the SCTP header and its chunks.
+    let total = (20 + keep) as u16;
+    f.resize(14 + 20 + keep, 0);
+    f[16..18].copy_from_slice(&total.to_be_bytes());
+    f[24..26].copy_from_slice(&[0, 0]);
+    let c = linerate_wire::checksum::checksum(&f[14..34]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
+#[test]
+fn sctp_ports_are_in_the_key_and_rules_on_them_match() {
+    // Was a dead rule: the key held transport ports for TCP and UDP only.
+    let f = sctp_frame(5000, 9, 28);
+    let k = Key::extract(&f, 1);
+    assert_eq!(
+        (k.get(key::NW_PROTO), k.get(key::TP_SRC), k.get(key::TP_DST)),
+        (132, 5000, 9)
+    );
+    for (s, hit) in [
+        ("sctp,tp_src=5000,actions=output:2", true),
+        ("sctp,tp_dst=9,actions=output:2", true),
+        ("sctp,tp_src=5001,actions=output:2", false),
+        ("udp,tp_src=5000,actions=output:2", false),
+    ] {
+        assert_eq!(Rule::parse(s).unwrap().m.matches(&k), hit, "{s}");
+    }
+    // A segment too short for the common header: no ports, as in Open vSwitch.
+    let short = Key::extract(&sctp_frame(5000, 9, 8), 1);
+    assert_eq!((short.get(key::NW_PROTO), short.get(key::TP_SRC)), (132, 0));
+}
+
+#[test]
+fn set_field_writes_arp_addresses_on_arp_rules_only() {
+    let r =
+        Rule::parse("arp,actions=set_field:10.9.9.9->arp_spa,set_field:10.0.0.7->arp_tpa,output:2")
+            .unwrap();
+    assert_eq!(Rule::parse(&r.to_string()).unwrap(), r, "prints back: {r}");
+    let e = Rule::parse("ip,actions=set_field:10.9.9.9->arp_spa").unwrap_err();
+    assert!(e.to_string().contains("needs arp"), "{e}");
+    assert!(Rule::parse("ip,arp_spa=10.0.0.1,actions=drop").is_err());
+    // An ARP request from 10.0.0.1 (02:..:01) for 10.0.0.2.
+    let mut f = vec![0xff; 6];
+    f.extend([2, 0, 0, 0, 0, 1, 0x08, 0x06]);
+    f.extend([0, 1, 0x08, 0, 6, 4, 0, 1, 2, 0, 0, 0, 0, 1, 10, 0, 0, 1]);
+    f.extend([0, 0, 0, 0, 0, 0, 10, 0, 0, 2]);
+    let k = Key::extract(&f, 1);
+    assert!(
+        Rule::parse("arp,arp_op=1,arp_spa=10.0.0.1,arp_tpa=10.0.0.2,actions=drop")
+            .unwrap()
+            .m
+            .matches(&k)
+    );
+    let mut store = f.clone();
+    let n = store.len();
+    let mut buf = super::actions::FrameBuf::new(&mut store, 0, n).unwrap();
+    let mut layers = None;
+    for a in &r.actions {
+        if let Action::Set(s) = a {
+            super::actions::set_field(&mut buf, &mut layers, s);
+        }
+    }
+    let out = buf.bytes();
+    assert_eq!(&out[28..32], &[10, 9, 9, 9], "sender address");
+    assert_eq!(&out[38..42], &[10, 0, 0, 7], "target address");
+    assert_eq!(&out[..28], &f[..28], "nothing else moved");
+    assert_eq!(&out[32..38], &f[32..38]);
+}
+
+#[test]
+fn set_field_ecn_pcp_and_ttl_rewrite_the_headers_and_keep_checksums_valid() {
+    use linerate_wire::build::{build_udp, FrameParams, IpPair};
+    let apply = |rule: &str, f: &[u8]| -> Vec<u8> {
+        let r = Rule::parse(rule).unwrap();
+        assert_eq!(Rule::parse(&r.to_string()).unwrap(), r, "prints back: {r}");
+        let mut store = f.to_vec();
+        let n = store.len();
+        let mut buf = super::actions::FrameBuf::new(&mut store, 0, n).unwrap();
+        let mut layers = None;
+        for a in &r.actions {
+            if let Action::Set(s) = a {
+                super::actions::set_field(&mut buf, &mut layers, s);
+            }
+        }
+        buf.bytes().to_vec()
+    };
+    let mut buf = [0u8; 128];
+    let mut p = FrameParams::new(IpPair::V4 {
+        src: [10, 0, 0, 1],
+        dst: [10, 0, 0, 2],
+    });
+    p.tos = 0xb8; // DSCP 46, ECN 0
+    p.vlans = &[(1 << 13) | 5];
+    let n = build_udp(&mut buf, &p, 1, 2).unwrap();
+    let f = &buf[..n];
+    let out = apply(
+        "dl_vlan=5,ip,actions=set_field:2->nw_ecn,mod_nw_ttl:9,set_field:6->vlan_pcp",
+        f,
+    );
+    let k = Key::extract(&out, 1);
+    assert_eq!(k.get(key::NW_TOS), 0xb8 | 2, "ECN set, DSCP kept");
+    assert_eq!(k.get(key::NW_TTL), 9);
+    assert_eq!(
+        k.get(key::VLAN_TCI),
+        0x1000 | (6 << 13) | 5,
+        "PCP set, VID kept"
+    );
+    assert_eq!(
+        linerate_wire::checksum::checksum(&out[18..38]),
+        0,
+        "IPv4 header checksum still valid"
+    );
+    // IPv6: ECN in the traffic class, the hop limit.
+    let p6 = FrameParams::new(IpPair::V6 {
+        src: [0xfe; 16],
+        dst: [0xfd; 16],
+    });
+    let n6 = build_udp(&mut buf, &p6, 1, 2).unwrap();
+    let out6 = apply("ipv6,actions=set_field:3->nw_ecn,mod_nw_ttl:7", &buf[..n6]);
+    let k6 = Key::extract(&out6, 1);
+    assert_eq!((k6.get(key::NW_TOS) & 3, k6.get(key::NW_TTL)), (3, 7));
+    // Prerequisites as Open vSwitch has them.
+    for bad in [
+        "actions=set_field:3->vlan_pcp",
+        "actions=set_field:1->nw_ecn",
+        "arp,actions=mod_nw_ttl:9",
+    ] {
+        assert!(Rule::parse(bad).is_err(), "{bad}");
+    }
+}

@@ -616,7 +616,9 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
                         Action::DecTtl => self.reads(key::NW_TTL),
                         Action::PushVlan(_) => self.reads(key::VLAN_TCI),
                         // What `vlan_vid` rewrites depends on the tag.
-                        Action::Set(SetField::VlanVid(_)) => self.reads(key::VLAN_TCI),
+                        Action::Set(SetField::VlanVid(_) | SetField::VlanPcp(_)) => {
+                            self.reads(key::VLAN_TCI)
+                        }
                         Action::PopVlan => self.popped(),
                         _ => {}
                     }

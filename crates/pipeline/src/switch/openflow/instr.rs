@@ -27,6 +27,7 @@ const AT_OUTPUT: u16 = 0;
 const AT_PUSH_VLAN: u16 = 17;
 const AT_POP_VLAN: u16 = 18;
 const AT_GROUP: u16 = 22;
+const AT_SET_NW_TTL: u16 = 23;
 const AT_DEC_NW_TTL: u16 = 24;
 const AT_SET_FIELD: u16 = 25;
 const AT_EXPERIMENTER: u16 = 0xffff;
@@ -79,10 +80,19 @@ fn subfield(h: u32, ofs: u32, nbits: u32) -> Result<SubField> {
 fn set_field_text(r: &mut Reader, out: &mut String) -> Result<()> {
     let mut m = String::new();
     let mut peek = *r;
+    // The OXM's own field: the match decoder names ARP's addresses as
+    // nw_src/nw_dst (one key field), but writing them is ARP's.
+    let h = { *r }.u32()?;
+    let arp = (h >> 16 == 0x8000).then(|| (h >> 9) & 0x7f);
     oxm::decode_match_field(&mut peek, &mut m)?;
     // `NAME=VALUE[/MASK]` -> `set_field:VALUE[/MASK]->NAME`, the names
     // set_field knows.
     let (name, v) = m.split_once('=').unwrap_or((&m, ""));
+    let name = match (arp, name) {
+        (Some(22), _) => "arp_spa",
+        (Some(23), _) => "arp_tpa",
+        (_, name) => name,
+    };
     let name = match name {
         "dl_src" => "eth_src",
         "dl_dst" => "eth_dst",
@@ -140,6 +150,9 @@ pub fn decode_actions(mut r: Reader, out: &mut String) -> Result<()> {
             }
             AT_POP_VLAN => out.push_str("pop_vlan"),
             AT_DEC_NW_TTL => out.push_str("dec_ttl"),
+            AT_SET_NW_TTL => {
+                let _ = write!(out, "mod_nw_ttl:{}", a.u8()?);
+            }
             AT_SET_FIELD => set_field_text(&mut a, out)?,
             AT_EXPERIMENTER => nicira(a, out)?,
             t => {
@@ -387,6 +400,12 @@ fn set_field(w: &mut Writer, s: &SetField) {
         SetField::UdpDst(p) => f(w, 16, &p.to_be_bytes()),
         SetField::Ipv6Src(a) => f(w, 26, &a),
         SetField::Ipv6Dst(a) => f(w, 27, &a),
+        SetField::ArpSpa(a) => f(w, 22, &a),
+        SetField::ArpTpa(a) => f(w, 23, &a),
+        SetField::IpEcn(e) => f(w, 9, &[e]),
+        SetField::VlanPcp(p) => f(w, 7, &[p]),
+        // An action of its own (see `action`), never a set_field.
+        SetField::NwTtl(_) => {}
     }
     close(w, at);
 }
@@ -460,6 +479,7 @@ fn action(w: &mut Writer, a: &Action, untagged: bool) {
         Action::InPort => output(w, OFPP_IN_PORT),
         Action::Normal => output(w, OFPP_NORMAL),
         Action::Group(g) => short(w, AT_GROUP, *g),
+        Action::Set(SetField::NwTtl(t)) => short(w, AT_SET_NW_TTL, (*t as u32) << 24),
         Action::Set(s) => set_field(w, s),
         Action::DecTtl => short(w, AT_DEC_NW_TTL, 0),
         Action::PushVlan(t) => short(w, AT_PUSH_VLAN, (*t as u32) << 16),

@@ -746,8 +746,8 @@ impl Session {
             err::MM_METER_EXISTS,
             err::MM_UNKNOWN_METER,
         )?;
-        let burst = if flags & 4 != 0 { burst } else { 0 };
-        ctl.try_edit(|t| t.add_meter(Meter::new(id, unit, rate, burst)))
+        let m = Meter::new(id, unit, rate, 0).with_flags(flags & 4 != 0, burst, flags & 8 != 0);
+        ctl.try_edit(|t| t.add_meter(m))
             .map_err(|e| failed(err::MM_OUT_OF_METERS, e))?;
         Ok(())
     }
@@ -1076,17 +1076,18 @@ fn group_refs(t: &FlowTable, ids: &[u32]) -> HashMap<u32, (u32, u64, u64)> {
 fn meter_config(m: &Meter) -> Vec<u8> {
     let mut w = Writer { b: Vec::new() };
     w.u16(24);
-    w.u16(
-        match m.unit {
-            MeterUnit::Kbps => 1,
-            MeterUnit::Pktps => 2,
-        } | 4,
-    );
+    // The flags and burst size as the controller set them (OFPMF_BURST 4,
+    // OFPMF_STATS 8), not the bucket in use.
+    let unit = match m.unit {
+        MeterUnit::Kbps => 1,
+        MeterUnit::Pktps => 2,
+    };
+    w.u16(unit | if m.asked.burst { 4 } else { 0 } | if m.asked.stats { 8 } else { 0 });
     w.u32(m.id);
     w.u16(1);
     w.u16(16);
     w.u32(m.rate.min(u32::MAX as u64) as u32);
-    w.u32(m.burst.min(u32::MAX as u64) as u32);
+    w.u32(m.asked.burst_size.min(u32::MAX as u64) as u32);
     w.zeros(4);
     w.b
 }
