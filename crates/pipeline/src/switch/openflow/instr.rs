@@ -83,7 +83,7 @@ fn set_field_text(r: &mut Reader, out: &mut String) -> Result<()> {
     // The OXM's own field: the match decoder names ARP's addresses as
     // nw_src/nw_dst (one key field), but writing them is ARP's.
     let h = { *r }.u32()?;
-    let arp = (h >> 16 == 0x8000).then(|| (h >> 9) & 0x7f);
+    let arp = (h >> 16 == 0x8000).then_some((h >> 9) & 0x7f);
     oxm::decode_match_field(&mut peek, &mut m)?;
     // `NAME=VALUE[/MASK]` -> `set_field:VALUE[/MASK]->NAME`, the names
     // set_field knows.
