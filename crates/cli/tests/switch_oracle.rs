@@ -22,8 +22,6 @@
 mod support;
 use support::*;
 
-use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The markers' EtherType (IEEE's local experimental one).
@@ -250,26 +248,6 @@ fn run(socks: &[PacketSocket; 2], cases: &[Case], who: &str) -> Vec<Vec<Vec<u8>>
     got
 }
 
-fn start_linerate(star: &NetnsStar, flows: &Path, sock: &Path) -> Proc {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", &star.sw_ns(), EXE, "switch"]);
-    for i in 1..=2 {
-        c.arg("--port")
-            .arg(format!("{i}=afpacket:{}", star.sw_if(i)));
-    }
-    c.arg("--flows").arg(flows).arg("--ctl").arg(sock);
-    c.args(["--poll", "wait", "--json", "--quiet"]);
-    let mut p = Proc::from(
-        c.stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start linerate switch"),
-    );
-    // The control socket answers once every port is open.
-    wait_ctl(&mut p, sock, "linerate switch");
-    p
-}
-
 #[test]
 fn single_rules_forward_the_same_frames_on_ovs_and_linerate() {
     require_root();
@@ -296,7 +274,8 @@ fn single_rules_forward_the_same_frames_on_ovs_and_linerate() {
             got
         } else {
             let sock = dir.join("ctl.sock");
-            let mut p = start_linerate(&star, &file, &sock);
+            let ifs: Vec<String> = (1..=2).map(|i| star.sw_if(i)).collect();
+            let mut p = start_switch_in(&star.sw_ns(), &ifs, &file, &sock);
             let got = run(&socks, &cases, who);
             p.assert_running("linerate switch");
             got

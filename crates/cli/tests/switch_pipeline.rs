@@ -49,8 +49,8 @@ use support::*;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Range;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The rules file, as both switches load it.
@@ -785,22 +785,8 @@ impl LinerateSwitch {
     fn start(bed: &Bed) -> LinerateSwitch {
         let dir = TempDir::new("vlan-switch");
         let sock = dir.join("ctl.sock");
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &bed.star.sw_ns(), EXE, "switch"]);
-        for i in 1..=PORTS {
-            c.arg("--port")
-                .arg(format!("{i}=afpacket:{}", bed.star.sw_if(i)));
-        }
-        c.args(["--flows", FLOWS, "--ctl"]).arg(&sock);
-        c.args(["--poll", "wait", "--json", "--quiet"]);
-        let mut p = Proc::from(
-            c.stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("start linerate switch"),
-        );
-        // The control socket answers once every port is open.
-        wait_ctl(&mut p, &sock, "linerate switch");
+        let ifs: Vec<String> = (1..=PORTS).map(|i| bed.star.sw_if(i)).collect();
+        let p = start_switch_in(&bed.star.sw_ns(), &ifs, Path::new(FLOWS), &sock);
         LinerateSwitch { p, sock, _dir: dir }
     }
 }

@@ -117,6 +117,27 @@ pub fn wait_ctl(p: &mut Proc, sock: &Path, what: &str) {
     );
 }
 
+/// `linerate switch` in namespace `ns` with afpacket ports 1..=N on the
+/// interfaces `ifs`, rules from `flows`, its control socket at `sock`
+/// (polling: wait); returns once every port is open.
+pub fn start_switch_in(ns: &str, ifs: &[String], flows: &Path, sock: &Path) -> Proc {
+    let mut c = std::process::Command::new("ip");
+    c.args(["netns", "exec", ns, EXE, "switch"]);
+    for (i, f) in ifs.iter().enumerate() {
+        c.arg("--port").arg(format!("{}=afpacket:{f}", i + 1));
+    }
+    c.arg("--flows").arg(flows).arg("--ctl").arg(sock);
+    c.args(["--poll", "wait", "--json", "--quiet"]);
+    let mut p = Proc::from(
+        c.stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start linerate switch"),
+    );
+    wait_ctl(&mut p, sock, "linerate switch");
+    p
+}
+
 /// `stats` from a capture's control socket, as JSON.
 pub fn capture_stats(sock: &Path) -> Option<Value> {
     serde_json::from_str(&ctl_request(sock, "stats")?).ok()

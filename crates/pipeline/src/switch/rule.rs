@@ -556,29 +556,24 @@ fn parse_match_token(m: &mut Match, name: &str, val: Option<&str>) -> Result<Pre
             m.put(key::VLAN_TCI, key::VLAN_CFI as u64 | (x << 13), 0xf000)?;
             Ok(Prereq::None)
         }
-        "arp_spa" | "arp_tpa" => {
-            let f = if name == "arp_spa" {
-                key::NW_SRC
-            } else {
-                key::NW_DST
-            };
-            let (a, b) = parse_v4_masked(v)?;
-            m.put(f, a as u64, b as u64)?;
-            Ok(Prereq::Arp)
-        }
         "arp_op" => {
             scalar(m, key::NW_PROTO, false, Prereq::None)?;
             Ok(Prereq::Arp)
         }
-        "nw_src" | "ip_src" | "nw_dst" | "ip_dst" => {
-            let f = if name.ends_with("src") {
+        // ARP's addresses are the same key fields, by Open vSwitch's names.
+        "nw_src" | "ip_src" | "nw_dst" | "ip_dst" | "arp_spa" | "arp_tpa" => {
+            let f = if name.ends_with("src") || name == "arp_spa" {
                 key::NW_SRC
             } else {
                 key::NW_DST
             };
             let (a, b) = parse_v4_masked(v)?;
             m.put(f, a as u64, b as u64)?;
-            Ok(Prereq::IpOrArp)
+            Ok(if name.starts_with("arp") {
+                Prereq::Arp
+            } else {
+                Prereq::IpOrArp
+            })
         }
         "ipv6_src" | "ipv6_dst" => {
             let w = if name == "ipv6_src" {

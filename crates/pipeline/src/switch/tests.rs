@@ -856,12 +856,24 @@ fn sctp_ports_are_in_the_key_and_rules_on_them_match() {
     assert_eq!((short.get(key::NW_PROTO), short.get(key::TP_SRC)), (132, 0));
 }
 
+/// `rule`'s set_field actions applied to `f` (it must print back to itself).
+fn apply_set_fields(rule: &str, f: &[u8]) -> Vec<u8> {
+    let r = Rule::parse(rule).unwrap();
+    assert_eq!(Rule::parse(&r.to_string()).unwrap(), r, "prints back: {r}");
+    let mut store = f.to_vec();
+    let n = store.len();
+    let mut buf = super::actions::FrameBuf::new(&mut store, 0, n).unwrap();
+    let mut layers = None;
+    for a in &r.actions {
+        if let Action::Set(s) = a {
+            super::actions::set_field(&mut buf, &mut layers, s);
+        }
+    }
+    buf.bytes().to_vec()
+}
+
 #[test]
 fn set_field_writes_arp_addresses_on_arp_rules_only() {
-    let r =
-        Rule::parse("arp,actions=set_field:10.9.9.9->arp_spa,set_field:10.0.0.7->arp_tpa,output:2")
-            .unwrap();
-    assert_eq!(Rule::parse(&r.to_string()).unwrap(), r, "prints back: {r}");
     let e = Rule::parse("ip,actions=set_field:10.9.9.9->arp_spa").unwrap_err();
     assert!(e.to_string().contains("needs arp"), "{e}");
     assert!(Rule::parse("ip,arp_spa=10.0.0.1,actions=drop").is_err());
@@ -877,16 +889,10 @@ fn set_field_writes_arp_addresses_on_arp_rules_only() {
             .m
             .matches(&k)
     );
-    let mut store = f.clone();
-    let n = store.len();
-    let mut buf = super::actions::FrameBuf::new(&mut store, 0, n).unwrap();
-    let mut layers = None;
-    for a in &r.actions {
-        if let Action::Set(s) = a {
-            super::actions::set_field(&mut buf, &mut layers, s);
-        }
-    }
-    let out = buf.bytes();
+    let out = apply_set_fields(
+        "arp,actions=set_field:10.9.9.9->arp_spa,set_field:10.0.0.7->arp_tpa,output:2",
+        &f,
+    );
     assert_eq!(&out[28..32], &[10, 9, 9, 9], "sender address");
     assert_eq!(&out[38..42], &[10, 0, 0, 7], "target address");
     assert_eq!(&out[..28], &f[..28], "nothing else moved");
@@ -896,20 +902,6 @@ fn set_field_writes_arp_addresses_on_arp_rules_only() {
 #[test]
 fn set_field_ecn_pcp_and_ttl_rewrite_the_headers_and_keep_checksums_valid() {
     use linerate_wire::build::{build_udp, FrameParams, IpPair};
-    let apply = |rule: &str, f: &[u8]| -> Vec<u8> {
-        let r = Rule::parse(rule).unwrap();
-        assert_eq!(Rule::parse(&r.to_string()).unwrap(), r, "prints back: {r}");
-        let mut store = f.to_vec();
-        let n = store.len();
-        let mut buf = super::actions::FrameBuf::new(&mut store, 0, n).unwrap();
-        let mut layers = None;
-        for a in &r.actions {
-            if let Action::Set(s) = a {
-                super::actions::set_field(&mut buf, &mut layers, s);
-            }
-        }
-        buf.bytes().to_vec()
-    };
     let mut buf = [0u8; 128];
     let mut p = FrameParams::new(IpPair::V4 {
         src: [10, 0, 0, 1],
@@ -919,7 +911,7 @@ fn set_field_ecn_pcp_and_ttl_rewrite_the_headers_and_keep_checksums_valid() {
     p.vlans = &[(1 << 13) | 5];
     let n = build_udp(&mut buf, &p, 1, 2).unwrap();
     let f = &buf[..n];
-    let out = apply(
+    let out = apply_set_fields(
         "dl_vlan=5,ip,actions=set_field:2->nw_ecn,mod_nw_ttl:9,set_field:6->vlan_pcp",
         f,
     );
@@ -942,7 +934,7 @@ fn set_field_ecn_pcp_and_ttl_rewrite_the_headers_and_keep_checksums_valid() {
         dst: [0xfd; 16],
     });
     let n6 = build_udp(&mut buf, &p6, 1, 2).unwrap();
-    let out6 = apply("ipv6,actions=set_field:3->nw_ecn,mod_nw_ttl:7", &buf[..n6]);
+    let out6 = apply_set_fields("ipv6,actions=set_field:3->nw_ecn,mod_nw_ttl:7", &buf[..n6]);
     let k6 = Key::extract(&out6, 1);
     assert_eq!((k6.get(key::NW_TOS) & 3, k6.get(key::NW_TTL)), (3, 7));
     // Prerequisites as Open vSwitch has them.
