@@ -120,6 +120,25 @@ fn flow_mod_ok(s: &mut Session, c: &Conversation) {
     );
 }
 
+/// The FLOW_MOD linerate encodes for `want` adds `want` to a fresh table.
+fn assert_round_trip(want: &Rule, what: &str) {
+    let sh = shared();
+    let mut s = session(&sh);
+    s.message(&flow_mod_add(want, 5)).unwrap();
+    s.message(&barrier(6)).unwrap();
+    assert_eq!(
+        kinds(&s.take_out()),
+        vec![BARRIER_REPLY],
+        "{what}: {:?}",
+        s.last_error
+    );
+    assert_eq!(
+        &sh.ctl.current().flows()[0].rule,
+        want,
+        "{what}: round trip"
+    );
+}
+
 /// Every `add-flow` ovs-ofctl sent decodes to the rule it was given
 /// (`mod_vlan_vid` on an untagged match: sent as push_vlan + set_field,
 /// read back as `mod_vlan_vid`), and is answered by a barrier reply only.
@@ -145,18 +164,7 @@ fn recorded_add_flows_decode_to_the_rule_ovs_ofctl_was_given() {
         let got: Vec<&Rule> = t.flows().into_iter().map(|e| &e.rule).collect();
         assert_eq!(got, vec![&want], "{name}: {text}");
         // And what linerate would send for it decodes to it again.
-        let sh2 = shared();
-        let mut s2 = session(&sh2);
-        s2.message(&flow_mod_add(&want, 5)).unwrap();
-        s2.message(&barrier(6)).unwrap();
-        assert_eq!(
-            kinds(&s2.take_out()),
-            vec![BARRIER_REPLY],
-            "{name}: {:?}",
-            s2.last_error
-        );
-        let t2 = sh2.ctl.current();
-        assert_eq!(t2.flows()[0].rule, want, "{name}: round trip");
+        assert_round_trip(&want, name);
         n += 1;
     }
     assert!(n >= 14, "only {n} add-flow conversations found");
@@ -735,17 +743,6 @@ fn arp_set_field_and_sctp_matches_round_trip() {
         "ipv6,actions=set_field:1->nw_ecn,mod_nw_ttl:200,output:2",
         "dl_vlan=5,actions=set_field:3->vlan_pcp,output:2",
     ] {
-        let want = canonical(Rule::parse(text).unwrap());
-        let sh = shared();
-        let mut s = session(&sh);
-        s.message(&flow_mod_add(&want, 5)).unwrap();
-        s.message(&barrier(6)).unwrap();
-        assert_eq!(
-            kinds(&s.take_out()),
-            vec![BARRIER_REPLY],
-            "{text}: {:?}",
-            s.last_error
-        );
-        assert_eq!(sh.ctl.current().flows()[0].rule, want, "{text}");
+        assert_round_trip(&canonical(Rule::parse(text).unwrap()), text);
     }
 }
