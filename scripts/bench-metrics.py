@@ -20,6 +20,8 @@ import threading
 import time
 import urllib.request
 
+from benchlib import cpu
+
 
 def free_port():
     with socket.socket() as s:
@@ -62,13 +64,6 @@ def run(binary, seconds, metrics):
     v = json.loads(out.strip().splitlines()[-1])
     d = v["directions"][0]
     return d["forwarded"] / v["elapsed_s"] / 1e6, counts[0]
-
-
-def cpu():
-    for line in open("/proc/cpuinfo"):
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown CPU"
 
 
 def main():

@@ -21,6 +21,8 @@ import statistics
 import subprocess
 import sys
 
+from benchlib import cpu
+
 SWEEP = "/tmp/linerate-paired-sweep.flows"
 
 
@@ -66,13 +68,6 @@ def gen_xdp(binary, ns):
     v = last_json(["ip", "netns", "exec", ns, binary, "gen", "g0", "--xdp",
                    "--duration", "3", "--json"])
     return v["pps"] / 1e6
-
-
-def cpu():
-    for line in open("/proc/cpuinfo"):
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown CPU"
 
 
 def main():

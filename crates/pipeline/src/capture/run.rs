@@ -312,6 +312,7 @@ fn dispatch(
     if cfg.pin {
         let _ = linerate_io::host::pin_to_cpu(0);
     }
+    let gauges = (0..n).map(|w| d.gauge(w)).collect();
     let mut t = DispatchTurns {
         b: Batch::new(batch),
         port,
@@ -319,6 +320,7 @@ fn dispatch(
         keep_ts,
         offline,
         starved: false,
+        gauges,
         inbox: &inbox,
         shared: &shared,
         deadline: cfg.deadline,
@@ -347,6 +349,8 @@ struct DispatchTurns<'a, 'o> {
     offline: bool,
     /// A ring was full: wait until a quarter of it is free.
     starved: bool,
+    /// The workers' rings' fill, taken once (each a shared handle).
+    gauges: Vec<super::spsc::Gauge>,
     inbox: &'a Inbox,
     shared: &'a Shared,
     deadline: Option<Instant>,
@@ -363,8 +367,7 @@ impl DispatchTurns<'_, '_> {
     /// 1 ms of their work. Per batch with room: one relaxed load per worker.
     fn room(&mut self) -> bool {
         let batch = self.b.capacity();
-        let starved = (0..self.d.workers()).any(|w| {
-            let g = self.d.gauge(w);
+        let starved = self.gauges.iter().any(|g| {
             let want = if self.starved {
                 batch.max(g.capacity() / 4)
             } else {
