@@ -17,11 +17,13 @@ case "${1:-}" in
 esac
 
 # Build: clang for the XDP programs, libbpf-dev for their headers, libpcap-dev for filters.
-# Test and measure: iproute2, ethtool, nftables, tshark, tcpdump, bpftool, prometheus (promtool).
+# Test and measure: iproute2, ethtool, nftables, tshark, tcpdump, bpftool, prometheus (promtool),
+# iputils-ping and python3-venv (os-ken, the OpenFlow controller of the controller tests).
 # Peers for side-by-side benchmarks: netsniff-ng (trafgen), dpdk (testpmd), openvswitch-switch.
 PKGS=(clang llvm libbpf-dev libpcap-dev linux-libc-dev pkg-config iproute2 ethtool nftables
       tshark tcpdump bpftool netsniff-ng dpdk dpdk-dev librte-net-af-xdp23 librte-net-null23
-      librte-net-ring23 openvswitch-switch python3 python3-numpy python3-scipy chromium prometheus)
+      librte-net-ring23 openvswitch-switch python3 python3-numpy python3-scipy chromium prometheus
+      iputils-ping python3-venv)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -42,6 +44,16 @@ fi
 # private ones, and nothing of linerate's set-up should listen by default.
 if systemctl is-enabled --quiet prometheus 2>/dev/null || systemctl is-active --quiet prometheus 2>/dev/null; then
   systemctl disable --now prometheus >/dev/null 2>&1 || true
+fi
+
+# os-ken (PyPI), the controller the controller tests run, in a virtual
+# environment of its own (Debian has no package of it).
+OSKEN=/opt/linerate/os-ken
+OSKEN_VERSION=4.2.2
+if ! "$OSKEN/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('os-ken') != '$OSKEN_VERSION')" >/dev/null 2>&1; then
+  echo "setup: installing os-ken $OSKEN_VERSION in $OSKEN"
+  python3 -m venv "$OSKEN"
+  "$OSKEN/bin/pip" install -q "os-ken==$OSKEN_VERSION"
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then

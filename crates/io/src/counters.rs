@@ -20,8 +20,8 @@ pub trait Reason: Copy + Eq + std::fmt::Debug + 'static {
 }
 
 /// Room for this many reasons per pipeline (the counter arrays are fixed
-/// size: no allocation, one cache line and a half).
-pub const MAX_REASONS: usize = 12;
+/// size: no allocation, two cache lines).
+pub const MAX_REASONS: usize = 16;
 
 /// Whether `R::ALL` lists every reason at its own index and fits the
 /// counter arrays (each reason type's unit test asserts it).

@@ -50,6 +50,8 @@ pub fn package_of(tool: &str) -> &'static str {
         "sysctl" => "procps",
         "python3" => "python3",
         "clang" => "clang",
+        "ping" => "iputils-ping",
+        "ss" => "iproute2",
         _ => "the package that provides it",
     }
 }
@@ -123,4 +125,26 @@ pub fn require_python(modules: &[&str]) -> String {
                 .join(" ")
         ),
     }
+}
+
+/// Where scripts/setup.sh installs os-ken (PyPI), in a virtual
+/// environment of its own: the controller the controller tests run.
+pub const OSKEN_VENV: &str = "/opt/linerate/os-ken";
+
+/// The python of the os-ken environment ($LINERATE_OSKEN_PYTHON, else
+/// [`OSKEN_VENV`]), checked to import os_ken. Test-only: panics naming
+/// what to run otherwise.
+pub fn require_osken() -> String {
+    let py = std::env::var("LINERATE_OSKEN_PYTHON")
+        .unwrap_or_else(|_| format!("{OSKEN_VENV}/bin/python"));
+    let ok = Command::new(&py)
+        .args(["-c", "import os_ken.base.app_manager"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "no os-ken at {py}: scripts/setup.sh installs it (python3 -m venv {OSKEN_VENV}; \
+         {OSKEN_VENV}/bin/pip install os-ken)"
+    );
+    py
 }

@@ -44,6 +44,12 @@ Examples:
   #   ovs-ofctl -O OpenFlow13 --private-key=k.pem --certificate=c.pem --ca-cert=ca.pem dump-flows ssl:127.0.0.1:6653
   linerate switch --port 1=afpacket:p1 --port 2=afpacket:p2 --openflow ssl:192.0.2.10:6653 \\
       --private-key sw-key.pem --certificate sw-cert.pem --ca-cert ca.pem --inactivity-probe 10
+  # under a controller (os-ken, Ryu, Faucet, ONOS): it connects, installs its table-miss rule
+  # (priority=0,actions=CONTROLLER:65535) and gets packet-ins, at most 1000 a second by default
+  linerate switch --port 1=afpacket:p1 --port 2=afpacket:p2 --openflow tcp:127.0.0.1:6653 --controller-rate 500
+  # and a socket for ovs-ofctl beside it (dump-flows shows the controller's rules)
+  linerate switch --port 1=afpacket:p1 --port 2=afpacket:p2 --openflow tcp:127.0.0.1:6653 \
+      --openflow punix:/run/linerate-sw.of
   # plain TCP (no authentication: anyone on the host can change the flows; a warning says so)
   linerate switch --port 1=afpacket:p1 --port 2=afpacket:p2 --openflow ptcp:6653
   # bounds: 100k rules in all, a learning table of 10k (learned rules evict the oldest)
@@ -83,9 +89,10 @@ pub struct Args {
     /// OpenFlow 1.3 channel, as Open vSwitch names them: punix:PATH (mode 0600), pssl:[PORT][:ADDR]
     /// (mutual TLS) or ptcp:[PORT][:ADDR] (no authentication) listen for ovs-ofctl -O OpenFlow13
     /// and controllers (ADDR 127.0.0.1 unless given, PORT 6653); unix:PATH, ssl:IP[:PORT] and
-    /// tcp:IP[:PORT] connect to a controller (again after 1, 2, 4, 8 s when it goes).
+    /// tcp:IP[:PORT] connect to a controller (again after 1, 2, 4, 8 s when it goes). Repeat for
+    /// more (a controller to connect to and a socket for ovs-ofctl).
     #[arg(long, value_name = "punix:PATH|pssl:PORT|ssl:IP:PORT|...")]
-    pub openflow: Option<String>,
+    pub openflow: Vec<String>,
     /// TLS (pssl:, ssl:): this switch's private key (PEM).
     #[arg(long, value_name = "FILE")]
     pub private_key: Option<PathBuf>,
@@ -100,6 +107,13 @@ pub struct Args {
     #[arg(long, value_name = "SECONDS", default_value_t = 5,
           value_parser = clap::value_parser!(u64).range(0..=86400))]
     pub inactivity_probe: u64,
+    /// OpenFlow: packet-ins a second to the controllers at most (Open vSwitch's controller_rate;
+    /// at least 100). Beyond, they are dropped and counted (controller_rate).
+    #[arg(long, value_name = "N", default_value_t = linerate_pipeline::switch::controller::DEFAULT_RATE)]
+    pub controller_rate: u64,
+    /// OpenFlow: packet-ins let through in a burst (at least 25; default: a quarter of the rate).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub controller_burst: u64,
     /// CPU to pin the datapath thread to.
     #[arg(long)]
     pub cpu: Option<usize>,
@@ -144,24 +158,38 @@ fn parse_port(s: &str) -> Result<(u32, String)> {
     Ok((n, uri.to_string()))
 }
 
-/// The OpenFlow channel's settings (the endpoint parsed; its TLS files are
-/// read when it starts).
-fn openflow(a: &Args) -> Result<Option<of::Config>> {
-    let Some(ep) = a.openflow.as_deref() else {
-        if a.private_key.is_some() || a.certificate.is_some() || a.ca_cert.is_some() {
-            bail!("--private-key, --certificate and --ca-cert go with --openflow pssl: or ssl:");
+/// The OpenFlow channels' settings (the endpoints parsed; their TLS files
+/// are read when they start).
+fn openflow(a: &Args) -> Result<Vec<of::Config>> {
+    let tls = a.private_key.is_some() || a.certificate.is_some() || a.ca_cert.is_some();
+    let mut v = Vec::new();
+    for ep in &a.openflow {
+        let endpoint = of::Endpoint::parse(ep).map_err(anyhow::Error::msg)?;
+        // TLS files go to the TLS endpoints only.
+        let files = if endpoint.tls() {
+            of::TlsFiles {
+                private_key: a.private_key.clone(),
+                certificate: a.certificate.clone(),
+                ca_cert: a.ca_cert.clone(),
+            }
+        } else {
+            of::TlsFiles::default()
+        };
+        v.push(of::Config {
+            endpoint,
+            tls: files,
+            inactivity_probe: Some(Duration::from_secs(a.inactivity_probe)),
+        });
+    }
+    if tls && !v.iter().any(|c| c.endpoint.tls()) {
+        match a.openflow.first() {
+            None => bail!("--private-key, --certificate and --ca-cert go with --openflow pssl: or ssl:"),
+            Some(ep) => bail!(
+                "--private-key, --certificate and --ca-cert are for ssl: and pssl:, not --openflow {ep}"
+            ),
         }
-        return Ok(None);
-    };
-    Ok(Some(of::Config {
-        endpoint: of::Endpoint::parse(ep).map_err(anyhow::Error::msg)?,
-        tls: of::TlsFiles {
-            private_key: a.private_key.clone(),
-            certificate: a.certificate.clone(),
-            ca_cert: a.ca_cert.clone(),
-        },
-        inactivity_probe: Some(Duration::from_secs(a.inactivity_probe)),
-    }))
+    }
+    Ok(v)
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -204,6 +232,11 @@ pub fn run(a: Args) -> Result<()> {
         emc: !a.no_emc,
         profile: a.profile,
         duration: a.duration,
+        controller: linerate_pipeline::switch::controller::PinLimit::new(
+            a.controller_rate,
+            a.controller_burst,
+        )
+        .map_err(anyhow::Error::msg)?,
     };
     let stop = super::common::stop_flag()?;
     super::common::serve_metrics(a.metrics.as_deref(), "switch", a.json)?;

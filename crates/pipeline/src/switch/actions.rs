@@ -112,6 +112,8 @@ pub enum Out {
     All,
     InPort,
     Group(u32),
+    /// A packet-in.
+    Controller(super::rule::Pin),
 }
 
 /// What [`execute`] needs from the datapath.
@@ -328,6 +330,7 @@ pub fn step(
         Action::All => env.output(Out::All, f.bytes()),
         Action::InPort => env.output(Out::InPort, f.bytes()),
         Action::Group(g) => env.output(Out::Group(*g), f.bytes()),
+        Action::Controller(p) => env.output(Out::Controller(*p), f.bytes()),
         Action::Meter(m) => {
             if !env.meter(*m, f.len) {
                 return Err(Verdict::Metered);

@@ -31,11 +31,21 @@ pub enum SwDrop {
     /// An output port failed (its interface went away): its copies are
     /// counted here and the switch stops with the port's error.
     TxError,
+    /// A packet-in beyond the controller rate (`--controller-rate`).
+    ControllerRate,
+    /// A packet-in with no free buffer (the channel is behind).
+    ControllerQueue,
+    /// A packet-in on a switch without an OpenFlow channel.
+    NoController,
 }
 
 impl SwDrop {
     pub const COUNT: usize = <SwDrop as Reason>::ALL.len();
 }
+
+// The counter arrays have room for every reason (a compile error, not an
+// index out of bounds at run time).
+const _: () = assert!(SwDrop::COUNT <= linerate_io::counters::MAX_REASONS);
 
 impl Reason for SwDrop {
     const ALL: &'static [SwDrop] = &[
@@ -49,6 +59,9 @@ impl Reason for SwDrop {
         SwDrop::TxFull,
         SwDrop::TooBig,
         SwDrop::TxError,
+        SwDrop::ControllerRate,
+        SwDrop::ControllerQueue,
+        SwDrop::NoController,
     ];
     fn name(self) -> &'static str {
         match self {
@@ -62,6 +75,9 @@ impl Reason for SwDrop {
             SwDrop::TxFull => "tx_full",
             SwDrop::TooBig => "too_big",
             SwDrop::TxError => "tx_error",
+            SwDrop::ControllerRate => "controller_rate",
+            SwDrop::ControllerQueue => "controller_queue_full",
+            SwDrop::NoController => "no_controller",
         }
     }
     #[inline(always)]
@@ -103,6 +119,9 @@ pub struct CacheCounters {
     /// Learned rules the control side refused: their table was full and
     /// its policy evicts nothing (written by the learning thread).
     pub learn_refused: AtomicU64,
+    /// `PACKET_OUT`s run with at least one copy sent, and with none.
+    pub packet_outs: AtomicU64,
+    pub packet_outs_dropped: AtomicU64,
     /// Megaflows (multi-table pipelines): hits, misses (walked live), how
     /// many there are and their masks.
     pub mega_hits: AtomicU64,

@@ -206,6 +206,8 @@ pub fn cache_json(sh: &Shared) -> Value {
         "learn_requests": c.learn_requests.load(Relaxed),
         "learn_queue_full": c.learn_queue_full.load(Relaxed),
         "learn_refused": c.learn_refused.load(Relaxed),
+        "packet_outs": c.packet_outs.load(Relaxed),
+        "packet_outs_dropped": c.packet_outs_dropped.load(Relaxed),
         "megaflow_hits": c.mega_hits.load(Relaxed),
         "megaflow_misses": c.mega_misses.load(Relaxed),
         "megaflows": c.megaflows.load(Relaxed),

@@ -18,6 +18,7 @@
 
 use super::actions::{execute, Env, FrameBuf, Meter, Out, Verdict};
 use super::classifier::RuleId;
+use super::controller::{PacketOut, PinTx, PoutRx};
 use super::counters::{CacheCounters, PortCounters, SwDrop, SwStage, SwitchCounters, SwitchCycles};
 use super::emc::{Cache, Emc, DEFAULT_INV_PROB, DEFAULT_SLOTS};
 use super::key::Key;
@@ -25,6 +26,7 @@ use super::learn::Learn;
 use super::learner::{LearnReq, Learner};
 use super::megaflow::{self, Megaflows};
 use super::normal::{Decision, MacTable};
+use super::rule::Pin;
 use super::table::{mono_ns, FlowTable, TableHandle};
 use super::xlate::{self, End, Mode, PipeEnv, TableCounts, Trace, Walk};
 
@@ -140,7 +142,11 @@ struct Ctx<'a> {
     copy_drops: &'a mut [u64],
     macs: &'a mut MacTable,
     learner: &'a mut Learner,
+    pins: &'a mut Option<PinTx>,
+    /// The input port's index (`usize::MAX` for a packet-out from no
+    /// port) and number.
     in_idx: usize,
+    in_no: u32,
     pkt: usize,
     now_ns: u64,
 }
@@ -172,6 +178,23 @@ impl Ctx<'_> {
         self.fate.staged[self.pkt] += 1;
     }
 
+    /// A packet-in: counted like a copy taken by a port when the channel
+    /// takes it.
+    #[cold]
+    fn pin(&mut self, p: Pin, frame: &[u8]) {
+        let r = match self.pins {
+            Some(t) => t.post(&p, self.in_no, frame, self.now_ns),
+            None => Err(SwDrop::NoController),
+        };
+        match r {
+            Ok(()) => {
+                self.fate.staged[self.pkt] += 1;
+                self.fate.sent[self.pkt] += 1;
+            }
+            Err(d) => self.fate.copy_fail[self.pkt] = Some(d),
+        }
+    }
+
     #[inline(always)]
     fn port(&mut self, no: u32, frame: &[u8]) {
         // OpenFlow: output to the input port is skipped (use in_port).
@@ -188,7 +211,9 @@ impl Env for Ctx<'_> {
     fn output(&mut self, out: Out, frame: &[u8]) {
         match out {
             Out::Port(p) => self.port(p, frame),
-            Out::InPort => self.stage(self.in_idx, frame),
+            // A packet-out from no port has no input port to send to.
+            Out::InPort if self.in_idx < self.port_nos.len() => self.stage(self.in_idx, frame),
+            Out::InPort => {}
             Out::Flood | Out::All => {
                 for i in 0..self.port_nos.len() {
                     if i != self.in_idx {
@@ -204,6 +229,7 @@ impl Env for Ctx<'_> {
                     }
                 }
             }
+            Out::Controller(p) => self.pin(p, frame),
         }
     }
 
@@ -267,6 +293,9 @@ pub struct Datapath {
     tcounts: Box<TableCounts>,
     macs: MacTable,
     learner: Learner,
+    /// Packet-ins out, packet-outs in (with an OpenFlow channel).
+    pins: Option<PinTx>,
+    pouts: Option<PoutRx>,
     pub counters: Arc<SwitchCounters>,
     pub cache: Arc<CacheCounters>,
     pub cycles: Arc<SwitchCycles>,
@@ -312,6 +341,8 @@ impl Datapath {
             tcounts: Box::default(),
             macs: MacTable::default(),
             learner: Learner::new(None),
+            pins: None,
+            pouts: None,
             counters: Arc::new(SwitchCounters::default()),
             cache: Arc::new(CacheCounters::default()),
             cycles: Arc::new(SwitchCycles::default()),
@@ -321,6 +352,13 @@ impl Datapath {
     /// Send `learn(...)` requests to `tx` (without, `learn` does nothing).
     pub fn set_learner(&mut self, tx: std::sync::mpsc::SyncSender<LearnReq>) {
         self.learner = Learner::new(Some(tx));
+    }
+
+    /// Hand packet-ins to the OpenFlow channel and take its packet-outs
+    /// (without, a `controller` action drops as `no_controller`).
+    pub fn set_controller(&mut self, pins: PinTx, pouts: PoutRx) {
+        self.pins = Some(pins);
+        self.pouts = Some(pouts);
     }
 
     /// A new table version: keep the bucket state of unchanged meters,
@@ -390,41 +428,7 @@ impl Datapath {
         // TX: one send + flush per port that has copies. A port that fails
         // takes none of its copies (counted as tx_error); the batch is still
         // accounted for and released, then the error ends the run.
-        let mut tx_err: Option<PortError> = None;
-        for (i, st) in self.stages.iter_mut().enumerate() {
-            let port = &mut self.ports[i];
-            if st.pkts.is_empty() {
-                if self.copy_drops[i] > 0 {
-                    bump(&port.counters.tx_dropped, self.copy_drops[i]);
-                    self.copy_drops[i] = 0;
-                }
-                continue;
-            }
-            let r = port.tx.send(&st.pkts);
-            let (sent, why) = match r.and_then(|k| port.tx.flush().map(|()| k)) {
-                Ok(k) => (k, SwDrop::TxFull),
-                Err(e) => {
-                    tx_err.get_or_insert(e);
-                    (0, SwDrop::TxError)
-                }
-            };
-            let mut sb = 0u64;
-            for (k, p) in st.pkts[..sent].iter().enumerate() {
-                sb += p.len() as u64;
-                self.fate.sent[st.src[k] as usize] += 1;
-            }
-            let unsent = st.pkts.len() - sent;
-            for &s in &st.src[sent..] {
-                self.fate.copy_fail[s as usize] = Some(why);
-            }
-            let c = &port.counters;
-            bump(&c.tx_packets, sent as u64);
-            bump(&c.tx_bytes, sb);
-            bump(&c.tx_dropped, unsent as u64 + self.copy_drops[i]);
-            self.copy_drops[i] = 0;
-            st.pkts.clear();
-            st.src.clear();
-        }
+        let tx_err = self.send_stages();
         let t5 = if profile { rdtsc() } else { 0 };
 
         let mut drops = [0u64; SwDrop::COUNT];
@@ -511,6 +515,129 @@ impl Datapath {
         }
     }
 
+    /// Send every port's staged copies (one send + flush per port that has
+    /// some) and note in the fates which were taken; the first port error.
+    #[inline(always)]
+    fn send_stages(&mut self) -> Option<PortError> {
+        let mut tx_err: Option<PortError> = None;
+        for (i, st) in self.stages.iter_mut().enumerate() {
+            let port = &mut self.ports[i];
+            if st.pkts.is_empty() {
+                if self.copy_drops[i] > 0 {
+                    bump(&port.counters.tx_dropped, self.copy_drops[i]);
+                    self.copy_drops[i] = 0;
+                }
+                continue;
+            }
+            let r = port.tx.send(&st.pkts);
+            let (sent, why) = match r.and_then(|k| port.tx.flush().map(|()| k)) {
+                Ok(k) => (k, SwDrop::TxFull),
+                Err(e) => {
+                    tx_err.get_or_insert(e);
+                    (0, SwDrop::TxError)
+                }
+            };
+            let mut sb = 0u64;
+            for (k, p) in st.pkts[..sent].iter().enumerate() {
+                sb += p.len() as u64;
+                self.fate.sent[st.src[k] as usize] += 1;
+            }
+            let unsent = st.pkts.len() - sent;
+            for &s in &st.src[sent..] {
+                self.fate.copy_fail[s as usize] = Some(why);
+            }
+            let c = &port.counters;
+            bump(&c.tx_packets, sent as u64);
+            bump(&c.tx_bytes, sb);
+            bump(&c.tx_dropped, unsent as u64 + self.copy_drops[i]);
+            self.copy_drops[i] = 0;
+            st.pkts.clear();
+            st.src.clear();
+        }
+        tx_err
+    }
+
+    /// Run the packet-outs waiting (at most [`super::controller::POUT_QUEUE`]
+    /// per call): each frame's actions as a rule's, its copies sent at
+    /// once. Between batches, never inside one (they use the first fate).
+    #[inline(never)]
+    pub fn packet_outs(&mut self) -> Result<usize, PortError> {
+        let mut done = 0;
+        while done < super::controller::POUT_QUEUE {
+            let Some(po) = self.pouts.as_ref().and_then(|q| q.next()) else {
+                break;
+            };
+            done += 1;
+            self.packet_out(&po);
+            if let Some(e) = self.send_stages() {
+                return Err(e);
+            }
+            let f = &mut *self.fate;
+            let sent = f.sent[0] > 0;
+            f.staged[0] = 0;
+            f.sent[0] = 0;
+            f.copy_fail[0] = None;
+            let c = &self.cache;
+            bump(
+                if sent {
+                    &c.packet_outs
+                } else {
+                    &c.packet_outs_dropped
+                },
+                1,
+            );
+        }
+        Ok(done)
+    }
+
+    /// One packet-out's actions on its frame (copied, with headroom), as
+    /// the pipeline runs a rule's: `table` walks it from table 0.
+    fn packet_out(&mut self, po: &PacketOut) {
+        let len = po.frame.len();
+        if len + HEADROOM > self.scratch.len() {
+            return;
+        }
+        self.scratch[HEADROOM..HEADROOM + len].copy_from_slice(&po.frame);
+        let Some(mut f) = FrameBuf::new(&mut self.scratch, HEADROOM, len) else {
+            return;
+        };
+        let table = self.ctl.current();
+        let now_ns = mono_ns();
+        let mut key = Key::ZERO;
+        key.extract_into(&po.frame, po.in_port);
+        let in_idx = self
+            .port_nos
+            .iter()
+            .position(|&p| p == po.in_port)
+            .unwrap_or(usize::MAX);
+        let mut ctx = Ctx {
+            stages: &mut self.stages,
+            port_nos: &self.port_nos,
+            table: &table,
+            meters: &mut self.meters,
+            fate: &mut self.fate,
+            copy_drops: &mut self.copy_drops,
+            macs: &mut self.macs,
+            learner: &mut self.learner,
+            pins: &mut self.pins,
+            in_idx,
+            in_no: po.in_port,
+            pkt: 0,
+            now_ns,
+        };
+        let mut mode = Mode::live(None);
+        let mut walk = Walk::new(
+            &table,
+            key,
+            &mut ctx,
+            &mut mode,
+            now_ns,
+            &mut self.tcounts,
+            &mut self.emc.cls_stats,
+        );
+        let _ = walk.apply(&mut f, &po.actions);
+    }
+
     /// The single-table fast path for the `n` packets of the batch (keys
     /// extracted): the exact-match cache and table 0's classifier, then
     /// each packet's rule's actions. Returns the time stamp between the
@@ -541,7 +668,9 @@ impl Datapath {
             copy_drops: &mut self.copy_drops,
             macs: &mut self.macs,
             learner: &mut self.learner,
+            pins: &mut self.pins,
             in_idx: pi,
+            in_no: self.port_nos[pi],
             pkt: 0,
             now_ns,
         };
@@ -624,7 +753,9 @@ impl Datapath {
             copy_drops: &mut self.copy_drops,
             macs: &mut self.macs,
             learner: &mut self.learner,
+            pins: &mut self.pins,
             in_idx: pi,
+            in_no: self.port_nos[pi],
             pkt: 0,
             now_ns,
         };
@@ -834,6 +965,9 @@ impl Poll for Turns<'_> {
         for i in 0..self.dp.ports.len() {
             got += self.dp.poll_port(i, self.profile)?;
         }
+        if self.dp.pouts.is_some() {
+            got += self.dp.packet_outs()?;
+        }
         Ok(got)
     }
     fn at_end(&self) -> bool {
@@ -959,6 +1093,83 @@ mod tests {
             t.add_flow(Rule::parse(r).unwrap(), 0).unwrap();
         }
         TableHandle::new(t)
+    }
+
+    /// `controller`: packet-ins reach the channel's end up to the rate's
+    /// burst, the rest is counted by reason, and the account balances;
+    /// without a channel they are `no_controller`. Packet-outs run their
+    /// actions (`resubmit(,0)`: through the rules) between batches.
+    #[test]
+    fn packet_ins_leave_through_the_queue_and_packet_outs_come_in() {
+        use super::super::controller::{pin_queue, pout_queue, PacketOut, PinLimit};
+        // The table miss to the controller; a rule for the packet-outs
+        // below (no frame of the run matches it).
+        let ctl = table(&[
+            "priority=0,actions=controller:40",
+            "priority=5,udp,tp_dst=9,actions=output:3",
+        ]);
+        let (ports, sinks) = bed(300, usize::MAX);
+        let mut dp = Datapath::new(ports, ctl.clone(), 32, true);
+        let (pin_tx, pin_rx) = pin_queue(PinLimit::new(100, 100).unwrap());
+        let (pout_tx, pout_rx) = pout_queue();
+        dp.set_controller(pin_tx, pout_rx);
+        dp.run(&AtomicBool::new(false), Polling::Busy, false)
+            .unwrap();
+        let s = dp.counters.snapshot();
+        let got: Vec<_> = pin_rx.full.try_iter().collect();
+        // The burst, and a token per 10 ms that the run took.
+        let n = got.len() as u64;
+        assert!(
+            (100..110).contains(&n),
+            "the burst: 100 packet-ins, got {n}"
+        );
+        let b = &got[0];
+        assert_eq!(
+            (b.in_port, b.len, b.total_len as usize),
+            (1, 40, udp().len())
+        );
+        assert_eq!(b.bytes(), &udp()[..40]);
+        assert_eq!(
+            b.pin.reason,
+            crate::switch::rule::PIN_NO_MATCH,
+            "a table-miss rule"
+        );
+        assert_eq!(s.passed, n);
+        assert_eq!(s.drop_of(SwDrop::ControllerRate), 300 - n);
+        assert!(s.balanced(), "{s:?}");
+        assert_eq!(counts(&sinks), vec![0, 0, 0]);
+        // Packet-outs: straight out, and through the rules from table 0.
+        let frame = |dport: u16| {
+            let mut f = udp();
+            f[36..38].copy_from_slice(&dport.to_be_bytes());
+            f
+        };
+        let send = |actions: &str, f: Vec<u8>| {
+            let r = Rule::parse(&format!("actions={actions}")).unwrap();
+            assert!(pout_tx.send(PacketOut {
+                in_port: 1,
+                actions: r.actions,
+                frame: f,
+            }));
+        };
+        send("output:2", frame(7));
+        send("resubmit(,0)", frame(9));
+        send("in_port", frame(7));
+        assert_eq!(dp.packet_outs().unwrap(), 3);
+        assert_eq!(
+            counts(&sinks),
+            vec![1, 1, 1],
+            "port 2 directly, port 3 by the rule, port 1 as in_port"
+        );
+        assert_eq!(dp.cache.packet_outs.load(Relaxed), 3);
+        // No channel: no_controller.
+        let (ports, _) = bed(10, usize::MAX);
+        let mut dp = Datapath::new(ports, table(&["actions=controller"]), 32, true);
+        dp.run(&AtomicBool::new(false), Polling::Busy, false)
+            .unwrap();
+        let s = dp.counters.snapshot();
+        assert_eq!(s.drop_of(SwDrop::NoController), 10);
+        assert!(s.balanced());
     }
 
     #[test]

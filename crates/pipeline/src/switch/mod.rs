@@ -9,6 +9,7 @@
 
 pub mod actions;
 pub mod classifier;
+pub mod controller;
 pub mod counters;
 pub mod ctl;
 pub mod datapath;

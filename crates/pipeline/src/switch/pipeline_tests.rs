@@ -59,7 +59,8 @@ fn pipeline_errors_are_one_line_and_name_the_problem() {
         ("actions=load:0x10000->NXM_NX_REG0[0..15]", "does not fit"),
         ("actions=move:NXM_NX_REG0[]->NXM_NX_REG1[0..15]", "bits"),
         ("actions=output:NXM_NX_REG8[]", "unknown field"),
-        ("actions=controller", "controller"),
+        ("actions=controller(reason=no_match)", "only max_len"),
+        ("actions=controller:65536", "controller"),
         ("actions=resubmit(,)", "resubmit"),
         ("actions=learn(limit=3)", "limit"),
         ("table=255,actions=drop", "254"),
@@ -68,6 +69,50 @@ fn pipeline_errors_are_one_line_and_name_the_problem() {
         let e = Rule::parse(s).unwrap_err().0;
         assert!(e.contains(want), "{s}: {e}");
         assert!(!e.contains('\n'), "{s}: {e}");
+    }
+    // The controller port's forms; a table-miss rule's packet-ins say
+    // NO_MATCH, any other's ACTION, with the rule's table and cookie.
+    use super::rule::{Action, Pin, PIN_ACTION, PIN_NO_MATCH};
+    for (s, max_len, reason, table, cookie, shown) in [
+        (
+            "priority=0,actions=controller",
+            0xffff,
+            PIN_NO_MATCH,
+            0,
+            0,
+            "CONTROLLER:65535",
+        ),
+        (
+            "table=3,cookie=0x9,priority=0,actions=CONTROLLER:128",
+            128,
+            PIN_NO_MATCH,
+            3,
+            9,
+            "CONTROLLER:128",
+        ),
+        (
+            "priority=0,in_port=1,actions=controller(max_len=64)",
+            64,
+            PIN_ACTION,
+            0,
+            0,
+            "CONTROLLER:64",
+        ),
+        ("actions=controller:0", 0, PIN_ACTION, 0, 0, "CONTROLLER:0"),
+    ] {
+        let r = Rule::parse(s).unwrap();
+        let want = Pin {
+            max_len,
+            reason,
+            table,
+            cookie,
+        };
+        assert_eq!(r.actions, vec![Action::Controller(want)], "{s}");
+        assert!(
+            r.to_string().ends_with(&format!("actions={shown}")),
+            "{s}: {r}"
+        );
+        assert_eq!(Rule::parse(&r.to_string()).unwrap(), r, "{s}: prints back");
     }
     // del-flows/dump-flows: the table when given, else every table.
     assert_eq!(MatchSpec::parse("table=10").unwrap().table, Some(10));

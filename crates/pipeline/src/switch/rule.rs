@@ -205,6 +205,40 @@ pub enum Action {
     Normal,
     /// `learn(...)`.
     Learn(std::sync::Arc<super::learn::Learn>),
+    /// `controller[:MAX_LEN]`: a packet-in to the controllers.
+    Controller(Pin),
+}
+
+/// OpenFlow's `OFPCML_NO_BUFFER`: the whole frame goes to the controller.
+pub const PIN_WHOLE: u16 = 0xffff;
+/// Packet-in reasons (OpenFlow 1.3 `OFPR_*`).
+pub const PIN_NO_MATCH: u8 = 0;
+pub const PIN_ACTION: u8 = 1;
+pub const PIN_INVALID_TTL: u8 = 2;
+
+/// What a packet-in says besides the frame: the bytes asked for, and the
+/// reason, table and cookie of the rule whose action sent it. The last
+/// three are the rule's ([`Rule::bind_controller`], when it is parsed and
+/// when it enters a table): a table-miss rule (priority 0, matching
+/// everything) sends `NO_MATCH`, any other `ACTION`, as Open vSwitch
+/// reports them to an OpenFlow 1.3 controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Pin {
+    pub max_len: u16,
+    pub reason: u8,
+    pub table: u8,
+    pub cookie: u64,
+}
+
+impl Pin {
+    pub fn new(max_len: u16) -> Pin {
+        Pin {
+            max_len,
+            reason: PIN_ACTION,
+            table: 0,
+            cookie: 0,
+        }
+    }
 }
 
 impl Action {
@@ -925,10 +959,22 @@ fn parse_action(tok: &str, m: &Match) -> Result<Action, String> {
         "learn" => Ok(Action::Learn(std::sync::Arc::new(
             super::learn::Learn::parse(arg.unwrap_or(""))?,
         ))),
-        "controller" => Err(
-            "'controller' is not supported: linerate switch has no controller connection for packet-ins"
-                .into(),
-        ),
+        "controller" => {
+            // `controller`, `controller:N`, `controller(max_len=N)`.
+            let n = match arg.map(str::trim) {
+                None | Some("") => PIN_WHOLE as u64,
+                Some(a) => match a.split_once('=') {
+                    Some((k, v)) if k.trim() == "max_len" => parse_int(v.trim(), 0xffff)?,
+                    Some((k, _)) => {
+                        return Err(format!(
+                            "controller({k}=...): only max_len is supported (reason, id and userdata are not)"
+                        ))
+                    }
+                    None => parse_int(a, 0xffff)?,
+                },
+            };
+            Ok(Action::Controller(Pin::new(n as u16)))
+        }
         "write_actions" | "clear_actions" => Err(format!(
             "'{name}' is not supported (the OpenFlow action set): use apply-actions (the plain list)"
         )),
@@ -1088,7 +1134,34 @@ fn check_instructions(r: &Rule) -> Result<(), String> {
 impl Rule {
     /// Parse a rule (`add-flow` syntax; `actions=` required).
     pub fn parse(s: &str) -> Result<Rule, ParseError> {
-        parse_inner(s, Mode::Rule).map(|p| p.rule)
+        parse_inner(s, Mode::Rule).map(|p| {
+            let mut r = p.rule;
+            r.bind_controller();
+            r
+        })
+    }
+
+    /// Is this a table-miss rule (priority 0, every field wildcarded)?
+    pub fn table_miss(&self) -> bool {
+        self.priority == 0 && self.m.mask == Key::ZERO
+    }
+
+    /// Give each `controller` action the rule's table, cookie and reason
+    /// (see [`Pin`]).
+    pub fn bind_controller(&mut self) {
+        let reason = if self.table_miss() {
+            PIN_NO_MATCH
+        } else {
+            PIN_ACTION
+        };
+        let (table, cookie) = (self.table, self.cookie);
+        for a in &mut self.actions {
+            if let Action::Controller(p) = a {
+                p.reason = reason;
+                p.table = table;
+                p.cookie = cookie;
+            }
+        }
     }
 
     /// Bytes the rule holds on the heap (its actions; a `learn` spec's
@@ -1367,6 +1440,7 @@ impl fmt::Display for Action {
             Action::OutputField(s) => write!(f, "output:{s}"),
             Action::Normal => f.write_str("NORMAL"),
             Action::Learn(l) => write!(f, "{l}"),
+            Action::Controller(p) => write!(f, "CONTROLLER:{}", p.max_len),
         }
     }
 }

@@ -83,14 +83,16 @@ pub struct SwitchConfig {
     pub ports: Vec<(u32, String)>,
     pub rules: RuleFiles,
     pub ctl: Option<PathBuf>,
-    /// The OpenFlow 1.3 channel (`punix:PATH`, `pssl:6653`, `ssl:IP`, ...).
-    pub openflow: Option<super::openflow::Config>,
+    /// The OpenFlow 1.3 channels (`punix:PATH`, `pssl:6653`, `ssl:IP`, ...).
+    pub openflow: Vec<super::openflow::Config>,
     pub cpu: Option<usize>,
     pub open: OpenOptions,
     pub polling: Polling,
     pub emc: bool,
     pub profile: bool,
     pub duration: Option<f64>,
+    /// The packet-in rate limit (`--controller-rate`, `--controller-burst`).
+    pub controller: super::controller::PinLimit,
 }
 
 /// What the caller hears while the switch runs: what was opened (a port,
@@ -125,6 +127,7 @@ pub struct Finished {
     pub openflow: Option<(
         Arc<super::openflow::msg::ChannelStats>,
         Arc<super::openflow::channel::ConnStats>,
+        Arc<super::openflow::controllers::Controllers>,
     )>,
 }
 
@@ -251,25 +254,41 @@ pub fn run(
         }
         None => None,
     };
-    let openflow = match &cfg.openflow {
-        Some(of) => {
-            // The datapath id: "lr" and the process id (unique per host).
-            let dpid = 0x6c72_0000_0000 | std::process::id() as u64;
-            let c = super::openflow::Channel::start(of, shared.clone(), dpid)?;
-            let ep = &c.endpoint;
-            on(Event::Opened(format!(
-                "openflow: {} {ep} (OpenFlow 1.3{})",
-                if ep.listens() {
-                    "listening on"
-                } else {
-                    "connecting to"
-                },
-                if ep.tls() { ", mutual TLS" } else { "" }
-            )));
-            Some(c)
-        }
-        None => None,
-    };
+    // The OpenFlow channels (a controller to connect to, a socket for
+    // ovs-ofctl, ...), sharing one controller port: packet-ins out (one
+    // thread serves them to the connections), packet-outs in.
+    let mut channels = Vec::new();
+    let mut pins = None;
+    let mut common = super::openflow::channel::Common::default();
+    if !cfg.openflow.is_empty() {
+        let (pin_tx, pin_rx) = super::controller::pin_queue(cfg.controller);
+        let (pout_tx, pout_rx) = super::controller::pout_queue();
+        dp.set_controller(pin_tx, pout_rx);
+        common.pouts = Some(pout_tx);
+        let pin_stop = Arc::new(AtomicBool::new(false));
+        let (c, st) = (common.ctrls.clone(), pin_stop.clone());
+        let t = std::thread::Builder::new()
+            .name("linerate-of-pin".into())
+            .spawn(move || super::openflow::controllers::pin_loop(pin_rx, c, st))
+            .map_err(|e| format!("spawning the packet-in thread: {e}"))?;
+        pins = Some((t, pin_stop));
+    }
+    // The datapath id: "lr" and the process id (unique per host).
+    let dpid = 0x6c72_0000_0000 | std::process::id() as u64;
+    for of in &cfg.openflow {
+        let c = super::openflow::Channel::start(of, shared.clone(), dpid, &common)?;
+        let ep = &c.endpoint;
+        on(Event::Opened(format!(
+            "openflow: {} {ep} (OpenFlow 1.3{})",
+            if ep.listens() {
+                "listening on"
+            } else {
+                "connecting to"
+            },
+            if ep.tls() { ", mutual TLS" } else { "" }
+        )));
+        channels.push(c);
+    }
     let (polling, profile, cpu) = (cfg.polling, cfg.profile, cfg.cpu);
     let done = Arc::new(AtomicBool::new(false));
     let (st, dn) = (stop.clone(), done.clone());
@@ -328,11 +347,20 @@ pub fn run(
     if let Some(s) = server {
         s.stop();
     }
-    let openflow = openflow.map(|c| {
-        let st = (c.stats.clone(), c.conns.clone());
-        c.stop();
-        st
+    let openflow = (!channels.is_empty()).then(|| {
+        (
+            common.stats.clone(),
+            common.conns.clone(),
+            common.ctrls.clone(),
+        )
     });
+    for c in channels {
+        c.stop();
+    }
+    if let Some((t, st)) = pins {
+        st.store(true, Ordering::SeqCst);
+        let _ = t.join();
+    }
     Ok(Finished {
         openflow,
         elapsed_s: t0.elapsed().as_secs_f64(),
@@ -508,11 +536,12 @@ impl Report for Finished {
             "balanced": s.balanced(), "ports": ports_json(sh), "cache": cache_json(sh),
             "tables": tables_json(sh), "max_flows": sh.ctl.current().limits().max_flows,
         });
-        if let Some((o, c)) = &self.openflow {
+        if let Some((o, c, a)) = &self.openflow {
             let mut j = o.json();
             if let (Some(j), serde_json::Value::Object(c)) = (j.as_object_mut(), c.json()) {
                 j.extend(c);
             }
+            j["controllers"] = a.stats.json();
             v["openflow"] = j;
         }
         if self.profile {
@@ -579,12 +608,17 @@ impl Report for Finished {
                 c["learn_refused"]
             );
         }
-        if let Some((of, c)) = &self.openflow {
-            let (j, c) = (of.json(), c.json());
+        if let Some((of, c, a)) = &self.openflow {
+            let (j, c, a) = (of.json(), c.json(), a.stats.json());
             o += &format!(
                 "  openflow: {} connections, {} messages ({} flow_mods in {} table versions), {} errors sent; closed: {} without HELLO, {} by the inactivity probe, {} evicted, {} refused (full), {} TLS failures\n",
                 j["connections"], j["messages"], j["flow_mods"], j["versions"], j["errors"],
                 c["hello_timeouts"], c["probe_timeouts"], c["evicted"], c["rejected"], c["tls_failures"]
+            );
+            o += &format!(
+                "  controllers: {} packet-ins ({} sent, {} wanted by none, {} dropped for a slow peer), {} packet-outs dropped (queue full), {} requests refused to slaves\n",
+                a["packet_ins"], a["packet_ins_sent"], a["packet_ins_unwanted"], a["slow_peer"],
+                a["packet_outs_queue_full"], a["is_slave"]
             );
         }
         if self.profile {

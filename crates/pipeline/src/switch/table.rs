@@ -549,7 +549,8 @@ impl FlowTable {
     }
 
     /// [`Self::add_flow`], for a rule the pipeline learned or not.
-    fn add_rule(&mut self, rule: Rule, now_ns: u64, learned: bool) -> Result<RuleId, String> {
+    fn add_rule(&mut self, mut rule: Rule, now_ns: u64, learned: bool) -> Result<RuleId, String> {
+        rule.bind_controller();
         self.check(&rule)?;
         let t = rule.table;
         if self.full(t) && !self.has(&rule) {

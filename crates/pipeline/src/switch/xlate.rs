@@ -403,6 +403,15 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
         self.run(f, 0, 0, None)
     }
 
+    /// Run `list` as if it were a table-0 rule's actions (a packet-out's),
+    /// then the tables a `goto_table` at its end leads to.
+    pub fn apply(&mut self, f: &mut FrameBuf, list: &'a [Action]) -> Result<End, Verdict> {
+        match self.actions(f, list, 0, 0)? {
+            Some(t) => self.run(f, t, 0, None),
+            None => Ok(End::Done),
+        }
+    }
+
     /// The recorded trace and wildcards of a live walk.
     pub fn trace(&self) -> Option<(&Trace, &Wildcards)> {
         match &*self.mode {

@@ -28,11 +28,13 @@
 
 pub use super::conn::IDLE_FLUSH_MS;
 use super::conn::{serve, Conn, End, HELLO_TIMEOUT};
+use super::controllers::Controllers;
 use super::endpoint::Endpoint;
 use super::msg::{ChannelStats, Session};
 pub use super::slots::{ConnStats, LogLimit, SlotGuard, Slots, Take, LOG_PER_SECOND};
 use super::transport::{unix_peer, Tls, TlsFiles, Transport};
 use crate::ctl::{poll_in, Listener};
+use crate::switch::controller::PoutTx;
 use crate::switch::ctl::Shared;
 use rustls::{ClientConfig, ServerConfig};
 use std::io::ErrorKind;
@@ -86,6 +88,8 @@ struct Chan {
     log: LogLimit,
     dpid: u64,
     probe: Option<Duration>,
+    ctrls: Arc<Controllers>,
+    pouts: Option<PoutTx>,
 }
 
 impl Chan {
@@ -99,7 +103,13 @@ impl Chan {
         hello_by: Instant,
     ) -> bool {
         self.stats.connections.fetch_add(1, Relaxed);
-        let mut sess = Session::new(self.sh.clone(), self.stats.clone(), self.dpid);
+        let mut sess = Session::for_switch(
+            self.sh.clone(),
+            self.stats.clone(),
+            self.dpid,
+            self.ctrls.clone(),
+            self.pouts.clone(),
+        );
         let c = Conn {
             peer,
             stop: &self.stop,
@@ -165,8 +175,21 @@ pub struct Channel {
     pub endpoint: Endpoint,
     pub stats: Arc<ChannelStats>,
     pub conns: Arc<ConnStats>,
+    /// The connections as controllers, and their counters.
+    pub ctrls: Arc<Controllers>,
     chan: Arc<Chan>,
     thread: Option<JoinHandle<()>>,
+}
+
+/// What every channel of a switch shares (a switch may listen for
+/// `ovs-ofctl` and connect to a controller at once): counters, the
+/// controllers, the datapath's packet-out queue.
+#[derive(Clone, Default)]
+pub struct Common {
+    pub stats: Arc<ChannelStats>,
+    pub conns: Arc<ConnStats>,
+    pub ctrls: Arc<Controllers>,
+    pub pouts: Option<PoutTx>,
 }
 
 /// A listening socket.
@@ -177,19 +200,28 @@ enum Listening {
 
 impl Channel {
     /// Bind (listen) or start connecting; `dpid` is the datapath id
-    /// `FEATURES_REPLY` gives. TLS files are read here: a missing,
-    /// unreadable or mismatched one is a one-line error naming its flag.
-    pub fn start(cfg: &Config, sh: Arc<Shared>, dpid: u64) -> Result<Channel, String> {
+    /// `FEATURES_REPLY` gives; `common`: what it shares with the switch's
+    /// other channels. TLS files are read here: a missing, unreadable or
+    /// mismatched one is a one-line error naming its flag.
+    pub fn start(
+        cfg: &Config,
+        sh: Arc<Shared>,
+        dpid: u64,
+        common: &Common,
+    ) -> Result<Channel, String> {
         let ep = &cfg.endpoint;
         if !ep.tls() && cfg.tls.any() {
             return Err(format!(
                 "--private-key, --certificate and --ca-cert are for ssl: and pssl:, not --openflow {ep}"
             ));
         }
-        let conns = Arc::new(ConnStats::default());
+        let conns = common.conns.clone();
+        let ctrls = common.ctrls.clone();
         let chan = Arc::new(Chan {
+            ctrls: ctrls.clone(),
+            pouts: common.pouts.clone(),
             sh,
-            stats: Arc::new(ChannelStats::default()),
+            stats: common.stats.clone(),
             conns: conns.clone(),
             stop: Arc::new(AtomicBool::new(false)),
             log: LogLimit::stderr(conns.clone()),
@@ -244,6 +276,7 @@ impl Channel {
             endpoint,
             stats: chan.stats.clone(),
             conns,
+            ctrls,
             chan,
             thread: Some(thread),
         })

@@ -160,8 +160,10 @@ pub fn serve<T: Transport>(t: &mut T, sess: &mut Session, c: &Conn) -> End {
         }
         buf.drain(..at);
         at = 0;
+        // Packet-ins waiting for this controller go out with the replies.
+        sess.pull_async();
         // Everything answered so far goes out before the loop waits.
-        if !out.is_empty() && !send(t, sess, &mut out, true) {
+        if (!out.is_empty() || sess.has_out()) && !send(t, sess, &mut out, true) {
             return End::Closed;
         }
         // Apply waiting FLOW_MODs once the peer pauses (nothing more
@@ -198,6 +200,13 @@ pub fn serve<T: Transport>(t: &mut T, sess: &mut Session, c: &Conn) -> End {
                     return End::Closed;
                 }
                 probed = true;
+            }
+        }
+        // Woken by the peer or by a packet-in for it (then the loop goes
+        // round to send it).
+        if let Some(w) = sess.wake_fd() {
+            if !t.readable_or(100, w) {
+                continue;
             }
         }
         match t.read(&mut chunk) {

@@ -119,7 +119,17 @@ fn sep(out: &mut String) {
 }
 
 /// One action list (the body of `apply_actions`) in the rule syntax.
-pub fn decode_actions(mut r: Reader, out: &mut String) -> Result<()> {
+pub fn decode_actions(r: Reader, out: &mut String) -> Result<()> {
+    decode_list(r, out, false)
+}
+
+/// A `PACKET_OUT`'s action list: `output:TABLE` is allowed there (as
+/// `resubmit(,0)`: table 0 with the packet-out's `in_port`).
+pub fn decode_actions_out(r: Reader, out: &mut String) -> Result<()> {
+    decode_list(r, out, true)
+}
+
+fn decode_list(mut r: Reader, out: &mut String, packet_out: bool) -> Result<()> {
     while !r.is_empty() {
         let (t, mut a) = r.tlv(8, 8)?;
         a.skip(4)?;
@@ -132,7 +142,8 @@ pub fn decode_actions(mut r: Reader, out: &mut String) -> Result<()> {
                     OFPP_NORMAL => write!(out, "normal"),
                     OFPP_FLOOD => write!(out, "flood"),
                     OFPP_ALL => write!(out, "all"),
-                    OFPP_CONTROLLER => write!(out, "controller"),
+                    OFPP_CONTROLLER => write!(out, "controller:{}", a.u16()?),
+                    OFPP_TABLE if packet_out => write!(out, "resubmit(,0)"),
                     p if p > OFPP_MAX => {
                         return Err(bad_action(
                             err::BA_BAD_OUT_PORT,
@@ -460,13 +471,14 @@ fn learn(w: &mut Writer, l: &Learn) {
 /// own — meter, goto, write_metadata — are written by
 /// [`encode_instructions`]).
 fn action(w: &mut Writer, a: &Action, untagged: bool) {
-    let output = |w: &mut Writer, p: u32| {
+    let output_len = |w: &mut Writer, p: u32, max_len: u16| {
         w.u16(AT_OUTPUT);
         w.u16(16);
         w.u32(p);
-        w.u16(0);
+        w.u16(max_len);
         w.zeros(6);
     };
+    let output = |w: &mut Writer, p: u32| output_len(w, p, 0);
     let short = |w: &mut Writer, t: u16, v: u32| {
         w.u16(t);
         w.u16(8);
@@ -478,6 +490,7 @@ fn action(w: &mut Writer, a: &Action, untagged: bool) {
         Action::All => output(w, OFPP_ALL),
         Action::InPort => output(w, OFPP_IN_PORT),
         Action::Normal => output(w, OFPP_NORMAL),
+        Action::Controller(p) => output_len(w, OFPP_CONTROLLER, p.max_len),
         Action::Group(g) => short(w, AT_GROUP, *g),
         Action::Set(SetField::NwTtl(t)) => short(w, AT_SET_NW_TTL, (*t as u32) << 24),
         Action::Set(s) => set_field(w, s),

@@ -21,7 +21,9 @@
 //! - [`channel`]: the listener or the active connection, one thread per
 //!   connection, its slots, reconnection and rate-limited log;
 //! - [`conn`]: one connection's framing loop, its `HELLO` deadline and
-//!   inactivity probe.
+//!   inactivity probe;
+//! - [`controllers`]: the connections as controllers (roles, asynchronous
+//!   configuration, their `PACKET_IN`s).
 //!
 //! Decoding goes through the rule syntax: a `FLOW_MOD` becomes the text
 //! `ovs-ofctl` would print for it, parsed by [`Rule::parse`], so a rule
@@ -39,6 +41,7 @@
 pub mod channel;
 pub mod client;
 pub mod conn;
+pub mod controllers;
 pub mod endpoint;
 pub mod instr;
 pub mod msg;

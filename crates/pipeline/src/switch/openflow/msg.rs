@@ -34,10 +34,12 @@
 //! `OFPT_ERROR` and ends the connection ([`Session::message`] returns
 //! `Err`). Neither ever touches the datapath.
 
+use super::controllers::{Controllers, Ctrl, RoleError};
 use super::instr;
 use super::oxm;
 use super::wire::*;
 use crate::switch::actions::{Group, Meter, MeterUnit};
+use crate::switch::controller::{PacketOut, PoutTx, PIN_DATA};
 use crate::switch::ctl::Shared;
 use crate::switch::table::{mono_ns, FlowCursor, FlowEntry, FlowTable};
 use crate::switch::{Action, MatchSpec, Rule};
@@ -225,6 +227,12 @@ pub struct Session {
     unpublished: bool,
     /// The last error's reason (for the switch's log).
     pub last_error: Option<String>,
+    /// The channel's controllers, this connection's place among them once
+    /// its `HELLO` came, and the datapath's packet-out queue (a session of
+    /// a running switch; tests and the fuzz target have none).
+    ctrls: Option<Arc<Controllers>>,
+    ctrl: Option<Arc<Ctrl>>,
+    pouts: Option<PoutTx>,
 }
 
 /// Our `HELLO`: version 1.3, with a version bitmap saying only 1.3.
@@ -251,7 +259,42 @@ impl Session {
             dump: None,
             unpublished: false,
             last_error: None,
+            ctrls: None,
+            ctrl: None,
+            pouts: None,
         }
+    }
+
+    /// A session of a running switch's channel: it joins `ctrls` at its
+    /// `HELLO` and sends its packet-outs to `pouts`.
+    pub fn for_switch(
+        sh: Arc<Shared>,
+        stats: Arc<ChannelStats>,
+        dpid: u64,
+        ctrls: Arc<Controllers>,
+        pouts: Option<PoutTx>,
+    ) -> Session {
+        let mut s = Session::new(sh, stats, dpid);
+        s.ctrls = Some(ctrls);
+        s.pouts = pouts;
+        s
+    }
+
+    /// The descriptor readable while asynchronous messages wait.
+    pub fn wake_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.ctrl.as_ref().map(|c| c.wake_fd())
+    }
+
+    /// Queue the asynchronous messages waiting (packet-ins) as replies.
+    pub fn pull_async(&mut self) {
+        let Some(c) = self.ctrl.clone() else { return };
+        for m in c.take() {
+            self.push_out(m);
+        }
+    }
+
+    fn is_slave(&self) -> bool {
+        self.ctrl.as_ref().is_some_and(|c| c.is_slave())
     }
 
     fn error(&mut self, xid: u32, e: &OfError, req: &[u8]) {
@@ -374,6 +417,23 @@ impl Session {
             return Err(e.why);
         }
         let body = Reader::new(&m[HEADER..], "message");
+        if self.is_slave()
+            && matches!(
+                h.kind,
+                FLOW_MOD | GROUP_MOD | METER_MOD | PACKET_OUT | PORT_MOD | TABLE_MOD
+            )
+        {
+            if let Some(cs) = &self.ctrls {
+                cs.stats.is_slave.fetch_add(1, Relaxed);
+            }
+            let e = OfError::new(
+                err::BAD_REQUEST,
+                err::BR_IS_SLAVE,
+                format!("message type {}: this connection is a slave", h.kind),
+            );
+            self.error(h.xid, &e, m);
+            return Ok(());
+        }
         if h.kind == FLOW_MOD {
             self.stats.flow_mods.fetch_add(1, Relaxed);
             match decode_flow_mod(body) {
@@ -459,6 +519,11 @@ impl Session {
             return Err(e.why);
         }
         self.hello = true;
+        if let Some(cs) = &self.ctrls {
+            // Without an eventfd the connection is served without
+            // asynchronous messages.
+            self.ctrl = cs.join().ok();
+        }
         Ok(())
     }
 
@@ -542,7 +607,27 @@ impl Session {
                 w.bytes(b.rest());
                 self.push_out(w.finish());
             }
-            ECHO_REPLY | SET_CONFIG | SET_ASYNC => {}
+            ECHO_REPLY => {}
+            SET_CONFIG => {
+                let flags = b.u16()?;
+                let miss = b.u16()?;
+                if let Some(c) = &self.ctrl {
+                    c.config_flags.store(flags, Relaxed);
+                    c.miss_send_len.store(miss, Relaxed);
+                }
+            }
+            SET_ASYNC => {
+                let mut m = [[0u32; 3]; 2];
+                for j in 0..3 {
+                    for row in m.iter_mut() {
+                        row[j] = b.u32()?;
+                    }
+                }
+                if let Some(c) = &self.ctrl {
+                    c.set_masks(m);
+                }
+            }
+            PACKET_OUT => self.packet_out(b)?,
             FEATURES_REQUEST => {
                 let mut w = Writer::new(FEATURES_REPLY, xid);
                 w.u64(self.dpid);
@@ -556,8 +641,16 @@ impl Session {
             }
             GET_CONFIG_REQUEST => {
                 let mut w = Writer::new(GET_CONFIG_REPLY, xid);
-                w.u16(0);
-                w.u16(0xffff);
+                match &self.ctrl {
+                    Some(c) => {
+                        w.u16(c.config_flags.load(Relaxed));
+                        w.u16(c.miss_send_len.load(Relaxed));
+                    }
+                    None => {
+                        w.u16(0);
+                        w.u16(super::controllers::DEFAULT_MISS_SEND_LEN);
+                    }
+                }
                 self.push_out(w.finish());
             }
             BARRIER_REQUEST => {
@@ -568,28 +661,50 @@ impl Session {
                 let role = b.u32()?;
                 b.skip(4)?;
                 let gen = b.u64()?;
+                let (role, gen) = match (&self.ctrls, &self.ctrl) {
+                    (Some(cs), Some(c)) => cs.request_role(c, role, gen).map_err(|e| match e {
+                        RoleError::Stale => OfError::new(
+                            err::ROLE_REQUEST_FAILED,
+                            err::RR_STALE,
+                            format!("generation id {gen} is older than one seen before"),
+                        ),
+                        RoleError::BadRole => OfError::new(
+                            err::ROLE_REQUEST_FAILED,
+                            err::RR_BAD_ROLE,
+                            format!("role {role} is not one of OpenFlow 1.3's"),
+                        ),
+                    })?,
+                    // A session without a switch: every role is granted.
+                    _ => (if role == 0 { 1 } else { role }, gen),
+                };
                 let mut w = Writer::new(ROLE_REPLY, xid);
-                // One controller at a time may be master or equal; linerate
-                // does not arbitrate between them (every role is granted).
-                w.u32(if role == 0 { 1 } else { role });
+                w.u32(role);
                 w.zeros(4);
                 w.u64(gen);
                 self.push_out(w.finish());
             }
             GET_ASYNC_REQUEST => {
+                let m = match &self.ctrl {
+                    Some(c) => c.masks(),
+                    None => super::controllers::DEFAULT_ASYNC,
+                };
                 let mut w = Writer::new(GET_ASYNC_REPLY, xid);
-                w.zeros(24);
+                for j in 0..3 {
+                    for row in &m {
+                        w.u32(row[j]);
+                    }
+                }
                 self.push_out(w.finish());
             }
             GROUP_MOD => self.group_mod(b)?,
             METER_MOD => self.meter_mod(b)?,
             MULTIPART_REQUEST => self.multipart(xid, b)?,
-            PACKET_OUT | PORT_MOD | TABLE_MOD => {
+            PORT_MOD | TABLE_MOD => {
                 return Err(OfError::new(
                     err::BAD_REQUEST,
                     err::BR_BAD_TYPE,
                     format!(
-                        "message type {} (packet-out, port-mod, table-mod) is not supported",
+                        "message type {} (port-mod, table-mod) is not supported",
                         h.kind
                     ),
                 ))
@@ -607,6 +722,68 @@ impl Session {
                     err::BR_BAD_TYPE,
                     format!("message type {t} is not supported"),
                 ))
+            }
+        }
+        Ok(())
+    }
+
+    /// `PACKET_OUT` (no buffers: the frame is in the message): its
+    /// actions decoded as a rule's (`output:TABLE` is `resubmit(,0)`: the
+    /// pipeline from table 0, with the packet-out's `in_port`), then
+    /// queued for the datapath.
+    fn packet_out(&mut self, mut b: Reader) -> Result<()> {
+        let buffer_id = b.u32()?;
+        let in_port = b.u32()?;
+        let alen = b.u16()? as usize;
+        b.skip(6)?;
+        let acts = Reader::new(b.bytes(alen)?, "packet-out actions");
+        let data = b.rest();
+        if buffer_id != NO_BUFFER {
+            return Err(OfError::new(
+                err::BAD_REQUEST,
+                err::BR_BUFFER_UNKNOWN,
+                format!("buffer {buffer_id}: this switch buffers no packets (n_buffers 0)"),
+            ));
+        }
+        if in_port > OFPP_MAX && in_port != OFPP_CONTROLLER && in_port != OFPP_LOCAL {
+            return Err(OfError::new(
+                err::BAD_REQUEST,
+                err::BR_BAD_PORT,
+                format!("packet-out in_port {in_port:#x}"),
+            ));
+        }
+        if data.len() < 14 || data.len() > PIN_DATA {
+            return Err(OfError::new(
+                err::BAD_REQUEST,
+                err::BR_BAD_PACKET,
+                format!(
+                    "packet-out frame of {} bytes (14 to {PIN_DATA})",
+                    data.len()
+                ),
+            ));
+        }
+        let mut text = String::new();
+        instr::decode_actions_out(acts, &mut text)?;
+        let rule = Rule::parse(&format!(
+            "actions={}",
+            if text.is_empty() { "drop" } else { &text }
+        ))
+        .map_err(|e| OfError::new(err::BAD_ACTION, err::BA_BAD_ARGUMENT, e.to_string()))?;
+        let Some(q) = &self.pouts else {
+            return Err(OfError::new(
+                err::BAD_REQUEST,
+                err::BR_BAD_TYPE,
+                "packet-out: no datapath behind this session",
+            ));
+        };
+        let po = PacketOut {
+            in_port,
+            actions: rule.actions,
+            frame: data.to_vec(),
+        };
+        if !q.send(po) {
+            if let Some(cs) = &self.ctrls {
+                cs.stats.packet_outs_queue_full.fetch_add(1, Relaxed);
             }
         }
         Ok(())
@@ -964,6 +1141,9 @@ impl Drop for Session {
     /// What the connection held is given back to the channel's budget.
     fn drop(&mut self) {
         self.uncharge(self.pending_cost + self.out_cost);
+        if let (Some(cs), Some(c)) = (&self.ctrls, &self.ctrl) {
+            cs.leave(c);
+        }
     }
 }
 

@@ -401,10 +401,11 @@ fn malformed_messages_end_the_connection_unsupported_ones_do_not() {
         .clone();
     fm[68..72].copy_from_slice(&99u32.to_be_bytes()); // group 99: none
     s.message(&fm).unwrap();
-    s.message(&Writer::new(PACKET_OUT, 8).finish()).unwrap();
+    s.message(&packet_out(7, 1, &[2], &[0u8; 60], 8)).unwrap();
     s.message(&barrier(9)).unwrap();
     let out = s.take_out();
     assert_eq!(kinds(&out), vec![ERROR, ERROR, BARRIER_REPLY]);
+    assert_eq!(err_of(&out[1]), (err::BAD_REQUEST, err::BR_BUFFER_UNKNOWN));
     assert_eq!(&out[0][8..12], &[0, 2, 0, 9], "BAD_ACTION/BAD_OUT_GROUP");
     assert_eq!(sh.ctl.current().len(), 0);
 }
@@ -776,7 +777,195 @@ fn every_action_type_round_trips() {
         "actions=write_metadata:0x10/0xff,goto_table:3",
         "actions=resubmit(,4),resubmit(3,5)",
         "actions=learn(table=10,idle_timeout=300,priority=100,NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],load:NXM_OF_IN_PORT[]->NXM_NX_REG0[0..15]),output:2",
+        "priority=0,actions=controller",
+        "cookie=0x7,table=2,priority=9,udp,actions=controller:128,output:2",
     ] {
         assert_round_trip(&canonical(Rule::parse(text).unwrap()), text);
     }
+}
+
+/// `PACKET_OUT` with no buffer, output actions to `ports` (OFPP_TABLE
+/// among them as is), `frame`.
+fn packet_out(buffer: u32, in_port: u32, ports: &[u32], frame: &[u8], xid: u32) -> Vec<u8> {
+    let mut w = Writer::new(PACKET_OUT, xid);
+    w.u32(buffer);
+    w.u32(in_port);
+    w.u16(16 * ports.len() as u16);
+    w.zeros(6);
+    for &p in ports {
+        w.u16(0);
+        w.u16(16);
+        w.u32(p);
+        w.u16(0);
+        w.zeros(6);
+    }
+    w.bytes(frame);
+    w.finish()
+}
+
+fn role_request(role: u32, gen: u64, xid: u32) -> Vec<u8> {
+    let mut w = Writer::new(ROLE_REQUEST, xid);
+    w.u32(role);
+    w.zeros(4);
+    w.u64(gen);
+    w.finish()
+}
+
+fn switch_session(
+    sh: &Arc<Shared>,
+    cs: &Arc<super::controllers::Controllers>,
+    pouts: Option<crate::switch::controller::PoutTx>,
+) -> Session {
+    let mut s = Session::for_switch(
+        sh.clone(),
+        Arc::new(ChannelStats::default()),
+        7,
+        cs.clone(),
+        pouts,
+    );
+    s.message(&hello()).unwrap();
+    s
+}
+
+fn pin_buf() -> crate::switch::controller::PinBuf {
+    crate::switch::controller::PinBuf {
+        pin: crate::switch::rule::Pin::new(0xffff),
+        in_port: 1,
+        total_len: 14,
+        len: 14,
+        data: [0; crate::switch::controller::PIN_DATA],
+    }
+}
+
+/// Issue 37: a slave controller's FLOW_MOD is refused with IS_SLAVE, a
+/// stale generation id with ROLE_REQUEST_FAILED/STALE, and only the
+/// master gets packet-ins.
+#[test]
+fn a_slave_is_refused_and_only_the_master_gets_packet_ins() {
+    use super::controllers::{Controllers, ROLE_MASTER, ROLE_SLAVE};
+    let sh = shared();
+    let cs = Arc::new(Controllers::default());
+    let mut a = switch_session(&sh, &cs, None);
+    let mut b = switch_session(&sh, &cs, None);
+    assert_eq!(cs.len(), 2);
+    // Both equal: both get packet-ins.
+    cs.packet_in(&pin_buf());
+    a.pull_async();
+    b.pull_async();
+    assert_eq!(kinds(&a.take_out()), vec![PACKET_IN]);
+    assert_eq!(kinds(&b.take_out()), vec![PACKET_IN]);
+    a.message(&role_request(ROLE_MASTER, 1, 1)).unwrap();
+    b.message(&role_request(ROLE_MASTER, 2, 2)).unwrap();
+    let (ra, rb) = (a.take_out(), b.take_out());
+    assert_eq!(kinds(&ra), vec![ROLE_REPLY]);
+    assert_eq!(&rb[0][8..12], &ROLE_MASTER.to_be_bytes());
+    assert_eq!(&rb[0][16..24], &2u64.to_be_bytes());
+    // a is a slave now.
+    a.message(&role_request(0, 0, 3)).unwrap();
+    assert_eq!(&a.take_out()[0][8..12], &ROLE_SLAVE.to_be_bytes());
+    let fm = flow_mod_add(&Rule::parse("actions=output:2").unwrap(), 4);
+    a.message(&fm).unwrap();
+    a.message(&packet_out(NO_BUFFER, 1, &[2], &[0u8; 60], 5))
+        .unwrap();
+    a.message(&barrier(6)).unwrap();
+    let out = a.take_out();
+    assert_eq!(kinds(&out), vec![ERROR, ERROR, BARRIER_REPLY]);
+    assert_eq!(err_of(&out[0]), (err::BAD_REQUEST, err::BR_IS_SLAVE));
+    assert_eq!(err_of(&out[1]), (err::BAD_REQUEST, err::BR_IS_SLAVE));
+    assert_eq!(sh.ctl.current().len(), 0);
+    assert_eq!(
+        cs.stats.is_slave.load(std::sync::atomic::Ordering::Relaxed),
+        2
+    );
+    // The master's is applied.
+    b.message(&fm).unwrap();
+    b.message(&barrier(7)).unwrap();
+    assert_eq!(kinds(&b.take_out()), vec![BARRIER_REPLY]);
+    assert_eq!(sh.ctl.current().len(), 1);
+    // An older generation id is stale.
+    a.message(&role_request(ROLE_MASTER, 1, 8)).unwrap();
+    let out = a.take_out();
+    assert_eq!(err_of(&out[0]), (err::ROLE_REQUEST_FAILED, err::RR_STALE));
+    // Only the master gets packet-ins; the slave's async config says so.
+    cs.packet_in(&pin_buf());
+    a.pull_async();
+    b.pull_async();
+    assert!(a.take_out().is_empty());
+    assert_eq!(kinds(&b.take_out()), vec![PACKET_IN]);
+    a.message(&Writer::new(GET_ASYNC_REQUEST, 9).finish())
+        .unwrap();
+    let r = &a.take_out()[0];
+    // packet_in_mask[0] (master/equal), packet_in_mask[1] (slave).
+    assert_eq!(
+        (&r[8..12], &r[12..16]),
+        (&[0, 0, 0, 3][..], &[0, 0, 0, 0][..])
+    );
+    drop(a);
+    assert_eq!(cs.len(), 1, "a closed session leaves");
+}
+
+/// `PACKET_OUT`: the actions (`output:TABLE` as `resubmit(,0)`), in_port
+/// and frame reach the datapath's queue; a frame too short, a buffer id
+/// and a full queue are refused or counted; `SET_CONFIG` reads back.
+#[test]
+fn packet_outs_are_decoded_for_the_datapath() {
+    use crate::switch::controller::{pout_queue, POUT_QUEUE};
+    use crate::switch::Action;
+    let sh = shared();
+    let cs = Arc::new(super::controllers::Controllers::default());
+    let (tx, rx) = pout_queue();
+    let mut s = switch_session(&sh, &cs, Some(tx));
+    let frame: Vec<u8> = (0..60u8).collect();
+    s.message(&packet_out(NO_BUFFER, 3, &[2, OFPP_TABLE], &frame, 1))
+        .unwrap();
+    s.message(&packet_out(NO_BUFFER, 3, &[2], &frame[..10], 2))
+        .unwrap();
+    s.message(&packet_out(NO_BUFFER, 3, &[OFPP_MAX + 5], &frame, 3))
+        .unwrap();
+    let out = s.take_out();
+    assert_eq!(kinds(&out), vec![ERROR, ERROR]);
+    assert_eq!(err_of(&out[0]), (err::BAD_REQUEST, err::BR_BAD_PACKET));
+    assert_eq!(err_of(&out[1]), (err::BAD_ACTION, err::BA_BAD_OUT_PORT));
+    let po = rx.next().expect("the packet-out");
+    assert_eq!(po.in_port, 3);
+    assert_eq!(po.frame, frame);
+    assert_eq!(
+        po.actions,
+        vec![
+            Action::Output(2),
+            Action::Resubmit {
+                port: None,
+                table: Some(0)
+            }
+        ]
+    );
+    assert!(rx.next().is_none());
+    // OFPP_TABLE is for packet-outs only.
+    let r = Rule::parse(&format!("actions=output:{OFPP_TABLE}")).unwrap();
+    s.message(&flow_mod_add(&r, 4)).unwrap();
+    s.message(&barrier(5)).unwrap();
+    let out = s.take_out();
+    assert_eq!(kinds(&out), vec![ERROR, BARRIER_REPLY]);
+    assert_eq!(err_of(&out[0]), (err::BAD_ACTION, err::BA_BAD_OUT_PORT));
+    // A full queue: counted, no error (Open vSwitch has none for it).
+    for i in 0..POUT_QUEUE + 3 {
+        s.message(&packet_out(NO_BUFFER, 1, &[2], &frame, 10 + i as u32))
+            .unwrap();
+    }
+    assert!(s.take_out().is_empty());
+    assert_eq!(
+        cs.stats
+            .packet_outs_queue_full
+            .load(std::sync::atomic::Ordering::Relaxed),
+        3
+    );
+    // SET_CONFIG's miss_send_len reads back.
+    let mut w = Writer::new(SET_CONFIG, 20);
+    w.u16(0);
+    w.u16(300);
+    s.message(&w.finish()).unwrap();
+    s.message(&Writer::new(GET_CONFIG_REQUEST, 21).finish())
+        .unwrap();
+    let r = &s.take_out()[0];
+    assert_eq!(&r[10..12], &300u16.to_be_bytes());
 }

@@ -11,6 +11,7 @@
 //! `--ca-cert` but, like Open vSwitch, not the name or address in it
 //! ([`ChainOnly`]).
 
+use super::controllers::poll_two;
 use crate::ctl::poll_in;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
@@ -21,7 +22,7 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig};
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{IpAddr, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -32,6 +33,13 @@ pub trait Transport: Read + Write {
     /// Wait up to `ms` for something to read (bytes, the end, an error);
     /// true when a read would not wait.
     fn readable(&mut self, ms: i32) -> bool;
+
+    /// [`Self::readable`], also woken by `wake` becoming readable (a
+    /// connection's queue of asynchronous messages): true when a read
+    /// would not wait.
+    fn readable_or(&mut self, ms: i32, _wake: RawFd) -> bool {
+        self.readable(ms)
+    }
 
     /// The time the loop's deadlines are measured in (the fuzz target's
     /// stream has a clock of its own, so that deadlines pass at once).
@@ -44,11 +52,17 @@ impl Transport for TcpStream {
     fn readable(&mut self, ms: i32) -> bool {
         poll_in(self.as_raw_fd(), ms)
     }
+    fn readable_or(&mut self, ms: i32, wake: RawFd) -> bool {
+        poll_two(self.as_raw_fd(), wake, ms).0
+    }
 }
 
 impl Transport for UnixStream {
     fn readable(&mut self, ms: i32) -> bool {
         poll_in(self.as_raw_fd(), ms)
+    }
+    fn readable_or(&mut self, ms: i32, wake: RawFd) -> bool {
+        poll_two(self.as_raw_fd(), wake, ms).0
     }
 }
 
@@ -393,6 +407,13 @@ impl Transport for Tls {
             Ok(st) if st.plaintext_bytes_to_read() > 0 || st.peer_has_closed() => true,
             Err(_) => true,
             Ok(_) => poll_in(self.sock.as_raw_fd(), ms),
+        }
+    }
+    fn readable_or(&mut self, ms: i32, wake: RawFd) -> bool {
+        match self.conn.process_new_packets() {
+            Ok(st) if st.plaintext_bytes_to_read() > 0 || st.peer_has_closed() => true,
+            Err(_) => true,
+            Ok(_) => poll_two(self.sock.as_raw_fd(), wake, ms).0,
         }
     }
 }

@@ -1,0 +1,373 @@
+//! Issue 37: `linerate switch` under a controller. Real frames between
+//! hosts in network namespaces, a real OpenFlow controller:
+//!
+//! - os-ken (PyPI, installed by scripts/setup.sh in /opt/linerate/os-ken)
+//!   runs a MAC-learning application (tests/controllers/learning_switch.py,
+//!   simple_switch_13's behaviour): four hosts ping every pair after
+//!   learning by packet-in, the controller's rules show in `ovs-ofctl
+//!   dump-flows` on the switch's second channel, and a host that moves,
+//!   twice, is learned at its new port each time;
+//! - `ovs-ofctl monitor` gets the packet-ins of table-miss frames, and
+//!   `ovs-ofctl packet-out` delivers frames with `actions=output:N` and
+//!   with `actions=table` (through the rules).
+//!
+//! Every namespace, process and socket goes on drop, also when a test
+//! fails; a missing tool fails the test with its name.
+
+mod support;
+use support::*;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const APPS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/controllers");
+
+fn mac(i: u32) -> String {
+    format!("02:00:00:00:00:{i:02x}")
+}
+
+fn ofctl(sock: &Path, args: &[&str]) -> String {
+    let target = format!("unix:{}", sock.display());
+    let mut a = vec!["-O", "OpenFlow13", "--timeout=10", args[0], &target];
+    a.extend(&args[1..]);
+    let out = Command::new(require_tool("ovs-ofctl"))
+        .args(&a)
+        .output()
+        .expect("run ovs-ofctl");
+    assert!(
+        out.status.success(),
+        "ovs-ofctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The switch in the star's switch namespace, ports 1..=N on its veths,
+/// the given channels; returns once the `punix:` one answers.
+fn switch(star: &NetnsStar, openflow: &[String], sock: &Path) -> Proc {
+    let mut args: Vec<String> = vec!["switch".into()];
+    for i in 1..=star.hosts {
+        args.push("--port".into());
+        args.push(format!("{i}=afpacket:{}", star.sw_if(i)));
+    }
+    for o in openflow {
+        args.push("--openflow".into());
+        args.push(o.clone());
+    }
+    args.extend(["--poll", "wait", "--json", "--quiet"].map(String::from));
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut p = spawn_in(&star.sw_ns(), &a);
+    p.keep_stderr_tail();
+    wait_until(
+        Duration::from_secs(20),
+        "the switch's OpenFlow socket",
+        || {
+            p.assert_running("linerate switch");
+            sock.exists()
+                && Command::new("ovs-ofctl")
+                    .args(["-O", "OpenFlow13", "--timeout=2", "show"])
+                    .arg(format!("unix:{}", sock.display()))
+                    .output()
+                    .is_ok_and(|o| o.status.success())
+        },
+    );
+    p
+}
+
+/// Host `i`: address 10.77.0.i/24, MAC 02:00:00:00:00:0i.
+fn address(star: &NetnsStar, i: u32, as_host: u32) {
+    let ns = star.host_ns(i);
+    let ifn = star.host_if(i);
+    run_cmd(&["ip", "-n", &ns, "link", "set", &ifn, "down"]);
+    run_cmd(&["ip", "-n", &ns, "addr", "flush", "dev", &ifn]);
+    run_cmd(&[
+        "ip",
+        "-n",
+        &ns,
+        "link",
+        "set",
+        &ifn,
+        "address",
+        &mac(as_host),
+    ]);
+    run_cmd(&[
+        "ip",
+        "-n",
+        &ns,
+        "addr",
+        "add",
+        &format!("10.77.0.{as_host}/24"),
+        "dev",
+        &ifn,
+    ]);
+    run_cmd(&["ip", "-n", &ns, "link", "set", &ifn, "up"]);
+}
+
+/// `ping` from host `a`'s namespace to 10.77.0.b: at least one reply
+/// within 5 s.
+fn ping(star: &NetnsStar, a: u32, b: u32) -> bool {
+    Command::new("ip")
+        .args(["netns", "exec", &star.host_ns(a)])
+        .arg(require_tool("ping"))
+        .args(["-c", "1", "-w", "5", "-q", &format!("10.77.0.{b}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// The rules of `dump-flows` that send dl_dst `dst` somewhere: the
+/// output ports.
+fn outputs_to(flows: &str, dst: &str) -> Vec<String> {
+    flows
+        .lines()
+        .filter(|l| l.contains(&format!("dl_dst={dst}")))
+        .filter_map(|l| l.split("actions=").nth(1).map(|a| a.trim().to_string()))
+        .collect()
+}
+
+#[test]
+fn an_os_ken_learning_switch_drives_linerate_switch() {
+    require_root();
+    require_tools(&["ovs-ofctl", "ping", "ss"]);
+    let python = require_osken();
+    let star = NetnsStar::up("lrctl", 4);
+    let dir = TempDir::new("ctl");
+    let sock = dir.join("sw.of");
+    for i in 1..=4 {
+        address(&star, i, i);
+    }
+    // The controller, on the switch namespace's own loopback.
+    let mut osken = Proc::spawn(
+        in_ns(
+            &star.sw_ns(),
+            &[python.as_str(), "run_osken.py", "6653", "learning_switch"],
+        )
+        .current_dir(APPS),
+        "os-ken",
+    )
+    .expect("start os-ken");
+    osken.keep_stderr_tail();
+    wait_until(Duration::from_secs(30), "os-ken listening on 6653", || {
+        osken.assert_running("os-ken");
+        !run_cmd(&[
+            "ip",
+            "netns",
+            "exec",
+            &star.sw_ns(),
+            "ss",
+            "-Hltn",
+            "sport = :6653",
+        ])
+        .trim()
+        .is_empty()
+    });
+    let mut sw = switch(
+        &star,
+        &[
+            "tcp:127.0.0.1:6653".into(),
+            format!("punix:{}", sock.display()),
+        ],
+        &sock,
+    );
+    // The controller's first rule: the table miss to itself.
+    wait_until(
+        Duration::from_secs(30),
+        "the controller's table-miss rule",
+        || {
+            sw.assert_running("linerate switch");
+            ofctl(&sock, &["dump-flows"]).contains("priority=0 actions=CONTROLLER:65535")
+        },
+    );
+    let mut failed = Vec::new();
+    for a in 1..=4 {
+        for b in 1..=4 {
+            if a != b && !ping(&star, a, b) {
+                failed.push(format!("{a}->{b}"));
+            }
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "pings that failed: {failed:?}; switch: {}; os-ken: {}",
+        sw.stderr_tail(),
+        osken.stderr_tail()
+    );
+    // Every pair's rule, as the controller installed it, in dump-flows.
+    let flows = ofctl(&sock, &["dump-flows"]);
+    for a in 1..=4u32 {
+        for b in (1..=4u32).filter(|&b| b != a) {
+            let want = format!(
+                "priority=1,in_port={a},dl_src={},dl_dst={} actions=output:{b}",
+                mac(a),
+                mac(b)
+            );
+            assert!(flows.contains(&want), "no '{want}' in:\n{flows}");
+        }
+    }
+    // Host 1 moves: its MAC and address go to host 2's port, then to
+    // host 3's (the application deletes the rules towards a MAC seen on a
+    // new port). Each time host 4 reaches it at the new port, and the rules
+    // towards it say so.
+    for (to, gone) in [(2u32, 1u32), (3, 2)] {
+        // The old host takes another address (its port stays up).
+        address(&star, gone, 10 + gone);
+        address(&star, to, 1);
+        assert!(
+            ping(&star, to, 4),
+            "the moved host (now at port {to}) reaches host 4"
+        );
+        assert!(
+            ping(&star, 4, 1),
+            "host 4 reaches the moved host at port {to}"
+        );
+        let flows = ofctl(&sock, &["dump-flows"]);
+        let outs = outputs_to(&flows, &mac(1));
+        assert!(
+            outs.iter().any(|o| o == &format!("output:{to}")),
+            "no rule sends {} to port {to}:\n{flows}",
+            mac(1)
+        );
+        assert!(
+            !outs.iter().any(|o| o == &format!("output:{gone}")),
+            "a rule still sends {} to its old port {gone}:\n{flows}",
+            mac(1)
+        );
+    }
+    sw.interrupt();
+    let v = sw.finish_json(Duration::from_secs(20), "linerate switch");
+    let c = &v["openflow"]["controllers"];
+    assert!(c["packet_ins"].as_u64().unwrap() >= 12, "{v}");
+    assert_eq!(c["packet_ins_unwanted"], 0, "{v}");
+    assert!(v["cache"]["packet_outs"].as_u64().unwrap() >= 12, "{v}");
+    assert_eq!(v["balanced"], true, "{v}");
+}
+
+#[test]
+fn ovs_ofctl_monitor_gets_packet_ins_and_packet_out_delivers() {
+    require_root();
+    require_tools(&["ovs-ofctl"]);
+    let star = NetnsStar::up("lrcpo", 2);
+    let dir = TempDir::new("cpo");
+    let sock = dir.join("sw.of");
+    let sw = switch(&star, &[format!("punix:{}", sock.display())], &sock);
+    ofctl(&sock, &["add-flow", "priority=0,actions=CONTROLLER:65535"]);
+    let h1 = PacketSocket::open(&star.host_ns(1), &star.host_if(1));
+    let h2 = PacketSocket::open(&star.host_ns(2), &star.host_if(2));
+    // A UDP frame from host 1 to host 2, marked by its source port.
+    let frame = |sport: u16| -> Vec<u8> {
+        let mut f = hex("0200000000020200000000010800");
+        f.extend(hex("450000200001000040110000"));
+        f.extend([10, 77, 0, 1, 10, 77, 0, 2]);
+        f.extend(sport.to_be_bytes());
+        f.extend(hex("0009000c0000cafe"));
+        f.resize(60, 0);
+        f
+    };
+    // The monitor runs for 4 s (--timeout), while host 1 sends a
+    // table-miss frame every 100 ms; it prints what it got (to standard
+    // error, with the OpenFlow 1.3 packet-in format).
+    let mut mon = Proc::spawn(
+        Command::new(require_tool("ovs-ofctl"))
+            .args(["-O", "OpenFlow13", "--timeout=4"])
+            .arg(format!("--unixctl={}", dir.join("mon.ctl").display()))
+            .arg("monitor")
+            .arg(format!("unix:{}", sock.display())),
+        "ovs-ofctl monitor",
+    )
+    .expect("start ovs-ofctl monitor");
+    let t = Instant::now();
+    while !mon.exited() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "ovs-ofctl monitor did not end"
+        );
+        h1.send(&frame(4242));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = mon.wait_output(Duration::from_secs(5), "ovs-ofctl monitor");
+    let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+    let got: Vec<String> = text.lines().map(String::from).collect();
+    assert!(
+        got.iter().any(|l| l.contains("tp_src=4242")),
+        "no packet-in for the table-miss frame; monitor said: {got:?}"
+    );
+    let i = got.iter().position(|l| l.contains("tp_src=4242")).unwrap();
+    assert!(
+        got[..i]
+            .iter()
+            .any(|l| l.starts_with("OFPT_PACKET_IN (OF1.3)")
+                && l.contains("in_port=1 (via no_match)")
+                && l.contains("total_len=60")),
+        "{got:?}"
+    );
+    // Packet-outs: straight to port 2, and through the rules (`table`).
+    let hexf = |f: &[u8]| f.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let arrives = |sport: u16| -> bool {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(5) {
+            PacketSocket::wait_any(std::slice::from_ref(&h2), Duration::from_millis(100));
+            while let Some(f) = h2.recv() {
+                if f.len() >= 36 && f[34..36] == sport.to_be_bytes() {
+                    return true;
+                }
+            }
+        }
+        false
+    };
+    ofctl(
+        &sock,
+        &[
+            "packet-out",
+            &format!(
+                "in_port=controller packet={} actions=output:2",
+                hexf(&frame(5001))
+            ),
+        ],
+    );
+    assert!(
+        arrives(5001),
+        "packet-out actions=output:2 did not reach host 2"
+    );
+    ofctl(
+        &sock,
+        &[
+            "add-flow",
+            "priority=10,in_port=1,udp,tp_src=5002,actions=output:2",
+        ],
+    );
+    ofctl(
+        &sock,
+        &[
+            "packet-out",
+            &format!("in_port=1 packet={} actions=table", hexf(&frame(5002))),
+        ],
+    );
+    assert!(
+        arrives(5002),
+        "packet-out actions=table did not reach host 2 through the rule"
+    );
+    let flows = ofctl(&sock, &["dump-flows"]);
+    assert!(
+        flows
+            .lines()
+            .any(|l| l.contains("tp_src=5002") && l.contains("n_packets=1,")),
+        "the packet-out went through the rule once:\n{flows}"
+    );
+    sw.interrupt();
+    let v = sw.finish_json(Duration::from_secs(20), "linerate switch");
+    assert_eq!(v["cache"]["packet_outs"], 2, "{v}");
+    assert!(
+        v["openflow"]["controllers"]["packet_ins_sent"]
+            .as_u64()
+            .unwrap()
+            >= 1,
+        "{v}"
+    );
+}
+
+fn hex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}

@@ -1,0 +1,411 @@
+//! The controllers of a channel as Open vSwitch serves them (issue 37):
+//! each connection's role (`equal`, `master`, `slave`) and generation id,
+//! its asynchronous configuration (`SET_ASYNC`, `SET_CONFIG`'s
+//! `miss_send_len`), and its queue of asynchronous messages; the thread
+//! that turns the datapath's packet-ins into `PACKET_IN`s for them.
+//!
+//! Bounds: a connection holds at most [`ASYNC_QUEUE`] messages waiting to
+//! be written; more for a peer that does not read are dropped and counted
+//! (`slow_peer`), never waited for. A connection thread waits on its socket
+//! and on its queue's eventfd at once, so a packet-in goes out as soon as it
+//! is queued, not at the next 100 ms read timeout.
+
+use super::wire::{Writer, NO_BUFFER, PACKET_IN};
+use crate::switch::controller::{PinBuf, PinRx};
+use std::collections::VecDeque;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use Ordering::Relaxed;
+
+/// Asynchronous messages a connection may have waiting to be written.
+pub const ASYNC_QUEUE: usize = 256;
+
+/// OpenFlow 1.3 roles.
+pub const ROLE_NOCHANGE: u32 = 0;
+pub const ROLE_EQUAL: u32 = 1;
+pub const ROLE_MASTER: u32 = 2;
+pub const ROLE_SLAVE: u32 = 3;
+
+/// The default asynchronous configuration of OpenFlow 1.3 (sect. 6.1.1):
+/// `[packet_in, port_status, flow_removed]` masks for master/equal, then
+/// for slave. Packet-ins for table misses and actions; no `INVALID_TTL`.
+pub const DEFAULT_ASYNC: [[u32; 3]; 2] = [[0b011, 0b111, 0b1111], [0, 0b111, 0]];
+
+/// `OFP_DEFAULT_MISS_SEND_LEN`.
+pub const DEFAULT_MISS_SEND_LEN: u16 = 128;
+
+/// Counters of the controllers' side of a channel.
+#[derive(Debug, Default)]
+pub struct AsyncStats {
+    /// Packet-ins taken from the datapath.
+    pub packet_ins: AtomicU64,
+    /// `PACKET_IN` messages queued for a connection (one packet-in may
+    /// make several: one per controller that wants it).
+    pub packet_ins_sent: AtomicU64,
+    /// Packet-ins no connection wanted (none connected, all slaves, or the
+    /// reason masked).
+    pub packet_ins_unwanted: AtomicU64,
+    /// Messages dropped for a connection whose queue was full.
+    pub slow_peer: AtomicU64,
+    /// `PACKET_OUT`s the datapath's queue had no room for.
+    pub packet_outs_queue_full: AtomicU64,
+    /// Requests refused because their connection is a slave.
+    pub is_slave: AtomicU64,
+}
+
+impl AsyncStats {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "packet_ins": self.packet_ins.load(Relaxed),
+            "packet_ins_sent": self.packet_ins_sent.load(Relaxed),
+            "packet_ins_unwanted": self.packet_ins_unwanted.load(Relaxed),
+            "slow_peer": self.slow_peer.load(Relaxed),
+            "packet_outs_queue_full": self.packet_outs_queue_full.load(Relaxed),
+            "is_slave": self.is_slave.load(Relaxed),
+        })
+    }
+}
+
+/// One connection as a controller.
+pub struct Ctrl {
+    role: AtomicU32,
+    /// `[master/equal, slave][packet_in, port_status, flow_removed]`.
+    masks: [[AtomicU32; 3]; 2],
+    pub miss_send_len: AtomicU16,
+    /// `SET_CONFIG`'s flags, as set (read back by `GET_CONFIG`).
+    pub config_flags: AtomicU16,
+    queue: Mutex<VecDeque<Vec<u8>>>,
+    wake: OwnedFd,
+    /// Something was queued since the connection last looked.
+    pending: AtomicBool,
+}
+
+impl Ctrl {
+    fn new() -> std::io::Result<Ctrl> {
+        // SAFETY: eventfd returns a new descriptor or -1.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Ctrl {
+            role: AtomicU32::new(ROLE_EQUAL),
+            masks: DEFAULT_ASYNC.map(|r| r.map(AtomicU32::new)),
+            miss_send_len: AtomicU16::new(DEFAULT_MISS_SEND_LEN),
+            config_flags: AtomicU16::new(0),
+            queue: Mutex::new(VecDeque::new()),
+            // SAFETY: fd is a new descriptor owned by nothing else.
+            wake: unsafe { OwnedFd::from_raw_fd(fd) },
+            pending: AtomicBool::new(false),
+        })
+    }
+
+    pub fn role(&self) -> u32 {
+        self.role.load(Relaxed)
+    }
+
+    pub fn is_slave(&self) -> bool {
+        self.role() == ROLE_SLAVE
+    }
+
+    /// The asynchronous configuration, as `GET_ASYNC_REPLY` lays it out.
+    pub fn masks(&self) -> [[u32; 3]; 2] {
+        std::array::from_fn(|i| std::array::from_fn(|j| self.masks[i][j].load(Relaxed)))
+    }
+
+    pub fn set_masks(&self, m: [[u32; 3]; 2]) {
+        for (i, r) in m.iter().enumerate() {
+            for (j, v) in r.iter().enumerate() {
+                self.masks[i][j].store(*v, Relaxed);
+            }
+        }
+    }
+
+    /// Does this connection want a packet-in for `reason`?
+    fn wants_packet_in(&self, reason: u8) -> bool {
+        let i = self.is_slave() as usize;
+        reason < 32 && self.masks[i][0].load(Relaxed) & (1 << reason) != 0
+    }
+
+    /// Queue a message; false (dropped) when [`ASYNC_QUEUE`] wait already.
+    fn push(&self, m: Vec<u8>) -> bool {
+        {
+            let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+            if q.len() >= ASYNC_QUEUE {
+                return false;
+            }
+            q.push_back(m);
+        }
+        if !self.pending.swap(true, Relaxed) {
+            let one = 1u64.to_ne_bytes();
+            // SAFETY: writes 8 bytes from a live buffer to our eventfd.
+            unsafe { libc::write(self.wake.as_raw_fd(), one.as_ptr().cast(), 8) };
+        }
+        true
+    }
+
+    /// Every message waiting, in order (the eventfd is reset).
+    pub fn take(&self) -> Vec<Vec<u8>> {
+        if !self.pending.swap(false, Relaxed) {
+            return Vec::new();
+        }
+        let mut b = [0u8; 8];
+        // SAFETY: reads at most 8 bytes into a live buffer (non-blocking).
+        unsafe { libc::read(self.wake.as_raw_fd(), b.as_mut_ptr().cast(), 8) };
+        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        q.drain(..).collect()
+    }
+
+    /// The descriptor that is readable while messages wait.
+    pub fn wake_fd(&self) -> RawFd {
+        self.wake.as_raw_fd()
+    }
+}
+
+/// Every connection of a channel past its `HELLO`, and the master
+/// election's generation id.
+#[derive(Default)]
+pub struct Controllers {
+    conns: Mutex<Vec<Arc<Ctrl>>>,
+    generation: Mutex<Option<u64>>,
+    pub stats: AsyncStats,
+}
+
+/// Why a role request is refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RoleError {
+    /// An older generation id than one seen before.
+    Stale,
+    BadRole,
+}
+
+impl Controllers {
+    /// A new connection (equal, the default configuration).
+    pub fn join(&self) -> std::io::Result<Arc<Ctrl>> {
+        let c = Arc::new(Ctrl::new()?);
+        self.conns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(c.clone());
+        Ok(c)
+    }
+
+    pub fn leave(&self, c: &Arc<Ctrl>) {
+        self.conns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|x| !Arc::ptr_eq(x, c));
+    }
+
+    /// `ROLE_REQUEST` (sect. 6.3.6): master and slave carry a generation
+    /// id that may not go back (compared as a wrapping difference); a new
+    /// master makes every other master a slave. Returns the role and the
+    /// generation id for the reply.
+    pub fn request_role(
+        &self,
+        c: &Arc<Ctrl>,
+        role: u32,
+        gen: u64,
+    ) -> Result<(u32, u64), RoleError> {
+        let mut g = self.generation.lock().unwrap_or_else(|e| e.into_inner());
+        match role {
+            ROLE_NOCHANGE => return Ok((c.role(), g.unwrap_or(0))),
+            ROLE_EQUAL => {}
+            ROLE_MASTER | ROLE_SLAVE => {
+                if let Some(old) = *g {
+                    if (gen.wrapping_sub(old) as i64) < 0 {
+                        return Err(RoleError::Stale);
+                    }
+                }
+                *g = Some(gen);
+            }
+            _ => return Err(RoleError::BadRole),
+        }
+        if role == ROLE_MASTER {
+            for x in self.conns.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                if !Arc::ptr_eq(x, c) && x.role() == ROLE_MASTER {
+                    x.role.store(ROLE_SLAVE, Relaxed);
+                }
+            }
+        }
+        c.role.store(role, Relaxed);
+        Ok((role, g.unwrap_or(0)))
+    }
+
+    /// One packet-in to every connection that wants it.
+    pub fn packet_in(&self, b: &PinBuf) {
+        self.stats.packet_ins.fetch_add(1, Relaxed);
+        let conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
+        let mut msg: Option<Vec<u8>> = None;
+        let mut wanted = false;
+        for c in conns.iter().filter(|c| c.wants_packet_in(b.pin.reason)) {
+            wanted = true;
+            let m = msg.get_or_insert_with(|| packet_in_msg(b)).clone();
+            if c.push(m) {
+                self.stats.packet_ins_sent.fetch_add(1, Relaxed);
+            } else {
+                self.stats.slow_peer.fetch_add(1, Relaxed);
+            }
+        }
+        if !wanted {
+            self.stats.packet_ins_unwanted.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// How many connections there are (tests).
+    pub fn len(&self) -> usize {
+        self.conns.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// An OpenFlow 1.3 `PACKET_IN` (xid 0, no buffer): the match carries
+/// `in_port`, as Open vSwitch's does for a packet of a physical port.
+pub fn packet_in_msg(b: &PinBuf) -> Vec<u8> {
+    let mut w = Writer::new(PACKET_IN, 0);
+    w.u32(NO_BUFFER);
+    w.u16(b.total_len);
+    w.u8(b.pin.reason);
+    w.u8(b.pin.table);
+    w.u64(b.pin.cookie);
+    // ofp_match: OXM, 4 + 8 bytes (in_port), padded to 16.
+    w.u16(1);
+    w.u16(12);
+    w.u32(0x8000_0004);
+    w.u32(b.in_port);
+    w.zeros(4);
+    w.zeros(2);
+    w.bytes(b.bytes());
+    w.finish()
+}
+
+/// The thread that serves the datapath's packet-ins to the controllers;
+/// every buffer goes back to the datapath at once. Ends at `stop`.
+pub fn pin_loop(rx: PinRx, ctrls: Arc<Controllers>, stop: Arc<AtomicBool>) {
+    use std::sync::mpsc::RecvTimeoutError;
+    while !stop.load(Ordering::SeqCst) {
+        match rx.full.recv_timeout(Duration::from_millis(100)) {
+            Ok(b) => {
+                ctrls.packet_in(&b);
+                rx.give_back(b);
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
+
+/// Wait up to `ms` for `sock` or `wake` to be readable: (sock, wake).
+pub fn poll_two(sock: RawFd, wake: RawFd, ms: i32) -> (bool, bool) {
+    let mut p = [
+        libc::pollfd {
+            fd: sock,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: wake,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    // SAFETY: two valid pollfds.
+    let n = unsafe { libc::poll(p.as_mut_ptr(), 2, ms) };
+    if n <= 0 {
+        return (false, false);
+    }
+    (p[0].revents != 0, p[1].revents != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::switch::rule::{Pin, PIN_ACTION, PIN_INVALID_TTL, PIN_NO_MATCH};
+
+    fn buf(reason: u8) -> Box<PinBuf> {
+        let mut b = Box::new(PinBuf {
+            pin: Pin::new(0xffff),
+            in_port: 7,
+            total_len: 3,
+            len: 3,
+            data: [0; crate::switch::controller::PIN_DATA],
+        });
+        b.pin.reason = reason;
+        b.pin.cookie = 0xabc;
+        b.data[..3].copy_from_slice(&[1, 2, 3]);
+        b
+    }
+
+    #[test]
+    fn a_new_master_makes_the_old_one_a_slave_and_stale_ids_are_refused() {
+        let cs = Controllers::default();
+        let (a, b) = (cs.join().unwrap(), cs.join().unwrap());
+        assert_eq!(cs.request_role(&a, ROLE_MASTER, 5), Ok((ROLE_MASTER, 5)));
+        assert_eq!(cs.request_role(&b, ROLE_MASTER, 6), Ok((ROLE_MASTER, 6)));
+        assert_eq!((a.role(), b.role()), (ROLE_SLAVE, ROLE_MASTER));
+        assert_eq!(cs.request_role(&a, ROLE_MASTER, 4), Err(RoleError::Stale));
+        assert_eq!(cs.request_role(&a, ROLE_NOCHANGE, 0), Ok((ROLE_SLAVE, 6)));
+        assert_eq!(cs.request_role(&a, 9, 0), Err(RoleError::BadRole));
+        // Wrapping: 0 after u64::MAX is newer.
+        let cs = Controllers::default();
+        let a = cs.join().unwrap();
+        assert!(cs.request_role(&a, ROLE_SLAVE, u64::MAX).is_ok());
+        assert!(cs.request_role(&a, ROLE_MASTER, 0).is_ok());
+    }
+
+    #[test]
+    fn packet_ins_go_to_those_that_want_them_and_a_full_queue_counts() {
+        let cs = Controllers::default();
+        let (m, s) = (cs.join().unwrap(), cs.join().unwrap());
+        cs.request_role(&m, ROLE_MASTER, 1).unwrap();
+        cs.request_role(&s, ROLE_SLAVE, 1).unwrap();
+        cs.packet_in(&buf(PIN_NO_MATCH));
+        let got = m.take();
+        assert_eq!(got.len(), 1);
+        assert!(s.take().is_empty(), "a slave gets no packet-ins");
+        let msg = &got[0];
+        assert_eq!((msg[0], msg[1]), (4, PACKET_IN));
+        assert_eq!(&msg[8..12], &NO_BUFFER.to_be_bytes());
+        assert_eq!(msg[14], PIN_NO_MATCH);
+        assert_eq!(&msg[16..24], &0xabcu64.to_be_bytes());
+        assert_eq!(&msg[28..32], &0x8000_0004u32.to_be_bytes());
+        assert_eq!(&msg[32..36], &7u32.to_be_bytes());
+        assert_eq!(&msg[42..], &[1, 2, 3]);
+        // INVALID_TTL is off by default; turned on, it comes.
+        cs.packet_in(&buf(PIN_INVALID_TTL));
+        assert!(m.take().is_empty());
+        assert_eq!(cs.stats.packet_ins_unwanted.load(Relaxed), 1);
+        let mut k = m.masks();
+        k[0][0] |= 1 << PIN_INVALID_TTL;
+        m.set_masks(k);
+        cs.packet_in(&buf(PIN_INVALID_TTL));
+        assert_eq!(m.take().len(), 1);
+        for _ in 0..ASYNC_QUEUE + 5 {
+            cs.packet_in(&buf(PIN_ACTION));
+        }
+        assert_eq!(cs.stats.slow_peer.load(Relaxed), 5);
+        assert_eq!(m.take().len(), ASYNC_QUEUE);
+        cs.leave(&m);
+        cs.leave(&s);
+        assert!(cs.is_empty());
+    }
+
+    #[test]
+    fn the_wake_fd_is_readable_while_messages_wait() {
+        let cs = Controllers::default();
+        let c = cs.join().unwrap();
+        let (r, _) = poll_two(c.wake_fd(), c.wake_fd(), 0);
+        assert!(!r);
+        cs.packet_in(&buf(PIN_ACTION));
+        let (r, _) = poll_two(c.wake_fd(), c.wake_fd(), 0);
+        assert!(r);
+        assert_eq!(c.take().len(), 1);
+        let (r, _) = poll_two(c.wake_fd(), c.wake_fd(), 0);
+        assert!(!r, "reset once taken");
+    }
+}
