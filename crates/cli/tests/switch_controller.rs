@@ -353,6 +353,9 @@ fn ovs_ofctl_monitor_gets_packet_ins_and_packet_out_delivers() {
             .any(|l| l.contains("tp_src=5002") && l.contains("n_packets=1,")),
         "the packet-out went through the rule once:\n{flows}"
     );
+    // The controller port in the port statistics: the packet-ins sent.
+    let ports = ofctl(&sock, &["dump-ports"]);
+    assert!(ports.contains("port CONTROLLER"), "{ports}");
     sw.interrupt();
     let v = sw.finish_json(Duration::from_secs(20), "linerate switch");
     assert_eq!(v["cache"]["packet_outs"], 2, "{v}");
@@ -370,4 +373,131 @@ fn hex(s: &str) -> Vec<u8> {
         .step_by(2)
         .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
         .collect()
+}
+
+/// A table-miss flood at the source's top speed (in-memory ports, 10 s)
+/// with one controller connected: it gets packet-ins at the configured
+/// rate at most (every one the switch sent it), its ECHO_REQUESTs are
+/// answered within 1 s throughout, the excess is counted by reason, and
+/// the one flow with a rule of its own is forwarded whole.
+#[test]
+fn a_table_miss_flood_stays_at_the_controller_rate() {
+    use linerate_pipeline::switch::openflow::client::Client;
+    use linerate_pipeline::switch::openflow::wire::{Writer, ECHO_REPLY, ECHO_REQUEST, PACKET_IN};
+    require_tools(&["ovs-ofctl"]);
+    let dir = TempDir::new("flood");
+    let sock = dir.join("sw.of");
+    let flows = dir.write(
+        "flows.txt",
+        "priority=0,actions=controller\npriority=10,udp,tp_src=1024,actions=output:2\n",
+    );
+    let rate = 500u64;
+    let mut sw = Proc::spawn(
+        Command::new(EXE).args([
+            "switch",
+            "--port",
+            "1=mem:a?source=64",
+            "--port",
+            "2=mem:b?sink",
+            "--flows",
+            flows.to_str().unwrap(),
+            "--openflow",
+            &format!("punix:{}", sock.display()),
+            "--controller-rate",
+            &rate.to_string(),
+            "--duration",
+            "10",
+            "--json",
+            "--quiet",
+        ]),
+        "linerate switch",
+    )
+    .expect("start linerate switch");
+    let t0 = Instant::now();
+    let mut c = wait_for(
+        Duration::from_secs(10),
+        "the switch's OpenFlow socket",
+        || {
+            sw.assert_running("linerate switch");
+            Client::connect_unix(&sock, Duration::from_secs(2)).ok()
+        },
+    );
+    let (mut pins, mut echoes, mut worst) = (0u64, 0u32, Duration::ZERO);
+    let mut pending: Option<(u32, Instant)> = None;
+    let mut next = Instant::now();
+    loop {
+        if pending.is_none() && Instant::now() >= next {
+            let x = c.next_xid();
+            c.send(&Writer::new(ECHO_REQUEST, x).finish()).unwrap();
+            c.flush().unwrap();
+            pending = Some((x, Instant::now()));
+            next += Duration::from_millis(100);
+        }
+        if let Some((_, at)) = pending {
+            worst = worst.max(at.elapsed());
+        }
+        // The switch closes the connection when its 10 s are over.
+        let Ok(m) = c.read() else { break };
+        match m[1] {
+            PACKET_IN => pins += 1,
+            ECHO_REPLY if pending.is_some_and(|(x, _)| m[4..8] == x.to_be_bytes()) => {
+                if let Some((_, at)) = pending.take() {
+                    worst = worst.max(at.elapsed());
+                }
+                echoes += 1;
+            }
+            _ => {}
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the switch did not end"
+        );
+    }
+    let v = sw.wait_json(Duration::from_secs(20), "linerate switch");
+    eprintln!(
+        "flood: {} frames received, {pins} packet-ins at the controller, {echoes} echoes (slowest {worst:?}), drops {}",
+        v["received"], v["drops"]
+    );
+    assert!(echoes >= 50, "{echoes} echoes answered in 10 s");
+    assert!(
+        worst < Duration::from_secs(1),
+        "an ECHO_REQUEST waited {worst:?}"
+    );
+    let cs = &v["openflow"]["controllers"];
+    let n = |x: &serde_json::Value| x.as_u64().unwrap();
+    // Every packet-in the switch sent this connection arrived; the
+    // datapath let through the rate at most (and the burst, 125).
+    assert_eq!(pins + n(&cs["slow_peer"]), n(&cs["packet_ins_sent"]), "{v}");
+    let elapsed = v["elapsed_s"].as_f64().unwrap();
+    assert!(
+        (n(&cs["packet_ins"]) as f64) <= rate as f64 * elapsed + 125.0,
+        "{} packet-ins in {elapsed} s at {rate}/s: {v}",
+        cs["packet_ins"]
+    );
+    assert!(
+        pins >= rate * 5,
+        "{pins} packet-ins in 10 s at {rate}/s: {v}"
+    );
+    let drops = &v["drops"];
+    assert!(
+        n(&drops["controller_rate"]) > 100_000,
+        "the excess is counted: {v}"
+    );
+    // The controller port's counters say the same.
+    let port = &cs["port"];
+    assert_eq!(port["tx_packets"], cs["packet_ins"], "{v}");
+    assert_eq!(
+        n(&port["tx_dropped"]),
+        n(&drops["controller_rate"]) + drops["controller_queue_full"].as_u64().unwrap_or(0),
+        "{v}"
+    );
+    assert_eq!(v["balanced"], true, "{v}");
+    // The forwarded flow: one in 256 of the source's frames, every one out.
+    let received = n(&v["received"]);
+    let port2 = n(&v["ports"][1]["tx_packets"]);
+    assert_eq!(port2 + n(&cs["packet_ins"]), n(&v["forwarded"]), "{v}");
+    assert!(
+        (port2 * 256).abs_diff(received) <= 256 * 32,
+        "{port2} of {received} forwarded: the flow is 1 in 256"
+    );
 }

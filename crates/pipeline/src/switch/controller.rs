@@ -20,14 +20,17 @@
 
 use super::actions::Meter;
 use super::actions::MeterUnit;
-use super::counters::SwDrop;
+use super::counters::{PortCounters, SwDrop};
 use super::rule::{Action, Pin};
+use linerate_io::counters::bump;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Arc;
 
 /// Packet-in buffers (the most in flight to the channel).
 pub const PIN_QUEUE: usize = 256;
-/// The largest frame a packet-in carries (the datapath's own largest).
-pub const PIN_DATA: usize = super::datapath::STRIDE;
+/// The largest frame a packet-in carries (the datapath's own largest, its
+/// `STRIDE`: checked there).
+pub const PIN_DATA: usize = 2048;
 /// Packet-outs waiting for the datapath.
 pub const POUT_QUEUE: usize = 256;
 /// Open vSwitch's bounds on `controller_rate` and `controller_burst`.
@@ -98,6 +101,8 @@ impl PinLimit {
 /// The datapath's end: the limit, the free buffers, the full ones.
 pub struct PinTx {
     bucket: Meter,
+    /// The controller port's counters (one writer: the datapath).
+    counters: Arc<PortCounters>,
     free: Receiver<Box<PinBuf>>,
     full: SyncSender<Box<PinBuf>>,
 }
@@ -116,8 +121,9 @@ impl PinRx {
     }
 }
 
-/// The two ends, with [`PIN_QUEUE`] buffers.
-pub fn pin_queue(limit: PinLimit) -> (PinTx, PinRx) {
+/// The two ends, with [`PIN_QUEUE`] buffers; the datapath's end counts
+/// into `counters` (the controller port's).
+pub fn pin_queue(limit: PinLimit, counters: Arc<PortCounters>) -> (PinTx, PinRx) {
     let (free_tx, free_rx) = sync_channel(PIN_QUEUE);
     let (full_tx, full_rx) = sync_channel(PIN_QUEUE);
     for _ in 0..PIN_QUEUE {
@@ -134,6 +140,7 @@ pub fn pin_queue(limit: PinLimit) -> (PinTx, PinRx) {
     (
         PinTx {
             bucket,
+            counters,
             free: free_rx,
             full: full_tx,
         },
@@ -148,6 +155,26 @@ impl PinTx {
     /// Hand `frame` (received on `in_port`) to the channel, or say why not.
     #[inline]
     pub fn post(
+        &mut self,
+        pin: &Pin,
+        in_port: u32,
+        frame: &[u8],
+        now_ns: u64,
+    ) -> Result<(), SwDrop> {
+        let r = self.hand_over(pin, in_port, frame, now_ns);
+        let c = &self.counters;
+        match r {
+            Ok(()) => {
+                bump(&c.tx_packets, 1);
+                bump(&c.tx_bytes, frame.len() as u64);
+            }
+            Err(_) => bump(&c.tx_dropped, 1),
+        }
+        r
+    }
+
+    #[inline]
+    fn hand_over(
         &mut self,
         pin: &Pin,
         in_port: u32,
@@ -216,7 +243,7 @@ mod tests {
 
     #[test]
     fn the_bucket_admits_its_burst_then_its_rate() {
-        let (mut tx, rx) = pin_queue(PinLimit::new(1000, 50).unwrap());
+        let (mut tx, rx) = pin_queue(PinLimit::new(1000, 50).unwrap(), Default::default());
         let f = [7u8; 100];
         let p = Pin::new(60);
         let mut ok = 0;
@@ -246,7 +273,10 @@ mod tests {
 
     #[test]
     fn no_free_buffer_is_a_counted_drop() {
-        let (mut tx, rx) = pin_queue(PinLimit::new(1_000_000, 100_000).unwrap());
+        let (mut tx, rx) = pin_queue(
+            PinLimit::new(1_000_000, 100_000).unwrap(),
+            Default::default(),
+        );
         let f = [1u8; 64];
         let p = Pin::new(crate::switch::rule::PIN_WHOLE);
         for _ in 0..PIN_QUEUE {

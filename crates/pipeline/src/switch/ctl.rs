@@ -99,6 +99,9 @@ pub struct Shared {
     pub ports: Vec<(u32, String, Arc<PortCounters>)>,
     pub cache: Arc<CacheCounters>,
     pub counters: Arc<SwitchCounters>,
+    /// The controller port's: packet-ins handed to the OpenFlow channel
+    /// (tx), refused by the rate or a full queue (tx_dropped).
+    pub controller: Arc<PortCounters>,
 }
 
 /// Check, make room for and add `rules` to `t` (emptying `rules`). On an
@@ -538,6 +541,7 @@ mod stream_tests {
             ports: Vec::new(),
             cache: Default::default(),
             counters: Default::default(),
+            controller: Default::default(),
         });
         let path = std::env::temp_dir().join(format!("lr-ctl-dump-{}.sock", std::process::id()));
         let l = Listener::bind(&path).unwrap();

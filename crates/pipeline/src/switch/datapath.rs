@@ -40,6 +40,8 @@ use std::sync::Arc;
 
 /// Bytes per staged frame (frames and their VLAN pushes up to this size).
 pub const STRIDE: usize = 2048;
+// A packet-in carries any frame the datapath handles.
+const _: () = assert!(super::controller::PIN_DATA == STRIDE);
 /// Headroom of the scratch buffer used by rules that push a VLAN tag.
 const HEADROOM: usize = 64;
 
@@ -1110,7 +1112,7 @@ mod tests {
         ]);
         let (ports, sinks) = bed(300, usize::MAX);
         let mut dp = Datapath::new(ports, ctl.clone(), 32, true);
-        let (pin_tx, pin_rx) = pin_queue(PinLimit::new(100, 100).unwrap());
+        let (pin_tx, pin_rx) = pin_queue(PinLimit::new(100, 100).unwrap(), Default::default());
         let (pout_tx, pout_rx) = pout_queue();
         dp.set_controller(pin_tx, pout_rx);
         dp.run(&AtomicBool::new(false), Polling::Busy, false)

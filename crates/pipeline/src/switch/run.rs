@@ -233,6 +233,7 @@ pub fn run(
             .collect(),
         cache: dp.cache.clone(),
         counters: dp.counters.clone(),
+        controller: Default::default(),
     });
     let cycles = dp.cycles.clone();
     // `learn(...)`: the datapath hands requests over, this thread builds
@@ -261,7 +262,8 @@ pub fn run(
     let mut pins = None;
     let mut common = super::openflow::channel::Common::default();
     if !cfg.openflow.is_empty() {
-        let (pin_tx, pin_rx) = super::controller::pin_queue(cfg.controller);
+        let (pin_tx, pin_rx) =
+            super::controller::pin_queue(cfg.controller, shared.controller.clone());
         let (pout_tx, pout_rx) = super::controller::pout_queue();
         dp.set_controller(pin_tx, pout_rx);
         common.pouts = Some(pout_tx);
@@ -542,6 +544,12 @@ impl Report for Finished {
                 j.extend(c);
             }
             j["controllers"] = a.stats.json();
+            let c = &sh.controller;
+            j["controllers"]["port"] = json!({
+                "tx_packets": c.tx_packets.load(Relaxed),
+                "tx_bytes": c.tx_bytes.load(Relaxed),
+                "tx_dropped": c.tx_dropped.load(Relaxed),
+            });
             v["openflow"] = j;
         }
         if self.profile {

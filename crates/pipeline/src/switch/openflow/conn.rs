@@ -341,6 +341,7 @@ pub fn test_shared() -> Arc<Shared> {
         ports: vec![(1, "mem:a".into(), Default::default())],
         cache: Arc::new(CacheCounters::default()),
         counters: Arc::new(SwitchCounters::default()),
+        controller: Default::default(),
     })
 }
 

@@ -138,7 +138,7 @@ impl Ctrl {
             }
             q.push_back(m);
         }
-        if !self.pending.swap(true, Relaxed) {
+        if !self.pending.swap(true, Ordering::AcqRel) {
             let one = 1u64.to_ne_bytes();
             // SAFETY: writes 8 bytes from a live buffer to our eventfd.
             unsafe { libc::write(self.wake.as_raw_fd(), one.as_ptr().cast(), 8) };
@@ -146,14 +146,17 @@ impl Ctrl {
         true
     }
 
-    /// Every message waiting, in order (the eventfd is reset).
+    /// Every message waiting, in order (the eventfd is reset). The
+    /// eventfd is read before the flag is taken: a message queued after
+    /// the flag was taken writes the eventfd again, so none waits for the
+    /// next timeout.
     pub fn take(&self) -> Vec<Vec<u8>> {
-        if !self.pending.swap(false, Relaxed) {
-            return Vec::new();
-        }
         let mut b = [0u8; 8];
         // SAFETY: reads at most 8 bytes into a live buffer (non-blocking).
         unsafe { libc::read(self.wake.as_raw_fd(), b.as_mut_ptr().cast(), 8) };
+        if !self.pending.swap(false, Ordering::AcqRel) {
+            return Vec::new();
+        }
         let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
         q.drain(..).collect()
     }
@@ -285,18 +288,24 @@ pub fn packet_in_msg(b: &PinBuf) -> Vec<u8> {
 }
 
 /// The thread that serves the datapath's packet-ins to the controllers;
-/// every buffer goes back to the datapath at once. Ends at `stop`.
+/// every buffer goes back to the datapath at once. Ends at `stop` (set
+/// once the datapath has ended), after the packet-ins still queued, so
+/// that each one the datapath let through is counted here.
 pub fn pin_loop(rx: PinRx, ctrls: Arc<Controllers>, stop: Arc<AtomicBool>) {
     use std::sync::mpsc::RecvTimeoutError;
+    let serve = |b: Box<PinBuf>| {
+        ctrls.packet_in(&b);
+        rx.give_back(b);
+    };
     while !stop.load(Ordering::SeqCst) {
         match rx.full.recv_timeout(Duration::from_millis(100)) {
-            Ok(b) => {
-                ctrls.packet_in(&b);
-                rx.give_back(b);
-            }
+            Ok(b) => serve(b),
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
         }
+    }
+    while let Ok(b) = rx.full.try_recv() {
+        serve(b);
     }
 }
 

@@ -1003,7 +1003,9 @@ impl Session {
             }
             MP_PORT_STATS => {
                 let want = b.u32()?;
-                for (n, _, c) in &sh.ports {
+                // The ports, then the controller port (packet-ins: tx).
+                let ctrl = (OFPP_CONTROLLER, String::new(), sh.controller.clone());
+                for (n, _, c) in sh.ports.iter().chain(std::iter::once(&ctrl)) {
                     if want != OFPP_ANY && want != *n {
                         continue;
                     }
@@ -1762,6 +1764,7 @@ pub fn fuzz(data: &[u8]) {
         ports: vec![(1, "mem:a".into(), Default::default())],
         cache: Arc::new(CacheCounters::default()),
         counters: Arc::new(SwitchCounters::default()),
+        controller: Default::default(),
     });
     let mut s = Session::new(sh, Arc::new(ChannelStats::default()), 1);
     let _ = s.message(&hello());

@@ -83,6 +83,7 @@ fn shared() -> Arc<Shared> {
         ports: vec![(1, "mem:a".into(), Default::default())],
         cache: Arc::new(CacheCounters::default()),
         counters: Arc::new(SwitchCounters::default()),
+        controller: Default::default(),
     })
 }
 
@@ -437,6 +438,7 @@ fn recorded_group_and_meter_mods() {
         ports: vec![],
         cache: Arc::new(CacheCounters::default()),
         counters: Arc::new(SwitchCounters::default()),
+        controller: Default::default(),
     });
     let mut s = session(&sh);
     let send = |s: &mut Session, name: &str, title: &str| {
