@@ -233,7 +233,6 @@ fn an_os_ken_learning_switch_drives_linerate_switch() {
             mac(1)
         );
     }
-    sw.interrupt();
     let v = sw.finish_json(Duration::from_secs(20), "linerate switch");
     let c = &v["openflow"]["controllers"];
     assert!(c["packet_ins"].as_u64().unwrap() >= 12, "{v}");
@@ -356,7 +355,6 @@ fn ovs_ofctl_monitor_gets_packet_ins_and_packet_out_delivers() {
     // The controller port in the port statistics: the packet-ins sent.
     let ports = ofctl(&sock, &["dump-ports"]);
     assert!(ports.contains("port CONTROLLER"), "{ports}");
-    sw.interrupt();
     let v = sw.finish_json(Duration::from_secs(20), "linerate switch");
     assert_eq!(v["cache"]["packet_outs"], 2, "{v}");
     assert!(

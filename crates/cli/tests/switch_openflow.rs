@@ -314,7 +314,11 @@ fn ovs_ofctl_programs_a_running_switch() {
     let t = ofctl_ok(&sw, &["dump-tables"]);
     assert!(t.contains("table 0:"), "{t}");
     let p = ofctl_ok(&sw, &["dump-ports"]);
-    assert!(p.contains("3 ports") && p.contains("port  1:"), "{p}");
+    // Three ports and the controller port (its packet-ins).
+    assert!(
+        p.contains("4 ports") && p.contains("port  1:") && p.contains("port CONTROLLER:"),
+        "{p}"
+    );
     let s = ofctl_ok(&sw, &["show"]);
     assert!(s.contains("n_tables:255") && s.contains(" 1(a):"), "{s}");
 }

@@ -570,15 +570,17 @@ impl Datapath {
                 break;
             };
             done += 1;
+            // The first fate is this packet-out's (the last batch left
+            // its own packet's there).
+            let f = &mut *self.fate;
+            f.staged[0] = 0;
+            f.sent[0] = 0;
+            f.copy_fail[0] = None;
             self.packet_out(&po);
             if let Some(e) = self.send_stages() {
                 return Err(e);
             }
-            let f = &mut *self.fate;
-            let sent = f.sent[0] > 0;
-            f.staged[0] = 0;
-            f.sent[0] = 0;
-            f.copy_fail[0] = None;
+            let sent = self.fate.sent[0] > 0;
             let c = &self.cache;
             bump(
                 if sent {
@@ -1164,6 +1166,24 @@ mod tests {
             "port 2 directly, port 3 by the rule, port 1 as in_port"
         );
         assert_eq!(dp.cache.packet_outs.load(Relaxed), 3);
+        // A packet-out right after a batch whose first packet was sent:
+        // its own fate, not that packet's (it drops).
+        let (ports, _) = bed(10, usize::MAX);
+        let mut dp = Datapath::new(ports, table(&["actions=output:2"]), 32, true);
+        let (pin_tx, _pin_rx) = pin_queue(PinLimit::default(), Default::default());
+        let (pout_tx, pout_rx) = pout_queue();
+        dp.set_controller(pin_tx, pout_rx);
+        dp.run(&AtomicBool::new(false), Polling::Busy, false)
+            .unwrap();
+        assert_eq!(dp.counters.snapshot().passed, 10);
+        assert!(pout_tx.send(PacketOut {
+            in_port: 1,
+            actions: Vec::new(),
+            frame: udp(),
+        }));
+        assert_eq!(dp.packet_outs().unwrap(), 1);
+        assert_eq!(dp.cache.packet_outs_dropped.load(Relaxed), 1);
+        assert_eq!(dp.cache.packet_outs.load(Relaxed), 0);
         // No channel: no_controller.
         let (ports, _) = bed(10, usize::MAX);
         let mut dp = Datapath::new(ports, table(&["actions=controller"]), 32, true);
