@@ -9,7 +9,9 @@
 //!   twice, is learned at its new port each time;
 //! - `ovs-ofctl monitor` gets the packet-ins of table-miss frames, and
 //!   `ovs-ofctl packet-out` delivers frames with `actions=output:N` and
-//!   with `actions=table` (through the rules).
+//!   with `actions=table` (through the rules);
+//! - rules with `send_flow_rem` come back as `FLOW_REMOVED` when they time
+//!   out or are deleted.
 //!
 //! Every namespace, process and socket goes on drop, also when a test
 //! fails; a missing tool fails the test with its name.
@@ -364,6 +366,81 @@ fn ovs_ofctl_monitor_gets_packet_ins_and_packet_out_delivers() {
             >= 1,
         "{v}"
     );
+}
+
+/// Rules added with `send_flow_rem` come back to the controllers as
+/// `FLOW_REMOVED`: for a hard timeout (reason=hard) and for a delete
+/// (reason=delete), as `ovs-ofctl monitor` prints them.
+#[test]
+fn ovs_ofctl_monitor_gets_flow_removed_for_timeouts_and_deletes() {
+    require_root();
+    require_tools(&["ovs-ofctl"]);
+    let star = NetnsStar::up("lrcfr", 1);
+    let dir = TempDir::new("cfr");
+    let sock = dir.join("sw.of");
+    let sw = switch(&star, &[format!("punix:{}", sock.display())], &sock);
+    let mut mon = Proc::spawn(
+        Command::new(require_tool("ovs-ofctl"))
+            .args(["-O", "OpenFlow13", "--timeout=5"])
+            .arg(format!("--unixctl={}", dir.join("mon.ctl").display()))
+            .arg("monitor")
+            .arg(format!("unix:{}", sock.display())),
+        "ovs-ofctl monitor",
+    )
+    .expect("start ovs-ofctl monitor");
+    // Until the monitor ends (it cannot say when it is connected): every
+    // 500 ms a rule that times out after 1 s and one deleted at once,
+    // each with its own cookie.
+    let t = Instant::now();
+    let mut n = 0;
+    while !mon.exited() {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "ovs-ofctl monitor did not end"
+        );
+        n += 1;
+        ofctl(
+            &sock,
+            &[
+                "add-flow",
+                &format!("send_flow_rem,hard_timeout=1,cookie={n},priority=5,udp,tp_dst={n},actions=drop"),
+            ],
+        );
+        ofctl(
+            &sock,
+            &[
+                "add-flow",
+                &format!(
+                    "send_flow_rem,cookie={},priority=6,tcp,tp_dst={n},actions=drop",
+                    1000 + n
+                ),
+            ],
+        );
+        ofctl(&sock, &["del-flows", &format!("tcp,tp_dst={n}")]);
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let out = mon.wait_output(Duration::from_secs(5), "ovs-ofctl monitor");
+    let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+    let removed: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("OFPT_FLOW_REMOVED (OF1.3)"))
+        .collect();
+    assert!(
+        removed
+            .iter()
+            .any(|l| l.contains("priority=5,udp,tp_dst=") && l.contains("reason=hard")),
+        "no FLOW_REMOVED for a hard timeout; monitor said:\n{text}"
+    );
+    assert!(
+        removed
+            .iter()
+            .any(|l| l.contains("priority=6,tcp,tp_dst=") && l.contains("reason=delete")),
+        "no FLOW_REMOVED for a delete; monitor said:\n{text}"
+    );
+    let v = sw.finish_json(Duration::from_secs(20), "linerate switch");
+    let c = &v["openflow"]["controllers"];
+    assert!(c["flow_removed_sent"].as_u64().unwrap() >= 2, "{v}");
+    assert_eq!(c["flow_removed_dropped"], 0, "{v}");
 }
 
 fn hex(s: &str) -> Vec<u8> {

@@ -36,6 +36,8 @@ pub use reference::Reference;
 pub use rule::{Action, Match, MatchSpec, ParseError, Rule, SetField};
 
 #[cfg(test)]
+mod live_rules_tests;
+#[cfg(test)]
 mod pipeline_tests;
 #[cfg(test)]
 mod tests;

@@ -272,6 +272,9 @@ pub struct Rule {
     pub cookie: u64,
     pub idle_timeout: u16,
     pub hard_timeout: u16,
+    /// `send_flow_rem` (`OFPFF_SEND_FLOW_REM`): the controllers get a
+    /// `FLOW_REMOVED` when the rule times out or is deleted.
+    pub send_flow_rem: bool,
     pub m: Match,
 }
 
@@ -1024,6 +1027,7 @@ fn parse_inner(s: &str, mode: Mode) -> Result<Parsed, ParseError> {
         cookie: 0,
         idle_timeout: 0,
         hard_timeout: 0,
+        send_flow_rem: false,
         m: Match::ANY,
         actions: Vec::new(),
     };
@@ -1053,6 +1057,7 @@ fn parse_inner(s: &str, mode: Mode) -> Result<Parsed, ParseError> {
             "cookie" => r.cookie = num(u64::MAX)?,
             "idle_timeout" => r.idle_timeout = num(u16::MAX as u64)? as u16,
             "hard_timeout" => r.hard_timeout = num(u16::MAX as u64)? as u16,
+            "send_flow_rem" if val.is_none() => r.send_flow_rem = true,
             _ => match parse_match_token(&mut r.m, name, val) {
                 Ok(p) => prereqs.push((tok, p)),
                 Err(e) => return err(tok, e),
@@ -1459,6 +1464,9 @@ impl fmt::Display for Rule {
         if self.hard_timeout != 0 {
             write!(f, "hard_timeout={},", self.hard_timeout)?;
         }
+        if self.send_flow_rem {
+            f.write_str("send_flow_rem,")?;
+        }
         write!(f, "priority={}", self.priority)?;
         let m = self.m.to_string();
         if !m.is_empty() {
@@ -1534,6 +1542,7 @@ impl super::learn::Learn {
             cookie: self.cookie,
             idle_timeout: self.idle_timeout,
             hard_timeout: self.hard_timeout,
+            send_flow_rem: false,
             m,
             actions,
         }

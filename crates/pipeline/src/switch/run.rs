@@ -268,10 +268,12 @@ pub fn run(
         dp.set_controller(pin_tx, pout_rx);
         common.pouts = Some(pout_tx);
         let pin_stop = Arc::new(AtomicBool::new(false));
-        let (c, st) = (common.ctrls.clone(), pin_stop.clone());
+        let (c, st, t) = (common.ctrls.clone(), pin_stop.clone(), ctl.clone());
+        // Rules with `send_flow_rem` are kept for FLOW_REMOVEDs from now on.
+        ctl.read(|t| t.report_removed());
         let t = std::thread::Builder::new()
-            .name("linerate-of-pin".into())
-            .spawn(move || super::openflow::controllers::pin_loop(pin_rx, c, st))
+            .name("linerate-of-async".into())
+            .spawn(move || super::openflow::controllers::async_loop(pin_rx, c, t, st))
             .map_err(|e| format!("spawning the packet-in thread: {e}"))?;
         pins = Some((t, pin_stop));
     }

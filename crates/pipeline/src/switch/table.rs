@@ -398,6 +398,47 @@ pub struct FlowTable {
     /// an edit changed anything?).
     gen: u64,
     limits: Arc<Limits>,
+    /// Removed rules that asked for a `FLOW_REMOVED` (shared by every
+    /// version: only the control side, under its edit lock, fills it).
+    removed: Arc<Mutex<RemovedQueue>>,
+}
+
+/// Why a rule left its table (OpenFlow's `ofp_flow_removed_reason`).
+pub const RR_IDLE_TIMEOUT: u8 = 0;
+pub const RR_HARD_TIMEOUT: u8 = 1;
+pub const RR_DELETE: u8 = 2;
+pub const RR_GROUP_DELETE: u8 = 3;
+/// OpenFlow 1.4's; sent as [`RR_DELETE`] to an OpenFlow 1.3 controller,
+/// as Open vSwitch does.
+pub const RR_METER_DELETE: u8 = 4;
+/// OpenFlow 1.4's: a full table made room ([`Overflow`]). An OpenFlow 1.3
+/// controller's default asynchronous configuration leaves it out.
+pub const RR_EVICTION: u8 = 5;
+
+/// Removed rules that wait for the controllers: at most this many; more
+/// are dropped and counted ([`RemovedQueue::dropped`]).
+pub const REMOVED_QUEUE: usize = 1024;
+
+/// A rule with `send_flow_rem` that left its table: what a `FLOW_REMOVED`
+/// reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Removed {
+    pub rule: Rule,
+    pub reason: u8,
+    pub duration_ns: u64,
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+/// The removed rules waiting to be reported, once someone reports them
+/// ([`FlowTable::report_removed`]; without a controller channel nothing
+/// is kept).
+#[derive(Debug, Default)]
+pub struct RemovedQueue {
+    on: bool,
+    q: VecDeque<Removed>,
+    /// Removals not kept because [`REMOVED_QUEUE`] were waiting.
+    pub dropped: u64,
 }
 
 impl Default for FlowTable {
@@ -412,6 +453,7 @@ impl Default for FlowTable {
             n_rules: 0,
             gen: 0,
             limits: Arc::new(Limits::default()),
+            removed: Arc::default(),
         }
     }
 }
@@ -657,7 +699,7 @@ impl FlowTable {
         let lim = self.limits.table(t);
         if lim.overflow.evicts(learned) {
             if let Some(id) = self.victim(t, lim.overflow, now_ns) {
-                self.remove(t, id);
+                self.remove(t, id, RR_EVICTION);
                 self.tables[t as usize].stats.evicted.fetch_add(1, Relaxed);
                 return Ok(());
             }
@@ -833,12 +875,45 @@ impl FlowTable {
         Ok(())
     }
 
-    /// Remove rule `id` of table `t`.
-    fn remove(&mut self, t: u8, id: RuleId) {
+    /// Keep the rules with `send_flow_rem` that leave from now on, for
+    /// [`Self::take_removed`] (a controller channel turns them into
+    /// `FLOW_REMOVED`s).
+    pub fn report_removed(&self) {
+        self.removed_queue().on = true;
+    }
+
+    fn removed_queue(&self) -> std::sync::MutexGuard<'_, RemovedQueue> {
+        self.removed.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The removed rules waiting, oldest first, and how many were dropped
+    /// so far because the queue was full.
+    pub fn take_removed(&self) -> (Vec<Removed>, u64) {
+        let mut g = self.removed_queue();
+        let dropped = g.dropped;
+        (g.q.drain(..).collect(), dropped)
+    }
+
+    /// Remove rule `id` of table `t`, for `reason` (`RR_*`).
+    fn remove(&mut self, t: u8, id: RuleId, reason: u8) {
         let tb = self.touch(t);
         tb.cls.remove(id);
         let gone = tb.entries.get_mut(id as usize).and_then(Option::take);
         if let Some(e) = gone {
+            if e.rule.send_flow_rem {
+                let mut g = self.removed_queue();
+                if g.on && g.q.len() >= REMOVED_QUEUE {
+                    g.dropped += 1;
+                } else if g.on {
+                    g.q.push_back(Removed {
+                        rule: e.rule.clone(),
+                        reason,
+                        duration_ns: mono_ns().saturating_sub(e.created_ns),
+                        packets: e.stats.packets.load(Relaxed),
+                        bytes: e.stats.bytes.load(Relaxed),
+                    });
+                }
+            }
             self.tally(&e.rule, false);
             self.kind(t, e.learned, timed_only(e.learned, &e.rule), false);
             self.n_rules -= 1;
@@ -859,7 +934,7 @@ impl FlowTable {
                 None => self.tables[t as usize].ids().collect(),
             };
             for &id in &ids {
-                self.remove(t, id);
+                self.remove(t, id, RR_DELETE);
             }
             n += ids.len();
         }
@@ -895,10 +970,11 @@ impl FlowTable {
         v
     }
 
-    /// Remove the rules [`Self::select`] returned. Returns how many.
-    pub fn remove_rules(&mut self, ids: &[(u8, RuleId)]) -> usize {
+    /// Remove the rules [`Self::select`] returned, for `reason` (`RR_*`).
+    /// Returns how many.
+    pub fn remove_rules(&mut self, ids: &[(u8, RuleId)], reason: u8) -> usize {
         for &(t, id) in ids {
-            self.remove(t, id);
+            self.remove(t, id, reason);
         }
         ids.len()
     }
@@ -951,6 +1027,7 @@ impl FlowTable {
                 Action::Group(g) => Some(*g),
                 _ => None,
             },
+            RR_GROUP_DELETE,
         )
     }
 
@@ -964,6 +1041,7 @@ impl FlowTable {
                 Action::Meter(m) => Some(*m),
                 _ => None,
             },
+            RR_METER_DELETE,
         )
     }
 
@@ -975,6 +1053,7 @@ impl FlowTable {
         id: Option<u32>,
         map: fn(&mut FlowTable) -> &mut HashMap<u32, T>,
         names: fn(&Action) -> Option<u32>,
+        reason: u8,
     ) -> usize {
         let gone: Vec<u32> = map(self)
             .keys()
@@ -986,7 +1065,7 @@ impl FlowTable {
             return 0;
         }
         let rules = self.rules_using(|a| names(a).is_some_and(|k| gone.contains(&k)));
-        self.remove_rules(&rules);
+        self.remove_rules(&rules, reason);
         let m = map(self);
         for k in &gone {
             m.remove(k);
@@ -1049,12 +1128,17 @@ impl FlowTable {
                 let idle = r.idle_timeout != 0
                     && now_ns.saturating_sub(last) >= r.idle_timeout as u64 * 1_000_000_000;
                 if hard || idle {
-                    dead.push((t, i as RuleId));
+                    let why = if hard {
+                        RR_HARD_TIMEOUT
+                    } else {
+                        RR_IDLE_TIMEOUT
+                    };
+                    dead.push((t, i as RuleId, why));
                 }
             }
         }
-        for &(t, id) in &dead {
-            self.remove(t, id);
+        for &(t, id, why) in &dead {
+            self.remove(t, id, why);
         }
         dead.len()
     }
@@ -1122,6 +1206,9 @@ impl FlowTable {
         }
         if r.hard_timeout != 0 {
             s.push_str(&format!("hard_timeout={}, ", r.hard_timeout));
+        }
+        if r.send_flow_rem {
+            s.push_str("send_flow_rem, ");
         }
         let last = e.stats.last_hit_ns.load(Relaxed);
         let age = if last == 0 { e.created_ns } else { last };
@@ -1229,6 +1316,13 @@ impl TableHandle {
             edit: Mutex::new(t),
             dirty: AtomicBool::new(false),
         })
+    }
+
+    /// The rules removed since the last call that asked for a
+    /// `FLOW_REMOVED` ([`FlowTable::take_removed`]; the queue is shared by
+    /// every version, so this takes no edit lock).
+    pub fn take_removed(&self) -> (Vec<Removed>, u64) {
+        self.current().take_removed()
     }
 
     /// The version the datapath should use for its next batch (lock-free).
@@ -1392,6 +1486,67 @@ mod tests {
     use super::*;
     use crate::switch::key::Key;
     use crate::switch::Match;
+
+    #[test]
+    fn removed_rules_with_send_flow_rem_are_kept_with_their_reason_and_bounded() {
+        let ctl = TableHandle::new(FlowTable::new());
+        let add = |s: &str| {
+            ctl.edit(|t| t.add_flow(Rule::parse(s).unwrap(), 0))
+                .unwrap()
+        };
+        // Nothing is kept until someone reports removals.
+        add("send_flow_rem,priority=1,udp,actions=drop");
+        ctl.edit(|t| t.del_flows(None));
+        assert_eq!(ctl.take_removed(), (vec![], 0));
+        ctl.read(|t| t.report_removed());
+        let hard = add("send_flow_rem,hard_timeout=2,priority=5,cookie=0x7,udp,actions=drop");
+        add("send_flow_rem,idle_timeout=1,priority=6,tcp,actions=drop");
+        add("hard_timeout=1,priority=7,icmp,actions=drop");
+        add("send_flow_rem,priority=8,arp,actions=drop");
+        ctl.current().entry(hard).unwrap().stats.hit(60, 5);
+        ctl.tick(1_500_000_000);
+        ctl.tick(2_500_000_000);
+        ctl.edit(|t| {
+            let ids = t.select(&MatchSpec::parse("arp").unwrap().m, None, None, |_| true);
+            t.remove_rules(&ids, RR_DELETE)
+        });
+        let (gone, dropped) = ctl.take_removed();
+        let got: Vec<(u16, u8)> = gone.iter().map(|r| (r.rule.priority, r.reason)).collect();
+        // The rule without send_flow_rem is not reported.
+        assert_eq!(
+            got,
+            [(6, RR_IDLE_TIMEOUT), (5, RR_HARD_TIMEOUT), (8, RR_DELETE)]
+        );
+        let h = &gone[1];
+        assert_eq!((h.rule.cookie, h.packets, h.bytes), (0x7, 1, 60));
+        assert_eq!(dropped, 0);
+        // A group delete removes its rules for GROUP_DELETE.
+        ctl.edit(|t| {
+            t.add_group(Group::parse("group_id=7,type=all,bucket=output:1").unwrap())
+                .unwrap();
+            t.add_flow(
+                Rule::parse("send_flow_rem,priority=9,actions=group:7").unwrap(),
+                0,
+            )
+            .unwrap();
+            t.del_groups(Some(7))
+        });
+        let (gone, _) = ctl.take_removed();
+        assert_eq!(gone.len(), 1);
+        assert_eq!(gone[0].reason, RR_GROUP_DELETE);
+        // Bounded: what does not fit is counted, never kept.
+        ctl.edit(|t| {
+            for i in 0..REMOVED_QUEUE + 3 {
+                let r = Rule::parse(&format!(
+                    "send_flow_rem,priority=2,udp,tp_dst={i},actions=drop"
+                ));
+                t.add_flow(r.unwrap(), 0).unwrap();
+            }
+            t.del_flows(None)
+        });
+        let (gone, dropped) = ctl.take_removed();
+        assert_eq!((gone.len(), dropped), (REMOVED_QUEUE, 3));
+    }
 
     #[test]
     fn counters_survive_publication_and_timeouts_expire() {

@@ -2,7 +2,8 @@
 //! each connection's role (`equal`, `master`, `slave`) and generation id,
 //! its asynchronous configuration (`SET_ASYNC`, `SET_CONFIG`'s
 //! `miss_send_len`), and its queue of asynchronous messages; the thread
-//! that turns the datapath's packet-ins into `PACKET_IN`s for them.
+//! that turns the datapath's packet-ins into `PACKET_IN`s for them, and
+//! the table's removed rules (`send_flow_rem`) into `FLOW_REMOVED`s.
 //!
 //! Bounds: a connection holds at most [`ASYNC_QUEUE`] messages waiting to
 //! be written; more for a peer that does not read are dropped and counted
@@ -10,8 +11,9 @@
 //! and on its queue's eventfd at once, so a packet-in goes out as soon as it
 //! is queued, not at the next 100 ms read timeout.
 
-use super::wire::{Writer, NO_BUFFER, PACKET_IN};
+use super::wire::{Writer, FLOW_REMOVED, NO_BUFFER, PACKET_IN};
 use crate::switch::controller::{PinBuf, PinRx};
+use crate::switch::table::{Removed, TableHandle, RR_DELETE, RR_METER_DELETE};
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, Ordering};
@@ -54,6 +56,13 @@ pub struct AsyncStats {
     pub packet_outs_queue_full: AtomicU64,
     /// Requests refused because their connection is a slave.
     pub is_slave: AtomicU64,
+    /// `FLOW_REMOVED` messages queued for a connection.
+    pub flow_removed_sent: AtomicU64,
+    /// Removed rules (with `send_flow_rem`) no connection wanted.
+    pub flow_removed_unwanted: AtomicU64,
+    /// Removed rules the table could not keep for the controllers (its
+    /// queue of [`crate::switch::table::REMOVED_QUEUE`] was full).
+    pub flow_removed_dropped: AtomicU64,
 }
 
 impl AsyncStats {
@@ -65,6 +74,9 @@ impl AsyncStats {
             "slow_peer": self.slow_peer.load(Relaxed),
             "packet_outs_queue_full": self.packet_outs_queue_full.load(Relaxed),
             "is_slave": self.is_slave.load(Relaxed),
+            "flow_removed_sent": self.flow_removed_sent.load(Relaxed),
+            "flow_removed_unwanted": self.flow_removed_unwanted.load(Relaxed),
+            "flow_removed_dropped": self.flow_removed_dropped.load(Relaxed),
         })
     }
 }
@@ -123,10 +135,11 @@ impl Ctrl {
         }
     }
 
-    /// Does this connection want a packet-in for `reason`?
-    fn wants_packet_in(&self, reason: u8) -> bool {
+    /// Does this connection want a message of `kind` (0 packet-in, 1
+    /// port status, 2 flow removed) for `reason`?
+    fn wants(&self, kind: usize, reason: u8) -> bool {
         let i = self.is_slave() as usize;
-        reason < 32 && self.masks[i][0].load(Relaxed) & (1 << reason) != 0
+        reason < 32 && self.masks[i][kind].load(Relaxed) & (1 << reason) != 0
     }
 
     /// Queue a message; false (dropped) when [`ASYNC_QUEUE`] wait already.
@@ -243,7 +256,7 @@ impl Controllers {
         let conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
         let mut msg: Option<Vec<u8>> = None;
         let mut wanted = false;
-        for c in conns.iter().filter(|c| c.wants_packet_in(b.pin.reason)) {
+        for c in conns.iter().filter(|c| c.wants(0, b.pin.reason)) {
             wanted = true;
             let m = msg.get_or_insert_with(|| packet_in_msg(b)).clone();
             if c.push(m) {
@@ -254,6 +267,41 @@ impl Controllers {
         }
         if !wanted {
             self.stats.packet_ins_unwanted.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// The rules removed from `ctl` since the last call, each as a
+    /// `FLOW_REMOVED` to every connection that wants its reason.
+    pub fn flow_removed(&self, ctl: &TableHandle) {
+        let (gone, dropped) = ctl.take_removed();
+        self.stats.flow_removed_dropped.store(dropped, Relaxed);
+        if gone.is_empty() {
+            return;
+        }
+        let conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
+        for r in &gone {
+            // OpenFlow 1.3 has no METER_DELETE: Open vSwitch says DELETE.
+            let reason = if r.reason == RR_METER_DELETE {
+                RR_DELETE
+            } else {
+                r.reason
+            };
+            let mut msg: Option<Vec<u8>> = None;
+            let mut wanted = false;
+            for c in conns.iter().filter(|c| c.wants(2, reason)) {
+                wanted = true;
+                let m = msg
+                    .get_or_insert_with(|| flow_removed_msg(r, reason))
+                    .clone();
+                if c.push(m) {
+                    self.stats.flow_removed_sent.fetch_add(1, Relaxed);
+                } else {
+                    self.stats.slow_peer.fetch_add(1, Relaxed);
+                }
+            }
+            if !wanted {
+                self.stats.flow_removed_unwanted.fetch_add(1, Relaxed);
+            }
         }
     }
 
@@ -287,26 +335,60 @@ pub fn packet_in_msg(b: &PinBuf) -> Vec<u8> {
     w.finish()
 }
 
-/// The thread that serves the datapath's packet-ins to the controllers;
-/// every buffer goes back to the datapath at once. Ends at `stop` (set
-/// once the datapath has ended), after the packet-ins still queued, so
-/// that each one the datapath let through is counted here.
-pub fn pin_loop(rx: PinRx, ctrls: Arc<Controllers>, stop: Arc<AtomicBool>) {
+/// An OpenFlow 1.3 `FLOW_REMOVED` (xid 0) for `r`, with `reason`.
+pub fn flow_removed_msg(r: &Removed, reason: u8) -> Vec<u8> {
+    let mut w = Writer::new(FLOW_REMOVED, 0);
+    w.u64(r.rule.cookie);
+    w.u16(r.rule.priority);
+    w.u8(reason);
+    w.u8(r.rule.table);
+    w.u32((r.duration_ns / 1_000_000_000) as u32);
+    w.u32((r.duration_ns % 1_000_000_000) as u32);
+    w.u16(r.rule.idle_timeout);
+    w.u16(r.rule.hard_timeout);
+    w.u64(r.packets);
+    w.u64(r.bytes);
+    super::oxm::encode_match(&r.rule.m, &mut w);
+    w.finish()
+}
+
+/// How often the asynchronous thread looks for removed rules (the tick
+/// expires rules once a second; a `FLOW_MOD` delete reports its own at
+/// once).
+const REMOVED_EVERY: Duration = Duration::from_millis(100);
+
+/// The thread that serves the controllers their asynchronous messages:
+/// the datapath's packet-ins (every buffer goes back to the datapath at
+/// once) and, every [`REMOVED_EVERY`], the rules removed from `ctl`. Ends
+/// at `stop` (set once the datapath has ended), after the packet-ins still
+/// queued, so that each one the datapath let through is counted here.
+pub fn async_loop(
+    rx: PinRx,
+    ctrls: Arc<Controllers>,
+    ctl: Arc<TableHandle>,
+    stop: Arc<AtomicBool>,
+) {
     use std::sync::mpsc::RecvTimeoutError;
     let serve = |b: Box<PinBuf>| {
         ctrls.packet_in(&b);
         rx.give_back(b);
     };
+    let mut looked = std::time::Instant::now();
     while !stop.load(Ordering::SeqCst) {
-        match rx.full.recv_timeout(Duration::from_millis(100)) {
+        match rx.full.recv_timeout(REMOVED_EVERY) {
             Ok(b) => serve(b),
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
+        }
+        if looked.elapsed() >= REMOVED_EVERY {
+            ctrls.flow_removed(&ctl);
+            looked = std::time::Instant::now();
         }
     }
     while let Ok(b) = rx.full.try_recv() {
         serve(b);
     }
+    ctrls.flow_removed(&ctl);
 }
 
 /// Wait up to `ms` for `sock` or `wake` to be readable: (sock, wake).

@@ -576,7 +576,7 @@ impl Session {
                     }
                     FlowOp::Delete(sel) => {
                         let ids = sel.ids(t);
-                        t.remove_rules(&ids);
+                        t.remove_rules(&ids, crate::switch::table::RR_DELETE);
                         Ok(())
                     }
                 };
@@ -594,6 +594,17 @@ impl Session {
         let errors: Vec<(u32, Vec<u8>, OfError)> = errors;
         for (xid, req, e) in errors {
             self.error(xid, &e, &req);
+        }
+        self.report_removed();
+    }
+
+    /// The rules an edit of this connection removed, as `FLOW_REMOVED`s
+    /// to the controllers (this connection's before anything it sends
+    /// after the edit, a barrier reply included).
+    fn report_removed(&mut self) {
+        if let Some(cs) = &self.ctrls {
+            cs.flow_removed(&self.sh.ctl);
+            self.pull_async();
         }
     }
 
@@ -864,6 +875,7 @@ impl Session {
             2 => {
                 let which = (id != OFPG_ALL).then_some(id);
                 ctl.edit(|t| t.del_groups(which));
+                self.report_removed();
             }
             c => {
                 return Err(OfError::new(
@@ -885,6 +897,7 @@ impl Session {
         if cmd == 2 {
             let which = (id != OFPM_ALL).then_some(id);
             ctl.edit(|t| t.del_meters(which));
+            self.report_removed();
             return Ok(());
         }
         if cmd > 2 {
@@ -1422,7 +1435,7 @@ fn decode_flow_mod(mut b: Reader) -> Result<FlowOp> {
     let buffer = b.u32()?;
     let out_port = b.u32()?;
     let out_group = b.u32()?;
-    let _flags = b.u16()?;
+    let flags = b.u16()?;
     b.skip(2)?;
     if buffer != NO_BUFFER && cmd <= FC_MODIFY_STRICT {
         return Err(OfError::new(
@@ -1440,8 +1453,20 @@ fn decode_flow_mod(mut b: Reader) -> Result<FlowOp> {
                     "add to table 255 (all tables)",
                 ));
             }
+            // OFPFF_SEND_FLOW_REM is kept; check_overlap, reset_counts
+            // and the no-counts flags are refused rather than ignored.
+            if flags & !OFPFF_SEND_FLOW_REM != 0 {
+                return Err(OfError::new(
+                    err::FLOW_MOD_FAILED,
+                    err::FM_BAD_FLAGS,
+                    format!(
+                        "flow_mod flags {flags:#x}: linerate supports send_flow_rem (0x1) only"
+                    ),
+                ));
+            }
             let mut s = format!(
-                "table={table},priority={priority},cookie={cookie:#x},idle_timeout={idle},hard_timeout={hard}"
+                "table={table},priority={priority},cookie={cookie:#x},idle_timeout={idle},hard_timeout={hard}{}",
+                if flags & OFPFF_SEND_FLOW_REM != 0 { ",send_flow_rem" } else { "" }
             );
             oxm::decode_match(&mut b, &mut s)?;
             s.push(',');
@@ -1507,6 +1532,18 @@ fn decode_flow_mod(mut b: Reader) -> Result<FlowOp> {
     }
 }
 
+/// `OFPFF_SEND_FLOW_REM`: the one `FLOW_MOD` flag a rule keeps.
+const OFPFF_SEND_FLOW_REM: u16 = 1;
+
+/// A rule's `ofp_flow_mod_flags`.
+fn flow_flags(r: &Rule) -> u16 {
+    if r.send_flow_rem {
+        OFPFF_SEND_FLOW_REM
+    } else {
+        0
+    }
+}
+
 /// One `ofp_flow_stats` entry.
 fn flow_stats(e: &FlowEntry, now: u64) -> Vec<u8> {
     let r = &e.rule;
@@ -1522,7 +1559,7 @@ fn flow_stats(e: &FlowEntry, now: u64) -> Vec<u8> {
     w.u16(r.priority);
     w.u16(r.idle_timeout);
     w.u16(r.hard_timeout);
-    w.u16(0);
+    w.u16(flow_flags(r));
     w.zeros(4);
     w.u64(r.cookie);
     w.u64(e.stats.packets.load(Relaxed));
@@ -1549,11 +1586,12 @@ pub fn decode_flow_stats(body: &[u8]) -> Result<Vec<(Rule, u64, u64)>> {
         e.skip(2)?;
         let table = e.u8()?;
         e.skip(9)?;
-        let (priority, idle, hard) = (e.u16()?, e.u16()?, e.u16()?);
-        e.skip(6)?;
+        let (priority, idle, hard, flags) = (e.u16()?, e.u16()?, e.u16()?, e.u16()?);
+        e.skip(4)?;
         let (cookie, packets, bytes) = (e.u64()?, e.u64()?, e.u64()?);
         let mut s = format!(
-            "table={table},priority={priority},cookie={cookie:#x},idle_timeout={idle},hard_timeout={hard}"
+            "table={table},priority={priority},cookie={cookie:#x},idle_timeout={idle},hard_timeout={hard}{}",
+            if flags & OFPFF_SEND_FLOW_REM != 0 { ",send_flow_rem" } else { "" }
         );
         oxm::decode_match(&mut e, &mut s)?;
         s.push(',');
@@ -1579,7 +1617,7 @@ pub fn flow_mod_add(r: &Rule, xid: u32) -> Vec<u8> {
     w.u32(NO_BUFFER);
     w.u32(OFPP_ANY);
     w.u32(OFPG_ANY);
-    w.u16(0);
+    w.u16(flow_flags(r));
     w.zeros(2);
     oxm::encode_match(&r.m, &mut w);
     instr::encode_instructions(r, &mut w);

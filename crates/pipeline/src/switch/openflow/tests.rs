@@ -971,3 +971,69 @@ fn packet_outs_are_decoded_for_the_datapath() {
     let r = &s.take_out()[0];
     assert_eq!(&r[10..12], &300u16.to_be_bytes());
 }
+
+/// Issue 37: `send_flow_rem` round-trips through FLOW_MOD and flow stats;
+/// a delete reports the rule as FLOW_REMOVED (reason DELETE, its cookie,
+/// priority, table and match) to the master before the barrier reply and
+/// not to a slave; a flag linerate does not keep is refused, not ignored.
+#[test]
+fn send_flow_rem_reports_a_delete_as_flow_removed_to_the_master_only() {
+    use super::controllers::{Controllers, ROLE_MASTER, ROLE_SLAVE};
+    use crate::switch::table::RR_DELETE;
+    let sh = shared();
+    sh.ctl.read(|t| t.report_removed());
+    let cs = Arc::new(Controllers::default());
+    let mut m = switch_session(&sh, &cs, None);
+    let mut s = switch_session(&sh, &cs, None);
+    m.message(&role_request(ROLE_MASTER, 1, 1)).unwrap();
+    s.message(&role_request(ROLE_SLAVE, 1, 2)).unwrap();
+    m.take_out();
+    s.take_out();
+    let want = Rule::parse("send_flow_rem,cookie=0x5,priority=7,udp,actions=output:2").unwrap();
+    let add = flow_mod_add(&want, 3);
+    m.message(&add).unwrap();
+    m.message(&barrier(4)).unwrap();
+    assert_eq!(
+        kinds(&m.take_out()),
+        vec![BARRIER_REPLY],
+        "{:?}",
+        m.last_error
+    );
+    assert_eq!(sh.ctl.current().flows()[0].rule, want);
+    // Flow stats say so (flags = OFPFF_SEND_FLOW_REM).
+    m.message(&all_flows(5)).unwrap();
+    let body: Vec<u8> = m.take_out().iter().flat_map(|r| r[16..].to_vec()).collect();
+    let got = decode_flow_stats(&body).unwrap();
+    assert_eq!(got[0].0, want);
+    // check_overlap (2) is refused with BAD_FLAGS.
+    let mut bad = add.clone();
+    bad[44..46].copy_from_slice(&3u16.to_be_bytes());
+    m.message(&bad).unwrap();
+    m.message(&barrier(6)).unwrap();
+    let out = m.take_out();
+    assert_eq!(kinds(&out), vec![ERROR, BARRIER_REPLY]);
+    assert_eq!(err_of(&out[0]), (err::FLOW_MOD_FAILED, err::FM_BAD_FLAGS));
+    // The same message as a delete (command 3, any table).
+    let mut del = add.clone();
+    del[24] = OFPTT_ALL;
+    del[25] = 3;
+    m.message(&del).unwrap();
+    m.message(&barrier(7)).unwrap();
+    let out = m.take_out();
+    assert_eq!(kinds(&out), vec![FLOW_REMOVED, BARRIER_REPLY]);
+    let fr = &out[0];
+    assert_eq!(&fr[8..16], &5u64.to_be_bytes(), "cookie");
+    assert_eq!(&fr[16..18], &7u16.to_be_bytes(), "priority");
+    assert_eq!((fr[18], fr[19]), (RR_DELETE, 0), "reason, table");
+    // The match: OXM type, then eth_type 0x0800 and ip_proto 17.
+    assert_eq!(&fr[48..50], &1u16.to_be_bytes());
+    assert!(fr[52..].windows(2).any(|w| w == [0x08, 0x00]));
+    s.pull_async();
+    assert!(s.take_out().is_empty(), "a slave gets no FLOW_REMOVED");
+    assert_eq!(
+        cs.stats
+            .flow_removed_sent
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+}

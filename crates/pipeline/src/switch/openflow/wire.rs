@@ -22,6 +22,8 @@ pub const GET_CONFIG_REQUEST: u8 = 7;
 pub const GET_CONFIG_REPLY: u8 = 8;
 pub const SET_CONFIG: u8 = 9;
 pub const PACKET_IN: u8 = 10;
+pub const FLOW_REMOVED: u8 = 11;
+pub const PORT_STATUS: u8 = 12;
 pub const PACKET_OUT: u8 = 13;
 pub const FLOW_MOD: u8 = 14;
 pub const GROUP_MOD: u8 = 15;
@@ -119,6 +121,7 @@ pub mod err {
     pub const FM_TABLE_FULL: u16 = 1;
     pub const FM_BAD_TABLE_ID: u16 = 2;
     pub const FM_BAD_COMMAND: u16 = 6;
+    pub const FM_BAD_FLAGS: u16 = 7;
     pub const GROUP_MOD_FAILED: u16 = 6;
     pub const GM_GROUP_EXISTS: u16 = 0;
     pub const GM_INVALID_GROUP: u16 = 1;
