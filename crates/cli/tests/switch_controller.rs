@@ -10,6 +10,8 @@
 //! - `ovs-ofctl monitor` gets the packet-ins of table-miss frames, and
 //!   `ovs-ofctl packet-out` delivers frames with `actions=output:N` and
 //!   with `actions=table` (through the rules);
+//! - two controller processes, master and slave: the slave's FLOW_MOD is
+//!   refused with IS_SLAVE, and only the master gets packet-ins;
 //! - rules with `send_flow_rem` come back as `FLOW_REMOVED` when they time
 //!   out or are deleted.
 //!
@@ -366,6 +368,122 @@ fn ovs_ofctl_monitor_gets_packet_ins_and_packet_out_delivers() {
             >= 1,
         "{v}"
     );
+}
+
+/// An os-ken process running `role_app.py` with role `role` on 127.0.0.1:`port`
+/// of the switch's namespace, listening when this returns; and its
+/// standard output's lines as they come.
+fn role_controller(
+    star: &NetnsStar,
+    python: &str,
+    port: u16,
+    role: &str,
+) -> (Proc, std::sync::mpsc::Receiver<String>) {
+    let mut cmd = in_ns(
+        &star.sw_ns(),
+        &[python, "run_osken.py", &port.to_string(), "role_app"],
+    );
+    cmd.current_dir(APPS)
+        .env("LR_ROLE", role)
+        .env("LR_GEN", "1");
+    let mut p = Proc::spawn(&mut cmd, "os-ken").expect("start os-ken");
+    p.keep_stderr_tail();
+    let lines = p.stdout_lines();
+    wait_until(Duration::from_secs(30), "os-ken listening", || {
+        p.assert_running("os-ken");
+        !run_cmd(&[
+            "ip",
+            "netns",
+            "exec",
+            &star.sw_ns(),
+            "ss",
+            "-Hltn",
+            &format!("sport = :{port}"),
+        ])
+        .trim()
+        .is_empty()
+    });
+    (p, lines)
+}
+
+/// Two controller processes: the master's rule is applied and it gets the
+/// packet-ins; the slave's FLOW_MOD is refused with IS_SLAVE and it gets
+/// no packet-in.
+#[test]
+fn a_slave_controller_is_refused_and_only_the_master_gets_packet_ins() {
+    require_root();
+    require_tools(&["ovs-ofctl", "ss"]);
+    let python = require_osken();
+    let star = NetnsStar::up("lrcro", 2);
+    let dir = TempDir::new("cro");
+    let sock = dir.join("sw.of");
+    let (mut master, m_rx) = role_controller(&star, &python, 6653, "master");
+    let (mut slave, s_rx) = role_controller(&star, &python, 6654, "slave");
+    let mut sw = switch(
+        &star,
+        &[
+            "tcp:127.0.0.1:6653".into(),
+            "tcp:127.0.0.1:6654".into(),
+            format!("punix:{}", sock.display()),
+        ],
+        &sock,
+    );
+    let (mut m_out, mut s_out) = (Vec::<String>::new(), Vec::<String>::new());
+    let has = |v: &[String], s: &str| v.iter().any(|l| l.contains(s));
+    wait_until(
+        Duration::from_secs(30),
+        "both controllers' roles and barriers",
+        || {
+            sw.assert_running("linerate switch");
+            master.assert_running("os-ken (master)");
+            slave.assert_running("os-ken (slave)");
+            m_out.extend(m_rx.try_iter());
+            s_out.extend(s_rx.try_iter());
+            has(&m_out, "barrier") && has(&s_out, "barrier")
+        },
+    );
+    assert!(has(&m_out, "role_app: role=2 gen=1"), "{m_out:?}");
+    assert!(has(&s_out, "role_app: role=3 gen=1"), "{s_out:?}");
+    // BAD_REQUEST (1) / IS_SLAVE (10); the master's rule has no error.
+    assert!(has(&s_out, "role_app: error type=1 code=10"), "{s_out:?}");
+    assert!(!has(&m_out, "error"), "{m_out:?}");
+    let flows = ofctl(&sock, &["dump-flows"]);
+    assert!(
+        flows.contains("priority=0 actions=CONTROLLER:65535"),
+        "{flows}"
+    );
+    assert!(
+        !flows.contains("0x88b5"),
+        "the slave's rule was applied:\n{flows}"
+    );
+    // Frames from host 1 miss the table: packet-ins to the master only.
+    let h1 = PacketSocket::open(&star.host_ns(1), &star.host_if(1));
+    let mut f = vec![0xff; 6];
+    f.extend([2, 0, 0, 0, 0, 1, 0x88, 0xb6]);
+    f.resize(60, 0);
+    wait_until(
+        Duration::from_secs(15),
+        "3 packet-ins at the master",
+        || {
+            h1.send(&f);
+            std::thread::sleep(Duration::from_millis(50));
+            m_out.extend(m_rx.try_iter());
+            m_out
+                .iter()
+                .filter(|l| l.contains("packet-in in_port=1"))
+                .count()
+                >= 3
+        },
+    );
+    let v = sw.finish_json(Duration::from_secs(20), "linerate switch");
+    s_out.extend(s_rx.try_iter());
+    assert!(
+        !has(&s_out, "packet-in"),
+        "the slave got a packet-in: {s_out:?}"
+    );
+    let c = &v["openflow"]["controllers"];
+    assert!(c["is_slave"].as_u64().unwrap() >= 1, "{v}");
+    assert_eq!(c["packet_ins_unwanted"], 0, "{v}");
 }
 
 /// Rules added with `send_flow_rem` come back to the controllers as
