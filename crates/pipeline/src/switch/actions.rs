@@ -25,7 +25,8 @@
 //! parse). `set_field:vid->vlan_vid` changes the VID of an existing outer
 //! tag and does nothing on an untagged frame (use `push_vlan` first).
 
-use super::rule::{q, Action, SetField};
+use super::controller::PipeState;
+use super::rule::{q, Action, Pin, SetField};
 use linerate_wire::frame::{self, parse_frame, Endpoint, Layers, L3, L4};
 use linerate_wire::{checksum, vlan};
 
@@ -122,6 +123,10 @@ pub trait Env {
     fn output(&mut self, out: Out, frame: &[u8]);
     /// Pass `bytes` through meter `id`; false = drop.
     fn meter(&mut self, id: u32, bytes: usize) -> bool;
+    /// A `dec_ttl` found a TTL of 0 or 1 (the frame is dropped): the
+    /// `INVALID_TTL` packet-in `p` of `frame`, with the pipeline's state,
+    /// if a controller asks for it.
+    fn ttl_expired(&mut self, _p: Pin, _frame: &[u8], _pipe: &PipeState) {}
 }
 
 fn layers(f: &FrameBuf, l: &mut Option<Layers>) -> Option<Layers> {
@@ -309,9 +314,21 @@ pub fn dec_ttl(f: &mut FrameBuf, l: &mut Option<Layers>) -> Result<(), Verdict> 
 pub fn execute(f: &mut FrameBuf, actions: &[Action], env: &mut impl Env) -> Result<(), Verdict> {
     let mut l: Option<Layers> = None;
     for a in actions {
-        step(f, &mut l, a, env)?;
+        if let Err(v) = step(f, &mut l, a, env) {
+            // A single table: no pipeline state.
+            expired(a, v, f, env, &PipeState::default());
+            return Err(v);
+        }
     }
     Ok(())
+}
+
+/// After `a` failed with `v`: the `INVALID_TTL` packet-in of a `dec_ttl`.
+#[cold]
+pub fn expired(a: &Action, v: Verdict, f: &FrameBuf, env: &mut impl Env, pipe: &PipeState) {
+    if let (Verdict::TtlExpired, Action::DecTtl(p)) = (v, a) {
+        env.ttl_expired(*p, f.bytes(), pipe);
+    }
 }
 
 /// Run one action of the single-table set on `f` (`l`: the frame's parsed
@@ -337,7 +354,7 @@ pub fn step(
             }
         }
         Action::Set(s) => set_field(f, l, s),
-        Action::DecTtl => dec_ttl(f, l)?,
+        Action::DecTtl(_) => dec_ttl(f, l)?,
         Action::PushVlan(tpid) => {
             // The new tag copies the VID/PCP of an existing outer tag, else 0 (OpenFlow).
             let b = f.bytes();

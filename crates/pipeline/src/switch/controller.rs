@@ -21,6 +21,7 @@
 use super::actions::Meter;
 use super::actions::MeterUnit;
 use super::counters::{PortCounters, SwDrop};
+use super::key::{self, Key};
 use super::rule::{Action, Pin};
 use linerate_io::counters::bump;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
@@ -44,6 +45,10 @@ pub const DEFAULT_RATE: u64 = 1000;
 pub struct PinBuf {
     pub pin: Pin,
     pub in_port: u32,
+    /// The pipeline's state when the packet reached the `controller`
+    /// action (what earlier tables wrote; zero in a single table): Open
+    /// vSwitch puts the non-zero ones in the packet-in's match.
+    pub pipe: PipeState,
     /// The frame's length, and the bytes copied (`max_len` at most).
     pub total_len: u16,
     pub len: u16,
@@ -53,6 +58,24 @@ pub struct PinBuf {
 impl PinBuf {
     pub fn bytes(&self) -> &[u8] {
         &self.data[..self.len as usize]
+    }
+}
+
+/// `metadata` and the registers of a packet in the pipeline.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PipeState {
+    pub metadata: u64,
+    pub regs: [u32; key::REGS],
+}
+
+impl PipeState {
+    /// The pipeline words of key `k`.
+    #[inline]
+    pub fn of(k: &Key) -> PipeState {
+        PipeState {
+            metadata: k.get(key::METADATA),
+            regs: std::array::from_fn(|i| k.get(key::reg(i)) as u32),
+        }
     }
 }
 
@@ -105,6 +128,9 @@ pub struct PinTx {
     counters: Arc<PortCounters>,
     free: Receiver<Box<PinBuf>>,
     full: SyncSender<Box<PinBuf>>,
+    /// Some controller asks for `INVALID_TTL` packet-ins (set by the
+    /// channel; without one, a TTL drop takes no token of the bucket).
+    ttl_wanted: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The channel's end: packet-ins to send, and where their buffers go back.
@@ -130,6 +156,7 @@ pub fn pin_queue(limit: PinLimit, counters: Arc<PortCounters>) -> (PinTx, PinRx)
         let b = Box::new(PinBuf {
             pin: Pin::new(0),
             in_port: 0,
+            pipe: PipeState::default(),
             total_len: 0,
             len: 0,
             data: [0; PIN_DATA],
@@ -143,6 +170,7 @@ pub fn pin_queue(limit: PinLimit, counters: Arc<PortCounters>) -> (PinTx, PinRx)
             counters,
             free: free_rx,
             full: full_tx,
+            ttl_wanted: Arc::default(),
         },
         PinRx {
             full: full_rx,
@@ -152,16 +180,30 @@ pub fn pin_queue(limit: PinLimit, counters: Arc<PortCounters>) -> (PinTx, PinRx)
 }
 
 impl PinTx {
-    /// Hand `frame` (received on `in_port`) to the channel, or say why not.
+    /// Does a controller ask for `INVALID_TTL` packet-ins (a relaxed load;
+    /// the channel keeps [`PinTx::ttl_flag`] current)?
+    #[inline]
+    pub fn ttl_wanted(&self) -> bool {
+        self.ttl_wanted.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The flag behind [`PinTx::ttl_wanted`].
+    pub fn ttl_flag(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        self.ttl_wanted.clone()
+    }
+
+    /// Hand `frame` (received on `in_port`, with the pipeline's state
+    /// `pipe`) to the channel, or say why not.
     #[inline]
     pub fn post(
         &mut self,
         pin: &Pin,
         in_port: u32,
+        pipe: &PipeState,
         frame: &[u8],
         now_ns: u64,
     ) -> Result<(), SwDrop> {
-        let r = self.hand_over(pin, in_port, frame, now_ns);
+        let r = self.hand_over(pin, in_port, pipe, frame, now_ns);
         let c = &self.counters;
         match r {
             Ok(()) => {
@@ -178,6 +220,7 @@ impl PinTx {
         &mut self,
         pin: &Pin,
         in_port: u32,
+        pipe: &PipeState,
         frame: &[u8],
         now_ns: u64,
     ) -> Result<(), SwDrop> {
@@ -191,6 +234,7 @@ impl PinTx {
         b.data[..n].copy_from_slice(&frame[..n]);
         b.pin = *pin;
         b.in_port = in_port;
+        b.pipe = *pipe;
         b.total_len = frame.len().min(u16::MAX as usize) as u16;
         b.len = n as u16;
         // As many places as buffers: never full. If the channel's end is
@@ -251,7 +295,7 @@ mod tests {
         let mut queue = 0;
         // 300 at one instant: the burst passes, the rest is the rate's.
         for _ in 0..300 {
-            match tx.post(&p, 3, &f, 1_000_000_000) {
+            match tx.post(&p, 3, &PipeState::default(), &f, 1_000_000_000) {
                 Ok(()) => ok += 1,
                 Err(SwDrop::ControllerRate) => rate += 1,
                 Err(SwDrop::ControllerQueue) => queue += 1,
@@ -266,7 +310,9 @@ mod tests {
         // A second later: 1000 more tokens, capped at the burst.
         let mut ok2 = 0;
         for _ in 0..100 {
-            ok2 += tx.post(&p, 3, &f, 2_000_000_000).is_ok() as u32;
+            ok2 += tx
+                .post(&p, 3, &PipeState::default(), &f, 2_000_000_000)
+                .is_ok() as u32;
         }
         assert_eq!(ok2, 50);
     }
@@ -280,15 +326,21 @@ mod tests {
         let f = [1u8; 64];
         let p = Pin::new(crate::switch::rule::PIN_WHOLE);
         for _ in 0..PIN_QUEUE {
-            tx.post(&p, 1, &f, 1).unwrap();
+            tx.post(&p, 1, &PipeState::default(), &f, 1).unwrap();
         }
-        assert_eq!(tx.post(&p, 1, &f, 1), Err(SwDrop::ControllerQueue));
+        assert_eq!(
+            tx.post(&p, 1, &PipeState::default(), &f, 1),
+            Err(SwDrop::ControllerQueue)
+        );
         // One given back: room for one.
         let b = rx.full.try_recv().unwrap();
         assert_eq!(b.len, 64);
         rx.give_back(b);
-        assert!(tx.post(&p, 1, &f, 1).is_ok());
-        assert_eq!(tx.post(&p, 1, &f, 1), Err(SwDrop::ControllerQueue));
+        assert!(tx.post(&p, 1, &PipeState::default(), &f, 1).is_ok());
+        assert_eq!(
+            tx.post(&p, 1, &PipeState::default(), &f, 1),
+            Err(SwDrop::ControllerQueue)
+        );
     }
 
     #[test]

@@ -18,7 +18,7 @@
 
 use super::actions::{execute, Env, FrameBuf, Meter, Out, Verdict};
 use super::classifier::RuleId;
-use super::controller::{PacketOut, PinTx, PoutRx};
+use super::controller::{PacketOut, PinTx, PipeState, PoutRx};
 use super::counters::{CacheCounters, PortCounters, SwDrop, SwStage, SwitchCounters, SwitchCycles};
 use super::emc::{Cache, Emc, DEFAULT_INV_PROB, DEFAULT_SLOTS};
 use super::key::Key;
@@ -183,9 +183,9 @@ impl Ctx<'_> {
     /// A packet-in: counted like a copy taken by a port when the channel
     /// takes it.
     #[cold]
-    fn pin(&mut self, p: Pin, frame: &[u8]) {
+    fn pin(&mut self, p: Pin, frame: &[u8], pipe: &PipeState) {
         let r = match self.pins {
-            Some(t) => t.post(&p, self.in_no, frame, self.now_ns),
+            Some(t) => t.post(&p, self.in_no, pipe, frame, self.now_ns),
             None => Err(SwDrop::NoController),
         };
         match r {
@@ -231,7 +231,8 @@ impl Env for Ctx<'_> {
                     }
                 }
             }
-            Out::Controller(p) => self.pin(p, frame),
+            // A single table: no pipeline state.
+            Out::Controller(p) => self.pin(p, frame, &PipeState::default()),
         }
     }
 
@@ -239,6 +240,15 @@ impl Env for Ctx<'_> {
         match self.meters.get_mut(&id) {
             Some(m) => m.admit(self.now_ns, bytes),
             None => false,
+        }
+    }
+
+    /// The `INVALID_TTL` packet-in, when a controller asks for it (else
+    /// nothing: the drop stays `ttl_expired` and takes no packet-in token).
+    #[cold]
+    fn ttl_expired(&mut self, p: Pin, frame: &[u8], pipe: &PipeState) {
+        if self.pins.as_ref().is_some_and(|t| t.ttl_wanted()) {
+            self.pin(p, frame, pipe);
         }
     }
 }
@@ -250,6 +260,10 @@ impl PipeEnv for Ctx<'_> {
 
     fn learn(&mut self, spec: &Arc<Learn>, k: &Key) {
         self.learner.post(spec, k, self.now_ns);
+    }
+
+    fn controller(&mut self, p: Pin, frame: &[u8], k: &Key) {
+        self.pin(p, frame, &PipeState::of(k));
     }
 }
 
@@ -1103,6 +1117,86 @@ mod tests {
     /// burst, the rest is counted by reason, and the account balances;
     /// without a channel they are `no_controller`. Packet-outs run their
     /// actions (`resubmit(,0)`: through the rules) between batches.
+    /// `dec_ttl` on a TTL of 1 drops the frame (`ttl_expired`) and, only
+    /// when a controller asks for `INVALID_TTL`, sends it whole as that
+    /// packet-in (with its rule's table and cookie and the pipeline's
+    /// state), counted as passed to the controller port.
+    #[test]
+    fn dec_ttl_on_ttl_1_is_an_invalid_ttl_packet_in_only_when_asked() {
+        use super::super::controller::{pin_queue, pout_queue, PinLimit};
+        let single: &[&str] = &["cookie=0x9,priority=0,ip,actions=mod_nw_ttl:1,dec_ttl,output:2"];
+        let multi: &[&str] = &[
+            "priority=0,actions=load:0x3->NXM_NX_REG1[],goto_table:1",
+            "table=1,cookie=0x9,priority=0,ip,actions=mod_nw_ttl:1,dec_ttl,output:2",
+        ];
+        for (rules, t_no, reg1) in [(single, 0u8, 0u32), (multi, 1, 3)] {
+            for wanted in [false, true] {
+                let (ports, sinks) = bed(5, usize::MAX);
+                let mut dp = Datapath::new(ports, table(rules), 32, true);
+                let (pin_tx, pin_rx) =
+                    pin_queue(PinLimit::new(100, 100).unwrap(), Default::default());
+                pin_tx.ttl_flag().store(wanted, Relaxed);
+                let (_pout_tx, pout_rx) = pout_queue();
+                dp.set_controller(pin_tx, pout_rx);
+                dp.run(&AtomicBool::new(false), Polling::Busy, false)
+                    .unwrap();
+                let s = dp.counters.snapshot();
+                let got: Vec<_> = pin_rx.full.try_iter().collect();
+                assert_eq!(counts(&sinks), vec![0, 0, 0], "{rules:?}");
+                assert!(s.balanced(), "{s:?}");
+                if !wanted {
+                    assert!(got.is_empty(), "{rules:?}: not asked for");
+                    assert_eq!(s.drop_of(SwDrop::TtlExpired), 5, "{rules:?}");
+                    continue;
+                }
+                assert_eq!((got.len(), s.passed), (5, 5), "{rules:?}");
+                let b = &got[0];
+                assert_eq!(b.pin.reason, crate::switch::rule::PIN_INVALID_TTL);
+                assert_eq!((b.pin.table, b.pin.cookie), (t_no, 9), "{rules:?}");
+                assert_eq!(b.len, b.total_len, "the whole frame");
+                assert_eq!(b.bytes()[22], 1, "the TTL as it was");
+                assert_eq!(b.pipe.regs[1], reg1, "{rules:?}");
+            }
+        }
+    }
+
+    /// A packet-in from a later table carries the pipeline's state there
+    /// (what `load` and `write_metadata` wrote), and its message's match
+    /// says so as Open vSwitch's does: in_port, metadata, the registers
+    /// that are not zero.
+    #[test]
+    fn a_packet_in_carries_the_metadata_and_registers_of_its_table() {
+        use super::super::controller::{pin_queue, pout_queue, PinLimit};
+        let ctl = table(&[
+            "priority=0,actions=load:0x7->NXM_NX_REG2[],write_metadata:0x5/0xff,goto_table:1",
+            "table=1,priority=0,actions=controller:64",
+        ]);
+        let (ports, _sinks) = bed(3, usize::MAX);
+        let mut dp = Datapath::new(ports, ctl.clone(), 32, true);
+        let (pin_tx, pin_rx) = pin_queue(PinLimit::new(100, 100).unwrap(), Default::default());
+        let (_pout_tx, pout_rx) = pout_queue();
+        dp.set_controller(pin_tx, pout_rx);
+        dp.run(&AtomicBool::new(false), Polling::Busy, false)
+            .unwrap();
+        let got: Vec<_> = pin_rx.full.try_iter().collect();
+        assert_eq!(got.len(), 3);
+        for b in &got {
+            assert_eq!(b.pin.table, 1);
+            assert_eq!(b.pipe.metadata, 5);
+            assert_eq!(b.pipe.regs, [0, 0, 7, 0, 0, 0, 0, 0]);
+        }
+        let msg = crate::switch::openflow::controllers::packet_in_msg(&got[0]);
+        let mut r = crate::switch::openflow::wire::Reader::new(&msg[24..], "packet-in match");
+        let mut text = String::new();
+        crate::switch::openflow::oxm::decode_match(&mut r, &mut text).unwrap();
+        let m = crate::switch::MatchSpec::parse(&text).unwrap().m;
+        assert_eq!(
+            m.to_string(),
+            "in_port=1,reg2=0x7,metadata=0x5",
+            "the packet-in's match (decoded: {text})"
+        );
+    }
+
     #[test]
     fn packet_ins_leave_through_the_queue_and_packet_outs_come_in() {
         use super::super::controller::{pin_queue, pout_queue, PacketOut, PinLimit};

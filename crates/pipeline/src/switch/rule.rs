@@ -167,7 +167,9 @@ pub enum Action {
     Group(u32),
     Meter(u32),
     Set(SetField),
-    DecTtl,
+    /// `dec_ttl`; on a TTL of 0 or 1 the frame is dropped and, for the
+    /// controllers that ask for `INVALID_TTL`, sent as this packet-in.
+    DecTtl(Pin),
     /// Push an outer tag with this TPID (0x8100 or 0x88a8).
     PushVlan(u16),
     PopVlan,
@@ -237,6 +239,15 @@ impl Pin {
             reason: PIN_ACTION,
             table: 0,
             cookie: 0,
+        }
+    }
+
+    /// The packet-in of a `dec_ttl` on a TTL of 0 or 1: the whole frame,
+    /// reason `INVALID_TTL` (sent only to controllers that ask for it).
+    pub fn invalid_ttl() -> Pin {
+        Pin {
+            reason: PIN_INVALID_TTL,
+            ..Pin::new(PIN_WHOLE)
         }
     }
 }
@@ -878,7 +889,7 @@ fn parse_action(tok: &str, m: &Match) -> Result<Action, String> {
         "in_port" => no_arg(Action::InPort),
         "group" => Ok(Action::Group(parse_int(need()?, u32::MAX as u64)? as u32)),
         "meter" => Ok(Action::Meter(parse_int(need()?, u32::MAX as u64)? as u32)),
-        "dec_ttl" => no_arg(Action::DecTtl),
+        "dec_ttl" => no_arg(Action::DecTtl(Pin::invalid_ttl())),
         "pop_vlan" | "strip_vlan" => no_arg(Action::PopVlan),
         "push_vlan" => {
             let t = parse_int(need()?, 0xffff)? as u16;
@@ -1161,10 +1172,17 @@ impl Rule {
         };
         let (table, cookie) = (self.table, self.cookie);
         for a in &mut self.actions {
-            if let Action::Controller(p) = a {
-                p.reason = reason;
-                p.table = table;
-                p.cookie = cookie;
+            match a {
+                Action::Controller(p) => {
+                    p.reason = reason;
+                    p.table = table;
+                    p.cookie = cookie;
+                }
+                Action::DecTtl(p) => {
+                    p.table = table;
+                    p.cookie = cookie;
+                }
+                _ => {}
             }
         }
     }
@@ -1418,7 +1436,7 @@ impl fmt::Display for Action {
             Action::Group(g) => write!(f, "group:{g}"),
             Action::Meter(m) => write!(f, "meter:{m}"),
             Action::Set(s) => f.write_str(&fmt_set(s)),
-            Action::DecTtl => f.write_str("dec_ttl"),
+            Action::DecTtl(_) => f.write_str("dec_ttl"),
             Action::PushVlan(t) => write!(f, "push_vlan:{t:#06x}"),
             Action::PopVlan => f.write_str("pop_vlan"),
             Action::ModVlanVid(v) => write!(f, "mod_vlan_vid:{v}"),

@@ -264,6 +264,7 @@ pub fn run(
     if !cfg.openflow.is_empty() {
         let (pin_tx, pin_rx) =
             super::controller::pin_queue(cfg.controller, shared.controller.clone());
+        let ttl = pin_tx.ttl_flag();
         let (pout_tx, pout_rx) = super::controller::pout_queue();
         dp.set_controller(pin_tx, pout_rx);
         common.pouts = Some(pout_tx);
@@ -273,7 +274,7 @@ pub fn run(
         ctl.read(|t| t.report_removed());
         let t = std::thread::Builder::new()
             .name("linerate-of-async".into())
-            .spawn(move || super::openflow::controllers::async_loop(pin_rx, c, t, st))
+            .spawn(move || super::openflow::controllers::async_loop(pin_rx, c, t, ttl, st))
             .map_err(|e| format!("spawning the packet-in thread: {e}"))?;
         pins = Some((t, pin_stop));
     }

@@ -35,11 +35,12 @@
 
 use super::actions::{self, Env, FrameBuf, Out, Verdict};
 use super::classifier::{LookupStats, RuleId};
+use super::controller::PipeState;
 use super::field::{Field, SubField};
 use super::key::{self, Key};
 use super::learn::{Learn, LearnItem, LearnSrc};
 use super::normal::Decision;
-use super::rule::{Action, SetField};
+use super::rule::{Action, Pin, SetField};
 use super::table::{FlowEntry, FlowTable};
 use linerate_wire::frame::Layers;
 use linerate_wire::vlan;
@@ -161,6 +162,11 @@ pub trait PipeEnv: Env {
     /// `learn(...)`: hand the spec and the packet's key (the learned rule
     /// is built and added off the datapath).
     fn learn(&mut self, spec: &Arc<Learn>, k: &Key);
+    /// `controller`: a packet-in of `frame` with the pipeline's state in
+    /// `k` (its metadata and registers go in the packet-in's match).
+    fn controller(&mut self, p: Pin, frame: &[u8], _k: &Key) {
+        self.output(Out::Controller(p), frame);
+    }
 }
 
 /// Lookups and matches per table during a batch (added to the tables'
@@ -588,6 +594,9 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
                     self.layers = None;
                     self.dirty = true;
                 }
+                // Its metadata and registers go with the packet-in (the
+                // pipeline words of the key are always current).
+                Action::Controller(p) => self.env.controller(*p, f.bytes(), &self.key),
                 Action::Normal => {
                     for fl in [key::IN_PORT, key::VLAN_TCI, key::DL_SRC, key::DL_DST] {
                         self.reads(fl);
@@ -622,7 +631,7 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
                         // The TTL decides a drop; a pushed tag copies the
                         // outer one; a popped tag exposes one the key
                         // does not hold.
-                        Action::DecTtl => self.reads(key::NW_TTL),
+                        Action::DecTtl(_) => self.reads(key::NW_TTL),
                         Action::PushVlan(_) => self.reads(key::VLAN_TCI),
                         // What `vlan_vid` rewrites depends on the tag.
                         Action::Set(SetField::VlanVid(_) | SetField::VlanPcp(_)) => {
@@ -631,7 +640,10 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
                         Action::PopVlan => self.popped(),
                         _ => {}
                     }
-                    actions::step(f, &mut self.layers, a, self.env)?;
+                    if let Err(v) = actions::step(f, &mut self.layers, a, self.env) {
+                        actions::expired(a, v, f, self.env, &PipeState::of(&self.key));
+                        return Err(v);
+                    }
                     match a {
                         // A MAC rewrite moves nothing else: the key's field
                         // is set as the frame's (no re-extraction).
@@ -641,9 +653,10 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
                         Action::Set(SetField::EthSrc(m)) if f.len >= ETH_HDR && !self.dirty => {
                             self.key.set(key::DL_SRC, mac_u64(m))
                         }
-                        Action::Set(_) | Action::DecTtl | Action::PushVlan(_) | Action::PopVlan => {
-                            self.dirty = true
-                        }
+                        Action::Set(_)
+                        | Action::DecTtl(_)
+                        | Action::PushVlan(_)
+                        | Action::PopVlan => self.dirty = true,
                         _ => {}
                     }
                 }

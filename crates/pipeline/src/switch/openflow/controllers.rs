@@ -13,6 +13,8 @@
 
 use super::wire::{Writer, FLOW_REMOVED, NO_BUFFER, PACKET_IN};
 use crate::switch::controller::{PinBuf, PinRx};
+use crate::switch::key;
+use crate::switch::rule::{Match, PIN_INVALID_TTL};
 use crate::switch::table::{Removed, TableHandle, RR_DELETE, RR_METER_DELETE};
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -305,6 +307,13 @@ impl Controllers {
         }
     }
 
+    /// Does some connection want messages of `kind` for `reason`
+    /// ([`Ctrl`]'s masks)?
+    pub fn wanted(&self, kind: usize, reason: u8) -> bool {
+        let conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
+        conns.iter().any(|c| c.wants(kind, reason))
+    }
+
     /// How many connections there are (tests).
     pub fn len(&self) -> usize {
         self.conns.lock().unwrap_or_else(|e| e.into_inner()).len()
@@ -315,8 +324,10 @@ impl Controllers {
     }
 }
 
-/// An OpenFlow 1.3 `PACKET_IN` (xid 0, no buffer): the match carries
-/// `in_port`, as Open vSwitch's does for a packet of a physical port.
+/// An OpenFlow 1.3 `PACKET_IN` (xid 0, no buffer). Its match carries what
+/// Open vSwitch's carries for a packet of a physical port: `in_port`, and
+/// `metadata` and the registers that are not zero (the pipeline's state
+/// at the `controller` action).
 pub fn packet_in_msg(b: &PinBuf) -> Vec<u8> {
     let mut w = Writer::new(PACKET_IN, 0);
     w.u32(NO_BUFFER);
@@ -324,12 +335,19 @@ pub fn packet_in_msg(b: &PinBuf) -> Vec<u8> {
     w.u8(b.pin.reason);
     w.u8(b.pin.table);
     w.u64(b.pin.cookie);
-    // ofp_match: OXM, 4 + 8 bytes (in_port), padded to 16.
-    w.u16(1);
-    w.u16(12);
-    w.u32(0x8000_0004);
-    w.u32(b.in_port);
-    w.zeros(4);
+    let mut m = Match::ANY;
+    let mut exact = |f: key::FieldLoc, v: u64| {
+        if v != 0 || f == key::IN_PORT {
+            m.mask.set(f, f.full());
+            m.value.set(f, v);
+        }
+    };
+    exact(key::IN_PORT, b.in_port as u64);
+    exact(key::METADATA, b.pipe.metadata);
+    for (i, r) in b.pipe.regs.iter().enumerate() {
+        exact(key::reg(i), *r as u64);
+    }
+    super::oxm::encode_match(&m, &mut w);
     w.zeros(2);
     w.bytes(b.bytes());
     w.finish()
@@ -352,7 +370,8 @@ pub fn flow_removed_msg(r: &Removed, reason: u8) -> Vec<u8> {
     w.finish()
 }
 
-/// How often the asynchronous thread looks for removed rules (the tick
+/// How often the asynchronous thread looks for removed rules and at who
+/// asks for `INVALID_TTL` packet-ins (the tick
 /// expires rules once a second; a `FLOW_MOD` delete reports its own at
 /// once).
 const REMOVED_EVERY: Duration = Duration::from_millis(100);
@@ -366,6 +385,7 @@ pub fn async_loop(
     rx: PinRx,
     ctrls: Arc<Controllers>,
     ctl: Arc<TableHandle>,
+    ttl_wanted: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
 ) {
     use std::sync::mpsc::RecvTimeoutError;
@@ -382,6 +402,7 @@ pub fn async_loop(
         }
         if looked.elapsed() >= REMOVED_EVERY {
             ctrls.flow_removed(&ctl);
+            ttl_wanted.store(ctrls.wanted(0, PIN_INVALID_TTL), Relaxed);
             looked = std::time::Instant::now();
         }
     }
@@ -422,6 +443,7 @@ mod tests {
         let mut b = Box::new(PinBuf {
             pin: Pin::new(0xffff),
             in_port: 7,
+            pipe: Default::default(),
             total_len: 3,
             len: 3,
             data: [0; crate::switch::controller::PIN_DATA],

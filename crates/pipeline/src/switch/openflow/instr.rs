@@ -494,7 +494,7 @@ fn action(w: &mut Writer, a: &Action, untagged: bool) {
         Action::Group(g) => short(w, AT_GROUP, *g),
         Action::Set(SetField::NwTtl(t)) => short(w, AT_SET_NW_TTL, (*t as u32) << 24),
         Action::Set(s) => set_field(w, s),
-        Action::DecTtl => short(w, AT_DEC_NW_TTL, 0),
+        Action::DecTtl(_) => short(w, AT_DEC_NW_TTL, 0),
         Action::PushVlan(t) => short(w, AT_PUSH_VLAN, (*t as u32) << 16),
         Action::PopVlan => short(w, AT_POP_VLAN, 0),
         Action::ModVlanVid(v) => {

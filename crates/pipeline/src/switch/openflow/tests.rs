@@ -833,6 +833,7 @@ fn pin_buf() -> crate::switch::controller::PinBuf {
     crate::switch::controller::PinBuf {
         pin: crate::switch::rule::Pin::new(0xffff),
         in_port: 1,
+        pipe: Default::default(),
         total_len: 14,
         len: 14,
         data: [0; crate::switch::controller::PIN_DATA],
