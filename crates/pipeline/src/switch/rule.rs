@@ -253,6 +253,16 @@ impl Pin {
 }
 
 impl Action {
+    /// An OpenFlow output action other than to the controller (to a port,
+    /// `in_port`, `normal`, `flood`, `all`): those [`Rule::out_max_len`]
+    /// keeps a `max_len` for.
+    pub fn port_output(&self) -> bool {
+        matches!(
+            self,
+            Action::Output(_) | Action::InPort | Action::Normal | Action::Flood | Action::All
+        )
+    }
+
     /// An action only a multi-table pipeline runs (the single-table fast
     /// path runs the others).
     pub fn pipeline(&self) -> bool {
@@ -286,6 +296,12 @@ pub struct Rule {
     /// `send_flow_rem` (`OFPFF_SEND_FLOW_REM`): the controllers get a
     /// `FLOW_REMOVED` when the rule times out or is deleted.
     pub send_flow_rem: bool,
+    /// The `max_len` of each output action ([`Action::port_output`]), in
+    /// order, as a controller wrote it: OpenFlow keeps it for every output
+    /// (read back in flow stats), though only `controller` uses one. Empty
+    /// when all are 0 (the rule syntax has no way to say them). Not read
+    /// by the datapath.
+    pub out_max_len: Vec<u16>,
     pub m: Match,
 }
 
@@ -1039,6 +1055,7 @@ fn parse_inner(s: &str, mode: Mode) -> Result<Parsed, ParseError> {
         idle_timeout: 0,
         hard_timeout: 0,
         send_flow_rem: false,
+        out_max_len: Vec::new(),
         m: Match::ANY,
         actions: Vec::new(),
     };
@@ -1187,10 +1204,27 @@ impl Rule {
         }
     }
 
+    /// Keep `lens`, the `max_len`s of the rule's output actions in order
+    /// ([`Rule::out_max_len`]): nothing when all are 0 or when they do not
+    /// pair with the actions.
+    pub fn set_out_max_len(&mut self, lens: Vec<u16>) {
+        let outputs = self.actions.iter().filter(|a| a.port_output()).count();
+        self.out_max_len = if lens.iter().all(|&l| l == 0) || lens.len() != outputs {
+            Vec::new()
+        } else {
+            lens
+        };
+    }
+
+    /// The `max_len` of the rule's `i`th output action (0 unless set).
+    pub fn out_max_len(&self, i: usize) -> u16 {
+        self.out_max_len.get(i).copied().unwrap_or(0)
+    }
+
     /// Bytes the rule holds on the heap (its actions; a `learn` spec's
     /// items), for memory budgets.
     pub fn heap_bytes(&self) -> usize {
-        Rule::actions_heap_bytes(&self.actions)
+        Rule::actions_heap_bytes(&self.actions) + self.out_max_len.capacity() * 2
     }
 
     /// Bytes an action list holds on the heap.
@@ -1561,6 +1595,7 @@ impl super::learn::Learn {
             idle_timeout: self.idle_timeout,
             hard_timeout: self.hard_timeout,
             send_flow_rem: false,
+            out_max_len: Vec::new(),
             m,
             actions,
         }

@@ -986,6 +986,7 @@ impl FlowTable {
         &mut self,
         ids: &[(u8, RuleId)],
         actions: &[Action],
+        lens: &[u16],
         now_ns: u64,
     ) -> Result<usize, String> {
         let mut new = Vec::with_capacity(ids.len());
@@ -993,6 +994,7 @@ impl FlowTable {
             if let Some(e) = self.tables[t as usize].entry(id) {
                 let mut r = e.rule.clone();
                 r.actions = actions.to_vec();
+                r.out_max_len = lens.to_vec();
                 self.check(&r)?;
                 new.push(r);
             }

@@ -120,16 +120,23 @@ fn sep(out: &mut String) {
 
 /// One action list (the body of `apply_actions`) in the rule syntax.
 pub fn decode_actions(r: Reader, out: &mut String) -> Result<()> {
-    decode_list(r, out, false)
+    decode_list(r, out, false, &mut Vec::new())
 }
 
 /// A `PACKET_OUT`'s action list: `output:TABLE` is allowed there (as
 /// `resubmit(,0)`: table 0 with the packet-out's `in_port`).
 pub fn decode_actions_out(r: Reader, out: &mut String) -> Result<()> {
-    decode_list(r, out, true)
+    decode_list(r, out, true, &mut Vec::new())
 }
 
-fn decode_list(mut r: Reader, out: &mut String, packet_out: bool) -> Result<()> {
+/// [`decode_actions`]; `lens` gets the `max_len` of each output action
+/// but `controller` ([`Rule::out_max_len`]).
+fn decode_list(
+    mut r: Reader,
+    out: &mut String,
+    packet_out: bool,
+    lens: &mut Vec<u16>,
+) -> Result<()> {
     while !r.is_empty() {
         let (t, mut a) = r.tlv(8, 8)?;
         a.skip(4)?;
@@ -137,6 +144,10 @@ fn decode_list(mut r: Reader, out: &mut String, packet_out: bool) -> Result<()> 
         match t {
             AT_OUTPUT => {
                 let p = a.u32()?;
+                if p != OFPP_CONTROLLER && !(packet_out && p == OFPP_TABLE) {
+                    let mut l = a;
+                    lens.push(l.u16()?);
+                }
                 let _ = match p {
                     OFPP_IN_PORT => write!(out, "in_port"),
                     OFPP_NORMAL => write!(out, "normal"),
@@ -304,9 +315,12 @@ fn learn_text(mut a: Reader) -> Result<String> {
 
 /// The instructions after a `FLOW_MOD`'s match, as `actions=...`
 /// (the meter first, then the applied actions, `write_metadata`, and
-/// `goto_table` last, the order OpenFlow runs them in).
-pub fn decode_instructions(mut r: Reader, out: &mut String) -> Result<()> {
+/// `goto_table` last, the order OpenFlow runs them in). Returns what the
+/// text cannot say: the `max_len` of each output action but `controller`,
+/// in order ([`Rule::set_out_max_len`]).
+pub fn decode_instructions(mut r: Reader, out: &mut String) -> Result<Vec<u16>> {
     let (mut meter, mut apply, mut meta, mut goto) = (None, None, None, None);
+    let mut lens = Vec::new();
     while !r.is_empty() {
         let (t, mut i) = r.tlv(8, 8)?;
         i.skip(4)?;
@@ -319,7 +333,7 @@ pub fn decode_instructions(mut r: Reader, out: &mut String) -> Result<()> {
             IT_APPLY_ACTIONS => {
                 i.skip(4)?;
                 let mut s = String::new();
-                decode_actions(i, &mut s)?;
+                decode_list(i, &mut s, false, &mut lens)?;
                 apply = Some(s);
             }
             IT_METER => meter = Some(i.u32()?),
@@ -360,7 +374,7 @@ pub fn decode_instructions(mut r: Reader, out: &mut String) -> Result<()> {
     }
     out.push_str("actions=");
     out.push_str(&s);
-    Ok(())
+    Ok(lens)
 }
 
 fn experimenter(w: &mut Writer, sub: u16) -> usize {
@@ -470,7 +484,8 @@ fn learn(w: &mut Writer, l: &Learn) {
 /// Write one action of an apply-actions list (the instructions'
 /// own — meter, goto, write_metadata — are written by
 /// [`encode_instructions`]).
-fn action(w: &mut Writer, a: &Action, untagged: bool) {
+/// `len`: the `max_len` of an output action as the controller wrote it.
+fn action(w: &mut Writer, a: &Action, untagged: bool, len: u16) {
     let output_len = |w: &mut Writer, p: u32, max_len: u16| {
         w.u16(AT_OUTPUT);
         w.u16(16);
@@ -478,7 +493,7 @@ fn action(w: &mut Writer, a: &Action, untagged: bool) {
         w.u16(max_len);
         w.zeros(6);
     };
-    let output = |w: &mut Writer, p: u32| output_len(w, p, 0);
+    let output = |w: &mut Writer, p: u32| output_len(w, p, len);
     let short = |w: &mut Writer, t: u16, v: u32| {
         w.u16(t);
         w.u16(8);
@@ -566,8 +581,15 @@ pub fn encode_instructions(rule: &Rule, w: &mut Writer) {
         w.u16(IT_APPLY_ACTIONS);
         w.u16(0);
         w.zeros(4);
+        let mut outputs = 0;
         for a in applied {
-            action(w, a, untagged);
+            let len = if a.port_output() {
+                outputs += 1;
+                rule.out_max_len(outputs - 1)
+            } else {
+                0
+            };
+            action(w, a, untagged, len);
         }
         let n = (w.len() - at) as u16;
         w.put_u16(at + 2, n);

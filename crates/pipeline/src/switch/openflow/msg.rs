@@ -78,6 +78,8 @@ enum FlowOp {
     Modify {
         sel: Select,
         actions: Vec<Action>,
+        /// Their outputs' `max_len`s ([`Rule::out_max_len`]).
+        lens: Vec<u16>,
     },
     Delete(Select),
 }
@@ -570,9 +572,9 @@ impl Session {
             for (xid, req, op) in ops {
                 let r = match op {
                     FlowOp::Add(rule) => t.add_flow(rule, now).map(|_| ()),
-                    FlowOp::Modify { sel, actions } => {
+                    FlowOp::Modify { sel, actions, lens } => {
                         let ids = sel.ids(t);
-                        t.modify_rules(&ids, &actions, now).map(|_| ())
+                        t.modify_rules(&ids, &actions, &lens, now).map(|_| ())
                     }
                     FlowOp::Delete(sel) => {
                         let ids = sel.ids(t);
@@ -1470,9 +1472,13 @@ fn decode_flow_mod(mut b: Reader) -> Result<FlowOp> {
             );
             oxm::decode_match(&mut b, &mut s)?;
             s.push(',');
-            instr::decode_instructions(b, &mut s)?;
+            let lens = instr::decode_instructions(b, &mut s)?;
             Rule::parse(&s)
-                .map(|r| FlowOp::Add(canonical(r)))
+                .map(|r| {
+                    let mut r = canonical(r);
+                    r.set_out_max_len(lens);
+                    FlowOp::Add(r)
+                })
                 .map_err(|e| {
                     // The match alone decides which kind of error it is.
                     let match_ok = s
@@ -1509,9 +1515,11 @@ fn decode_flow_mod(mut b: Reader) -> Result<FlowOp> {
                 s.pop();
             }
             s.push(',');
-            instr::decode_instructions(b, &mut s)?;
+            let lens = instr::decode_instructions(b, &mut s)?;
             let r = Rule::parse(&s)
                 .map_err(|e| OfError::new(err::BAD_ACTION, err::BA_BAD_ARGUMENT, e.0))?;
+            let mut r = canonical(r);
+            r.set_out_max_len(lens);
             Ok(FlowOp::Modify {
                 sel: Select {
                     spec,
@@ -1521,7 +1529,8 @@ fn decode_flow_mod(mut b: Reader) -> Result<FlowOp> {
                     out_port: OFPP_ANY,
                     out_group: OFPG_ANY,
                 },
-                actions: canonical(r).actions,
+                actions: r.actions,
+                lens: r.out_max_len,
             })
         }
         c => Err(OfError::new(
@@ -1595,10 +1604,12 @@ pub fn decode_flow_stats(body: &[u8]) -> Result<Vec<(Rule, u64, u64)>> {
         );
         oxm::decode_match(&mut e, &mut s)?;
         s.push(',');
-        instr::decode_instructions(e, &mut s)?;
+        let lens = instr::decode_instructions(e, &mut s)?;
         let rule = Rule::parse(&s)
             .map_err(|x| OfError::new(err::BAD_ACTION, err::BA_BAD_ARGUMENT, x.0))?;
-        v.push((canonical(rule), packets, bytes));
+        let mut rule = canonical(rule);
+        rule.set_out_max_len(lens);
+        v.push((rule, packets, bytes));
     }
     Ok(v)
 }

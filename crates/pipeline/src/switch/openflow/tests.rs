@@ -1038,3 +1038,47 @@ fn send_flow_rem_reports_a_delete_as_flow_removed_to_the_master_only() {
         1
     );
 }
+
+/// Issue 37: an output's `max_len` reads back as written (os-ken writes
+/// 65509 on every output), for ports, `flood`, `normal` and `in_port`,
+/// through FLOW_MOD, the table and flow stats; a modify replaces them
+/// with the new actions'.
+#[test]
+fn output_max_len_reads_back_as_written() {
+    let mut want =
+        Rule::parse("priority=3,udp,actions=output:2,flood,NORMAL,in_port,controller:77").unwrap();
+    want.set_out_max_len(vec![65509, 7, 0, 1]);
+    assert_eq!(want.out_max_len, [65509, 7, 0, 1]);
+    assert_round_trip(&want, "max_len");
+    let sh = shared();
+    let mut s = session(&sh);
+    s.message(&flow_mod_add(&want, 1)).unwrap();
+    s.message(&all_flows(2)).unwrap();
+    let out = s.take_out();
+    let body: Vec<u8> = out.iter().flat_map(|r| r[16..].to_vec()).collect();
+    // output:2 with max_len 0xffe5, as an ofp_action_output.
+    let port2 = [0, 0, 0, 16, 0, 0, 0, 2, 0xff, 0xe5];
+    assert!(body.windows(10).any(|w| w == port2), "{body:02x?}");
+    assert_eq!(decode_flow_stats(&body).unwrap()[0].0, want);
+    // A modify (command 1) brings its own.
+    let mut other = want.clone();
+    other.set_out_max_len(vec![1, 2, 3, 4]);
+    let mut modify = flow_mod_add(&other, 3);
+    modify[25] = 1;
+    s.message(&modify).unwrap();
+    s.message(&barrier(4)).unwrap();
+    assert_eq!(
+        kinds(&s.take_out()),
+        vec![BARRIER_REPLY],
+        "{:?}",
+        s.last_error
+    );
+    assert_eq!(sh.ctl.current().flows()[0].rule.out_max_len, [1, 2, 3, 4]);
+    // All zero: nothing kept (a rule from the text syntax is the same rule).
+    let mut plain = Rule::parse("actions=output:2").unwrap();
+    plain.set_out_max_len(vec![0]);
+    assert!(plain.out_max_len.is_empty());
+    // A count that does not pair with the outputs is not kept.
+    plain.set_out_max_len(vec![5, 5]);
+    assert!(plain.out_max_len.is_empty());
+}
