@@ -12,6 +12,7 @@
 //!   with `actions=table` (through the rules);
 //! - two controller processes, master and slave: the slave's FLOW_MOD is
 //!   refused with IS_SLAVE, and only the master gets packet-ins;
+//! - `--fail-mode standalone`: NORMAL while no controller is connected;
 //! - rules with `send_flow_rem` come back as `FLOW_REMOVED` when they time
 //!   out or are deleted.
 //!
@@ -50,7 +51,13 @@ fn ofctl(sock: &Path, args: &[&str]) -> String {
 /// The switch in the star's switch namespace, ports 1..=N on its veths,
 /// the given channels; returns once the `punix:` one answers.
 fn switch(star: &NetnsStar, openflow: &[String], sock: &Path) -> Proc {
+    switch_with(star, openflow, sock, &[])
+}
+
+/// [`switch`] with more options.
+fn switch_with(star: &NetnsStar, openflow: &[String], sock: &Path, more: &[&str]) -> Proc {
     let mut args: Vec<String> = vec!["switch".into()];
+    args.extend(more.iter().map(|s| s.to_string()));
     for i in 1..=star.hosts {
         args.push("--port".into());
         args.push(format!("{i}=afpacket:{}", star.sw_if(i)));
@@ -484,6 +491,74 @@ fn a_slave_controller_is_refused_and_only_the_master_gets_packet_ins() {
     let c = &v["openflow"]["controllers"];
     assert!(c["is_slave"].as_u64().unwrap() >= 1, "{v}");
     assert_eq!(c["packet_ins_unwanted"], 0, "{v}");
+}
+
+/// `--fail-mode standalone`: with no controller to connect to, a NORMAL
+/// rule and the hosts reach each other; with a controller that is away,
+/// fail-open after 3 inactivity probes (the hosts reach each other with
+/// no rule at all), and once the controller connects, its rules again
+/// (its table miss sends frames to it, and it forwards none).
+#[test]
+fn standalone_fail_mode_switches_normal_while_no_controller_is_connected() {
+    require_root();
+    require_tools(&["ovs-ofctl", "ping", "ss"]);
+    let python = require_osken();
+    let star = NetnsStar::up("lrcfm", 2);
+    address(&star, 1, 1);
+    address(&star, 2, 2);
+    let dir = TempDir::new("cfm");
+    let sock = dir.join("a.of");
+    let sw = switch_with(
+        &star,
+        &[format!("punix:{}", sock.display())],
+        &sock,
+        &["--fail-mode", "standalone"],
+    );
+    let flows = ofctl(&sock, &["dump-flows"]);
+    assert!(flows.contains("priority=0 actions=NORMAL"), "{flows}");
+    assert!(ping(&star, 1, 2), "no controller to connect to: NORMAL");
+    sw.finish_json(Duration::from_secs(20), "linerate switch");
+    // A controller that is not there yet.
+    let sock = dir.join("b.of");
+    let mut sw = switch_with(
+        &star,
+        &[
+            "tcp:127.0.0.1:6655".into(),
+            format!("punix:{}", sock.display()),
+        ],
+        &sock,
+        &["--fail-mode", "standalone", "--inactivity-probe", "1"],
+    );
+    assert!(
+        !ofctl(&sock, &["dump-flows"]).contains("NORMAL"),
+        "no rule is added when there is a controller to connect to"
+    );
+    wait_until(
+        Duration::from_secs(20),
+        "fail-open: host 1 reaches host 2",
+        || {
+            sw.assert_running("linerate switch");
+            ping(&star, 1, 2)
+        },
+    );
+    let (mut ctrl, _lines) = role_controller(&star, &python, 6655, "master");
+    wait_until(
+        Duration::from_secs(30),
+        "the controller connected and its table miss installed",
+        || {
+            ctrl.assert_running("os-ken");
+            ofctl(&sock, &["dump-flows"]).contains("actions=CONTROLLER:65535")
+        },
+    );
+    let pinged = ping(&star, 1, 2);
+    let v = sw.finish_json(Duration::from_secs(20), "linerate switch");
+    assert!(
+        !pinged,
+        "the controller's rules apply again (its table miss forwards nothing): {v}"
+    );
+    let c = &v["openflow"]["controllers"];
+    assert_eq!(c["fail_open_entered"], 1, "{v}");
+    assert_eq!(c["fail_open"], false, "{v}");
 }
 
 /// Rules added with `send_flow_rem` come back to the controllers as

@@ -50,6 +50,10 @@ Examples:
   # and a socket for ovs-ofctl beside it (dump-flows shows the controller's rules)
   linerate switch --port 1=afpacket:p1 --port 2=afpacket:p2 --openflow tcp:127.0.0.1:6653 \
       --openflow punix:/run/linerate-sw.of
+  # a learning switch while the controller is away (Open vSwitch's fail_mode=standalone): every
+  # frame NORMAL once no controller has been connected for 3 inactivity probes (here 6 s)
+  linerate switch --port 1=afpacket:p1 --port 2=afpacket:p2 --openflow tcp:127.0.0.1:6653 \\
+      --fail-mode standalone --inactivity-probe 2
   # plain TCP (no authentication: anyone on the host can change the flows; a warning says so)
   linerate switch --port 1=afpacket:p1 --port 2=afpacket:p2 --openflow ptcp:6653
   # bounds: 100k rules in all, a learning table of 10k (learned rules evict the oldest)
@@ -114,6 +118,13 @@ pub struct Args {
     /// OpenFlow: packet-ins let through in a burst (at least 25; default: a quarter of the rate).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub controller_burst: u64,
+    /// What the switch does while no controller is connected, as Open vSwitch's fail_mode:
+    /// secure (the default here: only the rules) or standalone (Open vSwitch's default: a
+    /// learning switch: with no controller to connect to, priority=0,actions=NORMAL in table 0;
+    /// with one, every frame NORMAL once none has been connected for 3 inactivity probes).
+    #[arg(long, value_name = "secure|standalone", default_value = "secure",
+          value_parser = ["secure", "standalone"])]
+    pub fail_mode: String,
     /// CPU to pin the datapath thread to.
     #[arg(long)]
     pub cpu: Option<usize>,
@@ -237,6 +248,8 @@ pub fn run(a: Args) -> Result<()> {
             a.controller_burst,
         )
         .map_err(anyhow::Error::msg)?,
+        fail_mode: linerate_pipeline::switch::openflow::controllers::FailMode::parse(&a.fail_mode)
+            .map_err(anyhow::Error::msg)?,
     };
     let stop = super::common::stop_flag()?;
     super::common::serve_metrics(a.metrics.as_deref(), "switch", a.json)?;

@@ -434,7 +434,9 @@ impl Datapath {
             fate.sent[..n].fill(0);
             fate.copy_fail[..n].fill(None);
         }
-        let t3 = if table.multi() {
+        let t3 = if table.fail_open() {
+            self.fail_open_batch(pi, n, &table, now_ns, &mut fate_drop)
+        } else if table.multi() {
             self.pipeline_batch(pi, n, &table, now_ns, &mut fate_drop, profile)
         } else {
             self.table0_batch(pi, n, &table, now_ns, &mut fate_drop, profile)
@@ -660,6 +662,47 @@ impl Datapath {
     /// extracted): the exact-match cache and table 0's classifier, then
     /// each packet's rule's actions. Returns the time stamp between the
     /// lookup and the actions (`--profile`).
+    /// Fail-open (`--fail-mode standalone`, no controller): every frame
+    /// `NORMAL`, no rule looked at (Open vSwitch's fail-open flow, above
+    /// every rule).
+    #[cold]
+    fn fail_open_batch(
+        &mut self,
+        pi: usize,
+        n: usize,
+        table: &FlowTable,
+        now_ns: u64,
+        fate_drop: &mut [Option<SwDrop>; MAX_BATCH],
+    ) -> u64 {
+        let mut ctx = Ctx {
+            stages: &mut self.stages,
+            port_nos: &self.port_nos,
+            table,
+            meters: &mut self.meters,
+            fate: &mut self.fate,
+            copy_drops: &mut self.copy_drops,
+            macs: &mut self.macs,
+            learner: &mut self.learner,
+            pins: &mut self.pins,
+            in_idx: pi,
+            in_no: self.port_nos[pi],
+            pkt: 0,
+            now_ns,
+        };
+        for (j, p) in self.batch.iter_mut().enumerate().take(n) {
+            ctx.pkt = j;
+            match ctx.normal(&self.keys.0[j]) {
+                Decision::Flood => ctx.output(Out::Flood, p.bytes()),
+                Decision::Port(q) => ctx.output(Out::Port(q), p.bytes()),
+                Decision::Drop => {}
+            }
+            if ctx.fate.staged[j] == 0 {
+                fate_drop[j] = Some(ctx.fate.copy_fail[j].unwrap_or(SwDrop::NoOutput));
+            }
+        }
+        0
+    }
+
     #[inline(always)]
     fn table0_batch(
         &mut self,
@@ -1158,6 +1201,29 @@ mod tests {
                 assert_eq!(b.pipe.regs[1], reg1, "{rules:?}");
             }
         }
+    }
+
+    /// Fail-open: every frame NORMAL (an unknown destination floods), the
+    /// rules neither applied nor hit; left, the rules apply again.
+    #[test]
+    fn fail_open_switches_every_frame_normal_and_leaves_the_rules_alone() {
+        let ctl = table(&["priority=10,actions=output:2"]);
+        ctl.set_fail_open(true);
+        let (ports, sinks) = bed(4, usize::MAX);
+        let mut dp = Datapath::new(ports, ctl.clone(), 32, true);
+        dp.run(&AtomicBool::new(false), Polling::Busy, false)
+            .unwrap();
+        let s = dp.counters.snapshot();
+        assert_eq!(counts(&sinks), vec![0, 4, 4], "flooded to ports 2 and 3");
+        assert_eq!((s.passed, s.balanced()), (4, true), "{s:?}");
+        assert_eq!(ctl.current().flows()[0].stats.packets.load(Relaxed), 0);
+        ctl.set_fail_open(false);
+        let (ports, sinks) = bed(4, usize::MAX);
+        let mut dp = Datapath::new(ports, ctl.clone(), 32, true);
+        dp.run(&AtomicBool::new(false), Polling::Busy, false)
+            .unwrap();
+        assert_eq!(counts(&sinks), vec![0, 4, 0], "the rule again");
+        assert_eq!(ctl.current().flows()[0].stats.packets.load(Relaxed), 4);
     }
 
     /// A packet-in from a later table carries the pipeline's state there

@@ -8,6 +8,7 @@ use super::counters::{CacheCounters, SwitchCyclesSnapshot};
 use super::ctl::{cache_json, ports_json, tables_json, Shared, SwitchCtl};
 use super::datapath::{Datapath, Polling, SwitchPort};
 use super::learner::LearnReq;
+use super::openflow::controllers::{FailMode, FailOpen};
 use super::rule::rule_lines;
 use super::table::{mono_ns, FlowTable, TableHandle};
 use super::Rule;
@@ -77,6 +78,47 @@ impl RuleFiles {
     }
 }
 
+/// Are there controllers the switch connects to (not only sockets it
+/// listens on)?
+fn has_primaries(cfg: &SwitchConfig) -> bool {
+    cfg.openflow.iter().any(|c| !c.endpoint.listens())
+}
+
+/// `--fail-mode standalone` with no controller to connect to: Open
+/// vSwitch's `priority=0,actions=NORMAL` in table 0, unless table 0 has a
+/// priority-0 rule matching everything already. What was done, in a line.
+fn standalone_rule(cfg: &SwitchConfig, ctl: &TableHandle) -> Result<Option<String>, String> {
+    if cfg.fail_mode != FailMode::Standalone || has_primaries(cfg) {
+        return Ok(None);
+    }
+    let r = Rule::parse("priority=0,actions=NORMAL").map_err(|e| e.to_string())?;
+    let added = ctl.edit(|t| {
+        if t.has(&r) {
+            return Ok(false);
+        }
+        t.add_flow(r, mono_ns()).map(|_| true)
+    })?;
+    Ok(added.then(|| {
+        "fail mode standalone, no controller to connect to: priority=0,actions=NORMAL in table 0"
+            .to_string()
+    }))
+}
+
+/// `--fail-mode standalone` with controllers to connect to: fail-open
+/// after 3 of their inactivity probes without one connected.
+fn fail_open(cfg: &SwitchConfig) -> Option<FailOpen> {
+    if cfg.fail_mode != FailMode::Standalone || !has_primaries(cfg) {
+        return None;
+    }
+    let probe = cfg
+        .openflow
+        .iter()
+        .filter(|c| !c.endpoint.listens())
+        .filter_map(|c| c.inactivity_probe)
+        .max();
+    Some(FailOpen::new(probe, std::time::Instant::now()))
+}
+
 /// A switch: its ports (OpenFlow number, URI), rules and settings.
 #[derive(Clone, Debug)]
 pub struct SwitchConfig {
@@ -93,6 +135,8 @@ pub struct SwitchConfig {
     pub duration: Option<f64>,
     /// The packet-in rate limit (`--controller-rate`, `--controller-burst`).
     pub controller: super::controller::PinLimit,
+    /// `--fail-mode`.
+    pub fail_mode: super::openflow::controllers::FailMode,
 }
 
 /// What the caller hears while the switch runs: what was opened (a port,
@@ -213,6 +257,9 @@ pub fn run(
     on: &mut dyn FnMut(Event<'_>),
 ) -> Result<Finished, String> {
     let ctl = TableHandle::new(cfg.rules.load()?);
+    if let Some(line) = standalone_rule(cfg, &ctl)? {
+        on(Event::Opened(line));
+    }
     let mut ports = Vec::new();
     for (n, uri) in &cfg.ports {
         let p = linerate_io::open(uri, &cfg.open).map_err(|e| format!("port {n}: {e}"))?;
@@ -270,11 +317,12 @@ pub fn run(
         common.pouts = Some(pout_tx);
         let pin_stop = Arc::new(AtomicBool::new(false));
         let (c, st, t) = (common.ctrls.clone(), pin_stop.clone(), ctl.clone());
+        let fail = fail_open(cfg);
         // Rules with `send_flow_rem` are kept for FLOW_REMOVEDs from now on.
         ctl.read(|t| t.report_removed());
         let t = std::thread::Builder::new()
             .name("linerate-of-async".into())
-            .spawn(move || super::openflow::controllers::async_loop(pin_rx, c, t, ttl, st))
+            .spawn(move || super::openflow::controllers::async_loop(pin_rx, c, t, ttl, fail, st))
             .map_err(|e| format!("spawning the packet-in thread: {e}"))?;
         pins = Some((t, pin_stop));
     }

@@ -401,6 +401,10 @@ pub struct FlowTable {
     /// Removed rules that asked for a `FLOW_REMOVED` (shared by every
     /// version: only the control side, under its edit lock, fills it).
     removed: Arc<Mutex<RemovedQueue>>,
+    /// Fail-open (`--fail-mode standalone` with no controller connected
+    /// for a while): the datapath switches every frame as `NORMAL` and
+    /// leaves the rules alone (Open vSwitch's hidden fail-open flow).
+    fail_open: bool,
 }
 
 /// Why a rule left its table (OpenFlow's `ofp_flow_removed_reason`).
@@ -454,6 +458,7 @@ impl Default for FlowTable {
             gen: 0,
             limits: Arc::new(Limits::default()),
             removed: Arc::default(),
+            fail_open: false,
         }
     }
 }
@@ -670,7 +675,7 @@ impl FlowTable {
 
     /// Does the table have a rule with this match and priority (an add of
     /// it replaces that rule and needs no room)?
-    fn has(&self, r: &Rule) -> bool {
+    pub fn has(&self, r: &Rule) -> bool {
         self.tables
             .get(r.table as usize)
             .is_some_and(|tb| tb.cls.find_strict(&r.m, r.priority).is_some())
@@ -873,6 +878,12 @@ impl FlowTable {
             }
         }
         Ok(())
+    }
+
+    /// Is the switch in fail-open (every frame `NORMAL`)?
+    #[inline(always)]
+    pub fn fail_open(&self) -> bool {
+        self.fail_open
     }
 
     /// Keep the rules with `send_flow_rem` that leave from now on, for
@@ -1318,6 +1329,16 @@ impl TableHandle {
             edit: Mutex::new(t),
             dirty: AtomicBool::new(false),
         })
+    }
+
+    /// Enter (true) or leave fail-open, as a new version; the rules and
+    /// the caches built on them stay as they are.
+    pub fn set_fail_open(&self, on: bool) {
+        let mut g = self.lock();
+        if g.fail_open != on {
+            g.fail_open = on;
+            self.publish(&g);
+        }
     }
 
     /// The rules removed since the last call that asked for a

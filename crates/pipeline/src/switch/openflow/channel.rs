@@ -90,6 +90,9 @@ struct Chan {
     probe: Option<Duration>,
     ctrls: Arc<Controllers>,
     pouts: Option<PoutTx>,
+    /// Connects to a controller (its connections are what fail-open
+    /// watches), rather than listening.
+    primary: bool,
 }
 
 impl Chan {
@@ -103,6 +106,7 @@ impl Chan {
         hello_by: Instant,
     ) -> bool {
         self.stats.connections.fetch_add(1, Relaxed);
+        let _up = self.primary.then(|| self.ctrls.primary_up(&self.sh.ctl));
         let mut sess = Session::for_switch(
             self.sh.clone(),
             self.stats.clone(),
@@ -227,6 +231,7 @@ impl Channel {
             log: LogLimit::stderr(conns.clone()),
             dpid,
             probe: cfg.inactivity_probe.filter(|d| !d.is_zero()),
+            primary: !ep.listens(),
         });
         let bind = |a: &SocketAddr| {
             let l =

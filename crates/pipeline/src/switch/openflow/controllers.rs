@@ -58,6 +58,9 @@ pub struct AsyncStats {
     pub packet_outs_queue_full: AtomicU64,
     /// Requests refused because their connection is a slave.
     pub is_slave: AtomicU64,
+    /// In fail-open now (1) or not (0), and how many times it was entered.
+    pub fail_open: AtomicU64,
+    pub fail_open_entered: AtomicU64,
     /// `FLOW_REMOVED` messages queued for a connection.
     pub flow_removed_sent: AtomicU64,
     /// Removed rules (with `send_flow_rem`) no connection wanted.
@@ -76,6 +79,8 @@ impl AsyncStats {
             "slow_peer": self.slow_peer.load(Relaxed),
             "packet_outs_queue_full": self.packet_outs_queue_full.load(Relaxed),
             "is_slave": self.is_slave.load(Relaxed),
+            "fail_open": self.fail_open.load(Relaxed) == 1,
+            "fail_open_entered": self.fail_open_entered.load(Relaxed),
             "flow_removed_sent": self.flow_removed_sent.load(Relaxed),
             "flow_removed_unwanted": self.flow_removed_unwanted.load(Relaxed),
             "flow_removed_dropped": self.flow_removed_dropped.load(Relaxed),
@@ -189,6 +194,89 @@ pub struct Controllers {
     conns: Mutex<Vec<Arc<Ctrl>>>,
     generation: Mutex<Option<u64>>,
     pub stats: AsyncStats,
+    /// Connections up to a controller the switch connects to (`tcp:`,
+    /// `ssl:`, `unix:`): what fail-open watches ([`FailOpen`]); and how
+    /// many there have been (one shorter than a look of fail-open counts).
+    primaries: AtomicU64,
+    primaries_ever: AtomicU64,
+}
+
+/// `--fail-mode`, as Open vSwitch's: what the switch does while no
+/// controller is connected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FailMode {
+    /// Only the rules (linerate's default: a switch under test forwards
+    /// only what its rules say).
+    #[default]
+    Secure,
+    /// As a learning switch (`NORMAL`): with no controller to connect to,
+    /// a priority-0 `NORMAL` rule in table 0 at start; with controllers,
+    /// fail-open once none has been connected for 3 inactivity probes
+    /// (every frame `NORMAL`, the rules kept aside) until one connects.
+    /// Open vSwitch's default.
+    Standalone,
+}
+
+impl FailMode {
+    pub fn parse(s: &str) -> Result<FailMode, String> {
+        match s {
+            "secure" => Ok(FailMode::Secure),
+            "standalone" => Ok(FailMode::Standalone),
+            _ => Err(format!("--fail-mode {s:?}: secure or standalone")),
+        }
+    }
+}
+
+/// A primary connection counted while it lives.
+pub struct PrimaryUp<'a>(&'a Controllers);
+
+impl Drop for PrimaryUp<'_> {
+    fn drop(&mut self) {
+        self.0.primaries.fetch_sub(1, Relaxed);
+    }
+}
+
+/// Fail-open (Open vSwitch's `fail-open.c`, for [`FailMode::Standalone`]
+/// with controllers to connect to): entered once no such controller has
+/// been connected for `after` (3 inactivity probes, 15 s without
+/// probes), left as soon as one is.
+#[derive(Debug)]
+pub struct FailOpen {
+    after: Duration,
+    last_up: std::time::Instant,
+    /// [`Controllers`]' connections ever, at the last look.
+    seen: u64,
+    pub open: bool,
+    /// Times it was entered.
+    pub entered: u64,
+}
+
+impl FailOpen {
+    pub fn new(probe: Option<Duration>, now: std::time::Instant) -> FailOpen {
+        FailOpen {
+            after: probe
+                .filter(|d| !d.is_zero())
+                .map_or(Duration::from_secs(15), |d| d * 3),
+            last_up: now,
+            seen: 0,
+            open: false,
+            entered: 0,
+        }
+    }
+
+    /// Look at the connections at `now`: Some(state) when it changes.
+    pub fn tick(&mut self, connected: bool, now: std::time::Instant) -> Option<bool> {
+        if connected {
+            self.last_up = now;
+        }
+        let want = !connected && now.duration_since(self.last_up) >= self.after;
+        if want == self.open {
+            return None;
+        }
+        self.open = want;
+        self.entered += want as u64;
+        Some(want)
+    }
 }
 
 /// Why a role request is refused.
@@ -307,6 +395,45 @@ impl Controllers {
         }
     }
 
+    /// One look of fail-open `f` at the connections; a change is made to
+    /// `ctl` (the datapath's next batch sees it), said in one line and
+    /// counted.
+    pub fn fail_open_tick(&self, f: &mut FailOpen, ctl: &TableHandle) {
+        let ever = self.primaries_ever.load(Relaxed);
+        let connected = self.primary_connected() || ever != f.seen;
+        f.seen = ever;
+        let Some(on) = f.tick(connected, std::time::Instant::now()) else {
+            return;
+        };
+        ctl.set_fail_open(on);
+        self.stats.fail_open.store(on as u64, Relaxed);
+        if on {
+            self.stats.fail_open_entered.fetch_add(1, Relaxed);
+            eprintln!(
+                "openflow: no controller connected for {:.0} s: fail-open (--fail-mode standalone): every frame NORMAL until one connects",
+                f.after.as_secs_f64()
+            );
+        } else {
+            eprintln!("openflow: a controller connected: fail-open ends, the rules apply again");
+        }
+    }
+
+    /// Count a connection to a controller the switch connects to while
+    /// the guard lives; fail-open, if on, ends now (`ctl`), before the
+    /// controller's first message is read, so that its rules apply from
+    /// the first.
+    pub fn primary_up(&self, ctl: &TableHandle) -> PrimaryUp<'_> {
+        self.primaries.fetch_add(1, Relaxed);
+        self.primaries_ever.fetch_add(1, Relaxed);
+        ctl.set_fail_open(false);
+        PrimaryUp(self)
+    }
+
+    /// Is a controller the switch connects to connected?
+    pub fn primary_connected(&self) -> bool {
+        self.primaries.load(Relaxed) > 0
+    }
+
     /// Does some connection want messages of `kind` for `reason`
     /// ([`Ctrl`]'s masks)?
     pub fn wanted(&self, kind: usize, reason: u8) -> bool {
@@ -378,7 +505,9 @@ const REMOVED_EVERY: Duration = Duration::from_millis(100);
 
 /// The thread that serves the controllers their asynchronous messages:
 /// the datapath's packet-ins (every buffer goes back to the datapath at
-/// once) and, every [`REMOVED_EVERY`], the rules removed from `ctl`. Ends
+/// once) and, every [`REMOVED_EVERY`], the rules removed from `ctl`; and
+/// that enters and leaves fail-open (`fail`: standalone with controllers
+/// to connect to). Ends
 /// at `stop` (set once the datapath has ended), after the packet-ins still
 /// queued, so that each one the datapath let through is counted here.
 pub fn async_loop(
@@ -386,6 +515,7 @@ pub fn async_loop(
     ctrls: Arc<Controllers>,
     ctl: Arc<TableHandle>,
     ttl_wanted: Arc<AtomicBool>,
+    mut fail: Option<FailOpen>,
     stop: Arc<AtomicBool>,
 ) {
     use std::sync::mpsc::RecvTimeoutError;
@@ -403,6 +533,9 @@ pub fn async_loop(
         if looked.elapsed() >= REMOVED_EVERY {
             ctrls.flow_removed(&ctl);
             ttl_wanted.store(ctrls.wanted(0, PIN_INVALID_TTL), Relaxed);
+            if let Some(f) = fail.as_mut() {
+                ctrls.fail_open_tick(f, &ctl);
+            }
             looked = std::time::Instant::now();
         }
     }
@@ -506,6 +639,49 @@ mod tests {
         cs.leave(&m);
         cs.leave(&s);
         assert!(cs.is_empty());
+    }
+
+    #[test]
+    fn fail_open_enters_after_three_probes_without_a_controller_and_leaves_when_one_connects() {
+        let t0 = std::time::Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut f = FailOpen::new(Some(Duration::from_secs(1)), t0);
+        assert_eq!(f.tick(false, at(2_900)), None, "not before 3 probes");
+        assert_eq!(f.tick(false, at(3_000)), Some(true));
+        assert_eq!(f.tick(false, at(9_000)), None, "entered once");
+        assert_eq!(f.tick(true, at(9_100)), Some(false), "left on connect");
+        assert_eq!(
+            f.tick(false, at(11_000)),
+            None,
+            "counts from the last connection"
+        );
+        assert_eq!(f.tick(false, at(12_100)), Some(true));
+        assert_eq!(f.entered, 2);
+        // Without probes: 15 s.
+        let mut f = FailOpen::new(None, t0);
+        assert_eq!(f.tick(false, at(14_999)), None);
+        assert_eq!(f.tick(false, at(15_000)), Some(true));
+        // The connection count behind `primary_connected`.
+        // A connection ends fail-open at once; one shorter than a look
+        // still counts as connected at the next look.
+        let cs = Controllers::default();
+        let ctl = TableHandle::new(crate::switch::FlowTable::new());
+        let mut f = FailOpen::new(Some(Duration::from_millis(1)), t0);
+        std::thread::sleep(Duration::from_millis(5));
+        cs.fail_open_tick(&mut f, &ctl);
+        assert!(ctl.current().fail_open() && f.open);
+        assert!(!cs.primary_connected());
+        let up = cs.primary_up(&ctl);
+        assert!(cs.primary_connected());
+        assert!(!ctl.current().fail_open(), "ended at the connection");
+        drop(up);
+        assert!(!cs.primary_connected());
+        cs.fail_open_tick(&mut f, &ctl);
+        assert!(!f.open, "the short connection was seen");
+        assert_eq!(cs.stats.fail_open.load(Relaxed), 0);
+        assert_eq!(FailMode::parse("standalone"), Ok(FailMode::Standalone));
+        assert_eq!(FailMode::parse("secure"), Ok(FailMode::Secure));
+        assert!(FailMode::parse("open").is_err());
     }
 
     #[test]
