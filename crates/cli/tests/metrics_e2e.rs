@@ -157,6 +157,61 @@ fn every_command_s_page_passes_promtool() {
     }
 }
 
+/// A switch with an OpenFlow channel: the controller port's series
+/// (packet-ins taken by the port and wanted by no connection, none
+/// connected, not in fail-open) on a page promtool accepts.
+#[test]
+fn a_switch_with_a_controller_port_has_its_series() {
+    require_tools(&["promtool"]);
+    let dir = TempDir::new("mctl");
+    let flows = dir.join("miss.flows");
+    std::fs::write(&flows, "priority=0,actions=controller\n").unwrap();
+    let sock = format!("punix:{}", dir.join("sw.of").display());
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut p = spawn(&[
+        "switch",
+        "--port",
+        "1=mem:a?source=64&flows=4",
+        "--port",
+        "2=mem:b?sink",
+        "--poll",
+        "wait",
+        "--flows",
+        flows.to_str().unwrap(),
+        "--openflow",
+        &sock,
+        "--duration",
+        "60",
+        "--quiet",
+        "--metrics",
+        &addr,
+    ]);
+    let unwanted = "linerate_switch_packet_ins_total{result=\"unwanted\"}";
+    let page = wait_for(
+        Duration::from_secs(20),
+        "packet-ins no connection wanted",
+        || {
+            p.assert_running("switch");
+            get(None, port, "/metrics").filter(|b| sample(b, unwanted).is_some_and(|v| v > 0.0))
+        },
+    );
+    promtool_accepts(&page, "switch under a controller");
+    let taken = sample(&page, "linerate_switch_packet_ins_total{result=\"taken\"}").unwrap();
+    assert!(taken > 0.0, "{page}");
+    assert_eq!(
+        sample(&page, "linerate_switch_fail_open"),
+        Some(0.0),
+        "{page}"
+    );
+    assert_eq!(
+        sample(&page, "linerate_switch_controller_connections"),
+        Some(0.0),
+        "{page}"
+    );
+    p.interrupt();
+}
+
 #[test]
 fn the_in_kernel_engines_pages_pass_promtool() {
     require_root();

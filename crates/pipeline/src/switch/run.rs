@@ -156,6 +156,8 @@ pub struct Tick {
     pub subtables_per_lookup: f64,
     /// The switch's state, read by the metrics view.
     pub shared: Arc<Shared>,
+    /// The OpenFlow channels' controllers (with `--openflow`).
+    pub controllers: Option<Arc<super::openflow::controllers::Controllers>>,
 }
 
 /// The final account.
@@ -383,6 +385,7 @@ pub fn run(
                 emc_hit_rate: dc[0] as f64 / (dc[0] + dc[1]).max(1) as f64,
                 subtables_per_lookup: dc[2] as f64 / dc[1].max(1) as f64,
                 shared: shared.clone(),
+                controllers: (!cfg.openflow.is_empty()).then(|| common.ctrls.clone()),
             }));
             last = now;
             last_c = now_c;
@@ -454,6 +457,83 @@ impl Report for Tick {
     }
 }
 
+/// The controller port and the controllers, as metrics: packet-ins by
+/// where they went, FLOW_REMOVEDs, refusals, fail-open.
+fn controller_metrics(
+    m: &mut Exposition,
+    port: &super::counters::PortCounters,
+    cs: &super::openflow::controllers::Controllers,
+) {
+    let a = &cs.stats;
+    let pin = "Packet-ins: taken by the controller port (taken), refused by its rate or a full \
+               queue (dropped), queued for a connection (sent), wanted by none (unwanted).";
+    for (result, v) in [
+        ("taken", port.tx_packets.load(Relaxed)),
+        ("dropped", port.tx_dropped.load(Relaxed)),
+        ("sent", a.packet_ins_sent.load(Relaxed)),
+        ("unwanted", a.packet_ins_unwanted.load(Relaxed)),
+    ] {
+        m.counter(
+            "linerate_switch_packet_ins_total",
+            pin,
+            &[("result", result)],
+            v,
+        );
+    }
+    for (result, v) in [
+        ("sent", &a.flow_removed_sent),
+        ("unwanted", &a.flow_removed_unwanted),
+    ] {
+        m.counter(
+            "linerate_switch_flow_removed_total",
+            "FLOW_REMOVEDs queued for a connection (sent), or wanted by none (unwanted).",
+            &[("result", result)],
+            v.load(Relaxed),
+        );
+    }
+    for (name, help, v) in [
+        (
+            "linerate_switch_flow_removed_dropped_total",
+            "Removed rules not reported: the queue of them was full.",
+            &a.flow_removed_dropped,
+        ),
+        (
+            "linerate_switch_controller_slow_peer_total",
+            "Asynchronous messages dropped for a connection whose queue was full.",
+            &a.slow_peer,
+        ),
+        (
+            "linerate_switch_controller_is_slave_total",
+            "Requests refused because their connection is a slave.",
+            &a.is_slave,
+        ),
+        (
+            "linerate_switch_packet_outs_queue_full_total",
+            "PACKET_OUTs the datapath's queue had no room for.",
+            &a.packet_outs_queue_full,
+        ),
+        (
+            "linerate_switch_fail_open_entered_total",
+            "Times fail-open was entered (--fail-mode standalone).",
+            &a.fail_open_entered,
+        ),
+    ] {
+        m.counter(name, help, &[], v.load(Relaxed));
+    }
+    m.gauge(
+        "linerate_switch_fail_open",
+        "1 while in fail-open: every frame NORMAL, the rules aside.",
+        &[],
+        a.fail_open.load(Relaxed) as f64,
+    );
+    m.gauge(
+        "linerate_switch_controller_connections",
+        "OpenFlow connections past their HELLO.",
+        &[],
+        cs.len() as f64,
+    );
+}
+
 impl Publish for Tick {
     fn metrics(&self, m: &mut Exposition) {
         let sh = &self.shared;
@@ -477,6 +557,9 @@ impl Publish for Tick {
                 &[("port", uri)],
                 c.tx_dropped.load(Relaxed),
             );
+        }
+        if let Some(cs) = &self.controllers {
+            controller_metrics(m, &sh.controller, cs);
         }
         let t = sh.ctl.current();
         m.gauge(
