@@ -777,8 +777,11 @@ impl Session {
         }
         let mut text = String::new();
         instr::decode_actions_out(acts, &mut text)?;
+        // The actions' prerequisites (a set_field of an IP address needs
+        // IP) are checked against the packet, as Open vSwitch does.
         let rule = Rule::parse(&format!(
-            "actions={}",
+            "{}actions={}",
+            packet_match(data),
             if text.is_empty() { "drop" } else { &text }
         ))
         .map_err(|e| OfError::new(err::BAD_ACTION, err::BA_BAD_ARGUMENT, e.to_string()))?;
@@ -1539,6 +1542,26 @@ fn decode_flow_mod(mut b: Reader) -> Result<FlowOp> {
             format!("flow_mod command {c}"),
         )),
     }
+}
+
+/// What a packet is, as a match for its actions' prerequisites: its
+/// EtherType, IP protocol and whether it is tagged ("" for none of them),
+/// followed by a comma.
+fn packet_match(frame: &[u8]) -> String {
+    use crate::switch::key::{self, Key};
+    let k = Key::extract(frame, 0);
+    let mut s = String::new();
+    let dl = k.get(key::DL_TYPE);
+    if dl != 0 {
+        let _ = write!(s, "dl_type={dl:#06x},");
+    }
+    if dl == 0x0800 || dl == 0x86dd {
+        let _ = write!(s, "nw_proto={},", k.get(key::NW_PROTO));
+    }
+    if k.get(key::VLAN_TCI) & key::VLAN_CFI as u64 != 0 {
+        s.push_str("vlan_tci=0x1000/0x1000,");
+    }
+    s
 }
 
 /// `OFPFF_SEND_FLOW_REM`: the one `FLOW_MOD` flag a rule keeps.

@@ -1082,3 +1082,52 @@ fn output_max_len_reads_back_as_written() {
     plain.set_out_max_len(vec![5, 5]);
     assert!(plain.out_max_len.is_empty());
 }
+
+/// Issue 37: a packet-out's actions have their prerequisites checked
+/// against its packet (as Open vSwitch does): `set_field` of an IPv4
+/// source is taken for a UDP frame and refused for an ARP one.
+#[test]
+fn packet_out_prerequisites_are_the_packet_s() {
+    use crate::switch::controller::pout_queue;
+    use linerate_wire::build::{build_udp, FrameParams, IpPair};
+    let sh = shared();
+    let cs = Arc::new(super::controllers::Controllers::default());
+    let (tx, rx) = pout_queue();
+    let mut s = switch_session(&sh, &cs, Some(tx));
+    let set_src = |frame: &[u8], xid: u32| {
+        let mut w = Writer::new(PACKET_OUT, xid);
+        w.u32(NO_BUFFER);
+        w.u32(1);
+        w.u16(32);
+        w.zeros(6);
+        // set_field ipv4_src=10.9.9.9, then output:2.
+        w.u16(25);
+        w.u16(16);
+        w.u32(0x8000_1604);
+        w.bytes(&[10, 9, 9, 9]);
+        w.zeros(4);
+        w.u16(0);
+        w.u16(16);
+        w.u32(2);
+        w.u16(0);
+        w.zeros(6);
+        w.bytes(frame);
+        w.finish()
+    };
+    let mut udp = [0u8; 128];
+    let p = FrameParams::new(IpPair::V4 {
+        src: [10, 0, 0, 1],
+        dst: [10, 0, 0, 2],
+    });
+    let n = build_udp(&mut udp, &p, 1, 2).unwrap();
+    s.message(&set_src(&udp[..n], 1)).unwrap();
+    let mut arp = udp[..n].to_vec();
+    arp[12..14].copy_from_slice(&[0x08, 0x06]);
+    s.message(&set_src(&arp, 2)).unwrap();
+    let out = s.take_out();
+    assert_eq!(kinds(&out), vec![ERROR], "{:?}", s.last_error);
+    assert_eq!(err_of(&out[0]), (err::BAD_ACTION, err::BA_BAD_ARGUMENT));
+    let po = rx.next().expect("the UDP frame's packet-out");
+    assert_eq!(po.actions.len(), 2);
+    assert!(rx.next().is_none());
+}
