@@ -170,7 +170,7 @@ pub fn serve<T: Transport>(t: &mut T, sess: &mut Session, c: &Conn) -> End {
         // within IDLE_FLUSH_MS): a stream of them becomes a few large table
         // versions (each publication copies the table), a lone one still
         // takes effect within milliseconds. A barrier applies them at once.
-        if sess.has_pending() && !t.readable(IDLE_FLUSH_MS) {
+        if sess.has_pending() && !t.readable(IDLE_FLUSH_MS, None) {
             sess.flush();
             log_refusal(sess, c);
             if !send(t, sess, &mut out, true) {
@@ -205,7 +205,7 @@ pub fn serve<T: Transport>(t: &mut T, sess: &mut Session, c: &Conn) -> End {
         // Woken by the peer or by a packet-in for it (then the loop goes
         // round to send it).
         if let Some(w) = sess.wake_fd() {
-            if !t.readable_or(100, w) {
+            if !t.readable(100, Some(w)) {
                 continue;
             }
         }
@@ -308,7 +308,7 @@ impl Write for Script {
 }
 
 impl Transport for Script {
-    fn readable(&mut self, ms: i32) -> bool {
+    fn readable(&mut self, ms: i32, _wake: Option<std::os::fd::RawFd>) -> bool {
         !self.wait(Duration::from_millis(ms.max(0) as u64))
     }
     fn now(&self) -> Instant {

@@ -12,7 +12,6 @@
 //! ([`ChainOnly`]).
 
 use super::controllers::poll_two;
-use crate::ctl::poll_in;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::CryptoProvider;
@@ -30,16 +29,10 @@ use std::time::Instant;
 
 /// A byte stream the channel's framing loop runs over.
 pub trait Transport: Read + Write {
-    /// Wait up to `ms` for something to read (bytes, the end, an error);
-    /// true when a read would not wait.
-    fn readable(&mut self, ms: i32) -> bool;
-
-    /// [`Self::readable`], also woken by `wake` becoming readable (a
-    /// connection's queue of asynchronous messages): true when a read
-    /// would not wait.
-    fn readable_or(&mut self, ms: i32, _wake: RawFd) -> bool {
-        self.readable(ms)
-    }
+    /// Wait up to `ms` for something to read (bytes, the end, an error),
+    /// or for `wake` to become readable (a connection's queue of
+    /// asynchronous messages); true when a read would not wait.
+    fn readable(&mut self, ms: i32, wake: Option<RawFd>) -> bool;
 
     /// The time the loop's deadlines are measured in (the fuzz target's
     /// stream has a clock of its own, so that deadlines pass at once).
@@ -48,21 +41,20 @@ pub trait Transport: Read + Write {
     }
 }
 
+/// Wait on `fd`, and on `wake` if given (poll() skips a descriptor of -1).
+fn wait_in(fd: RawFd, ms: i32, wake: Option<RawFd>) -> bool {
+    poll_two(fd, wake.unwrap_or(-1), ms).0
+}
+
 impl Transport for TcpStream {
-    fn readable(&mut self, ms: i32) -> bool {
-        poll_in(self.as_raw_fd(), ms)
-    }
-    fn readable_or(&mut self, ms: i32, wake: RawFd) -> bool {
-        poll_two(self.as_raw_fd(), wake, ms).0
+    fn readable(&mut self, ms: i32, wake: Option<RawFd>) -> bool {
+        wait_in(self.as_raw_fd(), ms, wake)
     }
 }
 
 impl Transport for UnixStream {
-    fn readable(&mut self, ms: i32) -> bool {
-        poll_in(self.as_raw_fd(), ms)
-    }
-    fn readable_or(&mut self, ms: i32, wake: RawFd) -> bool {
-        poll_two(self.as_raw_fd(), wake, ms).0
+    fn readable(&mut self, ms: i32, wake: Option<RawFd>) -> bool {
+        wait_in(self.as_raw_fd(), ms, wake)
     }
 }
 
@@ -402,18 +394,11 @@ impl Write for Tls {
 }
 
 impl Transport for Tls {
-    fn readable(&mut self, ms: i32) -> bool {
+    fn readable(&mut self, ms: i32, wake: Option<RawFd>) -> bool {
         match self.conn.process_new_packets() {
             Ok(st) if st.plaintext_bytes_to_read() > 0 || st.peer_has_closed() => true,
             Err(_) => true,
-            Ok(_) => poll_in(self.sock.as_raw_fd(), ms),
-        }
-    }
-    fn readable_or(&mut self, ms: i32, wake: RawFd) -> bool {
-        match self.conn.process_new_packets() {
-            Ok(st) if st.plaintext_bytes_to_read() > 0 || st.peer_has_closed() => true,
-            Err(_) => true,
-            Ok(_) => poll_two(self.sock.as_raw_fd(), wake, ms).0,
+            Ok(_) => wait_in(self.sock.as_raw_fd(), ms, wake),
         }
     }
 }
