@@ -435,7 +435,7 @@ impl Datapath {
             fate.copy_fail[..n].fill(None);
         }
         let t3 = if table.fail_open() {
-            self.fail_open_batch(pi, n, &table, now_ns, &mut fate_drop)
+            self.fail_open_batch(pi, n, &table, now_ns, &mut fate_drop, profile)
         } else if table.multi() {
             self.pipeline_batch(pi, n, &table, now_ns, &mut fate_drop, profile)
         } else {
@@ -658,13 +658,10 @@ impl Datapath {
         let _ = walk.apply(&mut f, &po.actions);
     }
 
-    /// The single-table fast path for the `n` packets of the batch (keys
-    /// extracted): the exact-match cache and table 0's classifier, then
-    /// each packet's rule's actions. Returns the time stamp between the
-    /// lookup and the actions (`--profile`).
     /// Fail-open (`--fail-mode standalone`, no controller): every frame
     /// `NORMAL`, no rule looked at (Open vSwitch's fail-open flow, above
-    /// every rule).
+    /// every rule). Returns the time stamp before the actions (`--profile`:
+    /// no lookup).
     #[cold]
     fn fail_open_batch(
         &mut self,
@@ -673,7 +670,9 @@ impl Datapath {
         table: &FlowTable,
         now_ns: u64,
         fate_drop: &mut [Option<SwDrop>; MAX_BATCH],
+        profile: bool,
     ) -> u64 {
+        let t3 = if profile { rdtsc() } else { 0 };
         let mut ctx = Ctx {
             stages: &mut self.stages,
             port_nos: &self.port_nos,
@@ -700,9 +699,13 @@ impl Datapath {
                 fate_drop[j] = Some(ctx.fate.copy_fail[j].unwrap_or(SwDrop::NoOutput));
             }
         }
-        0
+        t3
     }
 
+    /// The single-table fast path for the `n` packets of the batch (keys
+    /// extracted): the exact-match cache and table 0's classifier, then
+    /// each packet's rule's actions. Returns the time stamp between the
+    /// lookup and the actions (`--profile`).
     #[inline(always)]
     fn table0_batch(
         &mut self,
@@ -1156,10 +1159,6 @@ mod tests {
         TableHandle::new(t)
     }
 
-    /// `controller`: packet-ins reach the channel's end up to the rate's
-    /// burst, the rest is counted by reason, and the account balances;
-    /// without a channel they are `no_controller`. Packet-outs run their
-    /// actions (`resubmit(,0)`: through the rules) between batches.
     /// `dec_ttl` on a TTL of 1 drops the frame (`ttl_expired`) and, only
     /// when a controller asks for `INVALID_TTL`, sends it whole as that
     /// packet-in (with its rule's table and cookie and the pipeline's
@@ -1263,6 +1262,10 @@ mod tests {
         );
     }
 
+    /// `controller`: packet-ins reach the channel's end up to the rate's
+    /// burst, the rest is counted by reason, and the account balances;
+    /// without a channel they are `no_controller`. Packet-outs run their
+    /// actions (`resubmit(,0)`: through the rules) between batches.
     #[test]
     fn packet_ins_leave_through_the_queue_and_packet_outs_come_in() {
         use super::super::controller::{pin_queue, pout_queue, PacketOut, PinLimit};
