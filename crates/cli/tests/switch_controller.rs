@@ -252,6 +252,20 @@ fn an_os_ken_learning_switch_drives_linerate_switch() {
     assert_eq!(v["balanced"], true, "{v}");
 }
 
+/// `ovs-ofctl monitor` on the switch's socket for `secs` seconds (its
+/// `--timeout`); what it got is on its standard error once it ends.
+fn monitor(dir: &TempDir, sock: &Path, secs: u32) -> Proc {
+    Proc::spawn(
+        Command::new(require_tool("ovs-ofctl"))
+            .args(["-O", "OpenFlow13", &format!("--timeout={secs}")])
+            .arg(format!("--unixctl={}", dir.join("mon.ctl").display()))
+            .arg("monitor")
+            .arg(format!("unix:{}", sock.display())),
+        "ovs-ofctl monitor",
+    )
+    .expect("start ovs-ofctl monitor")
+}
+
 #[test]
 fn ovs_ofctl_monitor_gets_packet_ins_and_packet_out_delivers() {
     require_root();
@@ -276,15 +290,7 @@ fn ovs_ofctl_monitor_gets_packet_ins_and_packet_out_delivers() {
     // The monitor runs for 4 s (--timeout), while host 1 sends a
     // table-miss frame every 100 ms; it prints what it got (to standard
     // error, with the OpenFlow 1.3 packet-in format).
-    let mut mon = Proc::spawn(
-        Command::new(require_tool("ovs-ofctl"))
-            .args(["-O", "OpenFlow13", "--timeout=4"])
-            .arg(format!("--unixctl={}", dir.join("mon.ctl").display()))
-            .arg("monitor")
-            .arg(format!("unix:{}", sock.display())),
-        "ovs-ofctl monitor",
-    )
-    .expect("start ovs-ofctl monitor");
+    let mut mon = monitor(&dir, &sock, 4);
     let t = Instant::now();
     while !mon.exited() {
         assert!(
@@ -572,15 +578,7 @@ fn ovs_ofctl_monitor_gets_flow_removed_for_timeouts_and_deletes() {
     let dir = TempDir::new("cfr");
     let sock = dir.join("sw.of");
     let sw = switch(&star, &[format!("punix:{}", sock.display())], &sock);
-    let mut mon = Proc::spawn(
-        Command::new(require_tool("ovs-ofctl"))
-            .args(["-O", "OpenFlow13", "--timeout=5"])
-            .arg(format!("--unixctl={}", dir.join("mon.ctl").display()))
-            .arg("monitor")
-            .arg(format!("unix:{}", sock.display())),
-        "ovs-ofctl monitor",
-    )
-    .expect("start ovs-ofctl monitor");
+    let mut mon = monitor(&dir, &sock, 5);
     // Until the monitor ends (it cannot say when it is connected): every
     // 500 ms a rule that times out after 1 s and one deleted at once,
     // each with its own cookie.
