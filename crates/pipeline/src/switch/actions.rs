@@ -25,8 +25,7 @@
 //! parse). `set_field:vid->vlan_vid` changes the VID of an existing outer
 //! tag and does nothing on an untagged frame (use `push_vlan` first).
 
-use super::controller::PipeState;
-use super::rule::{q, Action, Pin, SetField};
+use super::rule::{q, Action, Pin, PipeState, SetField};
 use linerate_wire::frame::{self, parse_frame, Endpoint, Layers, L3, L4};
 use linerate_wire::{checksum, vlan};
 

@@ -21,8 +21,7 @@
 use super::actions::Meter;
 use super::actions::MeterUnit;
 use super::counters::{PortCounters, SwDrop};
-use super::key::{self, Key};
-use super::rule::{Action, Pin};
+use super::rule::{Action, Pin, PipeState};
 use linerate_io::counters::bump;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
@@ -58,24 +57,6 @@ pub struct PinBuf {
 impl PinBuf {
     pub fn bytes(&self) -> &[u8] {
         &self.data[..self.len as usize]
-    }
-}
-
-/// `metadata` and the registers of a packet in the pipeline.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PipeState {
-    pub metadata: u64,
-    pub regs: [u32; key::REGS],
-}
-
-impl PipeState {
-    /// The pipeline words of key `k`.
-    #[inline]
-    pub fn of(k: &Key) -> PipeState {
-        PipeState {
-            metadata: k.get(key::METADATA),
-            regs: std::array::from_fn(|i| k.get(key::reg(i)) as u32),
-        }
     }
 }
 

@@ -18,7 +18,7 @@
 
 use super::actions::{execute, Env, FrameBuf, Meter, Out, Verdict};
 use super::classifier::RuleId;
-use super::controller::{PacketOut, PinTx, PipeState, PoutRx};
+use super::controller::{PacketOut, PinTx, PoutRx};
 use super::counters::{CacheCounters, PortCounters, SwDrop, SwStage, SwitchCounters, SwitchCycles};
 use super::emc::{Cache, Emc, DEFAULT_INV_PROB, DEFAULT_SLOTS};
 use super::key::Key;
@@ -26,7 +26,7 @@ use super::learn::Learn;
 use super::learner::{LearnReq, Learner};
 use super::megaflow::{self, Megaflows};
 use super::normal::{Decision, MacTable};
-use super::rule::Pin;
+use super::rule::{Pin, PipeState};
 use super::table::{mono_ns, FlowTable, TableHandle};
 use super::xlate::{self, End, Mode, PipeEnv, TableCounts, Trace, Walk};
 

@@ -232,6 +232,24 @@ pub struct Pin {
     pub cookie: u64,
 }
 
+/// `metadata` and the registers of a packet in the pipeline.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PipeState {
+    pub metadata: u64,
+    pub regs: [u32; key::REGS],
+}
+
+impl PipeState {
+    /// The pipeline words of key `k`.
+    #[inline]
+    pub fn of(k: &Key) -> PipeState {
+        PipeState {
+            metadata: k.get(key::METADATA),
+            regs: std::array::from_fn(|i| k.get(key::reg(i)) as u32),
+        }
+    }
+}
+
 impl Pin {
     pub fn new(max_len: u16) -> Pin {
         Pin {

@@ -35,12 +35,11 @@
 
 use super::actions::{self, Env, FrameBuf, Out, Verdict};
 use super::classifier::{LookupStats, RuleId};
-use super::controller::PipeState;
 use super::field::{Field, SubField};
 use super::key::{self, Key};
 use super::learn::{Learn, LearnItem, LearnSrc};
 use super::normal::Decision;
-use super::rule::{Action, Pin, SetField};
+use super::rule::{Action, Pin, PipeState, SetField};
 use super::table::{FlowEntry, FlowTable};
 use linerate_wire::frame::Layers;
 use linerate_wire::vlan;
