@@ -148,30 +148,7 @@ fn an_os_ken_learning_switch_drives_linerate_switch() {
         address(&star, i, i);
     }
     // The controller, on the switch namespace's own loopback.
-    let mut osken = Proc::spawn(
-        in_ns(
-            &star.sw_ns(),
-            &[python.as_str(), "run_osken.py", "6653", "learning_switch"],
-        )
-        .current_dir(APPS),
-        "os-ken",
-    )
-    .expect("start os-ken");
-    osken.keep_stderr_tail();
-    wait_until(Duration::from_secs(30), "os-ken listening on 6653", || {
-        osken.assert_running("os-ken");
-        !run_cmd(&[
-            "ip",
-            "netns",
-            "exec",
-            &star.sw_ns(),
-            "ss",
-            "-Hltn",
-            "sport = :6653",
-        ])
-        .trim()
-        .is_empty()
-    });
+    let (mut osken, _lines) = osken(&star, &python, 6653, "learning_switch", &[]);
     let mut sw = switch(
         &star,
         &[
@@ -383,22 +360,38 @@ fn ovs_ofctl_monitor_gets_packet_ins_and_packet_out_delivers() {
     );
 }
 
-/// An os-ken process running `role_app.py` with role `role` on 127.0.0.1:`port`
-/// of the switch's namespace, listening when this returns; and its
-/// standard output's lines as they come.
+/// An os-ken process running `role_app.py` as `role` (master or slave,
+/// generation id 1): [`osken`].
 fn role_controller(
     star: &NetnsStar,
     python: &str,
     port: u16,
     role: &str,
 ) -> (Proc, std::sync::mpsc::Receiver<String>) {
+    osken(
+        star,
+        python,
+        port,
+        "role_app",
+        &[("LR_ROLE", role), ("LR_GEN", "1")],
+    )
+}
+
+/// An os-ken process running application `app` (with environment `env`)
+/// on 127.0.0.1:`port` of the switch's namespace, listening when this
+/// returns; and its standard output's lines as they come.
+fn osken(
+    star: &NetnsStar,
+    python: &str,
+    port: u16,
+    app: &str,
+    env: &[(&str, &str)],
+) -> (Proc, std::sync::mpsc::Receiver<String>) {
     let mut cmd = in_ns(
         &star.sw_ns(),
-        &[python, "run_osken.py", &port.to_string(), "role_app"],
+        &[python, "run_osken.py", &port.to_string(), app],
     );
-    cmd.current_dir(APPS)
-        .env("LR_ROLE", role)
-        .env("LR_GEN", "1");
+    cmd.current_dir(APPS).envs(env.iter().copied());
     let mut p = Proc::spawn(&mut cmd, "os-ken").expect("start os-ken");
     p.keep_stderr_tail();
     let lines = p.stdout_lines();

@@ -344,20 +344,9 @@ impl Controllers {
     pub fn packet_in(&self, b: &PinBuf) {
         self.stats.packet_ins.fetch_add(1, Relaxed);
         let conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
-        let mut msg: Option<Vec<u8>> = None;
-        let mut wanted = false;
-        for c in conns.iter().filter(|c| c.wants(0, b.pin.reason)) {
-            wanted = true;
-            let m = msg.get_or_insert_with(|| packet_in_msg(b)).clone();
-            if c.push(m) {
-                self.stats.packet_ins_sent.fetch_add(1, Relaxed);
-            } else {
-                self.stats.slow_peer.fetch_add(1, Relaxed);
-            }
-        }
-        if !wanted {
-            self.stats.packet_ins_unwanted.fetch_add(1, Relaxed);
-        }
+        let st = &self.stats;
+        let (sent, unwanted) = (&st.packet_ins_sent, &st.packet_ins_unwanted);
+        self.send_each(&conns, 0, b.pin.reason, || packet_in_msg(b), sent, unwanted);
     }
 
     /// The rules removed from `ctl` since the last call, each as a
@@ -369,6 +358,8 @@ impl Controllers {
             return;
         }
         let conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
+        let st = &self.stats;
+        let (sent, unwanted) = (&st.flow_removed_sent, &st.flow_removed_unwanted);
         for r in &gone {
             // OpenFlow 1.3 has no METER_DELETE: Open vSwitch says DELETE.
             let reason = if r.reason == RR_METER_DELETE {
@@ -376,22 +367,36 @@ impl Controllers {
             } else {
                 r.reason
             };
-            let mut msg: Option<Vec<u8>> = None;
-            let mut wanted = false;
-            for c in conns.iter().filter(|c| c.wants(2, reason)) {
-                wanted = true;
-                let m = msg
-                    .get_or_insert_with(|| flow_removed_msg(r, reason))
-                    .clone();
-                if c.push(m) {
-                    self.stats.flow_removed_sent.fetch_add(1, Relaxed);
-                } else {
-                    self.stats.slow_peer.fetch_add(1, Relaxed);
-                }
+            let make = || flow_removed_msg(r, reason);
+            self.send_each(&conns, 2, reason, make, sent, unwanted);
+        }
+    }
+
+    /// One asynchronous message of `kind` (0 packet-in, 2 flow removed)
+    /// for `reason` to each of `conns` that wants it, made once; counted
+    /// as `sent` per connection, `slow_peer` for a full queue, `unwanted`
+    /// when no connection wants it.
+    fn send_each(
+        &self,
+        conns: &[Arc<Ctrl>],
+        kind: usize,
+        reason: u8,
+        make: impl FnOnce() -> Vec<u8>,
+        sent: &AtomicU64,
+        unwanted: &AtomicU64,
+    ) {
+        let mut make = Some(make);
+        let mut msg: Option<Vec<u8>> = None;
+        for c in conns.iter().filter(|c| c.wants(kind, reason)) {
+            let m = msg.get_or_insert_with(|| make.take().map(|f| f()).unwrap_or_default());
+            if c.push(m.clone()) {
+                sent.fetch_add(1, Relaxed);
+            } else {
+                self.stats.slow_peer.fetch_add(1, Relaxed);
             }
-            if !wanted {
-                self.stats.flow_removed_unwanted.fetch_add(1, Relaxed);
-            }
+        }
+        if msg.is_none() {
+            unwanted.fetch_add(1, Relaxed);
         }
     }
 

@@ -1469,19 +1469,12 @@ fn decode_flow_mod(mut b: Reader) -> Result<FlowOp> {
                     ),
                 ));
             }
-            let mut s = format!(
-                "table={table},priority={priority},cookie={cookie:#x},idle_timeout={idle},hard_timeout={hard}{}",
-                if flags & OFPFF_SEND_FLOW_REM != 0 { ",send_flow_rem" } else { "" }
-            );
+            let mut s = rule_head(table, priority, cookie, idle, hard, flags);
             oxm::decode_match(&mut b, &mut s)?;
             s.push(',');
             let lens = instr::decode_instructions(b, &mut s)?;
             Rule::parse(&s)
-                .map(|r| {
-                    let mut r = canonical(r);
-                    r.set_out_max_len(lens);
-                    FlowOp::Add(r)
-                })
+                .map(|r| FlowOp::Add(decoded(r, lens)))
                 .map_err(|e| {
                     // The match alone decides which kind of error it is.
                     let match_ok = s
@@ -1521,8 +1514,7 @@ fn decode_flow_mod(mut b: Reader) -> Result<FlowOp> {
             let lens = instr::decode_instructions(b, &mut s)?;
             let r = Rule::parse(&s)
                 .map_err(|e| OfError::new(err::BAD_ACTION, err::BA_BAD_ARGUMENT, e.0))?;
-            let mut r = canonical(r);
-            r.set_out_max_len(lens);
+            let r = decoded(r, lens);
             Ok(FlowOp::Modify {
                 sel: Select {
                     spec,
@@ -1566,6 +1558,23 @@ fn packet_match(frame: &[u8]) -> String {
 
 /// `OFPFF_SEND_FLOW_REM`: the one `FLOW_MOD` flag a rule keeps.
 const OFPFF_SEND_FLOW_REM: u16 = 1;
+
+/// The rule syntax of a `FLOW_MOD`'s or a flow-stats entry's head (its
+/// match and instructions follow).
+fn rule_head(table: u8, priority: u16, cookie: u64, idle: u16, hard: u16, flags: u16) -> String {
+    format!(
+        "table={table},priority={priority},cookie={cookie:#x},idle_timeout={idle},hard_timeout={hard}{}",
+        if flags & OFPFF_SEND_FLOW_REM != 0 { ",send_flow_rem" } else { "" }
+    )
+}
+
+/// A rule decoded from the wire, as linerate keeps it: canonical, with
+/// its outputs' `max_len`s (what the text syntax cannot say).
+fn decoded(r: Rule, lens: Vec<u16>) -> Rule {
+    let mut r = canonical(r);
+    r.set_out_max_len(lens);
+    r
+}
 
 /// A rule's `ofp_flow_mod_flags`.
 fn flow_flags(r: &Rule) -> u16 {
@@ -1621,18 +1630,13 @@ pub fn decode_flow_stats(body: &[u8]) -> Result<Vec<(Rule, u64, u64)>> {
         let (priority, idle, hard, flags) = (e.u16()?, e.u16()?, e.u16()?, e.u16()?);
         e.skip(4)?;
         let (cookie, packets, bytes) = (e.u64()?, e.u64()?, e.u64()?);
-        let mut s = format!(
-            "table={table},priority={priority},cookie={cookie:#x},idle_timeout={idle},hard_timeout={hard}{}",
-            if flags & OFPFF_SEND_FLOW_REM != 0 { ",send_flow_rem" } else { "" }
-        );
+        let mut s = rule_head(table, priority, cookie, idle, hard, flags);
         oxm::decode_match(&mut e, &mut s)?;
         s.push(',');
         let lens = instr::decode_instructions(e, &mut s)?;
         let rule = Rule::parse(&s)
             .map_err(|x| OfError::new(err::BAD_ACTION, err::BA_BAD_ARGUMENT, x.0))?;
-        let mut rule = canonical(rule);
-        rule.set_out_max_len(lens);
-        v.push((rule, packets, bytes));
+        v.push((decoded(rule, lens), packets, bytes));
     }
     Ok(v)
 }
