@@ -395,7 +395,7 @@ fn group_replicates_and_meter_limits_rate() {
     );
     assert!(s
         .ctl(&["dump-groups"])
-        .contains("group_id=1,type=all,bucket=output:2,bucket=output:3"));
+        .contains("group_id=1,type=all,bucket=actions=output:2,bucket=actions=output:3"));
 
     // Replication: each of 2000 packets once at h2 and once at h3.
     let (c2, c3) = (s.count(2, 1.0), s.count(3, 1.0));

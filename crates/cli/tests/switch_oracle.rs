@@ -14,9 +14,17 @@
 //! that arrive within 100 ms after it still count (Open vSwitch may send a
 //! flow's first packet by its slow path, after a later one).
 //!
+//! Groups ([`GROUPS`]) are loaded into both before the rules: the cases
+//! whose buckets are chosen the same way on both (indirect, all, fast
+//! failover, select with one live bucket) are compared frame for frame;
+//! which bucket of a select group a flow gets depends on each switch's
+//! hash, so the last test checks the properties instead (a flow stays on
+//! its bucket, every bucket gets flows) on both.
+//!
 //! Open vSwitch runs with the userspace datapath (private ovsdb-server and
-//! ovs-vswitchd, ports as system netdevs, rules by `ovs-ofctl add-flows`);
-//! linerate with afpacket ports and `--flows`. Needs root and the Open
+//! ovs-vswitchd, ports as system netdevs, rules by `ovs-ofctl add-flows`,
+//! groups by `add-groups`, OpenFlow 1.3); linerate with afpacket ports,
+//! `--flows` and `--groups`. Needs root and the Open
 //! vSwitch tools (fails without them); removes what it made on drop.
 
 mod support;
@@ -116,6 +124,19 @@ fn tagged(mut frame: Vec<u8>, vid: u16) -> Vec<u8> {
     frame
 }
 
+/// The groups the cases name. Port 99 does not exist: a bucket watching
+/// it is dead.
+const GROUPS: &str = "\
+group_id=11,type=indirect,bucket=actions=set_field:10.9.9.9->ip_dst,dec_ttl,output:2
+group_id=12,type=all,bucket=actions=set_field:7->udp_dst,output:2,bucket=actions=set_field:02:00:00:00:00:77->eth_dst,output:2,bucket=actions=output:2
+group_id=13,type=ff,bucket=watch_port:99,actions=set_field:1->udp_dst,output:2,bucket=watch_port:2,actions=set_field:2->udp_dst,output:2
+group_id=14,type=select,bucket=watch_port:99,actions=set_field:1->udp_dst,output:2,bucket=watch_port:2,actions=set_field:2->udp_dst,output:2
+group_id=15,type=select,bucket=weight:0,actions=set_field:1->udp_dst,output:2,bucket=weight:5,actions=set_field:2->udp_dst,output:2
+group_id=16,type=ff,bucket=watch_group:13,actions=group:11
+group_id=17,type=all,bucket=actions=push_vlan:0x8100,set_field:3->vlan_pcp,output:2,bucket=actions=dec_ttl,output:2
+group_id=18,type=select,bucket=weight:1,actions=set_field:02:00:00:00:00:a1->eth_dst,output:2,bucket=weight:1,actions=set_field:02:00:00:00:00:a2->eth_dst,output:2,bucket=weight:2,actions=set_field:02:00:00:00:00:a3->eth_dst,output:2
+";
+
 fn cases() -> Vec<Case> {
     let c = |name, rule, frame, out| Case {
         name,
@@ -170,6 +191,55 @@ fn cases() -> Vec<Case> {
             "set_field vlan_pcp",
             "dl_vlan=5,actions=set_field:6->vlan_pcp,output:2",
             tagged(udp4(0), 5),
+            1,
+        ),
+        c("indirect group", "udp,actions=group:11", udp4(0), 1),
+        c(
+            "all group: three copies",
+            "udp,actions=group:12",
+            udp4(0),
+            3,
+        ),
+        c(
+            "all group: its buckets change their own copies",
+            "udp,actions=set_field:5->udp_src,group:12,output:2",
+            udp4(0),
+            4,
+        ),
+        c(
+            "fast failover: the first live bucket",
+            "udp,actions=group:13",
+            udp4(0),
+            1,
+        ),
+        c(
+            "select: the one live bucket",
+            "udp,actions=group:14",
+            udp4(0),
+            1,
+        ),
+        c(
+            "select: weight 0 is never chosen",
+            "udp,actions=group:15",
+            udp4(0),
+            1,
+        ),
+        c(
+            "fast failover watching a group, chained",
+            "udp,actions=group:16",
+            udp4(0),
+            1,
+        ),
+        c(
+            "all group: push_vlan and dec_ttl",
+            "udp,actions=group:17",
+            udp4(0),
+            2,
+        ),
+        c(
+            "group on a frame without the fields it sets",
+            "arp,actions=group:11",
+            arp_request(),
             1,
         ),
     ]
@@ -256,6 +326,8 @@ fn single_rules_forward_the_same_frames_on_ovs_and_linerate() {
     let dir = TempDir::new("switch-oracle");
     let file = dir.join("cases.flows");
     std::fs::write(&file, flows(&cases)).unwrap();
+    let groups = dir.join("cases.groups");
+    std::fs::write(&groups, GROUPS).unwrap();
 
     let mut results = Vec::new();
     for who in ["Open vSwitch", "linerate"] {
@@ -268,14 +340,24 @@ fn single_rules_forward_the_same_frames_on_ovs_and_linerate() {
         let got = if who == "Open vSwitch" {
             let ports: Vec<(u32, String)> = (1..=2).map(|i| (i, star.sw_if(i))).collect();
             let mut ovs = Ovs::start(&star.sw_ns(), "br0", &ports);
-            ovs.ofctl("add-flows", &[file.to_str().unwrap()]);
+            ovs.ofctl(
+                "add-groups",
+                &["-O", "OpenFlow13", groups.to_str().unwrap()],
+            );
+            ovs.ofctl("add-flows", &["-O", "OpenFlow13", file.to_str().unwrap()]);
             let got = run(&socks, &cases, who);
             ovs.assert_running();
             got
         } else {
             let sock = dir.join("ctl.sock");
             let ifs: Vec<String> = (1..=2).map(|i| star.sw_if(i)).collect();
-            let mut p = start_switch_in(&star.sw_ns(), &ifs, &file, &sock);
+            let mut p = start_switch_with(
+                &star.sw_ns(),
+                &ifs,
+                &file,
+                &sock,
+                &["--groups", groups.to_str().unwrap()],
+            );
             let got = run(&socks, &cases, who);
             p.assert_running("linerate switch");
             got
@@ -301,4 +383,115 @@ fn single_rules_forward_the_same_frames_on_ovs_and_linerate() {
         }
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// Flows through select group 18 (three buckets, weights 1, 1 and 2, each
+/// writing its own destination MAC) on both switches: each flow sent twice
+/// gets the same bucket both times, and every bucket gets flows. (Which
+/// bucket a given flow gets is each switch's own hash.)
+#[test]
+fn select_groups_keep_each_flow_on_one_bucket_and_use_every_bucket_on_ovs_and_linerate() {
+    require_root();
+    require_tools(&OVS_TOOLS);
+    const FLOWS: u16 = 64;
+    let src = src_mac(0);
+    let mac = |m: [u8; 6]| {
+        m.iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(":")
+    };
+    let dir = TempDir::new("switch-oracle-select");
+    let file = dir.join("select.flows");
+    std::fs::write(
+        &file,
+        format!(
+            "priority=200,dl_src={},dl_type=0x88b5,actions=output:2\n\
+             priority=100,dl_src={},udp,actions=group:18\n",
+            mac(MARKER_SRC),
+            mac(src)
+        ),
+    )
+    .unwrap();
+    let groups = dir.join("select.groups");
+    std::fs::write(&groups, GROUPS).unwrap();
+    // Flow i: from 10.0.1.i (Open vSwitch's symmetric L4 hash leaves UDP
+    // ports out, so flows differ in their address).
+    let frame = |i: u16| {
+        let mut f = udp4(0);
+        f[6..12].copy_from_slice(&src);
+        f[28..30].copy_from_slice(&[1, i as u8]);
+        f[24..26].copy_from_slice(&[0, 0]);
+        let c = linerate_wire::checksum::checksum(&f[14..34]);
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+        f
+    };
+    for who in ["Open vSwitch", "linerate"] {
+        let star = NetnsStar::up("lros", 2);
+        let socks = [
+            PacketSocket::open(&star.host_ns(1), &star.host_if(1)),
+            PacketSocket::open(&star.host_ns(2), &star.host_if(2)),
+        ];
+        let mut ovs = None;
+        let mut lr = None;
+        if who == "Open vSwitch" {
+            let ports: Vec<(u32, String)> = (1..=2).map(|i| (i, star.sw_if(i))).collect();
+            let o = Ovs::start(&star.sw_ns(), "br0", &ports);
+            o.ofctl(
+                "add-groups",
+                &["-O", "OpenFlow13", groups.to_str().unwrap()],
+            );
+            o.ofctl("add-flows", &["-O", "OpenFlow13", file.to_str().unwrap()]);
+            ovs = Some(o);
+        } else {
+            let ifs: Vec<String> = (1..=2).map(|i| star.sw_if(i)).collect();
+            let sock = dir.join("ctl.sock");
+            lr = Some(start_switch_with(
+                &star.sw_ns(),
+                &ifs,
+                &file,
+                &sock,
+                &["--groups", groups.to_str().unwrap()],
+            ));
+        }
+        // Each flow twice, the second round after the first.
+        for _ in 0..2 {
+            for sp in 0..FLOWS {
+                socks[0].send(&frame(sp));
+            }
+        }
+        socks[0].send(&marker(0));
+        // Per flow, the last byte of each copy's destination MAC.
+        let mut got: Vec<Vec<u8>> = vec![vec![]; FLOWS as usize];
+        let t = Instant::now();
+        let mut marker_at = None;
+        while marker_at.is_none_or(|m: Instant| m.elapsed() < GRACE) {
+            assert!(t.elapsed() < LIMIT, "{who}: the marker did not come out");
+            PacketSocket::wait_any(&socks[1..], Duration::from_millis(20));
+            while let Some(f) = socks[1].recv() {
+                if f.len() >= 18 && f[6..12] == MARKER_SRC {
+                    marker_at.get_or_insert_with(Instant::now);
+                } else if f.len() >= 36 && f[6..12] == src && f[28] == 1 {
+                    got[f[29] as usize % FLOWS as usize].push(f[5]);
+                }
+            }
+        }
+        let mut used = std::collections::BTreeSet::new();
+        for (sp, g) in got.iter().enumerate() {
+            assert_eq!(g.len(), 2, "{who}: flow {sp}: copies {g:02x?}");
+            assert_eq!(g[0], g[1], "{who}: flow {sp} changed bucket: {g:02x?}");
+            used.insert(g[0]);
+        }
+        assert_eq!(
+            used.into_iter().collect::<Vec<_>>(),
+            vec![0xa1, 0xa2, 0xa3],
+            "{who}: the buckets used"
+        );
+        if let Some(o) = &mut ovs {
+            o.assert_running();
+        }
+        if let Some(p) = &mut lr {
+            p.assert_running("linerate switch");
+        }
+    }
 }

@@ -9,26 +9,48 @@
 use crate::capture::filter::Filter;
 use crate::generate::profile::Profile;
 use crate::generate::{Generator, MAX_FRAME, MIN_FRAME};
-use crate::switch::actions::{Group, Meter, MeterUnit};
+use crate::switch::actions::{Env, Out};
+use crate::switch::actions::{Meter, MeterUnit};
+use crate::switch::group::{self, Group};
 
 /// Arbitrary text as a group (`ovs-ofctl add-group` syntax): no panic,
-/// one-line errors, and the canonical form of a parsed group parses back
-/// to the same group.
+/// one-line errors, the printed form of a parsed group parses back to the
+/// same group, and running it on a frame does not panic.
 pub fn fuzz_group(data: &[u8]) {
     let Ok(s) = core::str::from_utf8(data) else {
         return;
     };
     match Group::parse(s) {
         Ok(g) => {
-            let mut t = format!("group_id={},type=all", g.id);
-            for p in &g.ports {
-                t.push_str(&format!(",bucket=output:{p}"));
-            }
+            let t = g.to_string();
             let g2 = Group::parse(&t)
                 .unwrap_or_else(|e| panic!("printed group {t:?} does not parse: {e}"));
             assert_eq!(g, g2, "round trip of {t:?}");
+            let mut groups = std::collections::HashMap::new();
+            if group::check_chain(&groups, &g).is_err() {
+                return;
+            }
+            groups.insert(g.id, g);
+            let cx = group::GroupCtx {
+                groups: &groups,
+                ports: &[1, 2, 3],
+            };
+            let mut scratch = vec![0u8; group::MAX_DEPTH * group::slot_len(256)];
+            let frame: Vec<u8> = data.iter().copied().cycle().take(200).collect();
+            for id in groups.keys() {
+                group::run(&cx, *id, &frame, &mut scratch, 0, &mut Sink);
+            }
         }
         Err(e) => assert!(!e.contains('\n'), "multi-line error: {e:?}"),
+    }
+}
+
+/// An [`Env`] that takes every output and passes every meter.
+struct Sink;
+impl Env for Sink {
+    fn output(&mut self, _: Out, _: &[u8]) {}
+    fn meter(&mut self, _: u32, _: usize) -> bool {
+        true
     }
 }
 

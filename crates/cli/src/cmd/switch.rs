@@ -21,8 +21,10 @@ Examples:
   #   priority=100,in_port=1,udp,nw_dst=10.0.0.2,actions=output:2
   #   priority=90,ip,nw_dst=10.0.0.3,actions=set_field:02:00:00:00:00:03->eth_dst,dec_ttl,output:3
   #   priority=0,actions=drop
-  # groups (type all) and meters, one per line:
+  # groups (all, select, indirect, ff) and meters, one per line:
   #   group_id=1,type=all,bucket=output:2,bucket=output:3
+  #   group_id=2,type=select,bucket=weight:3,output:2,bucket=weight:1,set_field:10.0.0.9->ip_dst,output:3
+  #   group_id=3,type=ff,bucket=watch_port:2,output:2,bucket=watch_port:3,output:3
   #   meter=1,pktps,band=type=drop,rate=20000
   linerate switch --port 1=afxdp:d0 --port 2=afxdp:d1 --groups groups.txt --meters meters.txt --flows flows.txt
   # a multi-table pipeline: a VLAN learning switch in 5 tables (Open vSwitch's tutorial)
@@ -71,7 +73,7 @@ pub struct Args {
     /// Rules, one per line in ovs-ofctl syntax (`table=N` for tables 1..254).
     #[arg(long)]
     pub flows: Option<PathBuf>,
-    /// Groups, one per line: group_id=ID,type=all,bucket=output:P,...
+    /// Groups, one per line (ovs-ofctl add-group syntax): group_id=ID,type=all|select|indirect|ff,bucket=[weight:W,][watch_port:P,]ACTIONS,...
     #[arg(long)]
     pub groups: Option<PathBuf>,
     /// Meters, one per line: meter=ID,pktps|kbps,band=type=drop,rate=R[,burst_size=B]

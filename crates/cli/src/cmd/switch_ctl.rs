@@ -19,7 +19,7 @@ Commands:
   dump-groups          groups
   dump-tables          per table: rules, lookups, matches, evictions and refusals (full), its
                        flow_limit; the switch's max-flows (ovs-ofctl dump-tables)
-  add-group SPEC       group_id=ID,type=all,bucket=output:P,...
+  add-group SPEC       group_id=ID,type=all|select|indirect|ff,bucket=[weight:W,][watch_port:P,]ACTIONS,...
   add-meter SPEC       meter=ID,pktps|kbps,band=type=drop,rate=R[,burst_size=B]
   cache-stats          exact-match cache and classifier counters
 

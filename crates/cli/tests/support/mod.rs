@@ -121,6 +121,17 @@ pub fn wait_ctl(p: &mut Proc, sock: &Path, what: &str) {
 /// interfaces `ifs`, rules from `flows`, its control socket at `sock`
 /// (polling: wait); returns once every port is open.
 pub fn start_switch_in(ns: &str, ifs: &[String], flows: &Path, sock: &Path) -> Proc {
+    start_switch_with(ns, ifs, flows, sock, &[])
+}
+
+/// [`start_switch_in`] with more arguments.
+pub fn start_switch_with(
+    ns: &str,
+    ifs: &[String],
+    flows: &Path,
+    sock: &Path,
+    more: &[&str],
+) -> Proc {
     let mut c = std::process::Command::new("ip");
     c.args(["netns", "exec", ns, EXE, "switch"]);
     for (i, f) in ifs.iter().enumerate() {
@@ -128,6 +139,7 @@ pub fn start_switch_in(ns: &str, ifs: &[String], flows: &Path, sock: &Path) -> P
     }
     c.arg("--flows").arg(flows).arg("--ctl").arg(sock);
     c.args(["--poll", "wait", "--json", "--quiet"]);
+    c.args(more);
     let mut p = Proc::from(
         c.stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())

@@ -1,5 +1,5 @@
 //! Applying a rule's actions to a frame in place, meters (token buckets)
-//! and groups (type `all`).
+//! (groups: [`super::group`]).
 //!
 //! # Frames and headroom
 //!
@@ -550,47 +550,6 @@ impl Meter {
     }
 }
 
-/// A group of type `all`: every bucket gets a copy (FLOWer's replication).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Group {
-    pub id: u32,
-    /// One output port per bucket.
-    pub ports: Vec<u32>,
-}
-
-impl Group {
-    /// Parse `group_id=ID,type=all,bucket=output:P[,bucket=output:Q...]`
-    /// (`bucket=P` and `bucket=actions=output:P` too).
-    pub fn parse(s: &str) -> Result<Group, String> {
-        let (mut id, mut ports) = (None, Vec::new());
-        for t in s.split([',', ' ', '\t']).filter(|t| !t.is_empty()) {
-            let (k, v) = t.split_once('=').unwrap_or((t, ""));
-            match k {
-                "group_id" => {
-                    id = Some(
-                        v.parse::<u32>()
-                            .map_err(|_| format!("group token {}: not a number", q(t)))?,
-                    )
-                }
-                "type" if v == "all" => {}
-                "type" => return Err(format!("group token {}: only type=all is supported", q(t))),
-                "bucket" | "output" => {
-                    let v = v.strip_prefix("actions=").unwrap_or(v);
-                    let p = v.strip_prefix("output:").unwrap_or(v);
-                    ports.push(p.parse::<u32>().map_err(|_| {
-                        format!("group token {}: bucket must be output:PORT", q(t))
-                    })?);
-                }
-                _ => return Err(format!("group token {}: unknown", q(t))),
-            }
-        }
-        Ok(Group {
-            id: id.ok_or("group: no 'group_id=ID'")?,
-            ports,
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -808,44 +767,14 @@ mod tests {
     }
 
     #[test]
-    fn group_parse() {
-        let g = Group::parse(
-            "group_id=5,type=all,bucket=output:1,bucket=output:2,bucket=actions=output:3",
-        )
-        .unwrap();
-        assert_eq!(
-            g,
-            Group {
-                id: 5,
-                ports: vec![1, 2, 3]
-            }
-        );
-        assert!(Group::parse("group_id=5,type=select,bucket=output:1").is_err());
-        assert!(Group::parse("type=all").is_err());
-    }
-
-    #[test]
-    fn group_and_meter_errors_are_one_line() {
+    fn meter_errors_are_one_line() {
         // Found by fuzzing: a token with a newline (tokens end at ',', ' '
         // and now '\t' only) was quoted as it was.
-        let e = Group::parse("group_id=1\nbucket=output:2").unwrap_err();
-        assert_eq!(
-            e,
-            "group token 'group_id=1\\nbucket=output:2': not a number"
-        );
         let e = Meter::parse("meter=1\0\n,rate=5").unwrap_err();
         assert_eq!(
             e,
             "meter token 'meter=1\\u{0}\\n': '1\\u{0}\\n' is not a number"
         );
         assert!(!e.contains('\n'));
-        // Tabs separate tokens, as in flow rules.
-        assert_eq!(
-            Group::parse("group_id=3\ttype=all\tbucket=output:4").unwrap(),
-            Group {
-                id: 3,
-                ports: vec![4]
-            }
-        );
     }
 }

@@ -2,13 +2,13 @@
 //! [`crate::ctl`]), parsed before the switch acts on any of them, and
 //! the switch's answers to them ([`SwitchCtl`]).
 
-use super::actions::{Group, Meter};
+use super::actions::Meter;
 use super::counters::{CacheCounters, PortCounters, SwitchCounters};
+use super::group::Group;
 use super::rule::{MatchSpec, Rule};
 use super::table::{mono_ns, FlowCursor, FlowTable, TableHandle};
 use crate::ctl::{Conn, Handler};
 use serde_json::{json, Value};
-use std::fmt::Write as _;
 use std::io::Write;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -304,15 +304,6 @@ fn dump_flows(sh: &Shared, spec: Option<&MatchSpec>, w: &mut dyn Write) -> std::
     w.write_all(b"]}")
 }
 
-/// One group as `dump-groups` prints it.
-fn group_line(g: &Group) -> String {
-    let mut s = format!("group_id={},type=all", g.id);
-    for p in &g.ports {
-        let _ = write!(s, ",bucket=output:{p}");
-    }
-    s
-}
-
 /// `dump-groups`: `{"ok":true,"groups":[LINE,...]}` by group id, one group
 /// at a time from the current version.
 fn dump_groups(sh: &Shared, w: &mut dyn Write) -> std::io::Result<()> {
@@ -320,7 +311,7 @@ fn dump_groups(sh: &Shared, w: &mut dyn Write) -> std::io::Result<()> {
     let ids = sh.ctl.current().group_ids();
     let mut first = true;
     for id in ids {
-        let Some(line) = sh.ctl.current().group(id).map(group_line) else {
+        let Some(line) = sh.ctl.current().group(id).map(|g| g.to_string()) else {
             continue;
         };
         if !first {
@@ -568,7 +559,7 @@ mod stream_tests {
         let g = request(&path, "dump-groups", None).unwrap();
         assert_eq!(
             g["groups"],
-            json!(["group_id=4,type=all,bucket=output:1,bucket=output:2"])
+            json!(["group_id=4,type=all,bucket=actions=output:1,bucket=actions=output:2"])
         );
         // The slow client gets its whole dump when it reads.
         let mut line = String::new();

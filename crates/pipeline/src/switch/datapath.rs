@@ -21,6 +21,7 @@ use super::classifier::RuleId;
 use super::controller::{PacketOut, PinTx, PoutRx};
 use super::counters::{CacheCounters, PortCounters, SwDrop, SwStage, SwitchCounters, SwitchCycles};
 use super::emc::{Cache, Emc, DEFAULT_INV_PROB, DEFAULT_SLOTS};
+use super::group::{self, GroupCtx};
 use super::key::Key;
 use super::learn::Learn;
 use super::learner::{LearnReq, Learner};
@@ -145,6 +146,8 @@ struct Ctx<'a> {
     macs: &'a mut MacTable,
     learner: &'a mut Learner,
     pins: &'a mut Option<PinTx>,
+    /// The groups' copies ([`group::MAX_DEPTH`] slots).
+    gscratch: &'a mut [u8],
     /// The input port's index (`usize::MAX` for a packet-out from no
     /// port) and number.
     in_idx: usize,
@@ -197,6 +200,20 @@ impl Ctx<'_> {
         }
     }
 
+    /// Run group `id` (see [`group`]): its buckets' copies go through
+    /// `self`; the scratch slots are lent to it for the call.
+    #[inline(never)]
+    fn group(&mut self, id: u32, frame: &[u8]) {
+        let (table, ports) = (self.table, self.port_nos);
+        let cx = GroupCtx {
+            groups: table.group_map(),
+            ports,
+        };
+        let scratch = std::mem::take(&mut self.gscratch);
+        group::run(&cx, id, frame, scratch, 0, self);
+        self.gscratch = scratch;
+    }
+
     #[inline(always)]
     fn port(&mut self, no: u32, frame: &[u8]) {
         // OpenFlow: output to the input port is skipped (use in_port).
@@ -223,14 +240,7 @@ impl Env for Ctx<'_> {
                     }
                 }
             }
-            Out::Group(g) => {
-                let table = self.table;
-                if let Some(g) = table.group(g) {
-                    for &p in &g.ports {
-                        self.port(p, frame);
-                    }
-                }
-            }
+            Out::Group(g) => self.group(g, frame),
             // A single table: no pipeline state.
             Out::Controller(p) => self.pin(p, frame, &PipeState::default()),
         }
@@ -299,6 +309,8 @@ pub struct Datapath {
     fate: Box<Fate>,
     copy_drops: Vec<u64>,
     scratch: Box<[u8]>,
+    /// Groups' copies of frames, one slot per depth of a chain of groups.
+    gscratch: Box<[u8]>,
     /// The multi-table pipeline's cache, its tables' change epochs, per-table
     /// counts, `normal`'s MAC table and `learn`'s channel.
     pcache: Cache<Trace>,
@@ -345,6 +357,7 @@ impl Datapath {
             }),
             copy_drops: vec![0; n],
             scratch: vec![0u8; STRIDE + HEADROOM].into_boxed_slice(),
+            gscratch: vec![0u8; group::MAX_DEPTH * group::slot_len(STRIDE)].into_boxed_slice(),
             pcache: Cache::new(
                 DEFAULT_SLOTS,
                 if emc { DEFAULT_INV_PROB } else { 0 },
@@ -640,6 +653,7 @@ impl Datapath {
             macs: &mut self.macs,
             learner: &mut self.learner,
             pins: &mut self.pins,
+            gscratch: &mut self.gscratch,
             in_idx,
             in_no: po.in_port,
             pkt: 0,
@@ -683,6 +697,7 @@ impl Datapath {
             macs: &mut self.macs,
             learner: &mut self.learner,
             pins: &mut self.pins,
+            gscratch: &mut self.gscratch,
             in_idx: pi,
             in_no: self.port_nos[pi],
             pkt: 0,
@@ -733,6 +748,7 @@ impl Datapath {
             macs: &mut self.macs,
             learner: &mut self.learner,
             pins: &mut self.pins,
+            gscratch: &mut self.gscratch,
             in_idx: pi,
             in_no: self.port_nos[pi],
             pkt: 0,
@@ -818,6 +834,7 @@ impl Datapath {
             macs: &mut self.macs,
             learner: &mut self.learner,
             pins: &mut self.pins,
+            gscratch: &mut self.gscratch,
             in_idx: pi,
             in_no: self.port_nos[pi],
             pkt: 0,
@@ -1056,8 +1073,8 @@ impl Poll for Turns<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::switch::actions::Group;
     use crate::switch::counters::SwitchSnapshot;
+    use crate::switch::group::Group;
     use crate::switch::rule::Rule;
     use linerate_wire::build::{build_udp, FrameParams, IpPair};
     use std::sync::Mutex;

@@ -15,6 +15,7 @@ pub mod ctl;
 pub mod datapath;
 pub mod emc;
 pub mod field;
+pub mod group;
 pub mod key;
 pub mod learn;
 pub mod learner;

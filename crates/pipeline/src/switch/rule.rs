@@ -771,7 +771,7 @@ fn set_field_prereq(m: &Match, s: &SetField) -> Result<(), &'static str> {
     check_prereq(m, p)
 }
 
-fn parse_set_field(value: &str, field: &str, m: &Match) -> Result<SetField, String> {
+fn parse_set_field(value: &str, field: &str, m: Option<&Match>) -> Result<SetField, String> {
     let u16v = |max: u64| -> Result<u16, String> { Ok(parse_int(value, max)? as u16) };
     let mac = || -> Result<[u8; 6], String> {
         let v = parse_mac(value)?;
@@ -796,7 +796,7 @@ fn parse_set_field(value: &str, field: &str, m: &Match) -> Result<SetField, Stri
         "tp_src" | "tp_dst" => {
             let v = u16v(0xffff)?;
             let src = field == "tp_src";
-            match m.nw_proto() {
+            match m.and_then(|m| m.nw_proto()) {
                 Some(6) if src => SetField::TcpSrc(v),
                 Some(6) => SetField::TcpDst(v),
                 Some(17) if src => SetField::UdpSrc(v),
@@ -878,7 +878,40 @@ fn split_actions(s: &str) -> Vec<&str> {
     out
 }
 
-fn parse_action(tok: &str, m: &Match) -> Result<Action, String> {
+/// A group bucket's action list (`ovs-ofctl` syntax, `drop` or empty for
+/// none). No prerequisites: a `set_field` of a header the frame lacks does
+/// nothing (as Open vSwitch). The pipeline's actions (`goto_table`,
+/// `resubmit`, registers, `normal`, `learn`) and `meter` are refused: a
+/// bucket runs the single-table actions on its own copy of the frame.
+pub fn parse_bucket_actions(s: &str) -> Result<Vec<Action>, String> {
+    let s = s.trim();
+    let mut v = Vec::new();
+    if s.is_empty() || s == "drop" {
+        return Ok(v);
+    }
+    for t in split_actions(s) {
+        let t = t.trim();
+        if t.is_empty() || t == "drop" {
+            return Err(format!(
+                "bucket actions {}: empty or 'drop' in a list",
+                q(s)
+            ));
+        }
+        let a = parse_action(t, None).map_err(|e| format!("bucket action {}: {e}", q(t)))?;
+        if a.pipeline() || matches!(a, Action::Meter(_)) {
+            return Err(format!(
+                "bucket action {}: a group's bucket takes outputs, set_field, push/pop_vlan, dec_ttl, group and controller only",
+                q(t)
+            ));
+        }
+        v.push(a);
+    }
+    Ok(v)
+}
+
+/// One action; `m`: the rule's match, whose prerequisites `set_field` needs
+/// (`None` in a group's bucket: a field the frame lacks is not written).
+fn parse_action(tok: &str, m: Option<&Match>) -> Result<Action, String> {
     let (name, arg) = match tok.find([':', '=', '(']) {
         Some(i) => {
             let (n, rest) = tok.split_at(i);
@@ -906,7 +939,9 @@ fn parse_action(tok: &str, m: &Match) -> Result<Action, String> {
     };
     let lname = name.to_ascii_lowercase();
     let set = |sf: SetField| -> Result<Action, String> {
-        set_field_prereq(m, &sf).map_err(|e| format!("{name} {e}"))?;
+        if let Some(m) = m {
+            set_field_prereq(m, &sf).map_err(|e| format!("{name} {e}"))?;
+        }
         Ok(Action::Set(sf))
     };
     match lname.as_str() {
@@ -1136,7 +1171,7 @@ fn parse_inner(s: &str, mode: Mode) -> Result<Parsed, ParseError> {
                     if t.is_empty() {
                         return err(a, "empty action in the list");
                     }
-                    match parse_action(t, &r.m) {
+                    match parse_action(t, Some(&r.m)) {
                         Ok(x) => r.actions.push(x),
                         Err(e) => return err(t, e),
                     }

@@ -3,10 +3,11 @@
 //! a once-a-second tick (table timeouts, the rates) off the datapath, and
 //! the final account.
 
-use super::actions::{Group, Meter};
+use super::actions::Meter;
 use super::counters::{CacheCounters, SwitchCyclesSnapshot};
 use super::ctl::{cache_json, ports_json, tables_json, Shared, SwitchCtl};
 use super::datapath::{Datapath, Polling, SwitchPort};
+use super::group::Group;
 use super::learner::LearnReq;
 use super::openflow::controllers::{FailMode, FailOpen};
 use super::rule::rule_lines;

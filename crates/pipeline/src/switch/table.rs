@@ -37,8 +37,9 @@
 //! ("table N is full", `OFPFMFC_TABLE_FULL` over OpenFlow). Evictions and
 //! refusals are counted per table ([`TableStats`]).
 
-use super::actions::{Group, Meter};
+use super::actions::Meter;
 use super::classifier::{Classifier, RuleId};
+use super::group::{self, Group, GroupError};
 use super::rule::{Action, Match, MatchSpec, Rule};
 use arc_swap::{ArcSwap, Guard};
 use std::collections::{HashMap, VecDeque};
@@ -223,8 +224,17 @@ pub const MAX_GROUPS: usize = 65_536;
 /// multipart reply is at most 64 KiB: 16 bytes of headers, 8 of the
 /// group's own, 32 per bucket), so that every group can be dumped.
 pub const MAX_BUCKETS: usize = 2047;
+/// The groups' descriptions (OpenFlow encoding, about the memory they
+/// take) together: a controller cannot fill the switch's memory with
+/// groups.
+pub const MAX_GROUP_BYTES: usize = 64 << 20;
 /// Meters a switch holds.
 pub const MAX_METERS: usize = 65_536;
+
+/// A group's OpenFlow description's length (what [`MAX_GROUP_BYTES`] counts).
+fn desc_len(g: &Group) -> usize {
+    super::openflow::instr::group_desc(g).len()
+}
 
 /// What a full table does with one more rule (Open vSwitch's Flow_Table
 /// `overflow_policy`, with a default of linerate's own for learned rules).
@@ -385,6 +395,9 @@ pub struct FlowTable {
     /// names them.
     tables: Vec<Table>,
     groups: HashMap<u32, Group>,
+    /// The groups' OpenFlow descriptions' bytes, together (at most
+    /// [`MAX_GROUP_BYTES`]).
+    group_bytes: usize,
     meters: HashMap<u32, Meter>,
     /// Bumped by every change of any table.
     epoch: u64,
@@ -450,6 +463,7 @@ impl Default for FlowTable {
         FlowTable {
             tables: vec![Table::default()],
             groups: HashMap::new(),
+            group_bytes: 0,
             meters: HashMap::new(),
             epoch: 0,
             pipeline_rules: 0,
@@ -556,6 +570,12 @@ impl FlowTable {
 
     pub fn groups(&self) -> impl Iterator<Item = &Group> {
         self.groups.values()
+    }
+
+    /// The groups by id (what the datapath runs them from).
+    #[inline]
+    pub fn group_map(&self) -> &HashMap<u32, Group> {
+        &self.groups
     }
 
     pub fn meters(&self) -> impl Iterator<Item = &Meter> {
@@ -1033,6 +1053,14 @@ impl FlowTable {
     /// Remove group `id` (every group when `None`) and the rules that
     /// name it (as OpenFlow's group delete). Returns the groups removed.
     pub fn del_groups(&mut self, id: Option<u32>) -> usize {
+        match id {
+            Some(id) => {
+                if let Some(g) = self.groups.get(&id) {
+                    self.group_bytes -= desc_len(g);
+                }
+            }
+            None => self.group_bytes = 0,
+        }
         self.del_named(
             id,
             |t| &mut t.groups,
@@ -1093,21 +1121,46 @@ impl FlowTable {
     }
 
     /// Add or replace a group; refused (one line) past [`MAX_GROUPS`]
-    /// groups or [`MAX_BUCKETS`] buckets.
+    /// groups, [`MAX_BUCKETS`] buckets, a description longer than one
+    /// OpenFlow reply or [`MAX_GROUP_BYTES`] in all, or when its chain of
+    /// groups would loop or go deeper than [`group::MAX_DEPTH`].
     pub fn add_group(&mut self, g: Group) -> Result<(), String> {
-        if g.ports.len() > MAX_BUCKETS {
-            return Err(format!(
+        self.try_add_group(g).map_err(|e| e.to_string())
+    }
+
+    /// [`Self::add_group`] with the reason (for OpenFlow's error codes).
+    pub fn try_add_group(&mut self, g: Group) -> Result<(), GroupError> {
+        if g.buckets.len() > MAX_BUCKETS {
+            return Err(GroupError::OutOfBuckets(format!(
                 "group {}: {} buckets; at most {MAX_BUCKETS} (what one OpenFlow group description holds)",
                 g.id,
-                g.ports.len()
-            ));
+                g.buckets.len()
+            )));
         }
+        let len = desc_len(&g);
+        if len + 16 > super::openflow::wire::MAX_LEN {
+            return Err(GroupError::OutOfBuckets(format!(
+                "group {}: its description takes {len} bytes in OpenFlow; at most {} fit in one reply",
+                g.id,
+                super::openflow::wire::MAX_LEN - 16
+            )));
+        }
+        let old = self.groups.get(&g.id).map_or(0, desc_len);
         if self.groups.len() >= MAX_GROUPS && !self.groups.contains_key(&g.id) {
-            return Err(format!(
+            return Err(GroupError::OutOfGroups(format!(
                 "group {}: the switch holds {MAX_GROUPS} groups, its most",
                 g.id
-            ));
+            )));
         }
+        if self.group_bytes - old + len > MAX_GROUP_BYTES {
+            return Err(GroupError::OutOfGroups(format!(
+                "group {}: the groups would take more than {} MiB (OpenFlow descriptions), the most the switch holds",
+                g.id,
+                MAX_GROUP_BYTES >> 20
+            )));
+        }
+        group::check_chain(&self.groups, &g)?;
+        self.group_bytes = self.group_bytes - old + len;
         self.groups.insert(g.id, g);
         self.gen += 1;
         Ok(())
@@ -1507,6 +1560,7 @@ impl TableHandle {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::switch::group::{Bucket, GroupKind};
     use crate::switch::key::Key;
     use crate::switch::Match;
 
@@ -1809,38 +1863,50 @@ mod tests {
     #[test]
     fn groups_meters_and_rules_that_cannot_be_dumped_are_refused() {
         let mut t = FlowTable::new();
-        let ports: Vec<u32> = (1..=MAX_BUCKETS as u32 + 1).collect();
-        let e = t
-            .add_group(Group {
-                id: 1,
-                ports: ports.clone(),
-            })
-            .unwrap_err();
+        let outs = |id: u32, n: usize| {
+            let b: Vec<Bucket> = (1..=n as u32)
+                .map(|p| Bucket::of(GroupKind::All, vec![Action::Output(p)]))
+                .collect();
+            Group::new(id, GroupKind::All, b).unwrap()
+        };
+        let e = t.add_group(outs(1, MAX_BUCKETS + 1)).unwrap_err();
         assert!(
             e.contains("2048 buckets") && e.contains("at most 2047"),
             "{e}"
         );
-        t.add_group(Group {
-            id: 1,
-            ports: ports[..MAX_BUCKETS].to_vec(),
-        })
-        .unwrap();
-        for id in 2..=MAX_GROUPS as u32 {
-            t.add_group(Group { id, ports: vec![1] }).unwrap();
-        }
+        t.add_group(outs(1, MAX_BUCKETS)).unwrap();
+        // Fewer buckets, but too many bytes for one description.
+        let long = (0..200).map(|_| Action::Output(1)).collect::<Vec<_>>();
+        let b = vec![Bucket::of(GroupKind::All, long); 40];
         let e = t
-            .add_group(Group {
-                id: 0,
-                ports: vec![1],
-            })
+            .add_group(Group::new(2, GroupKind::All, b).unwrap())
             .unwrap_err();
+        assert!(e.contains("fit in one reply"), "{e}");
+        for id in 2..=MAX_GROUPS as u32 {
+            t.add_group(outs(id, 1)).unwrap();
+        }
+        let e = t.add_group(outs(0, 1)).unwrap_err();
         assert!(e.contains("65536 groups"), "{e}");
         // Replacing one is not one more.
-        t.add_group(Group {
-            id: 7,
-            ports: vec![2],
-        })
-        .unwrap();
+        t.add_group(outs(7, 2)).unwrap();
+        // The bytes of all groups are bounded, and deleting gives them back.
+        t.del_groups(None);
+        assert_eq!(t.group_bytes, 0);
+        let big = |id| {
+            let long = (0..1000).map(|_| Action::Output(1)).collect::<Vec<_>>();
+            Group::new(id, GroupKind::All, vec![Bucket::of(GroupKind::All, long)]).unwrap()
+        };
+        let mut added = 0;
+        let e = loop {
+            match t.add_group(big(added)) {
+                Ok(()) => added += 1,
+                Err(e) => break e,
+            }
+        };
+        assert!(e.contains("64 MiB"), "{e}");
+        assert!((4000..4300).contains(&added), "{added}");
+        t.del_groups(Some(0));
+        t.add_group(big(added)).unwrap();
         // 1000 actions fit in a flow-stats entry, 5000 do not.
         let outs = |n: usize| {
             let a: Vec<String> = (0..n).map(|i| format!("output:{}", i % 60 + 1)).collect();

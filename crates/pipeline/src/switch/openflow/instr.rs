@@ -10,6 +10,7 @@
 use super::oxm;
 use super::wire::*;
 use crate::switch::field::SubField;
+use crate::switch::group::Group;
 use crate::switch::learn::{Learn, LearnItem, LearnSrc};
 use crate::switch::{Action, Rule, SetField};
 use core::fmt::Write as _;
@@ -552,6 +553,32 @@ fn action(w: &mut Writer, a: &Action, untagged: bool, len: u16) {
         Action::Learn(l) => learn(w, l),
         Action::Meter(_) | Action::GotoTable(_) | Action::WriteMetadata { .. } => {}
     }
+}
+
+/// A group's description (`ofp_group_desc`): type, id, and each bucket
+/// (length, weight, watch port and group, its actions).
+pub fn group_desc(g: &Group) -> Vec<u8> {
+    let mut w = Writer { b: Vec::new() };
+    w.u16(0);
+    w.u8(g.kind.code());
+    w.u8(0);
+    w.u32(g.id);
+    for b in &g.buckets {
+        let at = w.len();
+        w.u16(0);
+        w.u16(b.weight);
+        w.u32(b.watch_port);
+        w.u32(b.watch_group);
+        w.zeros(4);
+        for a in &b.actions {
+            action(&mut w, a, false, 0);
+        }
+        let n = (w.len() - at) as u16;
+        w.put_u16(at, n);
+    }
+    let n = w.len() as u16;
+    w.put_u16(0, n);
+    w.b
 }
 
 /// Write `rule`'s actions as instructions: meter, apply_actions,

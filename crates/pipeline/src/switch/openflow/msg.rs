@@ -38,10 +38,11 @@ use super::controllers::{Controllers, Ctrl, RoleError};
 use super::instr;
 use super::oxm;
 use super::wire::*;
-use crate::switch::actions::{Group, Meter, MeterUnit};
+use crate::switch::actions::{Meter, MeterUnit};
 use crate::switch::controller::{PacketOut, PoutTx, PIN_DATA};
 use crate::switch::ctl::Shared;
-use crate::switch::table::{mono_ns, FlowCursor, FlowEntry, FlowTable};
+use crate::switch::group::{Bucket, Group, GroupError, GroupKind};
+use crate::switch::table::{mono_ns, FlowCursor, FlowEntry, FlowTable, MAX_GROUPS};
 use crate::switch::{Action, MatchSpec, Rule};
 use core::fmt::Write as _;
 use std::collections::{HashMap, VecDeque};
@@ -810,46 +811,40 @@ impl Session {
         let kind = b.u8()?;
         b.skip(1)?;
         let id = b.u32()?;
-        let mut ports = Vec::new();
+        let bad = |m: String| OfError::new(err::GROUP_MOD_FAILED, err::GM_BAD_BUCKET, m);
+        let mut buckets = Vec::new();
         while !b.is_empty() {
             // A bucket: its length (at least its 16-byte head), weight,
             // watch port and group, then its actions.
             let len = b.u16()? as usize;
             if len < 16 {
-                return Err(OfError::new(
-                    err::GROUP_MOD_FAILED,
-                    err::GM_BAD_BUCKET,
-                    format!("bucket length {len}"),
-                ));
+                return Err(bad(format!("bucket length {len}")));
             }
             let mut k = Reader::new(b.bytes(len - 2)?, "bucket");
-            k.skip(14)?;
+            let weight = k.u16()?;
+            let watch_port = k.u32()?;
+            let watch_group = k.u32()?;
+            k.skip(4)?;
             let mut acts = String::new();
             instr::decode_actions(k, &mut acts)?;
-            let p = acts
-                .strip_prefix("output:")
-                .and_then(|p| p.parse::<u32>().ok())
-                .ok_or_else(|| {
-                    OfError::new(
-                        err::GROUP_MOD_FAILED,
-                        err::GM_BAD_BUCKET,
-                        format!(
-                            "bucket actions '{acts}': only one output:PORT per bucket is supported"
-                        ),
-                    )
-                })?;
-            ports.push(p);
+            let actions = crate::switch::rule::parse_bucket_actions(&acts).map_err(bad)?;
+            buckets.push(Bucket {
+                weight,
+                watch_port,
+                watch_group,
+                actions,
+            });
         }
         let ctl = &self.sh.ctl;
         match cmd {
             0 | 1 => {
-                if kind != 0 {
-                    return Err(OfError::new(
+                let kind = GroupKind::from_code(kind).ok_or_else(|| {
+                    OfError::new(
                         err::GROUP_MOD_FAILED,
                         err::GM_BAD_TYPE,
-                        format!("group type {kind}: only type all (0) is supported"),
-                    ));
-                }
+                        format!("group type {kind}: the types are all, select, indirect and ff (0 to 3)"),
+                    )
+                })?;
                 if id > 0xffff_ff00 {
                     return Err(OfError::new(
                         err::GROUP_MOD_FAILED,
@@ -867,15 +862,8 @@ impl Session {
                     err::GM_GROUP_EXISTS,
                     err::GM_UNKNOWN_GROUP,
                 )?;
-                ctl.try_edit(|t| t.add_group(Group { id, ports }))
-                    .map_err(|e| {
-                        let code = if e.contains("buckets") {
-                            err::GM_OUT_OF_BUCKETS
-                        } else {
-                            err::GM_OUT_OF_GROUPS
-                        };
-                        OfError::new(err::GROUP_MOD_FAILED, code, e)
-                    })?;
+                let g = Group::new(id, kind, buckets).map_err(group_error)?;
+                ctl.try_edit(|t| t.try_add_group(g)).map_err(group_error)?;
             }
             2 => {
                 let which = (id != OFPG_ALL).then_some(id);
@@ -1078,13 +1066,19 @@ impl Session {
             }
             MP_GROUP_FEATURES => {
                 let mut w = Writer { b: Vec::new() };
-                w.u32(1); // types: all
-                w.u32(0); // capabilities
-                for m in [u32::MAX, 0, 0, 0] {
-                    w.u32(m); // max groups of type all, select, indirect, ff
+                w.u32(0xf); // types: all, select, indirect, ff
+                            // Capabilities: select weight and liveness, chaining (not
+                            // its checks: deleting a group that others name is allowed,
+                            // their buckets then do nothing).
+                w.u32(0x7);
+                for _ in 0..4 {
+                    w.u32(MAX_GROUPS as u32); // max groups of each type
                 }
-                for a in [1u32, 0, 0, 0] {
-                    w.u32(a); // actions of type all: output
+                // Actions of each type: output, push/pop_vlan, group,
+                // set_nw_ttl, dec_nw_ttl, set_field.
+                let acts = 1u32 | 1 << 17 | 1 << 18 | 1 << 22 | 1 << 23 | 1 << 24 | 1 << 25;
+                for _ in 0..4 {
+                    w.u32(acts);
                 }
                 parts.push(&w.b);
             }
@@ -1175,11 +1169,11 @@ enum DumpSrc {
         cur: Box<FlowCursor>,
         now: u64,
     },
-    /// Group descriptions, or statistics (with the rules naming each:
-    /// references, packets, bytes).
+    /// Group descriptions, or statistics (with the number of rules naming
+    /// each).
     Groups {
         ids: std::vec::IntoIter<u32>,
-        refs: Option<HashMap<u32, (u32, u64, u64)>>,
+        refs: Option<HashMap<u32, u32>>,
     },
     /// Meter configurations.
     Meters { ids: std::vec::IntoIter<u32> },
@@ -1212,7 +1206,7 @@ impl Dump {
                 let Some(g) = t.group(id) else { continue };
                 return Some(match refs {
                     Some(r) => group_stats(g, r.get(&id).copied().unwrap_or_default()),
-                    None => group_desc(g),
+                    None => instr::group_desc(g),
                 });
             },
             DumpSrc::Meters { ids } => loop {
@@ -1252,19 +1246,30 @@ impl Dump {
     }
 }
 
-/// (references, packets, bytes) of each group in `ids` from the rules
-/// that name it: one pass over the rules (a group of type all gets every
-/// packet of a rule that names it, and each bucket a copy).
-fn group_refs(t: &FlowTable, ids: &[u32]) -> HashMap<u32, (u32, u64, u64)> {
-    let mut m: HashMap<u32, (u32, u64, u64)> = ids.iter().map(|&g| (g, (0, 0, 0))).collect();
+/// A refused group's OpenFlow error.
+fn group_error(e: GroupError) -> OfError {
+    let code = match &e {
+        GroupError::Bucket(_) => err::GM_BAD_BUCKET,
+        GroupError::Weight(_) => err::GM_WEIGHT_UNSUPPORTED,
+        GroupError::Watch(_) => err::GM_BAD_WATCH,
+        GroupError::Loop(_) => err::GM_LOOP,
+        GroupError::Chaining(_) => err::GM_CHAINING_UNSUPPORTED,
+        GroupError::OutOfBuckets(_) => err::GM_OUT_OF_BUCKETS,
+        GroupError::OutOfGroups(_) => err::GM_OUT_OF_GROUPS,
+    };
+    OfError::new(err::GROUP_MOD_FAILED, code, e.to_string())
+}
+
+/// The references of each group in `ids` (the rules that name it): one
+/// pass over the rules.
+fn group_refs(t: &FlowTable, ids: &[u32]) -> HashMap<u32, u32> {
+    let mut m: HashMap<u32, u32> = ids.iter().map(|&g| (g, 0)).collect();
     let mut cur = FlowCursor::new(None);
     while let Some(e) = cur.next(t) {
         for a in &e.rule.actions {
             if let Action::Group(g) = a {
                 if let Some(x) = m.get_mut(g) {
-                    x.0 += 1;
-                    x.1 += e.stats.packets.load(Relaxed);
-                    x.2 += e.stats.bytes.load(Relaxed);
+                    *x += 1;
                 }
             }
         }
@@ -1692,46 +1697,22 @@ fn port_desc(n: u32, uri: &str) -> Vec<u8> {
     w.b
 }
 
-fn group_desc(g: &Group) -> Vec<u8> {
-    let mut w = Writer { b: Vec::new() };
-    w.u16(0);
-    w.u8(0); // type all
-    w.u8(0);
-    w.u32(g.id);
-    for &p in &g.ports {
-        w.u16(32);
-        w.u16(0);
-        w.u32(OFPP_ANY);
-        w.u32(OFPG_ANY);
-        w.zeros(4);
-        w.u16(0);
-        w.u16(16);
-        w.u32(p);
-        w.u16(0);
-        w.zeros(6);
-    }
-    let n = w.len() as u16;
-    w.put_u16(0, n);
-    w.b
-}
-
 /// Group statistics: the rules naming the group are its references; its
-/// packets are their hits, and each bucket's (`refs`: from [`group_refs`]).
-fn group_stats(g: &Group, refs: (u32, u64, u64)) -> Vec<u8> {
-    let (refs, p, b) = refs;
+/// packets and bytes, and each bucket's, are what the datapath counted.
+fn group_stats(g: &Group, refs: u32) -> Vec<u8> {
     let mut w = Writer { b: Vec::new() };
     w.u16(0);
     w.zeros(2);
     w.u32(g.id);
     w.u32(refs);
     w.zeros(4);
-    w.u64(p);
-    w.u64(b);
+    w.u64(g.stats.packets.load(Relaxed));
+    w.u64(g.stats.bytes.load(Relaxed));
     w.u32(0);
     w.u32(0);
-    for _ in &g.ports {
-        w.u64(p);
-        w.u64(b);
+    for (p, b) in g.stats.buckets.iter() {
+        w.u64(p.load(Relaxed));
+        w.u64(b.load(Relaxed));
     }
     let n = w.len() as u16;
     w.put_u16(0, n);

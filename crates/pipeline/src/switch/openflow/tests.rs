@@ -7,9 +7,10 @@
 use super::msg::{canonical, decode_flow_stats, flow_mod_add, hello, ChannelStats, Session};
 use super::wire::sendable;
 use super::wire::*;
-use crate::switch::actions::{Group, Meter, MeterUnit};
+use crate::switch::actions::{Meter, MeterUnit};
 use crate::switch::counters::{CacheCounters, SwitchCounters};
 use crate::switch::ctl::Shared;
+use crate::switch::group::Group;
 use crate::switch::table::{FlowTable, TableHandle};
 use crate::switch::Rule;
 use std::path::PathBuf;
@@ -71,11 +72,8 @@ fn quoted(cmd: &str) -> &str {
 
 fn shared() -> Arc<Shared> {
     let mut t = FlowTable::new();
-    t.add_group(Group {
-        id: 1,
-        ports: vec![2, 3],
-    })
-    .unwrap();
+    t.add_group(Group::parse("group_id=1,type=all,bucket=output:2,bucket=output:3").unwrap())
+        .unwrap();
     t.add_meter(Meter::new(1, MeterUnit::Pktps, 1000, 0))
         .unwrap();
     Arc::new(Shared {
@@ -465,10 +463,7 @@ fn recorded_group_and_meter_mods() {
         let g: Vec<&Group> = t.groups().collect();
         assert_eq!(
             g,
-            vec![&Group {
-                id: 1,
-                ports: vec![2, 3]
-            }]
+            vec![&Group::parse("group_id=1,type=all,bucket=output:2,bucket=output:3").unwrap()]
         );
         let m = t.meter(1).expect("meter 1");
         assert_eq!((m.unit, m.rate), (MeterUnit::Pktps, 1000));
@@ -673,10 +668,11 @@ fn dumps_are_made_a_message_at_a_time() {
 fn the_largest_group_is_dumped_whole() {
     use crate::switch::table::MAX_BUCKETS;
     let sh = shared();
-    let ports: Vec<u32> = (1..=MAX_BUCKETS as u32).collect();
-    sh.ctl
-        .try_edit(|t| t.add_group(Group { id: 9, ports }))
-        .unwrap();
+    let buckets: Vec<String> = (1..=MAX_BUCKETS)
+        .map(|p| format!("bucket=output:{p}"))
+        .collect();
+    let g = Group::parse(&format!("group_id=9,type=all,{}", buckets.join(","))).unwrap();
+    sh.ctl.try_edit(|t| t.add_group(g)).unwrap();
     let mut s = session(&sh);
     let mut want = Writer { b: Vec::new() };
     want.u32(9);

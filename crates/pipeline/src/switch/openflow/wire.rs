@@ -126,11 +126,15 @@ pub mod err {
     pub const GM_GROUP_EXISTS: u16 = 0;
     pub const GM_INVALID_GROUP: u16 = 1;
     pub const GM_OUT_OF_GROUPS: u16 = 3;
+    pub const GM_WEIGHT_UNSUPPORTED: u16 = 2;
     pub const GM_OUT_OF_BUCKETS: u16 = 4;
+    pub const GM_CHAINING_UNSUPPORTED: u16 = 5;
+    pub const GM_LOOP: u16 = 7;
     pub const GM_UNKNOWN_GROUP: u16 = 8;
     pub const GM_BAD_TYPE: u16 = 10;
     pub const GM_BAD_COMMAND: u16 = 11;
     pub const GM_BAD_BUCKET: u16 = 12;
+    pub const GM_BAD_WATCH: u16 = 13;
     pub const PORT_MOD_FAILED: u16 = 7;
     pub const TABLE_MOD_FAILED: u16 = 8;
     pub const METER_MOD_FAILED: u16 = 12;
