@@ -208,6 +208,13 @@ mod tests {
     fn bodies_take_examples_and_garbage() {
         fuzz_group(b"group_id=1,type=all,bucket=output:2,bucket=output:3");
         fuzz_group(b"group_id=x");
+        fuzz_group(b"group_id=2,type=select,bucket=weight:2,watch_port:3,set_field:9->udp_dst,push_vlan:0x8100,output:1,bucket=group:2");
+        fuzz_group(
+            b"group_id=4,type=ff,bucket=watch_group:4,output:1,bucket=watch_port:1,dec_ttl,in_port",
+        );
+        // Found by fuzzing: a bucket action's error quoted its control
+        // characters as they were (a two-line error).
+        fuzz_group(b"group_id=0,type=all,bucket=ououp\x002\x00\x001\xda\x81\n@l");
         fuzz_meter(b"meter=1,pktps,band=type=drop,rate=1000,burst_size=10");
         fuzz_meter(b"meter=2 kbps band=type=drop,rate=8000");
         fuzz_meter(b"meter=1,rate=0");

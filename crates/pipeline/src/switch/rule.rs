@@ -355,10 +355,17 @@ pub(crate) fn q(s: &str) -> String {
 }
 
 fn err<T>(tok: &str, why: impl fmt::Display) -> Result<T, ParseError> {
-    // `why` may quote user text too: escape control characters so the
-    // message stays one line.
-    let why: String = why
-        .to_string()
+    Err(ParseError(format!(
+        "flow token {}: {}",
+        q(tok),
+        one_line(why)
+    )))
+}
+
+/// An error that may quote user text, with its control characters escaped
+/// so that it stays one line.
+fn one_line(why: impl fmt::Display) -> String {
+    why.to_string()
         .chars()
         .flat_map(|c| {
             let e: Vec<char> = if c.is_control() {
@@ -368,8 +375,7 @@ fn err<T>(tok: &str, why: impl fmt::Display) -> Result<T, ParseError> {
             };
             e
         })
-        .collect();
-    Err(ParseError(format!("flow token {}: {why}", q(tok))))
+        .collect()
 }
 
 /// Integer in decimal or `0x` hex, at most `max`.
@@ -897,7 +903,8 @@ pub fn parse_bucket_actions(s: &str) -> Result<Vec<Action>, String> {
                 q(s)
             ));
         }
-        let a = parse_action(t, None).map_err(|e| format!("bucket action {}: {e}", q(t)))?;
+        let a = parse_action(t, None)
+            .map_err(|e| format!("bucket action {}: {}", q(t), one_line(e)))?;
         if a.pipeline() || matches!(a, Action::Meter(_)) {
             return Err(format!(
                 "bucket action {}: a group's bucket takes outputs, set_field, push/pop_vlan, dec_ttl, group and controller only",
