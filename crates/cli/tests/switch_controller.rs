@@ -760,3 +760,128 @@ fn a_table_miss_flood_stays_at_the_controller_rate() {
         "{port2} of {received} forwarded: the flow is 1 in 256"
     );
 }
+
+/// A port's link going down and up (its host's end of the veth set down,
+/// then up): `ovs-ofctl monitor` gets `PORT_STATUS` for both, the port's
+/// description says so, and a fast-failover group moves its frames to the
+/// next live port and back.
+#[test]
+fn link_changes_send_port_status_and_fail_a_fast_failover_group_over() {
+    require_root();
+    require_tools(&["ovs-ofctl"]);
+    let star = NetnsStar::up("lrcps", 3);
+    let dir = TempDir::new("cps");
+    let sock = dir.join("sw.of");
+    let groups = dir.write(
+        "groups",
+        "group_id=1,type=ff,bucket=watch_port:2,actions=output:2,bucket=watch_port:3,actions=output:3\n",
+    );
+    let sw = switch_with(
+        &star,
+        &[format!("punix:{}", sock.display())],
+        &sock,
+        &["--groups", groups.to_str().unwrap()],
+    );
+    ofctl(
+        &sock,
+        &["add-flow", "priority=10,in_port=1,udp,actions=group:1"],
+    );
+    let set = |up: bool| {
+        run_cmd(&[
+            "ip",
+            "-n",
+            &star.host_ns(2),
+            "link",
+            "set",
+            &star.host_if(2),
+            if up { "up" } else { "down" },
+        ])
+    };
+    let state_of_2 = || {
+        ofctl(&sock, &["dump-ports-desc"])
+            .split(" 2(")
+            .nth(1)
+            .and_then(|s| s.lines().find(|l| l.contains("state:")).map(str::to_string))
+            .unwrap_or_default()
+    };
+    // While the monitor runs: port 2's link down, then up, every 500 ms.
+    let mut mon = monitor(&dir, &sock, 3);
+    let t = Instant::now();
+    let mut up = true;
+    while !mon.exited() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "ovs-ofctl monitor did not end"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+        up = !up;
+        set(up);
+    }
+    let out = mon.wait_output(Duration::from_secs(5), "ovs-ofctl monitor");
+    let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+    let status: Vec<&str> = text.split("OFPT_PORT_STATUS (OF1.3)").skip(1).collect();
+    assert!(
+        status
+            .iter()
+            .any(|s| s.contains("MOD: 2(") && s.contains("LINK_DOWN")),
+        "no PORT_STATUS for port 2 going down; monitor said:\n{text}"
+    );
+    assert!(
+        status
+            .iter()
+            .any(|s| s.contains("MOD: 2(") && s.contains("LIVE")),
+        "no PORT_STATUS for port 2 coming up; monitor said:\n{text}"
+    );
+    // Down: the state says so and the group sends to port 3; up: port 2.
+    let h1 = PacketSocket::open(&star.host_ns(1), &star.host_if(1));
+    let h3 = PacketSocket::open(&star.host_ns(3), &star.host_if(3));
+    let frame = |sport: u16| -> Vec<u8> {
+        let mut f = hex("0200000000090200000000010800");
+        f.extend(hex("450000200001000040110000"));
+        f.extend([10, 77, 0, 1, 10, 77, 0, 9]);
+        f.extend(sport.to_be_bytes());
+        f.extend(hex("0009000c0000cafe"));
+        f.resize(60, 0);
+        f
+    };
+    // Which of `hosts` frames of source port `sport` reach, sent every
+    // 50 ms until one does (a socket on a host whose link is down cannot
+    // receive: the caller listens on the hosts that are up).
+    let lands = |sport: u16, hosts: &[(u32, &PacketSocket)]| -> u32 {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(5) {
+            h1.send(&frame(sport));
+            std::thread::sleep(Duration::from_millis(50));
+            for (n, h) in hosts {
+                while let Some(f) = h.recv() {
+                    if f.len() >= 36 && f[34..36] == sport.to_be_bytes() {
+                        return *n;
+                    }
+                }
+            }
+        }
+        0
+    };
+    set(false);
+    wait_until(Duration::from_secs(5), "port 2's state LINK_DOWN", || {
+        state_of_2().contains("LINK_DOWN")
+    });
+    assert_eq!(
+        lands(7001, &[(3, &h3)]),
+        3,
+        "with port 2 down the group sends to port 3"
+    );
+    set(true);
+    wait_until(Duration::from_secs(5), "port 2's state LIVE", || {
+        state_of_2().contains("LIVE")
+    });
+    let h2 = PacketSocket::open(&star.host_ns(2), &star.host_if(2));
+    assert_eq!(
+        lands(7002, &[(2, &h2), (3, &h3)]),
+        2,
+        "with port 2 up again the group sends to port 2"
+    );
+    let v = sw.finish_json(Duration::from_secs(20), "linerate switch");
+    let c = &v["openflow"]["controllers"];
+    assert!(c["port_status_sent"].as_u64().unwrap() >= 2, "{v}");
+}

@@ -4,7 +4,8 @@
 
 /// An event of a running pipeline; `T` is its once-a-second tick.
 pub enum Event<'a, T> {
-    /// A port (or socket) is open: one line saying what it is.
+    /// A port (or socket) is open, or a port's link changed: one line
+    /// saying what it is.
     Opened(String),
     /// Once a second.
     Tick(&'a T),

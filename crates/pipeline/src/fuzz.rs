@@ -34,6 +34,7 @@ pub fn fuzz_group(data: &[u8]) {
             let cx = group::GroupCtx {
                 groups: &groups,
                 ports: &[1, 2, 3],
+                up: &[],
             };
             let mut scratch = vec![0u8; group::MAX_DEPTH * group::slot_len(256)];
             let frame: Vec<u8> = data.iter().copied().cycle().take(200).collect();

@@ -102,6 +102,8 @@ pub struct Shared {
     /// The controller port's: packet-ins handed to the OpenFlow channel
     /// (tx), refused by the rate or a full queue (tx_dropped).
     pub controller: Arc<PortCounters>,
+    /// The ports' links (by index in `ports`).
+    pub links: Arc<super::link::Links>,
 }
 
 /// Check, make room for and add `rules` to `t` (emptying `rules`). On an
@@ -226,8 +228,10 @@ pub fn cache_json(sh: &Shared) -> Value {
 pub fn ports_json(sh: &Shared) -> Value {
     sh.ports
         .iter()
-        .map(|(n, uri, c)| {
+        .enumerate()
+        .map(|(i, (n, uri, c))| {
             json!({"port": n, "uri": uri,
+                "link": if sh.links.is_up(i) { "up" } else { "down" },
                 "rx_packets": c.rx_packets.load(Relaxed), "rx_bytes": c.rx_bytes.load(Relaxed),
                 "tx_packets": c.tx_packets.load(Relaxed), "tx_bytes": c.tx_bytes.load(Relaxed),
                 "tx_dropped": c.tx_dropped.load(Relaxed)})
@@ -533,6 +537,7 @@ mod stream_tests {
             cache: Default::default(),
             counters: Default::default(),
             controller: Default::default(),
+            links: Default::default(),
         });
         let path = std::env::temp_dir().join(format!("lr-ctl-dump-{}.sock", std::process::id()));
         let l = Listener::bind(&path).unwrap();

@@ -25,6 +25,7 @@ use super::group::{self, GroupCtx};
 use super::key::Key;
 use super::learn::Learn;
 use super::learner::{LearnReq, Learner};
+use super::link::Links;
 use super::megaflow::{self, Megaflows};
 use super::normal::{Decision, MacTable};
 use super::rule::{Pin, PipeState};
@@ -148,6 +149,8 @@ struct Ctx<'a> {
     pins: &'a mut Option<PinTx>,
     /// The groups' copies ([`group::MAX_DEPTH`] slots).
     gscratch: &'a mut [u8],
+    /// The ports' links (by index), for the groups' liveness.
+    links: &'a [AtomicBool],
     /// The input port's index (`usize::MAX` for a packet-out from no
     /// port) and number.
     in_idx: usize,
@@ -204,10 +207,11 @@ impl Ctx<'_> {
     /// `self`; the scratch slots are lent to it for the call.
     #[inline(never)]
     fn group(&mut self, id: u32, frame: &[u8]) {
-        let (table, ports) = (self.table, self.port_nos);
+        let (table, ports, up) = (self.table, self.port_nos, self.links);
         let cx = GroupCtx {
             groups: table.group_map(),
             ports,
+            up,
         };
         let scratch = std::mem::take(&mut self.gscratch);
         group::run(&cx, id, frame, scratch, 0, self);
@@ -327,6 +331,8 @@ pub struct Datapath {
     pub counters: Arc<SwitchCounters>,
     pub cache: Arc<CacheCounters>,
     pub cycles: Arc<SwitchCycles>,
+    /// The ports' links (the switch's watcher keeps them current).
+    pub links: Arc<Links>,
 }
 
 impl Datapath {
@@ -338,6 +344,8 @@ impl Datapath {
             .map(|p| Stage::new(2 * batch, p.tx.max_frame()))
             .collect();
         let n = ports.len();
+        let uris: Vec<String> = ports.iter().map(|p| p.uri.clone()).collect();
+        let links = Arc::new(Links::new(&uris));
         Datapath {
             port_nos: ports.iter().map(|p| p.no).collect(),
             ports,
@@ -358,6 +366,7 @@ impl Datapath {
             copy_drops: vec![0; n],
             scratch: vec![0u8; STRIDE + HEADROOM].into_boxed_slice(),
             gscratch: vec![0u8; group::MAX_DEPTH * group::slot_len(STRIDE)].into_boxed_slice(),
+            links,
             pcache: Cache::new(
                 DEFAULT_SLOTS,
                 if emc { DEFAULT_INV_PROB } else { 0 },
@@ -654,6 +663,7 @@ impl Datapath {
             learner: &mut self.learner,
             pins: &mut self.pins,
             gscratch: &mut self.gscratch,
+            links: self.links.states(),
             in_idx,
             in_no: po.in_port,
             pkt: 0,
@@ -698,6 +708,7 @@ impl Datapath {
             learner: &mut self.learner,
             pins: &mut self.pins,
             gscratch: &mut self.gscratch,
+            links: self.links.states(),
             in_idx: pi,
             in_no: self.port_nos[pi],
             pkt: 0,
@@ -749,6 +760,7 @@ impl Datapath {
             learner: &mut self.learner,
             pins: &mut self.pins,
             gscratch: &mut self.gscratch,
+            links: self.links.states(),
             in_idx: pi,
             in_no: self.port_nos[pi],
             pkt: 0,
@@ -835,6 +847,7 @@ impl Datapath {
             learner: &mut self.learner,
             pins: &mut self.pins,
             gscratch: &mut self.gscratch,
+            links: self.links.states(),
             in_idx: pi,
             in_no: self.port_nos[pi],
             pkt: 0,

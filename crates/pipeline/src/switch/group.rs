@@ -16,8 +16,8 @@
 //! - `ff` (fast failover): the first live bucket.
 //!
 //! A bucket is live when it watches nothing, or its watch port is live (a
-//! port of the switch) or its watch group is live (has a live bucket), as
-//! Open vSwitch's `bucket_is_alive`.
+//! port of the switch whose link is up, [`super::link`]) or its watch
+//! group is live (has a live bucket), as Open vSwitch's `bucket_is_alive`.
 //!
 //! Buckets run the single-table actions (outputs, `set_field`, VLAN push
 //! and pop, `dec_ttl`, `controller`, `group` for chaining): a bucket that
@@ -35,7 +35,7 @@ use super::rule::{parse_bucket_actions, q, Action, Pin, PipeState};
 use linerate_wire::flow::FlowKey;
 use linerate_wire::frame::parse_frame;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// "Watches nothing" (`OFPP_ANY` / `OFPG_ANY`).
@@ -545,20 +545,30 @@ fn mix(h: u32, bucket: u32) -> u32 {
 }
 
 /// What running a group needs besides an [`Env`] and its scratch: the
-/// groups and the switch's ports (for liveness).
+/// groups, the switch's ports and their links (for liveness; a port
+/// without an entry in `up` is up).
 pub struct GroupCtx<'a> {
     pub groups: &'a HashMap<u32, Group>,
     pub ports: &'a [u32],
+    pub up: &'a [AtomicBool],
 }
 
 impl GroupCtx<'_> {
+    /// Is port `no` one of the switch's, with its link up?
+    fn port_up(&self, no: u32) -> bool {
+        self.ports
+            .iter()
+            .position(|&p| p == no)
+            .is_some_and(|i| self.up.get(i).is_none_or(|u| u.load(Relaxed)))
+    }
+
     /// Open vSwitch's `bucket_is_alive` (a watch group is live when it has
     /// a live bucket, looked at to [`MAX_DEPTH`]).
     pub fn live(&self, b: &Bucket, depth: usize) -> bool {
         if !b.watches() {
             return true;
         }
-        if b.watch_port != WATCH_NONE && self.ports.contains(&b.watch_port) {
+        if b.watch_port != WATCH_NONE && self.port_up(b.watch_port) {
             return true;
         }
         b.watch_group != WATCH_NONE
@@ -727,7 +737,11 @@ mod tests {
         id: u32,
         frame: &[u8],
     ) -> Vec<(Out, Vec<u8>)> {
-        let cx = GroupCtx { groups: m, ports };
+        let cx = GroupCtx {
+            groups: m,
+            ports,
+            up: &[],
+        };
         let mut scratch = vec![0u8; MAX_DEPTH * slot_len(2048)];
         let mut env = Rec::default();
         run(&cx, id, frame, &mut scratch, 0, &mut env);
@@ -890,6 +904,32 @@ mod tests {
         // Port 7 back: group 2 is live, so the second bucket is.
         assert_eq!(run_on(&m, &[2, 3, 7], 1, &f)[0].0, Out::Port(2));
         assert!(run_on(&m, &[2], 1, &f).is_empty());
+    }
+
+    #[test]
+    fn a_port_whose_link_is_down_is_not_live() {
+        let m = groups(&[
+            "group_id=1,type=ff,bucket=watch_port:2,output:2,bucket=watch_port:3,output:3",
+        ]);
+        let up = [AtomicBool::new(true), AtomicBool::new(true)];
+        let go = || {
+            let cx = GroupCtx {
+                groups: &m,
+                ports: &[2, 3],
+                up: &up,
+            };
+            let mut scratch = vec![0u8; MAX_DEPTH * slot_len(2048)];
+            let mut env = Rec::default();
+            run(&cx, 1, &udp(1), &mut scratch, 0, &mut env);
+            env.outs.iter().map(|o| o.0).collect::<Vec<_>>()
+        };
+        assert_eq!(go(), vec![Out::Port(2)]);
+        up[0].store(false, Relaxed);
+        assert_eq!(go(), vec![Out::Port(3)]);
+        up[1].store(false, Relaxed);
+        assert_eq!(go(), vec![]);
+        up[0].store(true, Relaxed);
+        assert_eq!(go(), vec![Out::Port(2)]);
     }
 
     #[test]

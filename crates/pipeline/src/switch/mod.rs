@@ -19,6 +19,7 @@ pub mod group;
 pub mod key;
 pub mod learn;
 pub mod learner;
+pub mod link;
 pub mod megaflow;
 pub mod normal;
 pub mod openflow;

@@ -9,7 +9,7 @@ use super::ctl::{cache_json, ports_json, tables_json, Shared, SwitchCtl};
 use super::datapath::{Datapath, Polling, SwitchPort};
 use super::group::Group;
 use super::learner::LearnReq;
-use super::openflow::controllers::{FailMode, FailOpen};
+use super::openflow::controllers::{Controllers, FailMode, FailOpen};
 use super::rule::rule_lines;
 use super::table::{mono_ns, FlowTable, TableHandle};
 use super::Rule;
@@ -254,6 +254,19 @@ fn learn_loop(rx: &std::sync::mpsc::Receiver<LearnReq>, ctl: &TableHandle, stats
 }
 
 /// Run the switch until `stop`, its duration or the end of finite sources.
+/// Look at the ports' links every [`super::link::LOOK_EVERY`] until `stop`;
+/// each change goes to the controllers as a `PORT_STATUS`.
+fn link_loop(sh: &Shared, ctrls: Option<&Controllers>, stop: &AtomicBool) {
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(super::link::LOOK_EVERY);
+        for (i, up) in sh.links.look() {
+            if let (Some(c), Some((n, uri, _))) = (ctrls, sh.ports.get(i)) {
+                c.port_status(*n, uri, up);
+            }
+        }
+    }
+}
+
 pub fn run(
     cfg: &SwitchConfig,
     stop: &Arc<AtomicBool>,
@@ -284,6 +297,7 @@ pub fn run(
         cache: dp.cache.clone(),
         counters: dp.counters.clone(),
         controller: Default::default(),
+        links: dp.links.clone(),
     });
     let cycles = dp.cycles.clone();
     // `learn(...)`: the datapath hands requests over, this thread builds
@@ -345,6 +359,20 @@ pub fn run(
         )));
         channels.push(c);
     }
+    // The links' watcher: PORT_STATUS to the controllers, the groups'
+    // liveness (the datapath reads the links it keeps).
+    let watcher = if shared.links.watches() {
+        let (sh, st) = (shared.clone(), stop.clone());
+        let ctrls = (!cfg.openflow.is_empty()).then(|| common.ctrls.clone());
+        Some(
+            std::thread::Builder::new()
+                .name("linerate-links".into())
+                .spawn(move || link_loop(&sh, ctrls.as_deref(), &st))
+                .map_err(|e| format!("spawning the link watcher: {e}"))?,
+        )
+    } else {
+        None
+    };
     let (polling, profile, cpu) = (cfg.polling, cfg.profile, cfg.cpu);
     let done = Arc::new(AtomicBool::new(false));
     let (st, dn) = (stop.clone(), done.clone());
@@ -368,6 +396,13 @@ pub fn run(
     while let Some(second) = w.next() {
         if done.load(Ordering::SeqCst) || worker.is_finished() {
             break;
+        }
+        for (i, up) in shared.links.take_changes() {
+            let (n, uri, _) = &shared.ports[i];
+            on(Event::Opened(format!(
+                "port {n}: {uri}: link {}",
+                if up { "up" } else { "down" }
+            )));
         }
         if let Some(dt) = second {
             // Never blocks on a control client: a tick that finds the table
@@ -399,6 +434,9 @@ pub fn run(
     learner
         .join()
         .map_err(|_| "learning thread panicked".to_string())?;
+    if let Some(w) = watcher {
+        w.join().map_err(|_| "link watcher panicked".to_string())?;
+    }
     // Stops accepting and removes the socket file at once; clients are not
     // waited for.
     if let Some(s) = server {

@@ -342,6 +342,7 @@ pub fn test_shared() -> Arc<Shared> {
         cache: Arc::new(CacheCounters::default()),
         counters: Arc::new(SwitchCounters::default()),
         controller: Default::default(),
+        links: Default::default(),
     })
 }
 

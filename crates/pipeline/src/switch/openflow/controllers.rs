@@ -11,7 +11,7 @@
 //! and on its queue's eventfd at once, so a packet-in goes out as soon as it
 //! is queued, not at the next 100 ms read timeout.
 
-use super::wire::{Writer, FLOW_REMOVED, NO_BUFFER, PACKET_IN};
+use super::wire::{port_desc, Writer, FLOW_REMOVED, NO_BUFFER, PACKET_IN, PORT_STATUS};
 use crate::switch::controller::{PinBuf, PinRx};
 use crate::switch::key;
 use crate::switch::rule::{Match, PIN_INVALID_TTL};
@@ -68,6 +68,10 @@ pub struct AsyncStats {
     /// Removed rules the table could not keep for the controllers (its
     /// queue of [`crate::switch::table::REMOVED_QUEUE`] was full).
     pub flow_removed_dropped: AtomicU64,
+    /// `PORT_STATUS` messages queued for a connection, and link changes no
+    /// connection wanted.
+    pub port_status_sent: AtomicU64,
+    pub port_status_unwanted: AtomicU64,
 }
 
 impl AsyncStats {
@@ -84,6 +88,8 @@ impl AsyncStats {
             "flow_removed_sent": self.flow_removed_sent.load(Relaxed),
             "flow_removed_unwanted": self.flow_removed_unwanted.load(Relaxed),
             "flow_removed_dropped": self.flow_removed_dropped.load(Relaxed),
+            "port_status_sent": self.port_status_sent.load(Relaxed),
+            "port_status_unwanted": self.port_status_unwanted.load(Relaxed),
         })
     }
 }
@@ -372,7 +378,24 @@ impl Controllers {
         }
     }
 
-    /// One asynchronous message of `kind` (0 packet-in, 2 flow removed)
+    /// Port `no` (`uri`)'s link went up or down: a `PORT_STATUS` (reason
+    /// `MODIFY`, the port's new description) to each connection that
+    /// wants it.
+    pub fn port_status(&self, no: u32, uri: &str, up: bool) {
+        let conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
+        let st = &self.stats;
+        let make = || port_status_msg(no, uri, up);
+        self.send_each(
+            &conns,
+            1,
+            PPR_MODIFY,
+            make,
+            &st.port_status_sent,
+            &st.port_status_unwanted,
+        );
+    }
+
+    /// One asynchronous message of `kind` (0 packet-in, 1 port status, 2 flow removed)
     /// for `reason` to each of `conns` that wants it, made once; counted
     /// as `sent` per connection, `slow_peer` for a full queue, `unwanted`
     /// when no connection wants it.
@@ -454,6 +477,18 @@ impl Controllers {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// `OFPPR_MODIFY`: a port's state changed.
+pub const PPR_MODIFY: u8 = 2;
+
+/// An OpenFlow 1.3 `PORT_STATUS` (xid 0): the reason and the port.
+pub fn port_status_msg(no: u32, uri: &str, up: bool) -> Vec<u8> {
+    let mut w = Writer::new(PORT_STATUS, 0);
+    w.u8(PPR_MODIFY);
+    w.zeros(7);
+    w.bytes(&port_desc(no, uri, up));
+    w.finish()
 }
 
 /// An OpenFlow 1.3 `PACKET_IN` (xid 0, no buffer). Its match carries what

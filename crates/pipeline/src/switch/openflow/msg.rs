@@ -1039,8 +1039,8 @@ impl Session {
                 }
             }
             MP_PORT_DESC => {
-                for (n, uri, _) in &sh.ports {
-                    parts.push(&port_desc(*n, uri));
+                for (i, (n, uri, _)) in sh.ports.iter().enumerate() {
+                    parts.push(&port_desc(*n, uri, sh.links.is_up(i)));
                 }
             }
             MP_GROUP_DESC | MP_GROUP => {
@@ -1667,36 +1667,6 @@ pub fn flow_mod_add(r: &Rule, xid: u32) -> Vec<u8> {
     w.finish()
 }
 
-fn port_desc(n: u32, uri: &str) -> Vec<u8> {
-    let mut w = Writer { b: Vec::new() };
-    w.u32(n);
-    w.zeros(4);
-    // A locally administered MAC from the port number.
-    w.bytes(&[0x02, 0x6c, 0x72, 0, (n >> 8) as u8, n as u8]);
-    w.zeros(2);
-    // The name: the URI's interface or file part, 15 bytes at most.
-    let name = uri
-        .split(['?', '#'])
-        .next()
-        .unwrap_or(uri)
-        .rsplit([':', '/'])
-        .next()
-        .unwrap_or(uri);
-    let name = if name.is_empty() { uri } else { name };
-    let nb = name.as_bytes();
-    let k = nb.len().min(15);
-    w.bytes(&nb[..k]);
-    w.zeros(16 - k);
-    w.u32(0); // config
-    w.u32(4); // state: live
-    for _ in 0..4 {
-        w.u32(0); // curr, advertised, supported, peer features
-    }
-    w.u32(0);
-    w.u32(0);
-    w.b
-}
-
 /// Group statistics: the rules naming the group are its references; its
 /// packets and bytes, and each bucket's, are what the datapath counted.
 fn group_stats(g: &Group, refs: u32) -> Vec<u8> {
@@ -1822,6 +1792,7 @@ pub fn fuzz(data: &[u8]) {
         cache: Arc::new(CacheCounters::default()),
         counters: Arc::new(SwitchCounters::default()),
         controller: Default::default(),
+        links: Default::default(),
     });
     let mut s = Session::new(sh, Arc::new(ChannelStats::default()), 1);
     let _ = s.message(&hello());

@@ -82,6 +82,7 @@ fn shared() -> Arc<Shared> {
         cache: Arc::new(CacheCounters::default()),
         counters: Arc::new(SwitchCounters::default()),
         controller: Default::default(),
+        links: Default::default(),
     })
 }
 
@@ -437,6 +438,7 @@ fn recorded_group_and_meter_mods() {
         cache: Arc::new(CacheCounters::default()),
         counters: Arc::new(SwitchCounters::default()),
         controller: Default::default(),
+        links: Default::default(),
     });
     let mut s = session(&sh);
     let send = |s: &mut Session, name: &str, title: &str| {

@@ -361,3 +361,36 @@ pub fn error_msg(xid: u32, e: &OfError, req: &[u8]) -> Vec<u8> {
     w.bytes(&req[..req.len().min(MAX_LEN - 12)]);
     w.finish()
 }
+
+/// One port's description (`ofp_port`): number, a MAC made from it, the
+/// name, and its link's state.
+pub fn port_desc(n: u32, uri: &str, up: bool) -> Vec<u8> {
+    let mut w = Writer { b: Vec::new() };
+    w.u32(n);
+    w.zeros(4);
+    // A locally administered MAC from the port number.
+    w.bytes(&[0x02, 0x6c, 0x72, 0, (n >> 8) as u8, n as u8]);
+    w.zeros(2);
+    // The name: the URI's interface or file part, 15 bytes at most.
+    let name = uri
+        .split(['?', '#'])
+        .next()
+        .unwrap_or(uri)
+        .rsplit([':', '/'])
+        .next()
+        .unwrap_or(uri);
+    let name = if name.is_empty() { uri } else { name };
+    let nb = name.as_bytes();
+    let k = nb.len().min(15);
+    w.bytes(&nb[..k]);
+    w.zeros(16 - k);
+    w.u32(0); // config
+              // State: LIVE (4) with its link up, else LINK_DOWN (1).
+    w.u32(if up { 4 } else { 1 });
+    for _ in 0..4 {
+        w.u32(0); // curr, advertised, supported, peer features
+    }
+    w.u32(0);
+    w.u32(0);
+    w.b
+}
