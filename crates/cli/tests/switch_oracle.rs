@@ -104,6 +104,33 @@ fn sctp(sp: u16, dp: u16) -> Vec<u8> {
     f
 }
 
+/// Ethernet + IPv4 + an ICMP echo request (checksum set), 18 bytes of data.
+fn icmp4() -> Vec<u8> {
+    let mut f = eth(0x0800);
+    f.extend(ipv4(1, 26, 64, 0));
+    let mut m = vec![8, 0, 0, 0, 0x12, 0x34, 0, 1];
+    m.extend([0xab; 18]);
+    let c = linerate_wire::checksum::checksum(&m);
+    m[2..4].copy_from_slice(&c.to_be_bytes());
+    f.extend(m);
+    f
+}
+
+/// Ethernet + IPv6 + an ICMPv6 echo request (checksum set).
+fn icmp6() -> Vec<u8> {
+    let (src, dst) = ([0xfd; 16], [0xfe; 16]);
+    let mut f = eth(0x86dd);
+    f.extend([0x60, 0, 0, 0, 0, 26, 58, 64]);
+    f.extend(src);
+    f.extend(dst);
+    let mut m = vec![128, 0, 0, 0, 0x12, 0x34, 0, 1];
+    m.extend([0xab; 18]);
+    let c = linerate_wire::checksum::l4_checksum_v6(&src, &dst, 58, &m);
+    m[2..4].copy_from_slice(&c.to_be_bytes());
+    f.extend(m);
+    f
+}
+
 /// An ARP request from 10.0.0.1 for 10.0.0.2, broadcast.
 fn arp_request() -> Vec<u8> {
     let mut f = vec![0xff; 6];
@@ -192,6 +219,48 @@ fn cases() -> Vec<Case> {
             "dl_vlan=5,actions=set_field:6->vlan_pcp,output:2",
             tagged(udp4(0), 5),
             1,
+        ),
+        c(
+            "sctp_src match",
+            "sctp,sctp_src=5000,actions=output:2",
+            sctp(5000, 9),
+            1,
+        ),
+        c(
+            "set_field sctp_src (checksum patched)",
+            "sctp,actions=set_field:5000->sctp_src,output:2",
+            sctp(7, 9),
+            1,
+        ),
+        c(
+            "mod_tp_dst on sctp",
+            "sctp,actions=mod_tp_dst:99,output:2",
+            sctp(7, 9),
+            1,
+        ),
+        c(
+            "set_field icmp_type, icmp_code",
+            "icmp,actions=set_field:0->icmp_type,set_field:3->icmp_code,output:2",
+            icmp4(),
+            1,
+        ),
+        c(
+            "set_field icmpv6_type, icmpv6_code",
+            "icmp6,actions=set_field:129->icmpv6_type,set_field:1->icmpv6_code,output:2",
+            icmp6(),
+            1,
+        ),
+        c(
+            "arp_sha, arp_tha match; set_field arp_sha, arp_tha",
+            "arp,arp_sha=02:00:00:00:00:01,arp_tha=00:00:00:00:00:00,actions=set_field:02:00:00:00:00:99->arp_tha,set_field:02:00:00:00:00:98->arp_sha,output:2",
+            arp_request(),
+            1,
+        ),
+        c(
+            "arp_sha other value",
+            "arp,arp_sha=02:00:00:00:00:02,actions=output:2",
+            arp_request(),
+            0,
         ),
         c("indirect group", "udp,actions=group:11", udp4(0), 1),
         c(

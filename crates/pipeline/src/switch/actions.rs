@@ -235,6 +235,35 @@ fn set_field_parsed(f: &mut FrameBuf, l: &mut Option<Layers>, s: &SetField) {
             }
             Ok(())
         }
+        SetField::SctpSrc(p) | SetField::SctpDst(p) => {
+            set_sctp_port(b, &ly, matches!(s, SetField::SctpSrc(_)), p);
+            Ok(())
+        }
+        SetField::Icmp { v6, code, v } => {
+            let o = ly.l4_offset as usize;
+            let is = if v6 { L4::Icmpv6 } else { L4::Icmpv4 };
+            if ly.l4 == is && b.len() >= o + 4 {
+                let old = u16::from_be_bytes([b[o], b[o + 1]]);
+                b[o + usize::from(code)] = v;
+                let new = u16::from_be_bytes([b[o], b[o + 1]]);
+                let c = checksum::update16(u16::from_be_bytes([b[o + 2], b[o + 3]]), old, new);
+                b[o + 2..o + 4].copy_from_slice(&c.to_be_bytes());
+            }
+            Ok(())
+        }
+        SetField::ArpSha(m) | SetField::ArpTha(m) => {
+            if ly.l3 == L3::Arp {
+                // Sender at 8, target at 18 (parse_frame checked 28 bytes).
+                let o = ly.l3_offset as usize
+                    + if matches!(s, SetField::ArpSha(_)) {
+                        8
+                    } else {
+                        18
+                    };
+                b[o..o + 6].copy_from_slice(&m);
+            }
+            Ok(())
+        }
         SetField::VlanPcp(p) => {
             if ly.vlans.outer().is_some() {
                 let tci = u16::from_be_bytes([b[14], b[15]]);
@@ -267,6 +296,26 @@ fn set_field_parsed(f: &mut FrameBuf, l: &mut Option<Layers>, s: &SetField) {
         }
     };
     *l = Some(ly);
+}
+
+/// SCTP's port (`src` or destination) to `p`, its checksum patched as Open
+/// vSwitch's `packet_set_sctp_port` does: the CRC32c of the segment before
+/// and after, each with the checksum field zero, XORed into the field (a
+/// right checksum stays right, a wrong one stays as wrong). A segment
+/// shorter than SCTP's common header is left as it is.
+fn set_sctp_port(b: &mut [u8], ly: &Layers, src: bool, p: u16) {
+    let (o, end) = (ly.l4_offset as usize, (ly.end as usize).min(b.len()));
+    if ly.l3 == L3::None || ly.proto != 132 || end < o + 12 {
+        return;
+    }
+    let seg = &mut b[o..end];
+    let old = u32::from_le_bytes([seg[8], seg[9], seg[10], seg[11]]);
+    seg[8..12].fill(0);
+    let before = checksum::crc32c(seg);
+    let at = if src { 0 } else { 2 };
+    seg[at..at + 2].copy_from_slice(&p.to_be_bytes());
+    let after = checksum::crc32c(seg);
+    seg[8..12].copy_from_slice(&(old ^ before ^ after).to_le_bytes());
 }
 
 /// The IPv4 header at `o` had the 16-bit word `old` where it now has `new`:
@@ -763,6 +812,82 @@ mod tests {
         assert_eq!(
             Meter::parse("meter=4294967295,rate=5").unwrap().id,
             u32::MAX
+        );
+    }
+
+    #[test]
+    fn sctp_icmp_and_arp_rewrites_keep_checksums() {
+        // SCTP: a right CRC32c stays right, a wrong one stays as wrong.
+        let mut f = vec![0u8; 14];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        let mut ip = vec![
+            0x45, 0, 0, 48, 0, 1, 0, 0, 64, 132, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+        ];
+        let c = checksum::checksum(&ip);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        f.extend(ip);
+        let mut seg = vec![0, 7, 0, 9, 0, 0, 0, 1, 0, 0, 0, 0];
+        seg.extend([0, 3, 0, 16, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 5]);
+        let crc = checksum::crc32c(&seg);
+        seg[8..12].copy_from_slice(&crc.to_le_bytes());
+        f.extend(seg);
+        let crc_ok = |b: &[u8]| {
+            let mut s = b[34..].to_vec();
+            let got = u32::from_le_bytes([s[8], s[9], s[10], s[11]]);
+            s[8..12].fill(0);
+            got == checksum::crc32c(&s)
+        };
+        assert!(crc_ok(&f));
+        let r =
+            Rule::parse("sctp,actions=set_field:5000->sctp_src,mod_tp_dst:99,output:1").unwrap();
+        let mut buf = f.clone();
+        let n = buf.len();
+        let mut fb = FrameBuf::new(&mut buf, 0, n).unwrap();
+        let mut env = Rec::default();
+        execute(&mut fb, &r.actions, &mut env).unwrap();
+        let out = &env.outs[0].1;
+        assert_eq!(&out[34..38], &[0x13, 0x88, 0, 99]);
+        assert!(crc_ok(out));
+        let mut bad = f.clone();
+        bad[42] ^= 0xff;
+        let mut fb = FrameBuf::new(&mut bad, 0, n).unwrap();
+        let mut env = Rec::default();
+        execute(&mut fb, &r.actions, &mut env).unwrap();
+        assert!(!crc_ok(&env.outs[0].1));
+        // ICMP: type and code rewritten, the checksum still sums to 0xffff.
+        let mut buf = [0u8; 128];
+        let p = FrameParams::new(IpPair::V4 {
+            src: [10, 0, 0, 1],
+            dst: [10, 0, 0, 2],
+        });
+        let n = linerate_wire::build::build_icmp_echo(&mut buf, &p, true, 1, 1).unwrap();
+        let r = Rule::parse("icmp,actions=set_field:3->icmp_type,set_field:1->icmp_code,output:1")
+            .unwrap();
+        let mut fb = FrameBuf::new(&mut buf, 0, n).unwrap();
+        let mut env = Rec::default();
+        execute(&mut fb, &r.actions, &mut env).unwrap();
+        let b = &env.outs[0].1;
+        assert_eq!((b[34], b[35]), (3, 1));
+        assert_eq!(checksum::fold(checksum::sum(&b[34..], 0)), 0xffff);
+        // ARP's hardware addresses.
+        let mut buf = [0u8; 64];
+        let a = linerate_wire::arp::ArpRepr {
+            operation: 1,
+            sender_mac: [2, 0, 0, 0, 0, 1],
+            sender_ip: [10, 0, 0, 1],
+            target_mac: [0; 6],
+            target_ip: [10, 0, 0, 2],
+        };
+        let n = linerate_wire::build::build_arp(&mut buf, [0xff; 6], [2, 0, 0, 0, 0, 1], &[], &a)
+            .unwrap();
+        let r = Rule::parse("arp,actions=set_field:02:00:00:00:00:07->arp_sha,set_field:02:00:00:00:00:08->arp_tha,output:1").unwrap();
+        let mut fb = FrameBuf::new(&mut buf, 0, n).unwrap();
+        let mut env = Rec::default();
+        execute(&mut fb, &r.actions, &mut env).unwrap();
+        let b = &env.outs[0].1;
+        assert_eq!(
+            (&b[22..28], &b[32..38]),
+            (&[2, 0, 0, 0, 0, 7][..], &[2, 0, 0, 0, 0, 8][..])
         );
     }
 

@@ -11,8 +11,8 @@
 //! | 1 | dl_dst (63..16) | | | nw_proto | nw_tos |
 //! | 2 | dl_src (63..16) | | | nw_ttl | 0 |
 //! | 3 | tcp_flags | tp_src / icmp_type | tp_dst / icmp_code | 0 | 0 |
-//! | 4, 5 | source IP, 16 bytes big-endian (IPv4 and ARP spa as `::ffff:a.b.c.d`) |
-//! | 6, 7 | destination IP (ARP tpa likewise) |
+//! | 4, 5 | source IP, 16 bytes big-endian (IPv4 and ARP spa as `::ffff:a.b.c.d`; ARP's sha in word 4's bits 63..16) |
+//! | 6, 7 | destination IP (ARP tpa likewise; ARP's tha in word 6's bits 63..16) |
 //! | 8..11 | registers: `reg0` (63..32) and `reg1` (31..0) in word 8, `reg2`/`reg3` in 9, ... |
 //! | 12 | `metadata` (64 bits) |
 //! | 13..15 | 0 (room for more pipeline fields) |
@@ -177,6 +177,20 @@ pub const NW_DST: FieldLoc = FieldLoc {
     word: 7,
     shift: 0,
     bits: 32,
+};
+/// ARP's sender and target hardware addresses: the high 48 bits of words
+/// 4 and 6 (an ARP frame's protocol addresses are v4-mapped there, whose
+/// high 64 bits are zero; the `arp` prerequisite keeps them apart from
+/// IPv6's).
+pub const ARP_SHA: FieldLoc = FieldLoc {
+    word: 4,
+    shift: 16,
+    bits: 48,
+};
+pub const ARP_THA: FieldLoc = FieldLoc {
+    word: 6,
+    shift: 16,
+    bits: 48,
 };
 /// Register `reg{n}` (n < 8): 32 bits, two per word from word 8.
 pub const fn reg(n: usize) -> FieldLoc {
@@ -528,6 +542,8 @@ impl Key {
                     IPV6_DST_WORD,
                     u128::from_be_bytes(v4_mapped([a[24], a[25], a[26], a[27]])),
                 );
+                k.set(ARP_SHA, mac(l3 + 8));
+                k.set(ARP_THA, mac(l3 + 18));
                 return k;
             }
             L3::None => return k,

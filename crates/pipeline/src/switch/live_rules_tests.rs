@@ -49,6 +49,8 @@ struct Spec {
     src6: [u8; 16],
     dst6: [u8; 16],
     arp_op: u16,
+    /// ARP's target hardware address (its sender's is `src`).
+    tha: [u8; 6],
     l4: L4,
     sp: u16,
     dp: u16,
@@ -80,6 +82,7 @@ impl Spec {
             src6: v6(1),
             dst6: v6(2),
             arp_op: 1,
+            tha: [0; 6],
             l4,
             sp: 1000,
             dp: 2000,
@@ -98,7 +101,7 @@ impl Spec {
                 operation: self.arp_op,
                 sender_mac: self.src,
                 sender_ip: self.src4,
-                target_mac: [0; 6],
+                target_mac: self.tha,
                 target_ip: self.dst4,
             };
             let n = build_arp(&mut b, self.dst, self.src, &tags, &r).unwrap();
@@ -238,6 +241,16 @@ fn cases() -> Vec<Case> {
         Case("arp,arp_op=2", Arp, Udp, |s| s.arp_op = 2, nop),
         Case("arp,arp_spa=10.1.2.0/24", Arp, Udp, nop, |s| s.src4[2] = 9),
         Case("arp,arp_tpa=10.9.8.7", Arp, Udp, nop, |s| s.dst4[3] = 6),
+        Case("arp,arp_sha=02:00:00:00:00:0a", Arp, Udp, nop, |s| {
+            s.src[5] = 0xc
+        }),
+        Case(
+            "arp,arp_tha=02:00:00:00:00:00/ff:00:00:00:00:00",
+            Arp,
+            Udp,
+            |s| s.tha = [2, 0, 0, 0, 0, 7],
+            |s| s.tha = [4, 0, 0, 0, 0, 7],
+        ),
         Case("ip,nw_src=10.1.0.0/16", V4, Udp, nop, |s| s.src4[1] = 2),
         Case("ip,ip_src=10.1.2.3", V4, Udp, nop, |s| s.src4[3] = 4),
         Case("ip,nw_dst=10.9.8.7", V4, Udp, nop, |s| s.dst4[3] = 6),
@@ -276,6 +289,10 @@ fn cases() -> Vec<Case> {
         Case("udp6,tp_src=1000", V6, Udp, nop, |s| s.sp = 1001),
         Case("sctp6,tp_src=1000", V6, Sctp, nop, |s| s.sp = 1001),
         Case("sctp6,tp_dst=2000", V6, Sctp, nop, |s| s.dp = 2001),
+        Case("sctp,sctp_src=1000", V4, Sctp, nop, |s| s.sp = 1001),
+        Case("sctp6,sctp_dst=0x07d0/0xfff0", V6, Sctp, nop, |s| {
+            s.dp = 0x7e0
+        }),
         Case("tcp,tcp_src=1000", V4, Tcp, nop, |s| s.sp = 1001),
         Case("tcp6,tcp_dst=2000", V6, Tcp, nop, |s| s.dp = 2001),
         Case("udp,udp_src=1000", V4, Udp, nop, |s| s.sp = 1001),

@@ -154,6 +154,19 @@ pub enum SetField {
     VlanPcp(u8),
     /// The TTL / hop limit (`mod_nw_ttl`, OpenFlow's SET_NW_TTL).
     NwTtl(u8),
+    /// SCTP's ports (the CRC32c checksum is patched as Open vSwitch does:
+    /// a segment whose checksum was wrong keeps it wrong).
+    SctpSrc(u16),
+    SctpDst(u16),
+    /// ICMP (`v6`: ICMPv6) type or (`code`) code; the checksum patched.
+    Icmp {
+        v6: bool,
+        code: bool,
+        v: u8,
+    },
+    /// ARP's sender and target hardware addresses.
+    ArpSha([u8; 6]),
+    ArpTha([u8; 6]),
 }
 
 /// One action. The pipeline's own (`GotoTable` .. `Learn`) are what
@@ -528,6 +541,7 @@ enum Prereq {
     Transport,
     Tcp,
     Udp,
+    Sctp,
     Icmp4,
     Icmp6,
 }
@@ -547,6 +561,7 @@ fn check_prereq(m: &Match, p: Prereq) -> Result<(), &'static str> {
         Prereq::Transport => m.is_ip() && matches!(proto, Some(6 | 17 | 132)),
         Prereq::Tcp => m.is_ip() && proto == Some(6),
         Prereq::Udp => m.is_ip() && proto == Some(17),
+        Prereq::Sctp => m.is_ip() && proto == Some(132),
         Prereq::Icmp4 => m.dl_type() == Some(ETH_IP) && proto == Some(1),
         Prereq::Icmp6 => m.dl_type() == Some(ETH_IPV6) && proto == Some(58),
     };
@@ -563,6 +578,7 @@ fn check_prereq(m: &Match, p: Prereq) -> Result<(), &'static str> {
         Prereq::Transport => "needs tcp, udp or sctp in the match (with ip or ipv6)",
         Prereq::Tcp => "needs tcp or tcp6 in the match",
         Prereq::Udp => "needs udp or udp6 in the match",
+        Prereq::Sctp => "needs sctp or sctp6 in the match",
         Prereq::Icmp4 => "needs icmp in the match (ip,nw_proto=1)",
         Prereq::Icmp6 => "needs icmp6 in the match (ipv6,nw_proto=58)",
     })
@@ -663,6 +679,16 @@ fn parse_match_token(m: &mut Match, name: &str, val: Option<&str>) -> Result<Pre
                 Prereq::IpOrArp
             })
         }
+        "arp_sha" | "arp_tha" => {
+            let (a, b) = parse_mac_masked(v)?;
+            let f = if name == "arp_sha" {
+                key::ARP_SHA
+            } else {
+                key::ARP_THA
+            };
+            m.put(f, a, b)?;
+            Ok(Prereq::Arp)
+        }
         "ipv6_src" | "ipv6_dst" => {
             let w = if name == "ipv6_src" {
                 key::IPV6_SRC_WORD
@@ -719,6 +745,8 @@ fn parse_match_token(m: &mut Match, name: &str, val: Option<&str>) -> Result<Pre
         "tcp_dst" => scalar(m, key::TP_DST, true, Prereq::Tcp),
         "udp_src" => scalar(m, key::TP_SRC, true, Prereq::Udp),
         "udp_dst" => scalar(m, key::TP_DST, true, Prereq::Udp),
+        "sctp_src" => scalar(m, key::TP_SRC, true, Prereq::Sctp),
+        "sctp_dst" => scalar(m, key::TP_DST, true, Prereq::Sctp),
         "tcp_flags" => {
             let (a, b) = parse_tcp_flags(v)?;
             m.put(key::TCP_FLAGS, a, b)?;
@@ -773,6 +801,10 @@ fn set_field_prereq(m: &Match, s: &SetField) -> Result<(), &'static str> {
         SetField::ArpSpa(_) | SetField::ArpTpa(_) => Prereq::Arp,
         SetField::IpEcn(_) | SetField::NwTtl(_) => Prereq::AnyIp,
         SetField::VlanPcp(_) => Prereq::Vlan,
+        SetField::SctpSrc(_) | SetField::SctpDst(_) => Prereq::Sctp,
+        SetField::Icmp { v6: false, .. } => Prereq::Icmp4,
+        SetField::Icmp { v6: true, .. } => Prereq::Icmp6,
+        SetField::ArpSha(_) | SetField::ArpTha(_) => Prereq::Arp,
     };
     check_prereq(m, p)
 }
@@ -799,6 +831,17 @@ fn parse_set_field(value: &str, field: &str, m: Option<&Match>) -> Result<SetFie
         "tcp_dst" => SetField::TcpDst(u16v(0xffff)?),
         "udp_src" => SetField::UdpSrc(u16v(0xffff)?),
         "udp_dst" => SetField::UdpDst(u16v(0xffff)?),
+        "sctp_src" => SetField::SctpSrc(u16v(0xffff)?),
+        "sctp_dst" => SetField::SctpDst(u16v(0xffff)?),
+        "arp_sha" => SetField::ArpSha(mac()?),
+        "arp_tha" => SetField::ArpTha(mac()?),
+        "icmp_type" | "icmp_code" | "icmpv6_type" | "icmpv6_code" | "icmp6_type" | "icmp6_code" => {
+            SetField::Icmp {
+                v6: field.starts_with("icmpv6") || field.starts_with("icmp6"),
+                code: field.ends_with("code"),
+                v: parse_int(value, 255)? as u8,
+            }
+        }
         "tp_src" | "tp_dst" => {
             let v = u16v(0xffff)?;
             let src = field == "tp_src";
@@ -807,7 +850,9 @@ fn parse_set_field(value: &str, field: &str, m: Option<&Match>) -> Result<SetFie
                 Some(6) => SetField::TcpDst(v),
                 Some(17) if src => SetField::UdpSrc(v),
                 Some(17) => SetField::UdpDst(v),
-                _ => return Err(format!("{field} needs tcp or udp in the match")),
+                Some(132) if src => SetField::SctpSrc(v),
+                Some(132) => SetField::SctpDst(v),
+                _ => return Err(format!("{field} needs tcp, udp or sctp in the match")),
             }
         }
         // Accept the OXM form with the present bit (0x1000 | vid) too.
@@ -1439,6 +1484,18 @@ impl fmt::Display for Match {
                     parts.push(format!("{name}={}", fmt_v4(self.value.get(fl) as u32, m)));
                 }
             }
+            for (name, fl) in [("arp_sha", key::ARP_SHA), ("arp_tha", key::ARP_THA)] {
+                let m = self.mask.get(fl);
+                if m == fl.full() {
+                    parts.push(format!("{name}={}", fmt_mac(self.value.get(fl))));
+                } else if m != 0 {
+                    parts.push(format!(
+                        "{name}={}/{}",
+                        fmt_mac(self.value.get(fl)),
+                        fmt_mac(m)
+                    ));
+                }
+            }
         }
         if !proto_done {
             if let Some(s) = num(key::NW_PROTO) {
@@ -1517,6 +1574,15 @@ fn fmt_set(s: &SetField) -> String {
         SetField::VlanPcp(p) => format!("set_field:{p}->vlan_pcp"),
         SetField::NwTtl(t) => format!("mod_nw_ttl:{t}"),
         SetField::ArpTpa(a) => format!("set_field:{}->arp_tpa", Ipv4Addr::from(*a)),
+        SetField::SctpSrc(p) => format!("set_field:{p}->sctp_src"),
+        SetField::SctpDst(p) => format!("set_field:{p}->sctp_dst"),
+        SetField::Icmp { v6, code, v } => format!(
+            "set_field:{v}->{}_{}",
+            if *v6 { "icmpv6" } else { "icmp" },
+            if *code { "code" } else { "type" }
+        ),
+        SetField::ArpSha(m) => format!("set_field:{}->arp_sha", mac(m)),
+        SetField::ArpTha(m) => format!("set_field:{}->arp_tha", mac(m)),
     }
 }
 

@@ -120,7 +120,7 @@ fn errors_name_the_token() {
         ("actions=set_field:1->nope", "set_field cannot write 'nope'"),
         ("actions=set_field:1", "VALUE->FIELD"),
         ("actions=push_vlan:0x0800", "not 0x8100 or 0x88a8"),
-        ("actions=mod_tp_dst:1", "needs tcp or udp"),
+        ("actions=mod_tp_dst:1", "needs tcp, udp or sctp"),
         ("actions=output:1,,output:2", "empty action"),
         ("ip,nw_tos=3,actions=drop", "ECN bits"),
         ("dl_vlan=5000,actions=drop", "larger than 4095"),

@@ -430,6 +430,11 @@ fn set_field(w: &mut Writer, s: &SetField) {
         SetField::ArpTpa(a) => f(w, 23, &a),
         SetField::IpEcn(e) => f(w, 9, &[e]),
         SetField::VlanPcp(p) => f(w, 7, &[p]),
+        SetField::SctpSrc(p) => f(w, 17, &p.to_be_bytes()),
+        SetField::SctpDst(p) => f(w, 18, &p.to_be_bytes()),
+        SetField::Icmp { v6, code, v } => f(w, 19 + u8::from(code) + if v6 { 10 } else { 0 }, &[v]),
+        SetField::ArpSha(m) => f(w, 24, &m),
+        SetField::ArpTha(m) => f(w, 25, &m),
         // An action of its own (see `action`), never a set_field.
         SetField::NwTtl(_) => {}
     }

@@ -49,6 +49,8 @@ const ICMPV4_CODE: u8 = 20;
 const ARP_OP: u8 = 21;
 const ARP_SPA: u8 = 22;
 const ARP_TPA: u8 = 23;
+const ARP_SHA: u8 = 24;
+const ARP_THA: u8 = 25;
 const IPV6_SRC: u8 = 26;
 const IPV6_DST: u8 = 27;
 const ICMPV6_TYPE: u8 = 29;
@@ -142,8 +144,10 @@ fn tok_of(class: u16, field: u8) -> Option<Tok> {
         (CLASS_OXM, TCP_DST) | (CLASS_NXM0, 10) => Hex("tcp_dst"),
         (CLASS_OXM, UDP_SRC) | (CLASS_NXM0, 11) => Hex("udp_src"),
         (CLASS_OXM, UDP_DST) | (CLASS_NXM0, 12) => Hex("udp_dst"),
-        (CLASS_OXM, SCTP_SRC) => Hex("tp_src"),
-        (CLASS_OXM, SCTP_DST) => Hex("tp_dst"),
+        (CLASS_OXM, SCTP_SRC) => Hex("sctp_src"),
+        (CLASS_OXM, SCTP_DST) => Hex("sctp_dst"),
+        (CLASS_OXM, ARP_SHA) | (CLASS_NXM1, 17) => Mac("arp_sha"),
+        (CLASS_OXM, ARP_THA) | (CLASS_NXM1, 18) => Mac("arp_tha"),
         (CLASS_OXM, ICMPV4_TYPE) | (CLASS_NXM0, 13) => Dec("icmp_type"),
         (CLASS_OXM, ICMPV4_CODE) | (CLASS_NXM0, 14) => Dec("icmp_code"),
         (CLASS_OXM, ARP_OP) | (CLASS_NXM0, 15) => Dec("nw_proto"),
@@ -415,6 +419,12 @@ pub fn encode_match(m: &Match, w: &mut Writer) {
             if set(f) {
                 let (v, k) = get(m, f);
                 put(w, CLASS_OXM, if arp { ar } else { ip }, 4, v, k);
+            }
+        }
+        for (f, field) in [(key::ARP_SHA, ARP_SHA), (key::ARP_THA, ARP_THA)] {
+            if arp && set(f) {
+                let (v, k) = get(m, f);
+                put(w, CLASS_OXM, field, 6, v, k);
             }
         }
     }
