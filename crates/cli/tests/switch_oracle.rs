@@ -131,6 +131,15 @@ fn icmp6() -> Vec<u8> {
     f
 }
 
+/// An MPLS frame (EtherType 0x8847): one label stack entry (label 100,
+/// TC 3, bottom of stack, TTL 20) over the IPv4 UDP frame's IP packet.
+fn mpls() -> Vec<u8> {
+    let mut f = eth(0x8847);
+    f.extend(((100u32 << 12) | (3 << 9) | 0x100 | 20).to_be_bytes());
+    f.extend(&udp4(0)[14..]);
+    f
+}
+
 /// An ARP request from 10.0.0.1 for 10.0.0.2, broadcast.
 fn arp_request() -> Vec<u8> {
     let mut f = vec![0xff; 6];
@@ -260,6 +269,54 @@ fn cases() -> Vec<Case> {
             "arp_sha other value",
             "arp,arp_sha=02:00:00:00:00:02,actions=output:2",
             arp_request(),
+            0,
+        ),
+        c(
+            "push_mpls on IPv4 (TC and TTL from the IP header)",
+            "ip,actions=push_mpls:0x8847,output:2",
+            udp4(0xb8),
+            1,
+        ),
+        c(
+            "push_mpls on IPv6",
+            "ipv6,actions=push_mpls:0x8848,output:2",
+            udp6(),
+            1,
+        ),
+        c(
+            "push_mpls, set_field mpls_label, mpls_tc, set_mpls_ttl",
+            "ip,actions=push_mpls:0x8847,set_field:1000->mpls_label,set_field:5->mpls_tc,set_mpls_ttl(9),output:2",
+            udp4(0),
+            1,
+        ),
+        c(
+            "mpls match, dec_mpls_ttl",
+            "mpls,mpls_label=100,mpls_tc=3,mpls_bos=1,actions=dec_mpls_ttl,output:2",
+            mpls(),
+            1,
+        ),
+        c(
+            "mpls match, other label",
+            "mpls,mpls_label=101,actions=output:2",
+            mpls(),
+            0,
+        ),
+        c(
+            "pop_mpls",
+            "mpls,actions=pop_mpls:0x0800,output:2",
+            mpls(),
+            1,
+        ),
+        c(
+            "push_mpls onto MPLS",
+            "mpls,actions=push_mpls:0x8847,output:2",
+            mpls(),
+            1,
+        ),
+        c(
+            "dec_mpls_ttl to 0 drops",
+            "mpls,actions=set_mpls_ttl(1),dec_mpls_ttl,output:2",
+            mpls(),
             0,
         ),
         c("indirect group", "udp,actions=group:11", udp4(0), 1),

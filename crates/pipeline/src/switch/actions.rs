@@ -55,24 +55,82 @@ impl<'a> FrameBuf<'a> {
 
     /// Insert an outer 802.1Q/802.1ad tag (`tpid`, TCI `tci`) after the MACs.
     pub fn push_vlan(&mut self, tpid: u16, tci: u16) -> Result<(), Verdict> {
-        if self.len < 12 {
-            return Err(Verdict::Malformed);
-        }
-        if self.start >= 4 {
-            let s = self.start;
-            self.buf.copy_within(s..s + 12, s - 4);
-            self.start -= 4;
-        } else if self.buf.len() - self.start - self.len >= 4 {
-            let s = self.start;
-            self.buf.copy_within(s + 12..s + self.len, s + 16);
-        } else {
-            return Err(Verdict::NoRoom);
-        }
-        self.len += 4;
+        self.open4(12)?;
         let s = self.start;
         self.buf[s + 12..s + 14].copy_from_slice(&tpid.to_be_bytes());
         self.buf[s + 14..s + 16].copy_from_slice(&tci.to_be_bytes());
         Ok(())
+    }
+
+    /// Make 4 bytes of room at `at` (the bytes before it move into the
+    /// headroom, or, without headroom, those after it into the tailroom).
+    fn open4(&mut self, at: usize) -> Result<(), Verdict> {
+        if self.len < at {
+            return Err(Verdict::Malformed);
+        }
+        if self.start >= 4 {
+            let s = self.start;
+            self.buf.copy_within(s..s + at, s - 4);
+            self.start -= 4;
+        } else if self.buf.len() - self.start - self.len >= 4 {
+            let s = self.start;
+            self.buf.copy_within(s + at..s + self.len, s + at + 4);
+        } else {
+            return Err(Verdict::NoRoom);
+        }
+        self.len += 4;
+        Ok(())
+    }
+
+    /// Remove the 4 bytes at `at` (the bytes before them move up).
+    fn close4(&mut self, at: usize) {
+        let s = self.start;
+        self.buf.copy_within(s..s + at, s + 4);
+        self.start += 4;
+        self.len -= 4;
+    }
+
+    /// `push_mpls` (see [`Action::PushMpls`]): `l` are the frame's layers.
+    fn push_mpls(&mut self, et: u16, l: &Layers) -> Result<(), Verdict> {
+        let o = l.l3_offset as usize;
+        let b = self.bytes();
+        let lse = if is_mpls(l.ethertype) {
+            if b.len() < o + 4 {
+                return Err(Verdict::Malformed);
+            }
+            u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]) & !0x100
+        } else {
+            let (label, tc, ttl) = match l.l3 {
+                L3::Ipv4 => (0, (b[o + 1] >> 2) & 7, b[o + 8]),
+                L3::Ipv6 => (2, (((b[o] & 0x0f) << 4 | b[o + 1] >> 4) >> 2) & 7, b[o + 7]),
+                _ => (0, 0, 0),
+            };
+            let ttl = if ttl == 0 { 64 } else { ttl };
+            label << 12 | (tc as u32) << 9 | 0x100 | ttl as u32
+        };
+        self.open4(o)?;
+        let s = self.start;
+        self.buf[s + o - 2..s + o].copy_from_slice(&et.to_be_bytes());
+        self.buf[s + o..s + o + 4].copy_from_slice(&lse.to_be_bytes());
+        Ok(())
+    }
+
+    /// `pop_mpls` (see [`Action::PopMpls`]); a frame without MPLS is left
+    /// as it is.
+    fn pop_mpls(&mut self, et: u16, l: &Layers) {
+        let o = l.l3_offset as usize;
+        if !is_mpls(l.ethertype) || self.len < o + 4 {
+            return;
+        }
+        self.close4(o);
+        let s = self.start;
+        self.buf[s + o - 2..s + o].copy_from_slice(&et.to_be_bytes());
+    }
+
+    /// The top MPLS entry, for a rewrite (`None`: no MPLS).
+    fn lse(&mut self, l: &Layers) -> Option<&mut [u8]> {
+        let o = l.l3_offset as usize;
+        (is_mpls(l.ethertype) && self.len >= o + 4).then(|| &mut self.bytes_mut()[o..o + 4])
     }
 
     /// Remove the outer VLAN tag, if any (no-op otherwise).
@@ -126,6 +184,10 @@ pub trait Env {
     /// `INVALID_TTL` packet-in `p` of `frame`, with the pipeline's state,
     /// if a controller asks for it.
     fn ttl_expired(&mut self, _p: Pin, _frame: &[u8], _pipe: &PipeState) {}
+}
+
+fn is_mpls(et: u16) -> bool {
+    matches!(et, 0x8847 | 0x8848)
 }
 
 fn layers(f: &FrameBuf, l: &mut Option<Layers>) -> Option<Layers> {
@@ -251,6 +313,14 @@ fn set_field_parsed(f: &mut FrameBuf, l: &mut Option<Layers>, s: &SetField) {
             }
             Ok(())
         }
+        SetField::MplsLabel(v) => {
+            set_lse(b, &ly, 0xffff_f000, v << 12);
+            Ok(())
+        }
+        SetField::MplsTc(t) => {
+            set_lse(b, &ly, 0xe00, (t as u32 & 7) << 9);
+            Ok(())
+        }
         SetField::ArpSha(m) | SetField::ArpTha(m) => {
             if ly.l3 == L3::Arp {
                 // Sender at 8, target at 18 (parse_frame checked 28 bytes).
@@ -296,6 +366,15 @@ fn set_field_parsed(f: &mut FrameBuf, l: &mut Option<Layers>, s: &SetField) {
         }
     };
     *l = Some(ly);
+}
+
+/// The `mask` bits of the top MPLS entry set to `bits` (no MPLS: nothing).
+fn set_lse(b: &mut [u8], ly: &Layers, mask: u32, bits: u32) {
+    let o = ly.l3_offset as usize;
+    if is_mpls(ly.ethertype) && b.len() >= o + 4 {
+        let e = u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+        b[o..o + 4].copy_from_slice(&((e & !mask) | (bits & mask)).to_be_bytes());
+    }
 }
 
 /// SCTP's port (`src` or destination) to `p`, its checksum patched as Open
@@ -417,6 +496,31 @@ pub fn step(
         Action::PopVlan => {
             f.pop_vlan();
             *l = None;
+        }
+        Action::PushMpls(et) => {
+            if let Some(ly) = layers(f, l) {
+                f.push_mpls(*et, &ly)?;
+                *l = None;
+            }
+        }
+        Action::PopMpls(et) => {
+            if let Some(ly) = layers(f, l) {
+                f.pop_mpls(*et, &ly);
+                *l = None;
+            }
+        }
+        Action::SetMplsTtl(t) => {
+            if let Some(e) = layers(f, l).and_then(|ly| f.lse(&ly)) {
+                e[3] = *t;
+            }
+        }
+        Action::DecMplsTtl => {
+            if let Some(e) = layers(f, l).and_then(|ly| f.lse(&ly)) {
+                if e[3] <= 1 {
+                    return Err(Verdict::TtlExpired);
+                }
+                e[3] -= 1;
+            }
         }
         Action::ModVlanVid(_)
         | Action::GotoTable(_)

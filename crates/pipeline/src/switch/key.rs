@@ -192,6 +192,33 @@ pub const ARP_THA: FieldLoc = FieldLoc {
     shift: 16,
     bits: 48,
 };
+/// The top MPLS label stack entry of an MPLS frame (EtherType 0x8847 or
+/// 0x8848), in word 4's low 32 bits (an MPLS frame has no IP addresses;
+/// the `mpls` prerequisite keeps these apart): label (20 bits), traffic
+/// class (3), bottom of stack (1), TTL (8), as on the wire.
+pub const MPLS_LABEL: FieldLoc = FieldLoc {
+    word: 4,
+    shift: 12,
+    bits: 20,
+};
+pub const MPLS_TC: FieldLoc = FieldLoc {
+    word: 4,
+    shift: 9,
+    bits: 3,
+};
+pub const MPLS_BOS: FieldLoc = FieldLoc {
+    word: 4,
+    shift: 8,
+    bits: 1,
+};
+pub const MPLS_TTL: FieldLoc = FieldLoc {
+    word: 4,
+    shift: 0,
+    bits: 8,
+};
+/// The MPLS EtherTypes (unicast, multicast).
+pub const ETH_MPLS: u16 = 0x8847;
+pub const ETH_MPLS_MC: u16 = 0x8848;
 /// Register `reg{n}` (n < 8): 32 bits, two per word from word 8.
 pub const fn reg(n: usize) -> FieldLoc {
     FieldLoc {
@@ -546,7 +573,20 @@ impl Key {
                 k.set(ARP_THA, mac(l3 + 18));
                 return k;
             }
-            L3::None => return k,
+            L3::None => {
+                // MPLS: the top label stack entry (Open vSwitch parses no
+                // further).
+                if matches!(l.ethertype, ETH_MPLS | ETH_MPLS_MC) && frame.len() >= l3 + 4 {
+                    let lse = u32::from_be_bytes([
+                        frame[l3],
+                        frame[l3 + 1],
+                        frame[l3 + 2],
+                        frame[l3 + 3],
+                    ]);
+                    k.w[MPLS_LABEL.word] |= lse as u64;
+                }
+                return k;
+            }
         }
         k.set(NW_PROTO, l.proto as u64);
         k.set128(IPV6_SRC_WORD, u128::from_be_bytes(l.src_ip));

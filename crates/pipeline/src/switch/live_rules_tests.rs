@@ -23,6 +23,8 @@ enum L3 {
     V4,
     V6,
     Arp,
+    /// One MPLS entry ([`Spec::lse`]) over the IPv4 packet.
+    Mpls,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -51,6 +53,9 @@ struct Spec {
     arp_op: u16,
     /// ARP's target hardware address (its sender's is `src`).
     tha: [u8; 6],
+    /// The MPLS entry, and the multicast EtherType (0x8848).
+    lse: u32,
+    mpls_mc: bool,
     l4: L4,
     sp: u16,
     dp: u16,
@@ -83,6 +88,8 @@ impl Spec {
             dst6: v6(2),
             arp_op: 1,
             tha: [0; 6],
+            lse: (100 << 12) | (3 << 9) | 0x100 | 20,
+            mpls_mc: false,
             l4,
             sp: 1000,
             dp: 2000,
@@ -106,6 +113,18 @@ impl Spec {
             };
             let n = build_arp(&mut b, self.dst, self.src, &tags, &r).unwrap();
             return b[..n.max(60)].to_vec();
+        }
+        if self.l3 == L3::Mpls {
+            let mut f = Spec {
+                l3: L3::V4,
+                ..*self
+            }
+            .frame();
+            let at = 12 + 4 * tags.len();
+            let et: u16 = if self.mpls_mc { 0x8848 } else { 0x8847 };
+            f[at..at + 2].copy_from_slice(&et.to_be_bytes());
+            f.splice(at + 2..at + 2, self.lse.to_be_bytes());
+            return f;
         }
         let ip = match self.l3 {
             L3::V4 => IpPair::V4 {
@@ -341,6 +360,19 @@ fn cases() -> Vec<Case> {
             |s| s.icmp = (1, 4),
             |s| s.icmp = (1, 0),
         ),
+        Case("mpls,mpls_label=100", Mpls, Udp, nop, |s| {
+            s.lse = (101 << 12) | 0x100
+        }),
+        Case("mpls,mpls_tc=3", Mpls, Udp, nop, |s| s.lse &= !(1 << 9)),
+        Case(
+            "mplsm,mpls_bos=1",
+            Mpls,
+            Udp,
+            |s| s.mpls_mc = true,
+            |s| s.lse &= !0x100,
+        ),
+        Case("mpls", Mpls, Udp, nop, |s| s.mpls_mc = true),
+        Case("mplsm", Mpls, Udp, |s| s.mpls_mc = true, |s| s.l3 = V4),
         Case("ip", V4, Udp, nop, |s| s.l3 = V6),
         Case("ipv6", V6, Udp, nop, |s| s.l3 = Arp),
         Case("arp", Arp, Udp, nop, |s| s.l3 = V4),

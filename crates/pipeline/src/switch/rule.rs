@@ -167,6 +167,9 @@ pub enum SetField {
     /// ARP's sender and target hardware addresses.
     ArpSha([u8; 6]),
     ArpTha([u8; 6]),
+    /// The top MPLS entry's label (20 bits) and traffic class (3 bits).
+    MplsLabel(u32),
+    MplsTc(u8),
 }
 
 /// One action. The pipeline's own (`GotoTable` .. `Learn`) are what
@@ -186,6 +189,16 @@ pub enum Action {
     /// Push an outer tag with this TPID (0x8100 or 0x88a8).
     PushVlan(u16),
     PopVlan,
+    /// `push_mpls:ETHERTYPE` (0x8847 or 0x8848): a label stack entry after
+    /// the VLAN tags, copied from the top one (bottom-of-stack cleared) or
+    /// new (label 0, or 2 over IPv6; TC from the DSCP's low bits; TTL from
+    /// the IP TTL, else 64), as Open vSwitch's `flow_push_mpls`.
+    PushMpls(u16),
+    /// `pop_mpls:ETHERTYPE`: the top entry removed, the EtherType set.
+    PopMpls(u16),
+    /// `set_mpls_ttl(TTL)` and `dec_mpls_ttl` on the top entry.
+    SetMplsTtl(u8),
+    DecMplsTtl,
     /// `mod_vlan_vid:VID`: set the outer tag's VID, pushing a tag (TPID
     /// 0x8100, PCP 0) when the frame has none (as Open vSwitch).
     ModVlanVid(u16),
@@ -544,6 +557,8 @@ enum Prereq {
     Sctp,
     Icmp4,
     Icmp6,
+    /// dl_type 0x8847 or 0x8848.
+    Mpls,
 }
 
 fn check_prereq(m: &Match, p: Prereq) -> Result<(), &'static str> {
@@ -562,6 +577,7 @@ fn check_prereq(m: &Match, p: Prereq) -> Result<(), &'static str> {
         Prereq::Tcp => m.is_ip() && proto == Some(6),
         Prereq::Udp => m.is_ip() && proto == Some(17),
         Prereq::Sctp => m.is_ip() && proto == Some(132),
+        Prereq::Mpls => matches!(m.dl_type(), Some(key::ETH_MPLS | key::ETH_MPLS_MC)),
         Prereq::Icmp4 => m.dl_type() == Some(ETH_IP) && proto == Some(1),
         Prereq::Icmp6 => m.dl_type() == Some(ETH_IPV6) && proto == Some(58),
     };
@@ -579,6 +595,7 @@ fn check_prereq(m: &Match, p: Prereq) -> Result<(), &'static str> {
         Prereq::Tcp => "needs tcp or tcp6 in the match",
         Prereq::Udp => "needs udp or udp6 in the match",
         Prereq::Sctp => "needs sctp or sctp6 in the match",
+        Prereq::Mpls => "needs mpls or mplsm in the match (dl_type=0x8847 or 0x8848)",
         Prereq::Icmp4 => "needs icmp in the match (ip,nw_proto=1)",
         Prereq::Icmp6 => "needs icmp6 in the match (ipv6,nw_proto=58)",
     })
@@ -601,6 +618,8 @@ fn parse_match_token(m: &mut Match, name: &str, val: Option<&str>) -> Result<Pre
         "udp6" => Some(short(ETH_IPV6, Some(17))),
         "sctp6" => Some(short(ETH_IPV6, Some(132))),
         "icmp6" => Some(short(ETH_IPV6, Some(58))),
+        "mpls" => Some(short(key::ETH_MPLS, None)),
+        "mplsm" => Some(short(key::ETH_MPLS_MC, None)),
         _ => None,
     };
     if let Some((et, proto)) = sh {
@@ -745,6 +764,9 @@ fn parse_match_token(m: &mut Match, name: &str, val: Option<&str>) -> Result<Pre
         "tcp_dst" => scalar(m, key::TP_DST, true, Prereq::Tcp),
         "udp_src" => scalar(m, key::TP_SRC, true, Prereq::Udp),
         "udp_dst" => scalar(m, key::TP_DST, true, Prereq::Udp),
+        "mpls_label" => scalar(m, key::MPLS_LABEL, false, Prereq::Mpls),
+        "mpls_tc" => scalar(m, key::MPLS_TC, false, Prereq::Mpls),
+        "mpls_bos" => scalar(m, key::MPLS_BOS, false, Prereq::Mpls),
         "sctp_src" => scalar(m, key::TP_SRC, true, Prereq::Sctp),
         "sctp_dst" => scalar(m, key::TP_DST, true, Prereq::Sctp),
         "tcp_flags" => {
@@ -805,6 +827,9 @@ fn set_field_prereq(m: &Match, s: &SetField) -> Result<(), &'static str> {
         SetField::Icmp { v6: false, .. } => Prereq::Icmp4,
         SetField::Icmp { v6: true, .. } => Prereq::Icmp6,
         SetField::ArpSha(_) | SetField::ArpTha(_) => Prereq::Arp,
+        // An MPLS frame, or one an earlier push_mpls made one: checked
+        // when the action runs (a frame without MPLS is left as it is).
+        SetField::MplsLabel(_) | SetField::MplsTc(_) => Prereq::None,
     };
     check_prereq(m, p)
 }
@@ -834,6 +859,8 @@ fn parse_set_field(value: &str, field: &str, m: Option<&Match>) -> Result<SetFie
         "sctp_src" => SetField::SctpSrc(u16v(0xffff)?),
         "sctp_dst" => SetField::SctpDst(u16v(0xffff)?),
         "arp_sha" => SetField::ArpSha(mac()?),
+        "mpls_label" => SetField::MplsLabel(parse_int(value, 0xf_ffff)? as u32),
+        "mpls_tc" => SetField::MplsTc(parse_int(value, 7)? as u8),
         "arp_tha" => SetField::ArpTha(mac()?),
         "icmp_type" | "icmp_code" | "icmpv6_type" | "icmpv6_code" | "icmp6_type" | "icmp6_code" => {
             SetField::Icmp {
@@ -1012,6 +1039,16 @@ fn parse_action(tok: &str, m: Option<&Match>) -> Result<Action, String> {
         "meter" => Ok(Action::Meter(parse_int(need()?, u32::MAX as u64)? as u32)),
         "dec_ttl" => no_arg(Action::DecTtl(Pin::invalid_ttl())),
         "pop_vlan" | "strip_vlan" => no_arg(Action::PopVlan),
+        "push_mpls" => {
+            let t = parse_int(need()?, 0xffff)? as u16;
+            if t != key::ETH_MPLS && t != key::ETH_MPLS_MC {
+                return Err(format!("push_mpls ethertype {t:#06x} is not 0x8847 or 0x8848"));
+            }
+            Ok(Action::PushMpls(t))
+        }
+        "pop_mpls" => Ok(Action::PopMpls(parse_int(need()?, 0xffff)? as u16)),
+        "set_mpls_ttl" => Ok(Action::SetMplsTtl(parse_int(need()?, 255)? as u8)),
+        "dec_mpls_ttl" => no_arg(Action::DecMplsTtl),
         "push_vlan" => {
             let t = parse_int(need()?, 0xffff)? as u16;
             if t != 0x8100 && t != 0x88a8 {
@@ -1439,6 +1476,8 @@ impl fmt::Display for Match {
             (Some(ETH_IP), _) => parts.push("ip".into()),
             (Some(ETH_IPV6), _) => parts.push("ipv6".into()),
             (Some(ETH_ARP), _) => parts.push("arp".into()),
+            (Some(key::ETH_MPLS), _) => parts.push("mpls".into()),
+            (Some(key::ETH_MPLS_MC), _) => parts.push("mplsm".into()),
             _ => {
                 if let Some(s) = num(key::DL_TYPE) {
                     let v = self.value.get(key::DL_TYPE);
@@ -1513,6 +1552,17 @@ impl fmt::Display for Match {
         if let Some(s) = num(key::NW_TTL) {
             parts.push(format!("nw_ttl={s}"));
         }
+        if matches!(dl, Some(key::ETH_MPLS | key::ETH_MPLS_MC)) {
+            for (name, fl) in [
+                ("mpls_label", key::MPLS_LABEL),
+                ("mpls_tc", key::MPLS_TC),
+                ("mpls_bos", key::MPLS_BOS),
+            ] {
+                if let Some(s) = num(fl) {
+                    parts.push(format!("{name}={s}"));
+                }
+            }
+        }
         let icmp = matches!(proto, Some(1 | 58)) && proto_done;
         let (sname, dname) = if icmp {
             if proto == Some(1) {
@@ -1582,6 +1632,8 @@ fn fmt_set(s: &SetField) -> String {
             if *code { "code" } else { "type" }
         ),
         SetField::ArpSha(m) => format!("set_field:{}->arp_sha", mac(m)),
+        SetField::MplsLabel(l) => format!("set_field:{l}->mpls_label"),
+        SetField::MplsTc(t) => format!("set_field:{t}->mpls_tc"),
         SetField::ArpTha(m) => format!("set_field:{}->arp_tha", mac(m)),
     }
 }
@@ -1599,6 +1651,10 @@ impl fmt::Display for Action {
             Action::DecTtl(_) => f.write_str("dec_ttl"),
             Action::PushVlan(t) => write!(f, "push_vlan:{t:#06x}"),
             Action::PopVlan => f.write_str("pop_vlan"),
+            Action::PushMpls(t) => write!(f, "push_mpls:{t:#06x}"),
+            Action::PopMpls(t) => write!(f, "pop_mpls:{t:#06x}"),
+            Action::SetMplsTtl(t) => write!(f, "set_mpls_ttl({t})"),
+            Action::DecMplsTtl => f.write_str("dec_mpls_ttl"),
             Action::ModVlanVid(v) => write!(f, "mod_vlan_vid:{v}"),
             Action::GotoTable(t) => write!(f, "goto_table:{t}"),
             Action::Resubmit { port, table } => {

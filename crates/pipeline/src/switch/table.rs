@@ -195,7 +195,7 @@ fn pipeline_rule(r: &Rule) -> bool {
 fn pushes_tag(r: &Rule) -> bool {
     use super::field::Field;
     r.actions.iter().any(|a| match a {
-        Action::PushVlan(_) | Action::ModVlanVid(_) => true,
+        Action::PushVlan(_) | Action::ModVlanVid(_) | Action::PushMpls(_) => true,
         Action::Load { dst, .. } | Action::Move { dst, .. } => {
             matches!(dst.field, Field::VlanTci | Field::VlanVid)
         }

@@ -636,7 +636,23 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
                         Action::Set(SetField::VlanVid(_) | SetField::VlanPcp(_)) => {
                             self.reads(key::VLAN_TCI)
                         }
-                        Action::PopVlan => self.popped(),
+                        Action::PopVlan | Action::PopMpls(_) => self.popped(),
+                        // A new MPLS entry copies the top one or the IP
+                        // header's TTL and DSCP; the MPLS TTL decides a drop.
+                        Action::PushMpls(_) => {
+                            for fl in [
+                                key::DL_TYPE,
+                                key::NW_TTL,
+                                key::NW_TOS,
+                                key::MPLS_LABEL,
+                                key::MPLS_TC,
+                                key::MPLS_BOS,
+                                key::MPLS_TTL,
+                            ] {
+                                self.reads(fl);
+                            }
+                        }
+                        Action::DecMplsTtl => self.reads(key::MPLS_TTL),
                         _ => {}
                     }
                     if let Err(v) = actions::step(f, &mut self.layers, a, self.env) {
@@ -655,7 +671,11 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
                         Action::Set(_)
                         | Action::DecTtl(_)
                         | Action::PushVlan(_)
-                        | Action::PopVlan => self.dirty = true,
+                        | Action::PopVlan
+                        | Action::PushMpls(_)
+                        | Action::PopMpls(_)
+                        | Action::SetMplsTtl(_)
+                        | Action::DecMplsTtl => self.dirty = true,
                         _ => {}
                     }
                 }

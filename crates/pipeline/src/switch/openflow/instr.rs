@@ -25,7 +25,11 @@ const IT_METER: u16 = 6;
 
 // Action types.
 const AT_OUTPUT: u16 = 0;
+const AT_SET_MPLS_TTL: u16 = 15;
+const AT_DEC_MPLS_TTL: u16 = 16;
 const AT_PUSH_VLAN: u16 = 17;
+const AT_PUSH_MPLS: u16 = 19;
+const AT_POP_MPLS: u16 = 20;
 const AT_POP_VLAN: u16 = 18;
 const AT_GROUP: u16 = 22;
 const AT_SET_NW_TTL: u16 = 23;
@@ -172,6 +176,16 @@ fn decode_list(
                 let _ = write!(out, "push_vlan:{:#06x}", a.u16()?);
             }
             AT_POP_VLAN => out.push_str("pop_vlan"),
+            AT_PUSH_MPLS => {
+                let _ = write!(out, "push_mpls:{:#06x}", a.u16()?);
+            }
+            AT_POP_MPLS => {
+                let _ = write!(out, "pop_mpls:{:#06x}", a.u16()?);
+            }
+            AT_SET_MPLS_TTL => {
+                let _ = write!(out, "set_mpls_ttl({})", a.u8()?);
+            }
+            AT_DEC_MPLS_TTL => out.push_str("dec_mpls_ttl"),
             AT_DEC_NW_TTL => out.push_str("dec_ttl"),
             AT_SET_NW_TTL => {
                 let _ = write!(out, "mod_nw_ttl:{}", a.u8()?);
@@ -435,6 +449,8 @@ fn set_field(w: &mut Writer, s: &SetField) {
         SetField::Icmp { v6, code, v } => f(w, 19 + u8::from(code) + if v6 { 10 } else { 0 }, &[v]),
         SetField::ArpSha(m) => f(w, 24, &m),
         SetField::ArpTha(m) => f(w, 25, &m),
+        SetField::MplsLabel(l) => f(w, 34, &l.to_be_bytes()),
+        SetField::MplsTc(t) => f(w, 35, &[t]),
         // An action of its own (see `action`), never a set_field.
         SetField::NwTtl(_) => {}
     }
@@ -518,6 +534,10 @@ fn action(w: &mut Writer, a: &Action, untagged: bool, len: u16) {
         Action::DecTtl(_) => short(w, AT_DEC_NW_TTL, 0),
         Action::PushVlan(t) => short(w, AT_PUSH_VLAN, (*t as u32) << 16),
         Action::PopVlan => short(w, AT_POP_VLAN, 0),
+        Action::PushMpls(t) => short(w, AT_PUSH_MPLS, (*t as u32) << 16),
+        Action::PopMpls(t) => short(w, AT_POP_MPLS, (*t as u32) << 16),
+        Action::SetMplsTtl(t) => short(w, AT_SET_MPLS_TTL, (*t as u32) << 24),
+        Action::DecMplsTtl => short(w, AT_DEC_MPLS_TTL, 0),
         Action::ModVlanVid(v) => {
             // As ovs-ofctl: a push first when the rule matches untagged
             // frames.

@@ -1074,9 +1074,12 @@ impl Session {
                 for _ in 0..4 {
                     w.u32(MAX_GROUPS as u32); // max groups of each type
                 }
-                // Actions of each type: output, push/pop_vlan, group,
-                // set_nw_ttl, dec_nw_ttl, set_field.
-                let acts = 1u32 | 1 << 17 | 1 << 18 | 1 << 22 | 1 << 23 | 1 << 24 | 1 << 25;
+                // Actions of each type: output, set/dec_mpls_ttl,
+                // push/pop_vlan, push/pop_mpls, group, set_nw_ttl,
+                // dec_nw_ttl, set_field.
+                let acts = [0, 15, 16, 17, 18, 19, 20, 22, 23, 24, 25]
+                    .iter()
+                    .fold(0u32, |m, b| m | 1 << b);
                 for _ in 0..4 {
                     w.u32(acts);
                 }

@@ -55,6 +55,9 @@ const IPV6_SRC: u8 = 26;
 const IPV6_DST: u8 = 27;
 const ICMPV6_TYPE: u8 = 29;
 const ICMPV6_CODE: u8 = 30;
+const MPLS_LABEL: u8 = 34;
+const MPLS_TC: u8 = 35;
+const MPLS_BOS: u8 = 36;
 const TCP_FLAGS_OXM: u8 = 42;
 // NXM class 1 field numbers.
 const NX_IP_TTL: u8 = 29;
@@ -156,6 +159,9 @@ fn tok_of(class: u16, field: u8) -> Option<Tok> {
         (CLASS_OXM, ICMPV6_TYPE) | (CLASS_NXM1, 21) => Dec("icmpv6_type"),
         (CLASS_OXM, ICMPV6_CODE) | (CLASS_NXM1, 22) => Dec("icmpv6_code"),
         (CLASS_NXM1, NX_IP_TTL) => Dec("nw_ttl"),
+        (CLASS_OXM, MPLS_LABEL) => Dec("mpls_label"),
+        (CLASS_OXM, MPLS_TC) => Dec("mpls_tc"),
+        (CLASS_OXM, MPLS_BOS) => Dec("mpls_bos"),
         (CLASS_NXM1, NX_TCP_FLAGS) | (CLASS_OXM, TCP_FLAGS_OXM) => Hex("tcp_flags"),
         _ => return None,
     })
@@ -425,6 +431,19 @@ pub fn encode_match(m: &Match, w: &mut Writer) {
             if arp && set(f) {
                 let (v, k) = get(m, f);
                 put(w, CLASS_OXM, field, 6, v, k);
+            }
+        }
+    }
+    if matches!(dl, Some(0x8847 | 0x8848)) {
+        for (f, field, n) in [
+            (key::MPLS_LABEL, MPLS_LABEL, 4),
+            (key::MPLS_TC, MPLS_TC, 1),
+            (key::MPLS_BOS, MPLS_BOS, 1),
+        ] {
+            if set(f) {
+                // The fields take no mask (the parser allows none).
+                let (v, _) = get(m, f);
+                put(w, CLASS_OXM, field, n, v, u128::MAX);
             }
         }
     }
