@@ -30,11 +30,12 @@ pub fn fuzz_group(data: &[u8]) {
             if group::check_chain(&groups, &g).is_err() {
                 return;
             }
-            groups.insert(g.id, g);
+            groups.insert(g.id, std::sync::Arc::new(g));
             let cx = group::GroupCtx {
                 groups: &groups,
                 ports: &[1, 2, 3],
                 up: &[],
+                budget: std::cell::Cell::new(group::BUDGET),
             };
             let mut scratch = vec![0u8; group::MAX_DEPTH * group::slot_len(256)];
             let frame: Vec<u8> = data.iter().copied().cycle().take(200).collect();

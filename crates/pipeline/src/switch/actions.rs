@@ -384,7 +384,9 @@ fn set_lse(b: &mut [u8], ly: &Layers, mask: u32, bits: u32) {
 /// shorter than SCTP's common header is left as it is.
 fn set_sctp_port(b: &mut [u8], ly: &Layers, src: bool, p: u16) {
     let (o, end) = (ly.l4_offset as usize, (ly.end as usize).min(b.len()));
-    if ly.l3 == L3::None || ly.proto != 132 || end < o + 12 {
+    // `l4` is Other only for a first fragment or a whole packet (a later
+    // fragment's payload is no SCTP header).
+    if ly.l4 != L4::Other || ly.proto != 132 || end < o + 12 {
         return;
     }
     let seg = &mut b[o..end];
@@ -958,6 +960,21 @@ mod tests {
         let mut env = Rec::default();
         execute(&mut fb, &r.actions, &mut env).unwrap();
         assert!(!crc_ok(&env.outs[0].1));
+        // A later fragment's payload is no SCTP header: left as it is.
+        let mut frag = f.clone();
+        frag[20] = 0x00;
+        frag[21] = 0x10;
+        let c = checksum::checksum(&{
+            let mut h = frag[14..34].to_vec();
+            h[10..12].fill(0);
+            h
+        });
+        frag[24..26].copy_from_slice(&c.to_be_bytes());
+        let mut buf = frag.clone();
+        let mut fb = FrameBuf::new(&mut buf, 0, n).unwrap();
+        let mut env = Rec::default();
+        execute(&mut fb, &r.actions, &mut env).unwrap();
+        assert_eq!(env.outs[0].1, frag);
         // ICMP: type and code rewritten, the checksum still sums to 0xffff.
         let mut buf = [0u8; 128];
         let p = FrameParams::new(IpPair::V4 {

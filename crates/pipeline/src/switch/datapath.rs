@@ -212,6 +212,7 @@ impl Ctx<'_> {
             groups: table.group_map(),
             ports,
             up,
+            budget: std::cell::Cell::new(group::BUDGET),
         };
         let scratch = std::mem::take(&mut self.gscratch);
         group::run(&cx, id, frame, scratch, 0, self);

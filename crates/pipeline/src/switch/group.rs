@@ -34,7 +34,8 @@ use super::actions::{execute, Env, FrameBuf, Out};
 use super::rule::{parse_bucket_actions, q, Action, Pin, PipeState};
 use linerate_wire::flow::FlowKey;
 use linerate_wire::frame::parse_frame;
-use std::collections::HashMap;
+use std::cell::Cell;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
@@ -42,6 +43,10 @@ use std::sync::Arc;
 pub const WATCH_NONE: u32 = 0xffff_ffff;
 /// Deepest chain of groups (a group's bucket naming a group counts one).
 pub const MAX_DEPTH: usize = 8;
+/// Buckets run plus liveness steps one packet may take through its groups
+/// (a full group of [`super::table::MAX_BUCKETS`] buckets and chains
+/// beside it; beyond, the rest is skipped and counted, `over_budget`).
+pub const BUDGET: u32 = 4096;
 /// Headroom of a bucket's copy (for `push_vlan`).
 pub const COPY_HEADROOM: usize = 64;
 
@@ -148,6 +153,8 @@ pub struct GroupStats {
     pub bytes: AtomicU64,
     /// (packets, bytes) per bucket.
     pub buckets: Box<[(AtomicU64, AtomicU64)]>,
+    /// Buckets not run because the packet's [`BUDGET`] was spent.
+    pub over_budget: AtomicU64,
 }
 
 /// A group. Its counters are shared by every published version of the
@@ -439,9 +446,10 @@ fn bucket_token(b: &mut (Option<u16>, u32, u32, Vec<String>, &str), t: &str) -> 
 /// Check that adding `g` to `groups` (replacing a group of its id) leaves
 /// no loop and no chain deeper than [`MAX_DEPTH`]; groups it names must
 /// exist. Only a group that names groups can make a chain longer, so
-/// others pass at once.
-pub fn check_chain(groups: &HashMap<u32, Group>, g: &Group) -> Result<(), GroupError> {
-    let named: Vec<u32> = g.names().collect();
+/// others pass at once. Each group's depth is worked out once (a walk of
+/// the groups and their names, not of every path).
+pub fn check_chain(groups: &HashMap<u32, Arc<Group>>, g: &Group) -> Result<(), GroupError> {
+    let named: BTreeSet<u32> = g.names().collect();
     if named.is_empty() {
         return Ok(());
     }
@@ -453,46 +461,77 @@ pub fn check_chain(groups: &HashMap<u32, Group>, g: &Group) -> Result<(), GroupE
             )));
         }
     }
-    let get = |id: u32| if id == g.id { Some(g) } else { groups.get(&id) };
-    // Depth below g (g counts 1); a loop shows as a chain through g again.
+    let get = |id: u32| {
+        if id == g.id {
+            Some(g)
+        } else {
+            groups.get(&id).map(|x| &**x)
+        }
+    };
+    // Depth below each group (itself counts 1; a missing one 0), memoised;
+    // a group met again on the path is a loop. Past MAX_DEPTH the walk
+    // stops: the answer is "too deep" anyway.
     fn below<'a>(
         id: u32,
         get: &dyn Fn(u32) -> Option<&'a Group>,
-        root: u32,
-        d: usize,
+        memo: &mut HashMap<u32, usize>,
+        path: &mut Vec<u32>,
     ) -> Result<usize, ()> {
-        if d > MAX_DEPTH {
+        if let Some(&d) = memo.get(&id) {
             return Ok(d);
         }
-        let Some(x) = get(id) else { return Ok(d - 1) };
-        let mut m = d;
-        for n in x.names() {
-            if n == root {
-                return Err(());
-            }
-            m = m.max(below(n, get, root, d + 1)?);
+        if path.contains(&id) {
+            return Err(());
         }
-        Ok(m)
+        let Some(x) = get(id) else { return Ok(0) };
+        if path.len() > MAX_DEPTH {
+            return Ok(MAX_DEPTH + 1);
+        }
+        path.push(id);
+        let mut m = 0;
+        for n in x.names().collect::<BTreeSet<u32>>() {
+            m = m.max(below(n, get, memo, path)?);
+        }
+        path.pop();
+        memo.insert(id, m + 1);
+        Ok(m + 1)
     }
-    let down = below(g.id, &get, g.id, 1).map_err(|()| {
+    let down = below(g.id, &get, &mut HashMap::new(), &mut Vec::new()).map_err(|()| {
         GroupError::Loop(format!(
             "group {}: its buckets lead back to it (a loop)",
             g.id
         ))
     })?;
-    // Depth above g: the longest chain of groups that lead to it.
-    fn above(id: u32, groups: &HashMap<u32, Group>, d: usize) -> usize {
-        if d > MAX_DEPTH {
-            return d;
+    // Depth above g: the longest chain of groups that lead to it (the
+    // others form no loop, so this ends), memoised.
+    let mut parents: HashMap<u32, BTreeSet<u32>> = HashMap::new();
+    for x in groups.values().filter(|x| x.id != g.id) {
+        for n in x.names() {
+            parents.entry(n).or_default().insert(x.id);
         }
-        groups
-            .values()
-            .filter(|x| x.id != id && x.names().any(|n| n == id))
-            .map(|x| above(x.id, groups, d + 1))
-            .max()
-            .unwrap_or(d)
     }
-    let up = above(g.id, groups, 0);
+    fn above(
+        id: u32,
+        parents: &HashMap<u32, BTreeSet<u32>>,
+        memo: &mut HashMap<u32, usize>,
+        d: usize,
+    ) -> usize {
+        if d > MAX_DEPTH {
+            return MAX_DEPTH + 1;
+        }
+        if let Some(&u) = memo.get(&id) {
+            return u;
+        }
+        let u = parents.get(&id).map_or(0, |ps| {
+            ps.iter()
+                .map(|&p| 1 + above(p, parents, memo, d + 1))
+                .max()
+                .unwrap_or(0)
+        });
+        memo.insert(id, u);
+        u
+    }
+    let up = above(g.id, &parents, &mut HashMap::new(), 0);
     if down + up > MAX_DEPTH {
         return Err(GroupError::Chaining(format!(
             "group {}: makes a chain of {} groups; at most {MAX_DEPTH}",
@@ -548,12 +587,24 @@ fn mix(h: u32, bucket: u32) -> u32 {
 /// groups, the switch's ports and their links (for liveness; a port
 /// without an entry in `up` is up).
 pub struct GroupCtx<'a> {
-    pub groups: &'a HashMap<u32, Group>,
+    pub groups: &'a HashMap<u32, Arc<Group>>,
     pub ports: &'a [u32],
     pub up: &'a [AtomicBool],
+    /// Buckets run and liveness steps left for this packet
+    /// ([`BUDGET`]): chains of wide groups cannot make one packet cost
+    /// millions of steps.
+    pub budget: Cell<u32>,
 }
 
 impl GroupCtx<'_> {
+    /// One step of this packet's [`BUDGET`]; false when none is left.
+    #[inline]
+    fn spend(&self) -> bool {
+        let b = self.budget.get();
+        self.budget.set(b.saturating_sub(1));
+        b > 0
+    }
+
     /// Is port `no` one of the switch's, with its link up?
     fn port_up(&self, no: u32) -> bool {
         self.ports
@@ -568,6 +619,9 @@ impl GroupCtx<'_> {
         if !b.watches() {
             return true;
         }
+        if !self.spend() {
+            return false;
+        }
         if b.watch_port != WATCH_NONE && self.port_up(b.watch_port) {
             return true;
         }
@@ -576,6 +630,7 @@ impl GroupCtx<'_> {
             && self
                 .groups
                 .get(&b.watch_group)
+                .map(|g| &**g)
                 .is_some_and(|g| g.first_live(self, depth + 1).is_some())
     }
 }
@@ -599,6 +654,7 @@ pub fn run<E: Env>(
     env: &mut E,
 ) {
     let Some(g) = cx.groups.get(&id) else { return };
+    let g = &**g;
     if depth >= MAX_DEPTH {
         return;
     }
@@ -624,6 +680,10 @@ fn bucket<E: Env>(
     depth: usize,
     env: &mut E,
 ) {
+    if !cx.spend() {
+        g.stats.over_budget.fetch_add(1, Relaxed);
+        return;
+    }
     let b = &g.buckets[i];
     let (p, by) = &g.stats.buckets[i];
     p.fetch_add(1, Relaxed);
@@ -721,26 +781,24 @@ mod tests {
         buf[..n].to_vec()
     }
 
-    fn groups(specs: &[&str]) -> HashMap<u32, Group> {
+    type Groups = HashMap<u32, Arc<Group>>;
+
+    fn groups(specs: &[&str]) -> Groups {
         let mut m = HashMap::new();
         for s in specs {
             let g = Group::parse(s).unwrap();
             check_chain(&m, &g).unwrap();
-            m.insert(g.id, g);
+            m.insert(g.id, Arc::new(g));
         }
         m
     }
 
-    fn run_on(
-        m: &HashMap<u32, Group>,
-        ports: &[u32],
-        id: u32,
-        frame: &[u8],
-    ) -> Vec<(Out, Vec<u8>)> {
+    fn run_on(m: &Groups, ports: &[u32], id: u32, frame: &[u8]) -> Vec<(Out, Vec<u8>)> {
         let cx = GroupCtx {
             groups: m,
             ports,
             up: &[],
+            budget: Cell::new(BUDGET),
         };
         let mut scratch = vec![0u8; MAX_DEPTH * slot_len(2048)];
         let mut env = Rec::default();
@@ -917,6 +975,7 @@ mod tests {
                 groups: &m,
                 ports: &[2, 3],
                 up: &up,
+                budget: Cell::new(BUDGET),
             };
             let mut scratch = vec![0u8; MAX_DEPTH * slot_len(2048)];
             let mut env = Rec::default();
@@ -930,6 +989,51 @@ mod tests {
         assert_eq!(go(), vec![]);
         up[0].store(true, Relaxed);
         assert_eq!(go(), vec![Out::Port(2)]);
+    }
+
+    #[test]
+    fn a_packet_spends_at_most_its_budget_and_wide_chains_check_fast() {
+        // Four levels of ten buckets each naming the next: 10^4 buckets
+        // for one packet without a budget.
+        let wide = |id: u32, next: Option<u32>| {
+            let b: Vec<String> = (0..10)
+                .map(|_| match next {
+                    Some(n) => format!("bucket=group:{n}"),
+                    None => "bucket=output:2".to_string(),
+                })
+                .collect();
+            format!("group_id={id},type=all,{}", b.join(","))
+        };
+        let specs = [
+            wide(4, None),
+            wide(3, Some(4)),
+            wide(2, Some(3)),
+            wide(1, Some(2)),
+        ];
+        let m = groups(&specs.iter().map(String::as_str).collect::<Vec<_>>());
+        let outs = run_on(&m, &[1, 2], 1, &udp(1));
+        assert!(outs.len() < BUDGET as usize, "{}", outs.len());
+        let skipped: u64 = m.values().map(|g| g.stats.over_budget.load(Relaxed)).sum();
+        assert!(skipped > 0);
+        // The check of a chain of wide groups is a walk of the groups, not
+        // of every path (200^6 paths here).
+        let mut m: Groups = HashMap::new();
+        for id in (1..=7u32).rev() {
+            let b: Vec<String> = (0..200)
+                .map(|_| {
+                    if id == 7 {
+                        "bucket=output:2".to_string()
+                    } else {
+                        format!("bucket=group:{}", id + 1)
+                    }
+                })
+                .collect();
+            let g = Group::parse(&format!("group_id={id},type=all,{}", b.join(","))).unwrap();
+            let t = std::time::Instant::now();
+            check_chain(&m, &g).unwrap();
+            assert!(t.elapsed() < std::time::Duration::from_secs(1));
+            m.insert(id, Arc::new(g));
+        }
     }
 
     #[test]
@@ -963,7 +1067,7 @@ mod tests {
             };
             let g = Group::parse(&s).unwrap();
             check_chain(&m, &g).unwrap();
-            m.insert(id, g);
+            m.insert(id, Arc::new(g));
         }
         assert_eq!(run_on(&m, &[2], MAX_DEPTH as u32, &udp(1)).len(), 1);
         let g = Group::parse(&format!(
@@ -974,7 +1078,7 @@ mod tests {
         // Nor may a group at the bottom grow the chain from below.
         m.insert(
             100,
-            Group::parse("group_id=100,type=indirect,bucket=output:2").unwrap(),
+            Arc::new(Group::parse("group_id=100,type=indirect,bucket=output:2").unwrap()),
         );
         let g = Group::parse("group_id=1,type=indirect,bucket=group:100").unwrap();
         assert!(matches!(check_chain(&m, &g), Err(GroupError::Chaining(_))));

@@ -359,20 +359,6 @@ pub fn run(
         )));
         channels.push(c);
     }
-    // The links' watcher: PORT_STATUS to the controllers, the groups'
-    // liveness (the datapath reads the links it keeps).
-    let watcher = if shared.links.watches() {
-        let (sh, st) = (shared.clone(), stop.clone());
-        let ctrls = (!cfg.openflow.is_empty()).then(|| common.ctrls.clone());
-        Some(
-            std::thread::Builder::new()
-                .name("linerate-links".into())
-                .spawn(move || link_loop(&sh, ctrls.as_deref(), &st))
-                .map_err(|e| format!("spawning the link watcher: {e}"))?,
-        )
-    } else {
-        None
-    };
     let (polling, profile, cpu) = (cfg.polling, cfg.profile, cfg.cpu);
     let done = Arc::new(AtomicBool::new(false));
     let (st, dn) = (stop.clone(), done.clone());
@@ -388,6 +374,26 @@ pub fn run(
             r.map_err(|e| e.to_string())
         })
         .map_err(|e| format!("spawning the datapath thread: {e}"))?;
+    // The links' watcher: PORT_STATUS to the controllers, the groups'
+    // liveness (the datapath reads the links it keeps). Started after the
+    // datapath: `stop` ends both.
+    let watcher = if shared.links.watches() {
+        let (sh, st) = (shared.clone(), stop.clone());
+        let ctrls = (!cfg.openflow.is_empty()).then(|| common.ctrls.clone());
+        let w = std::thread::Builder::new()
+            .name("linerate-links".into())
+            .spawn(move || link_loop(&sh, ctrls.as_deref(), &st));
+        match w {
+            Ok(w) => Some(w),
+            Err(e) => {
+                stop.store(true, Ordering::SeqCst);
+                let _ = worker.join();
+                return Err(format!("spawning the link watcher: {e}"));
+            }
+        }
+    } else {
+        None
+    };
 
     // The tick: once a second, never on the datapath.
     let mut last = shared.counters.snapshot();

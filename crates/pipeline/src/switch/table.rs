@@ -394,7 +394,9 @@ pub struct FlowTable {
     /// Index = table id; table 0 always exists, the others once a rule
     /// names them.
     tables: Vec<Table>,
-    groups: HashMap<u32, Group>,
+    /// Shared by the published versions (an edit copies the map, not the
+    /// groups' buckets).
+    groups: HashMap<u32, Arc<Group>>,
     /// The groups' OpenFlow descriptions' bytes, together (at most
     /// [`MAX_GROUP_BYTES`]).
     group_bytes: usize,
@@ -551,7 +553,7 @@ impl FlowTable {
 
     #[inline]
     pub fn group(&self, id: u32) -> Option<&Group> {
-        self.groups.get(&id)
+        self.groups.get(&id).map(|g| &**g)
     }
 
     /// The groups' ids, sorted (at most [`MAX_GROUPS`]).
@@ -569,12 +571,12 @@ impl FlowTable {
     }
 
     pub fn groups(&self) -> impl Iterator<Item = &Group> {
-        self.groups.values()
+        self.groups.values().map(|g| &**g)
     }
 
     /// The groups by id (what the datapath runs them from).
     #[inline]
-    pub fn group_map(&self) -> &HashMap<u32, Group> {
+    pub fn group_map(&self) -> &HashMap<u32, Arc<Group>> {
         &self.groups
     }
 
@@ -1145,7 +1147,7 @@ impl FlowTable {
                 super::openflow::wire::MAX_LEN - 16
             )));
         }
-        let old = self.groups.get(&g.id).map_or(0, desc_len);
+        let old = self.groups.get(&g.id).map_or(0, |o| desc_len(o));
         if self.groups.len() >= MAX_GROUPS && !self.groups.contains_key(&g.id) {
             return Err(GroupError::OutOfGroups(format!(
                 "group {}: the switch holds {MAX_GROUPS} groups, its most",
@@ -1161,7 +1163,7 @@ impl FlowTable {
         }
         group::check_chain(&self.groups, &g)?;
         self.group_bytes = self.group_bytes - old + len;
-        self.groups.insert(g.id, g);
+        self.groups.insert(g.id, Arc::new(g));
         self.gen += 1;
         Ok(())
     }
