@@ -1494,18 +1494,25 @@ impl fmt::Display for Match {
                 parts.push(format!("vlan_tci={v:#06x}/{m:#06x}"));
             }
         }
-        for (name, fl) in [("dl_src", key::DL_SRC), ("dl_dst", key::DL_DST)] {
-            let m = self.mask.get(fl);
-            if m == fl.full() {
-                parts.push(format!("{name}={}", fmt_mac(self.value.get(fl))));
-            } else if m != 0 {
-                parts.push(format!(
-                    "{name}={}/{}",
-                    fmt_mac(self.value.get(fl)),
-                    fmt_mac(m)
-                ));
+        // A MAC field: `name=MAC`, or `name=MAC/MASK`.
+        let macs = |parts: &mut Vec<String>, fields: [(&str, FieldLoc); 2]| {
+            for (name, fl) in fields {
+                let m = self.mask.get(fl);
+                if m == fl.full() {
+                    parts.push(format!("{name}={}", fmt_mac(self.value.get(fl))));
+                } else if m != 0 {
+                    parts.push(format!(
+                        "{name}={}/{}",
+                        fmt_mac(self.value.get(fl)),
+                        fmt_mac(m)
+                    ));
+                }
             }
-        }
+        };
+        macs(
+            &mut parts,
+            [("dl_src", key::DL_SRC), ("dl_dst", key::DL_DST)],
+        );
         if dl == Some(ETH_IPV6) {
             for (name, w) in [
                 ("ipv6_src", key::IPV6_SRC_WORD),
@@ -1523,18 +1530,10 @@ impl fmt::Display for Match {
                     parts.push(format!("{name}={}", fmt_v4(self.value.get(fl) as u32, m)));
                 }
             }
-            for (name, fl) in [("arp_sha", key::ARP_SHA), ("arp_tha", key::ARP_THA)] {
-                let m = self.mask.get(fl);
-                if m == fl.full() {
-                    parts.push(format!("{name}={}", fmt_mac(self.value.get(fl))));
-                } else if m != 0 {
-                    parts.push(format!(
-                        "{name}={}/{}",
-                        fmt_mac(self.value.get(fl)),
-                        fmt_mac(m)
-                    ));
-                }
-            }
+            macs(
+                &mut parts,
+                [("arp_sha", key::ARP_SHA), ("arp_tha", key::ARP_THA)],
+            );
         }
         if !proto_done {
             if let Some(s) = num(key::NW_PROTO) {
