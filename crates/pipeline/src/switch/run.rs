@@ -310,15 +310,6 @@ pub fn run(
         .name("linerate-learn".into())
         .spawn(move || learn_loop(&learn_rx, &learn_ctl, &learn_stats))
         .map_err(|e| format!("spawning the learning thread: {e}"))?;
-    let server = match &cfg.ctl {
-        Some(path) => {
-            let l = Listener::bind(path).map_err(|e| format!("--ctl {e}"))?;
-            on(Event::Opened(format!("control socket: {}", path.display())));
-            let h: Arc<dyn Handler> = Arc::new(SwitchCtl(shared.clone()));
-            Some(Server::start(l, h, Limits::default())?)
-        }
-        None => None,
-    };
     // The OpenFlow channels (a controller to connect to, a socket for
     // ovs-ofctl, ...), sharing one controller port: packet-ins out (one
     // thread serves them to the connections), packet-outs in.
@@ -359,6 +350,17 @@ pub fn run(
         )));
         channels.push(c);
     }
+    // The control socket last: once it answers, the OpenFlow listeners
+    // are up too (what scripts and tests wait for).
+    let server = match &cfg.ctl {
+        Some(path) => {
+            let l = Listener::bind(path).map_err(|e| format!("--ctl {e}"))?;
+            on(Event::Opened(format!("control socket: {}", path.display())));
+            let h: Arc<dyn Handler> = Arc::new(SwitchCtl(shared.clone()));
+            Some(Server::start(l, h, Limits::default())?)
+        }
+        None => None,
+    };
     let (polling, profile, cpu) = (cfg.polling, cfg.profile, cfg.cpu);
     let done = Arc::new(AtomicBool::new(false));
     let (st, dn) = (stop.clone(), done.clone());
