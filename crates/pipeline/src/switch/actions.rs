@@ -187,7 +187,7 @@ pub trait Env {
 }
 
 fn is_mpls(et: u16) -> bool {
-    matches!(et, 0x8847 | 0x8848)
+    matches!(et, super::key::ETH_MPLS | super::key::ETH_MPLS_MC)
 }
 
 fn layers(f: &FrameBuf, l: &mut Option<Layers>) -> Option<Layers> {
