@@ -319,6 +319,36 @@ fn cases() -> Vec<Case> {
             mpls(),
             0,
         ),
+        c(
+            "tun_id is 0 on a frame from a port that is not a tunnel",
+            "udp,tun_id=0,actions=output:2",
+            udp4(0),
+            1,
+        ),
+        c(
+            "tun_id 5 does not match a frame from a port",
+            "udp,tun_id=5,actions=output:2",
+            udp4(0),
+            0,
+        ),
+        c(
+            "tunnel_id masked",
+            "udp,tunnel_id=0/0xff,actions=output:2",
+            udp4(0),
+            1,
+        ),
+        c(
+            "set_field tun_id, read back by move into eth_dst",
+            "udp,actions=set_field:0x20000000077->tun_id,move:NXM_NX_TUN_ID[0..47]->NXM_OF_ETH_DST[],output:2",
+            udp4(0),
+            1,
+        ),
+        c(
+            "output to the port a tun_id names",
+            "udp,actions=set_tunnel:2,output:NXM_NX_TUN_ID[0..15]",
+            udp4(0),
+            1,
+        ),
         c("indirect group", "udp,actions=group:11", udp4(0), 1),
         c(
             "all group: three copies",

@@ -34,6 +34,8 @@ pub enum Field {
     Reg(u8),
     /// `OXM_OF_METADATA`.
     Metadata,
+    /// `NXM_NX_TUN_ID` (`tun_id`, `tunnel_id`, `OXM_OF_TUNNEL_ID`).
+    TunId,
 }
 
 /// (field, canonical name, other names).
@@ -105,6 +107,11 @@ const NAMES: &[(Field, &str, &[&str])] = &[
     (Field::Reg(6), "NXM_NX_REG6", &["reg6"]),
     (Field::Reg(7), "NXM_NX_REG7", &["reg7"]),
     (Field::Metadata, "OXM_OF_METADATA", &["metadata"]),
+    (
+        Field::TunId,
+        "NXM_NX_TUN_ID",
+        &["tun_id", "tunnel_id", "OXM_OF_TUNNEL_ID"],
+    ),
 ];
 
 impl Field {
@@ -150,6 +157,7 @@ impl Field {
             Field::TpDst => key::TP_DST,
             Field::Reg(n) => key::reg(n as usize),
             Field::Metadata => key::METADATA,
+            Field::TunId => key::TUN_ID,
         }
     }
 
@@ -158,11 +166,12 @@ impl Field {
     }
 
     /// A header of the frame (writing it changes the frame), as opposed
-    /// to the pipeline's own state (registers, metadata, the input port).
+    /// to the pipeline's own state (registers, metadata, the tunnel id, the
+    /// input port).
     pub fn header(self) -> bool {
         !matches!(
             self,
-            Field::Reg(_) | Field::Metadata | Field::InPort | Field::InPortOxm
+            Field::Reg(_) | Field::Metadata | Field::TunId | Field::InPort | Field::InPortOxm
         )
     }
 

@@ -15,11 +15,14 @@
 //! | 6, 7 | destination IP (ARP tpa likewise; ARP's tha in word 6's bits 63..16) |
 //! | 8..11 | registers: `reg0` (63..32) and `reg1` (31..0) in word 8, `reg2`/`reg3` in 9, ... |
 //! | 12 | `metadata` (64 bits) |
-//! | 13..15 | 0 (room for more pipeline fields) |
+//! | 13 | `tun_id` (64 bits) |
+//! | 14, 15 | 0 (room for more pipeline fields) |
 //!
 //! Words 0..7 ([`PKT_WORDS`]) are the packet: what [`Key::extract`] fills
-//! and the exact-match caches key on. Words 8..12 are the pipeline's state
-//! (registers and metadata): zero when a packet enters table 0, written by
+//! and the exact-match caches key on. Words 8..13 are the pipeline's state
+//! (registers, metadata, tunnel id): zero when a packet enters table 0
+//! (linerate has no tunnel ports, so every frame arrives with the tunnel id
+//! Open vSwitch gives a frame from a port that is not a tunnel: 0), written by
 //! `load`, `move`, `set_field` and `write_metadata` as it goes through the
 //! tables, and matched by later tables. A classifier subtable hashes and
 //! stores only the words its mask uses, so the extra words cost a rule that
@@ -231,6 +234,13 @@ pub const fn reg(n: usize) -> FieldLoc {
 pub const REGS: usize = 8;
 pub const METADATA: FieldLoc = FieldLoc {
     word: 12,
+    shift: 0,
+    bits: 64,
+};
+/// `tun_id` / `tunnel_id`: 0 on arrival (no tunnel ports), then pipeline
+/// state like `metadata` (`set_field:...->tun_id` and later tables match it).
+pub const TUN_ID: FieldLoc = FieldLoc {
+    word: 13,
     shift: 0,
     bits: 64,
 };

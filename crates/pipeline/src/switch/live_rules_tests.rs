@@ -64,6 +64,8 @@ struct Spec {
     /// Written by earlier tables (`write_metadata`, `load`).
     metadata: u64,
     reg: [u32; key::REGS],
+    /// 0 on arrival (no tunnel ports), then written like metadata.
+    tun_id: u64,
 }
 
 fn v6(last: u8) -> [u8; 16] {
@@ -97,6 +99,7 @@ impl Spec {
             icmp: (8, 0),
             metadata: 0,
             reg: [0; key::REGS],
+            tun_id: 0,
         }
     }
 
@@ -185,6 +188,7 @@ impl Spec {
             assert_eq!(fast, k, "the fast extraction disagrees on {f:02x?}");
         }
         k.set(key::METADATA, self.metadata);
+        k.set(key::TUN_ID, self.tun_id);
         for (i, r) in self.reg.iter().enumerate() {
             k.set(key::reg(i), *r as u64);
         }
@@ -391,6 +395,14 @@ fn cases() -> Vec<Case> {
             Udp,
             |s| s.metadata = 0x75,
             |s| s.metadata = 0x76,
+        ),
+        Case("tun_id=0", V4, Udp, nop, |s| s.tun_id = 1),
+        Case(
+            "tunnel_id=0x500/0xff00",
+            V4,
+            Udp,
+            |s| s.tun_id = 0x5ab,
+            |s| s.tun_id = 0x600,
         ),
         Case("reg0=7", V4, Udp, |s| s.reg[0] = 7, nop),
         Case("reg1=7", V4, Udp, |s| s.reg[1] = 7, nop),

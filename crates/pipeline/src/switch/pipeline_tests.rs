@@ -29,6 +29,9 @@ const GOOD: &[&str] = &[
     "actions=resubmit:3,resubmit(2,7),NORMAL",
     "actions=load:0x20000000001->NXM_OF_ETH_DST[],move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[],output:2",
     "actions=load:0x100a->NXM_OF_VLAN_TCI[],output:2",
+    "actions=set_field:0x5->tun_id,goto_table:1",
+    "table=1,tun_id=0x5/0xff,tunnel_id=0x5,actions=output:2",
+    "actions=move:NXM_NX_TUN_ID[0..31]->NXM_NX_REG0[],load:0x7->OXM_OF_TUNNEL_ID[8..15],output:2",
 ];
 
 #[test]
@@ -41,6 +44,11 @@ fn pipeline_rules_parse_and_print_back() {
     }
     let r = Rule::parse("actions=set_field:0x100/0xff00->metadata").unwrap();
     assert_eq!(r.actions[0].to_string(), "load:0x1->OXM_OF_METADATA[8..15]");
+    let r = Rule::parse("actions=set_tunnel:0x77,set_field:5->tunnel_id").unwrap();
+    assert_eq!(
+        r.actions.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+        ["load:0x77->NXM_NX_TUN_ID[]", "load:0x5->NXM_NX_TUN_ID[]"]
+    );
     let r = Rule::parse("table=3,reg2=7,actions=resubmit(,5)").unwrap();
     assert_eq!(r.m.value.get(key::reg(2)), 7);
     assert_eq!(
@@ -500,4 +508,23 @@ fn a_resubmit_loop_is_cut_at_the_limit() {
     }
     let (env, r, _) = walk_once(&ft, &frame(1), 1, Mode::live(None));
     assert_eq!((env.out, r), (vec![1, 9], Ok(End::Done)));
+}
+
+#[test]
+fn tun_id_is_zero_on_arrival_and_later_tables_match_what_set_field_wrote() {
+    // No tunnel ports: a frame arrives with tun_id 0, as one from a plain
+    // port does in Open vSwitch; after that it is pipeline state like
+    // metadata.
+    let mut ft = FlowTable::new();
+    for s in [
+        "tun_id=0x5,actions=output:8",
+        "priority=1,tun_id=0,actions=set_field:0x1234->tun_id,goto_table:1",
+        "table=1,tunnel_id=0x34/0xff,actions=output:NXM_NX_TUN_ID[8..15],set_tunnel64:0x1234,goto_table:2",
+        "table=1,priority=0,actions=output:9",
+        "table=2,tun_id=0x1234,actions=load:0x6->NXM_NX_TUN_ID[0..3],move:NXM_NX_TUN_ID[0..3]->NXM_NX_REG0[0..3],output:NXM_NX_REG0[0..3]",
+    ] {
+        ft.add_flow(Rule::parse(s).unwrap(), 0).unwrap();
+    }
+    let (env, r, _) = walk_once(&ft, &frame(1), 1, Mode::live(None));
+    assert_eq!((env.out, r), (vec![0x12, 6], Ok(End::Done)));
 }

@@ -263,6 +263,7 @@ pub struct Pin {
 pub struct PipeState {
     pub metadata: u64,
     pub regs: [u32; key::REGS],
+    pub tun_id: u64,
 }
 
 impl PipeState {
@@ -272,6 +273,7 @@ impl PipeState {
         PipeState {
             metadata: k.get(key::METADATA),
             regs: std::array::from_fn(|i| k.get(key::reg(i)) as u32),
+            tun_id: k.get(key::TUN_ID),
         }
     }
 }
@@ -747,6 +749,7 @@ fn parse_match_token(m: &mut Match, name: &str, val: Option<&str>) -> Result<Pre
         }
         "nw_ttl" => scalar(m, key::NW_TTL, false, Prereq::AnyIp),
         "metadata" => scalar(m, key::METADATA, true, Prereq::None),
+        "tun_id" | "tunnel_id" => scalar(m, key::TUN_ID, true, Prereq::None),
         _ if name.len() == 4
             && name.starts_with("reg")
             && (b'0'..b'8').contains(&name.as_bytes()[3]) =>
@@ -900,7 +903,7 @@ fn parse_set_field(value: &str, field: &str, m: Option<&Match>) -> Result<SetFie
 /// [`Action::Load`] of the mask's bits (`None` for other fields).
 fn pipeline_set_field(v: &str, f: &str) -> Result<Option<Action>, String> {
     let field = match Field::from_name(f) {
-        Some(x @ (Field::Reg(_) | Field::Metadata)) => x,
+        Some(x @ (Field::Reg(_) | Field::Metadata | Field::TunId)) => x,
         _ => return Ok(None),
     };
     let whole = SubField::whole(field);
@@ -1124,6 +1127,11 @@ fn parse_action(tok: &str, m: Option<&Match>) -> Result<Action, String> {
                 mask,
             })
         }
+        // Open vSwitch's Nicira actions for the tunnel id: a whole-field load.
+        "set_tunnel" | "set_tunnel64" => Ok(Action::Load {
+            dst: SubField::whole(Field::TunId),
+            value: parse_int(need()?, u64::MAX)?,
+        }),
         "mod_vlan_vid" => Ok(Action::ModVlanVid(parse_int(need()?, 0xfff)? as u16)),
         "mod_nw_ttl" | "set_nw_ttl" => set(SetField::NwTtl(parse_int(need()?, 255)? as u8)),
         "mod_nw_ecn" => set(SetField::IpEcn(parse_int(need()?, 3)? as u8)),
@@ -1586,7 +1594,11 @@ impl fmt::Display for Match {
             parts.push(format!("tcp_flags={fv:#05x}/{fm:#05x}"));
         }
         let regs = (0..key::REGS).map(|n| (format!("reg{n}"), key::reg(n)));
-        for (name, fl) in regs.chain([("metadata".to_string(), key::METADATA)]) {
+        let pipe = [
+            ("metadata".to_string(), key::METADATA),
+            ("tun_id".to_string(), key::TUN_ID),
+        ];
+        for (name, fl) in regs.chain(pipe) {
             let (v, m) = (self.value.get(fl), self.mask.get(fl));
             if m == fl.full() {
                 parts.push(format!("{name}={v:#x}"));

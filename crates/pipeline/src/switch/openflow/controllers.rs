@@ -493,7 +493,7 @@ pub fn port_status_msg(no: u32, uri: &str, up: bool) -> Vec<u8> {
 
 /// An OpenFlow 1.3 `PACKET_IN` (xid 0, no buffer). Its match carries what
 /// Open vSwitch's carries for a packet of a physical port: `in_port`, and
-/// `metadata` and the registers that are not zero (the pipeline's state
+/// `metadata`, the tunnel id and the registers that are not zero (the pipeline's state
 /// at the `controller` action).
 pub fn packet_in_msg(b: &PinBuf) -> Vec<u8> {
     let mut w = Writer::new(PACKET_IN, 0);
@@ -511,6 +511,7 @@ pub fn packet_in_msg(b: &PinBuf) -> Vec<u8> {
     };
     exact(key::IN_PORT, b.in_port as u64);
     exact(key::METADATA, b.pipe.metadata);
+    exact(key::TUN_ID, b.pipe.tun_id);
     for (i, r) in b.pipe.regs.iter().enumerate() {
         exact(key::reg(i), *r as u64);
     }

@@ -58,8 +58,10 @@ const ICMPV6_CODE: u8 = 30;
 const MPLS_LABEL: u8 = 34;
 const MPLS_TC: u8 = 35;
 const MPLS_BOS: u8 = 36;
+const TUNNEL_ID: u8 = 38;
 const TCP_FLAGS_OXM: u8 = 42;
 // NXM class 1 field numbers.
+const NX_TUN_ID: u8 = 16;
 const NX_IP_TTL: u8 = 29;
 const NX_TCP_FLAGS: u8 = 34;
 
@@ -81,6 +83,7 @@ pub fn field_header(f: Field) -> (u16, u8, u8) {
         Field::TpDst => (CLASS_NXM0, 10, 2),
         Field::Reg(n) => (CLASS_NXM1, n, 4),
         Field::Metadata => (CLASS_OXM, METADATA, 8),
+        Field::TunId => (CLASS_NXM1, NX_TUN_ID, 8),
     }
 }
 
@@ -103,6 +106,7 @@ pub fn field_of(h: u32) -> Option<Field> {
         (CLASS_NXM0, 10 | 12) | (CLASS_OXM, TCP_DST | UDP_DST | SCTP_DST) => Field::TpDst,
         (CLASS_NXM1, n @ 0..=7) => Field::Reg(n),
         (CLASS_OXM, METADATA) => Field::Metadata,
+        (CLASS_NXM1, NX_TUN_ID) | (CLASS_OXM, TUNNEL_ID) => Field::TunId,
         _ => return None,
     })
 }
@@ -131,6 +135,7 @@ fn tok_of(class: u16, field: u8) -> Option<Tok> {
     Some(match (class, field) {
         (CLASS_OXM, IN_PORT) | (CLASS_NXM0, 0) => Dec("in_port"),
         (CLASS_OXM, METADATA) => Hex("metadata"),
+        (CLASS_OXM, TUNNEL_ID) | (CLASS_NXM1, NX_TUN_ID) => Hex("tun_id"),
         (CLASS_OXM, ETH_DST) | (CLASS_NXM0, 1) => Mac("dl_dst"),
         (CLASS_OXM, ETH_SRC) | (CLASS_NXM0, 2) => Mac("dl_src"),
         (CLASS_OXM, ETH_TYPE) | (CLASS_NXM0, 3) => Hex("dl_type"),
@@ -480,6 +485,10 @@ pub fn encode_match(m: &Match, w: &mut Writer) {
     if set(key::METADATA) {
         let (v, k) = get(m, key::METADATA);
         put(w, CLASS_OXM, METADATA, 8, v, k);
+    }
+    if set(key::TUN_ID) {
+        let (v, k) = get(m, key::TUN_ID);
+        put(w, CLASS_OXM, TUNNEL_ID, 8, v, k);
     }
     let len = (w.len() - start) as u16;
     w.put_u16(start + 2, len);
