@@ -489,6 +489,8 @@ fn mpls_sctp_icmp_and_arp_rules_round_trip_through_ovs_ofctl() {
         "priority=15,icmp6,actions=set_field:129->icmpv6_type,output:2",
         "priority=16,arp,arp_sha=02:00:00:00:00:01,arp_tha=02:00:00:00:00:00/ff:ff:ff:00:00:00,actions=set_field:02:00:00:00:00:07->arp_sha,output:2",
         "priority=17,tun_id=0x5,actions=output:2",
+        "priority=19,ipv6,ipv6_label=0x12345,actions=set_field:0xabcde->ipv6_label,output:2",
+        "priority=20,udp6,ipv6_label=0x10000/0xf0000,actions=output:2",
         "priority=18,tunnel_id=0x100/0xff00,actions=set_field:0x77->tun_id,move:NXM_NX_TUN_ID[0..15]->NXM_NX_REG0[0..15],output:2",
     ];
     for r in rules {

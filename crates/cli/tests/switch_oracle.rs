@@ -92,6 +92,14 @@ fn udp6() -> Vec<u8> {
     f
 }
 
+/// [`udp6`] with this flow label (its checksum does not cover the label).
+fn udp6_label(label: u32) -> Vec<u8> {
+    let mut f = udp6();
+    f[15] = (f[15] & 0xf0) | (label >> 16) as u8 & 0x0f;
+    f[16..18].copy_from_slice(&(label as u16).to_be_bytes());
+    f
+}
+
 /// Ethernet + IPv4 + SCTP common header (checksum left 0: neither switch
 /// looks at it) and one 16-byte DATA chunk.
 fn sctp(sp: u16, dp: u16) -> Vec<u8> {
@@ -318,6 +326,30 @@ fn cases() -> Vec<Case> {
             "mpls,actions=set_mpls_ttl(1),dec_mpls_ttl,output:2",
             mpls(),
             0,
+        ),
+        c(
+            "ipv6_label",
+            "ipv6,ipv6_label=0x12345,actions=output:2",
+            udp6_label(0x12345),
+            1,
+        ),
+        c(
+            "ipv6_label, another label",
+            "ipv6,ipv6_label=0x12345,actions=output:2",
+            udp6_label(0x12344),
+            0,
+        ),
+        c(
+            "ipv6_label masked",
+            "udp6,ipv6_label=0x10000/0xf0000,actions=output:2",
+            udp6_label(0x1abcd),
+            1,
+        ),
+        c(
+            "set_field ipv6_label",
+            "ipv6,actions=set_field:0xabcde->ipv6_label,output:2",
+            udp6_label(0x12345),
+            1,
         ),
         c(
             "tun_id is 0 on a frame from a port that is not a tunnel",

@@ -242,6 +242,17 @@ fn set_field_parsed(f: &mut FrameBuf, l: &mut Option<Layers>, s: &SetField) {
         }
         SetField::Ipv6Src(a) => frame::rewrite_ipv6_addr(b, &mut ly, Endpoint::Src, a),
         SetField::Ipv6Dst(a) => frame::rewrite_ipv6_addr(b, &mut ly, Endpoint::Dst, a),
+        SetField::Ipv6Label(v) => {
+            // The label is the low 20 bits of the header's first word; no
+            // checksum covers it (not in the transport pseudo-header).
+            if ly.l3 == L3::Ipv6 {
+                let o = ly.l3_offset as usize;
+                let old = u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+                let new = (old & !0xf_ffff) | (v & 0xf_ffff);
+                b[o..o + 4].copy_from_slice(&new.to_be_bytes());
+            }
+            Ok(())
+        }
         SetField::TcpSrc(p) | SetField::UdpSrc(p) => {
             if (ly.l4 == L4::Tcp) == matches!(s, SetField::TcpSrc(_)) {
                 frame::rewrite_port(b, &mut ly, Endpoint::Src, p)

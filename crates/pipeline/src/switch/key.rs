@@ -10,7 +10,7 @@
 //! | 0 | in_port (63..32) | | dl_type | vlan_tci (15..0) | |
 //! | 1 | dl_dst (63..16) | | | nw_proto | nw_tos |
 //! | 2 | dl_src (63..16) | | | nw_ttl | 0 |
-//! | 3 | tcp_flags | tp_src / icmp_type | tp_dst / icmp_code | 0 | 0 |
+//! | 3 | tcp_flags (63..52, 12 bits), tp_src / icmp_type (51..36), tp_dst / icmp_code (35..20), ipv6_label (19..0) |||||
 //! | 4, 5 | source IP, 16 bytes big-endian (IPv4 and ARP spa as `::ffff:a.b.c.d`; ARP's sha in word 4's bits 63..16) |
 //! | 6, 7 | destination IP (ARP tpa likewise; ARP's tha in word 6's bits 63..16) |
 //! | 8..11 | registers: `reg0` (63..32) and `reg1` (31..0) in word 8, `reg2`/`reg3` in 9, ... |
@@ -155,20 +155,27 @@ pub const NW_TTL: FieldLoc = FieldLoc {
     shift: 8,
     bits: 8,
 };
+/// TCP's 12 flag bits (Open vSwitch's `tcp_flags` width).
 pub const TCP_FLAGS: FieldLoc = FieldLoc {
     word: 3,
-    shift: 48,
-    bits: 16,
+    shift: 52,
+    bits: 12,
 };
 pub const TP_SRC: FieldLoc = FieldLoc {
     word: 3,
-    shift: 32,
+    shift: 36,
     bits: 16,
 };
 pub const TP_DST: FieldLoc = FieldLoc {
     word: 3,
-    shift: 16,
+    shift: 20,
     bits: 16,
+};
+/// IPv6's 20-bit flow label (`ipv6_label`).
+pub const IPV6_LABEL: FieldLoc = FieldLoc {
+    word: 3,
+    shift: 0,
+    bits: 20,
 };
 /// IPv4 source: the low 32 bits of word 5 (the v4-mapped address's tail).
 pub const NW_SRC: FieldLoc = FieldLoc {
@@ -517,7 +524,9 @@ impl Key {
             ((in_port as u64) << 32) | (0x0800 << 16),
             (be64(0) & !0xffff) | (proto << 8) | f[L3 + 1] as u64,
             (be64(6) & !0xffff) | ((f[L3 + 8] as u64) << 8),
-            (tcp_flags << 48) | (be16(L4) << 32) | (be16(L4 + 2) << 16),
+            (tcp_flags << TCP_FLAGS.shift)
+                | (be16(L4) << TP_SRC.shift)
+                | (be16(L4 + 2) << TP_DST.shift),
             0,
             V4_MAPPED | be32(L3 + 12),
             0,
@@ -566,6 +575,8 @@ impl Key {
                 let tc = ((frame[l3] & 0x0f) << 4) | (frame[l3 + 1] >> 4);
                 k.set(NW_TOS, tc as u64);
                 k.set(NW_TTL, frame[l3 + 7] as u64);
+                let label = u32::from_be_bytes([0, frame[l3 + 1], frame[l3 + 2], frame[l3 + 3]]);
+                k.set(IPV6_LABEL, (label & 0xf_ffff) as u64);
             }
             L3::Arp => {
                 // ARP (checked by parse_frame: 28 bytes from l3).

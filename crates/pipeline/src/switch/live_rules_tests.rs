@@ -61,6 +61,8 @@ struct Spec {
     dp: u16,
     tcp_flags: u16,
     icmp: (u8, u8),
+    /// IPv6's flow label.
+    flabel: u32,
     /// Written by earlier tables (`write_metadata`, `load`).
     metadata: u64,
     reg: [u32; key::REGS],
@@ -97,6 +99,7 @@ impl Spec {
             dp: 2000,
             tcp_flags: 0x10,
             icmp: (8, 0),
+            flabel: 0,
             metadata: 0,
             reg: [0; key::REGS],
             tun_id: 0,
@@ -142,6 +145,7 @@ impl Spec {
         let mut p = FrameParams::new(ip);
         (p.eth_src, p.eth_dst, p.vlans, p.tos, p.ttl) =
             (self.src, self.dst, &tags, self.tos, self.ttl);
+        p.flow_label = self.flabel;
         p.payload = &[0; 16];
         let n = match self.l4 {
             L4::Udp | L4::Sctp => build_udp(&mut b, &p, self.sp, self.dp),
@@ -395,6 +399,20 @@ fn cases() -> Vec<Case> {
             Udp,
             |s| s.metadata = 0x75,
             |s| s.metadata = 0x76,
+        ),
+        Case(
+            "ipv6,ipv6_label=0x12345",
+            V6,
+            Udp,
+            |s| s.flabel = 0x12345,
+            |s| s.flabel = 0x12344,
+        ),
+        Case(
+            "ipv6_flabel=0x500/0xf00,tcp6",
+            V6,
+            Tcp,
+            |s| s.flabel = 0xf5ab,
+            |s| s.flabel = 0x600,
         ),
         Case("tun_id=0", V4, Udp, nop, |s| s.tun_id = 1),
         Case(

@@ -170,6 +170,8 @@ pub enum SetField {
     /// The top MPLS entry's label (20 bits) and traffic class (3 bits).
     MplsLabel(u32),
     MplsTc(u8),
+    /// IPv6's 20-bit flow label (no checksum covers it).
+    Ipv6Label(u32),
 }
 
 /// One action. The pipeline's own (`GotoTable` .. `Learn`) are what
@@ -710,6 +712,7 @@ fn parse_match_token(m: &mut Match, name: &str, val: Option<&str>) -> Result<Pre
             m.put(f, a, b)?;
             Ok(Prereq::Arp)
         }
+        "ipv6_label" | "ipv6_flabel" => scalar(m, key::IPV6_LABEL, true, Prereq::Ipv6),
         "ipv6_src" | "ipv6_dst" => {
             let w = if name == "ipv6_src" {
                 key::IPV6_SRC_WORD
@@ -819,7 +822,7 @@ fn set_field_prereq(m: &Match, s: &SetField) -> Result<(), &'static str> {
                 return Err("needs ip in the match");
             }
         }
-        SetField::Ipv6Src(_) | SetField::Ipv6Dst(_) => Prereq::Ipv6,
+        SetField::Ipv6Src(_) | SetField::Ipv6Dst(_) | SetField::Ipv6Label(_) => Prereq::Ipv6,
         SetField::TcpSrc(_) | SetField::TcpDst(_) => Prereq::Tcp,
         SetField::UdpSrc(_) | SetField::UdpDst(_) => Prereq::Udp,
         SetField::IpDscp(_) => Prereq::AnyIp,
@@ -855,6 +858,7 @@ fn parse_set_field(value: &str, field: &str, m: Option<&Match>) -> Result<SetFie
         "arp_tpa" => SetField::ArpTpa(parse_v4(value)?.to_be_bytes()),
         "ipv6_src" => SetField::Ipv6Src(parse_v6(value)?.to_be_bytes()),
         "ipv6_dst" => SetField::Ipv6Dst(parse_v6(value)?.to_be_bytes()),
+        "ipv6_label" | "ipv6_flabel" => SetField::Ipv6Label(parse_int(value, 0xf_ffff)? as u32),
         "tcp_src" => SetField::TcpSrc(u16v(0xffff)?),
         "tcp_dst" => SetField::TcpDst(u16v(0xffff)?),
         "udp_src" => SetField::UdpSrc(u16v(0xffff)?),
@@ -1531,6 +1535,15 @@ impl fmt::Display for Match {
                     parts.push(format!("{name}={}", fmt_v6(self.value.get128(w), m)));
                 }
             }
+            let (v, m) = (
+                self.value.get(key::IPV6_LABEL),
+                self.mask.get(key::IPV6_LABEL),
+            );
+            if m == key::IPV6_LABEL.full() {
+                parts.push(format!("ipv6_label={v:#x}"));
+            } else if m != 0 {
+                parts.push(format!("ipv6_label={v:#x}/{m:#x}"));
+            }
         } else {
             for (name, fl) in [("nw_src", key::NW_SRC), ("nw_dst", key::NW_DST)] {
                 let m = self.mask.get(fl) as u32;
@@ -1623,6 +1636,7 @@ fn fmt_set(s: &SetField) -> String {
         SetField::Ipv4Src(a) => format!("set_field:{}->ip_src", Ipv4Addr::from(*a)),
         SetField::Ipv4Dst(a) => format!("set_field:{}->ip_dst", Ipv4Addr::from(*a)),
         SetField::Ipv6Src(a) => format!("set_field:{}->ipv6_src", Ipv6Addr::from(*a)),
+        SetField::Ipv6Label(l) => format!("set_field:{l:#x}->ipv6_label"),
         SetField::Ipv6Dst(a) => format!("set_field:{}->ipv6_dst", Ipv6Addr::from(*a)),
         SetField::TcpSrc(p) => format!("set_field:{p}->tcp_src"),
         SetField::TcpDst(p) => format!("set_field:{p}->tcp_dst"),

@@ -440,6 +440,7 @@ fn set_field(w: &mut Writer, s: &SetField) {
         SetField::UdpDst(p) => f(w, 16, &p.to_be_bytes()),
         SetField::Ipv6Src(a) => f(w, 26, &a),
         SetField::Ipv6Dst(a) => f(w, 27, &a),
+        SetField::Ipv6Label(l) => f(w, 28, &l.to_be_bytes()),
         SetField::ArpSpa(a) => f(w, 22, &a),
         SetField::ArpTpa(a) => f(w, 23, &a),
         SetField::IpEcn(e) => f(w, 9, &[e]),

@@ -53,6 +53,7 @@ const ARP_SHA: u8 = 24;
 const ARP_THA: u8 = 25;
 const IPV6_SRC: u8 = 26;
 const IPV6_DST: u8 = 27;
+const IPV6_FLABEL: u8 = 28;
 const ICMPV6_TYPE: u8 = 29;
 const ICMPV6_CODE: u8 = 30;
 const MPLS_LABEL: u8 = 34;
@@ -62,6 +63,7 @@ const TUNNEL_ID: u8 = 38;
 const TCP_FLAGS_OXM: u8 = 42;
 // NXM class 1 field numbers.
 const NX_TUN_ID: u8 = 16;
+const NX_IPV6_LABEL: u8 = 27;
 const NX_IP_TTL: u8 = 29;
 const NX_TCP_FLAGS: u8 = 34;
 
@@ -161,6 +163,7 @@ fn tok_of(class: u16, field: u8) -> Option<Tok> {
         (CLASS_OXM, ARP_OP) | (CLASS_NXM0, 15) => Dec("nw_proto"),
         (CLASS_OXM, IPV6_SRC) | (CLASS_NXM1, 19) => V6("ipv6_src"),
         (CLASS_OXM, IPV6_DST) | (CLASS_NXM1, 20) => V6("ipv6_dst"),
+        (CLASS_OXM, IPV6_FLABEL) | (CLASS_NXM1, NX_IPV6_LABEL) => Hex("ipv6_label"),
         (CLASS_OXM, ICMPV6_TYPE) | (CLASS_NXM1, 21) => Dec("icmpv6_type"),
         (CLASS_OXM, ICMPV6_CODE) | (CLASS_NXM1, 22) => Dec("icmpv6_code"),
         (CLASS_NXM1, NX_IP_TTL) => Dec("nw_ttl"),
@@ -420,6 +423,16 @@ pub fn encode_match(m: &Match, w: &mut Writer) {
             if k != 0 {
                 put(w, CLASS_OXM, field, 16, m.value.get128(word), k);
             }
+        }
+        if set(key::IPV6_LABEL) {
+            // 20 bits in 4 bytes: the whole label is an exact match.
+            let (v, k) = get(m, key::IPV6_LABEL);
+            let k = if k == key::IPV6_LABEL.full() as u128 {
+                u128::MAX
+            } else {
+                k
+            };
+            put(w, CLASS_OXM, IPV6_FLABEL, 4, v, k);
         }
     } else {
         let arp = dl == Some(0x0806);
