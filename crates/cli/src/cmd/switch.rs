@@ -34,7 +34,7 @@ Examples:
   #   table=2,actions=learn(table=10,NXM_OF_VLAN_TCI[0..11],NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],
   #                         load:NXM_OF_IN_PORT[]->NXM_NX_REG0[0..15]),resubmit(,3)
   #   table=4,reg0=2,actions=strip_vlan,output:2
-  # also: goto_table:N, reg0..reg7 and metadata matches, load:/move:/set_field: into them,
+  # also: goto_table:N, reg0..reg7, metadata and tun_id matches, load:/move:/set_field: into them,
   # write_metadata:V/M, output:NXM_NX_REG0[0..15], mod_vlan_vid:V, NORMAL
   # the OpenFlow 1.3 channel on a Unix socket (mode 0600: root only): ovs-ofctl programs the switch
   linerate switch --port 1=afpacket:p1 --port 2=afpacket:p2 --openflow punix:/run/linerate-sw.of

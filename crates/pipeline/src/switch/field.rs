@@ -175,8 +175,8 @@ impl Field {
         )
     }
 
-    /// Can `load`/`move` write it? Registers, metadata, the input port, the
-    /// MACs and the VLAN tag; the other headers are written with
+    /// Can `load`/`move` write it? Registers, metadata, the tunnel id, the
+    /// input port, the MACs and the VLAN tag; the other headers are written with
     /// `set_field` (whole fields, checksums patched).
     pub fn writable(self) -> bool {
         !self.header()

@@ -858,6 +858,18 @@ mod tests {
                 "not a number up to 65535",
             ),
             ("group_id=1,bucket=tp_src:9", "bucket action"),
+            (
+                "group_id=1,bucket=set_field:5->tun_id,output:1",
+                "NXM_NX_TUN_ID is pipeline state",
+            ),
+            (
+                "group_id=1,bucket=set_field:5->reg0,output:1",
+                "pipeline state",
+            ),
+            (
+                "group_id=1,bucket=load:1->NXM_OF_ETH_DST[],output:1",
+                "takes outputs",
+            ),
             ("group_id=1,selection_method=hash", "unknown"),
         ] {
             let e = Group::parse(spec).unwrap_err();

@@ -1,7 +1,7 @@
-//! The packet key: every matchable field of a frame packed into eight
-//! 64-bit words (64 bytes, a cache line where the datapath keeps them),
-//! plus masks of the same shape, so a rule matches a packet when
-//! `(key & mask) == value`.
+//! The packet key: every matchable field of a frame packed into sixteen
+//! 64-bit words (eight of the packet, a cache line where the datapath keeps
+//! them, and eight of pipeline state), plus masks of the same shape, so a
+//! rule matches a packet when `(key & mask) == value`.
 //!
 //! Layout (bit 63 is the most significant bit of a word):
 //!
@@ -23,8 +23,8 @@
 //! (registers, metadata, tunnel id): zero when a packet enters table 0
 //! (linerate has no tunnel ports, so every frame arrives with the tunnel id
 //! Open vSwitch gives a frame from a port that is not a tunnel: 0), written by
-//! `load`, `move`, `set_field` and `write_metadata` as it goes through the
-//! tables, and matched by later tables. A classifier subtable hashes and
+//! `load`, `move`, `set_field`, `write_metadata` and `set_tunnel` as it goes
+//! through the tables, and matched by later tables. A classifier subtable hashes and
 //! stores only the words its mask uses, so the extra words cost a rule that
 //! does not match them nothing.
 //!
@@ -453,7 +453,7 @@ impl Key {
     /// [`Self::extract`] into the packet words of `self`, written in place
     /// (a key built on the stack and then copied as 16-byte moves stalled
     /// on store forwarding: ~8 cycles of the switch's budget). The
-    /// pipeline words (registers, metadata) are left as they are.
+    /// pipeline words (registers, metadata, tunnel id) are left as they are.
     #[inline(always)]
     pub fn extract_into(&mut self, frame: &[u8], in_port: u32) {
         if !self.extract_fast_into(frame, in_port) {

@@ -136,7 +136,7 @@ impl Learn {
                 let (src, dst) = parse_load(a).map_err(|e| format!("learn: {e}"))?;
                 if !dst.field.writable() {
                     return Err(format!(
-                        "learn: load into {} is not supported (registers, metadata, in_port, the MACs and the VLAN tag)",
+                        "learn: load into {} is not supported (registers, metadata, tun_id, in_port, the MACs and the VLAN tag)",
                         dst.field.name()
                     ));
                 }

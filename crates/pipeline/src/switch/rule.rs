@@ -214,7 +214,8 @@ pub enum Action {
         port: Option<u32>,
         table: Option<u8>,
     },
-    /// `load:VALUE->DST[..]` (and `set_field` to a register or metadata).
+    /// `load:VALUE->DST[..]` (and `set_field` to a register, metadata or
+    /// the tunnel id, and `set_tunnel`).
     Load {
         dst: super::field::SubField,
         value: u64,
@@ -260,7 +261,7 @@ pub struct Pin {
     pub cookie: u64,
 }
 
-/// `metadata` and the registers of a packet in the pipeline.
+/// `metadata`, the registers and the tunnel id of a packet in the pipeline.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PipeState {
     pub metadata: u64,
@@ -903,7 +904,7 @@ fn parse_set_field(value: &str, field: &str, m: Option<&Match>) -> Result<SetFie
     })
 }
 
-/// `set_field:VALUE[/MASK]->FIELD` into a register or metadata: a
+/// `set_field:VALUE[/MASK]->FIELD` into a register, metadata or `tun_id`: a
 /// [`Action::Load`] of the mask's bits (`None` for other fields).
 fn pipeline_set_field(v: &str, f: &str) -> Result<Option<Action>, String> {
     let field = match Field::from_name(f) {
@@ -984,6 +985,21 @@ pub fn parse_bucket_actions(s: &str) -> Result<Vec<Action>, String> {
         }
         let a = parse_action(t, None)
             .map_err(|e| format!("bucket action {}: {}", q(t), one_line(e)))?;
+        if let Action::Load { dst, .. } = &a {
+            if dst.field.header() {
+                return Err(format!(
+                    "bucket action {}: a group's bucket takes outputs, set_field, push/pop_vlan, dec_ttl, group and controller only",
+                    q(t)
+                ));
+            }
+            // A bucket's actions end the walk: nothing after them reads
+            // pipeline state (linerate has no tunnel ports either).
+            return Err(format!(
+                "bucket action {}: {} is pipeline state, and a group's bucket does not go back to the tables",
+                q(t),
+                dst.field.name()
+            ));
+        }
         if a.pipeline() || matches!(a, Action::Meter(_)) {
             return Err(format!(
                 "bucket action {}: a group's bucket takes outputs, set_field, push/pop_vlan, dec_ttl, group and controller only",

@@ -184,7 +184,7 @@ impl Table {
 }
 
 /// Does a rule need the multi-table path: outside table 0, with a
-/// pipeline action, or matching registers or metadata?
+/// pipeline action, or matching registers, metadata or the tunnel id?
 fn pipeline_rule(r: &Rule) -> bool {
     r.table != 0
         || r.actions.iter().any(Action::pipeline)

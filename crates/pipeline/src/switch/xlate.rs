@@ -593,7 +593,7 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
                     self.layers = None;
                     self.dirty = true;
                 }
-                // Its metadata and registers go with the packet-in (the
+                // Its metadata, registers and tunnel id go with the packet-in (the
                 // pipeline words of the key are always current).
                 Action::Controller(p) => self.env.controller(*p, f.bytes(), &self.key),
                 Action::Normal => {

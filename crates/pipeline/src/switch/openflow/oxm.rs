@@ -1,6 +1,6 @@
 //! Matches on the wire: `ofp_match` with OXM TLVs (class 0x8000), and the
 //! Nicira NXM classes 0x0000/0x0001 that `ovs-ofctl` puts among them for
-//! registers, `vlan_tci`, `nw_ttl` and `tcp_flags`.
+//! registers, `vlan_tci`, `nw_ttl`, `tcp_flags`, `tun_id` and `ipv6_label`.
 //!
 //! Decoding writes the match in the rule syntax (`in_port=1,dl_type=0x0800,
 //! nw_dst=10.0.0.0/255.0.0.0`) for [`super::super::Rule::parse`] to check;
@@ -68,7 +68,8 @@ const NX_IP_TTL: u8 = 29;
 const NX_TCP_FLAGS: u8 = 34;
 
 /// The (class, field, payload bytes) `load`, `move`, `output:` and
-/// `learn` name a field by (what `ovs-ofctl` sends).
+/// `learn` name a field by (what `ovs-ofctl` sends in those Nicira
+/// actions; [`field_of`] also takes the OXM names, e.g. `OXM_OF_TUNNEL_ID`).
 pub fn field_header(f: Field) -> (u16, u8, u8) {
     match f {
         Field::InPort => (CLASS_NXM0, 0, 2),
