@@ -1551,14 +1551,8 @@ impl fmt::Display for Match {
                     parts.push(format!("{name}={}", fmt_v6(self.value.get128(w), m)));
                 }
             }
-            let (v, m) = (
-                self.value.get(key::IPV6_LABEL),
-                self.mask.get(key::IPV6_LABEL),
-            );
-            if m == key::IPV6_LABEL.full() {
-                parts.push(format!("ipv6_label={v:#x}"));
-            } else if m != 0 {
-                parts.push(format!("ipv6_label={v:#x}/{m:#x}"));
+            if let Some(s) = self.hex_masked("ipv6_label", key::IPV6_LABEL) {
+                parts.push(s);
             }
         } else {
             for (name, fl) in [("nw_src", key::NW_SRC), ("nw_dst", key::NW_DST)] {
@@ -1628,14 +1622,24 @@ impl fmt::Display for Match {
             ("tun_id".to_string(), key::TUN_ID),
         ];
         for (name, fl) in regs.chain(pipe) {
-            let (v, m) = (self.value.get(fl), self.mask.get(fl));
-            if m == fl.full() {
-                parts.push(format!("{name}={v:#x}"));
-            } else if m != 0 {
-                parts.push(format!("{name}={v:#x}/{m:#x}"));
-            }
+            parts.extend(self.hex_masked(&name, fl));
         }
         f.write_str(&parts.join(","))
+    }
+}
+
+impl Match {
+    /// `name=0xV` (the whole field), `name=0xV/0xM`, or nothing when the
+    /// match leaves the field out.
+    fn hex_masked(&self, name: &str, fl: FieldLoc) -> Option<String> {
+        let (v, m) = (self.value.get(fl), self.mask.get(fl));
+        if m == fl.full() {
+            Some(format!("{name}={v:#x}"))
+        } else if m != 0 {
+            Some(format!("{name}={v:#x}/{m:#x}"))
+        } else {
+            None
+        }
     }
 }
 
