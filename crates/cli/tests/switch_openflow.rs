@@ -491,6 +491,8 @@ fn mpls_sctp_icmp_and_arp_rules_round_trip_through_ovs_ofctl() {
         "priority=17,tun_id=0x5,actions=output:2",
         "priority=19,ipv6,ipv6_label=0x12345,actions=set_field:0xabcde->ipv6_label,output:2",
         "priority=20,udp6,ipv6_label=0x10000/0xf0000,actions=output:2",
+        "priority=21,icmp6,icmp_type=135,nd_target=fe80::7,nd_sll=02:00:00:00:00:0a,actions=set_field:fe80::8->nd_target,set_field:02:00:00:00:00:0b->nd_sll,output:2",
+        "priority=22,icmp6,icmp_type=136,nd_target=fe80::/64,nd_tll=02:00:00:00:00:00/ff:ff:ff:00:00:00,actions=set_field:02:00:00:00:00:0c->nd_tll,output:2",
         "priority=18,tunnel_id=0x100/0xff00,actions=set_field:0x77->tun_id,move:NXM_NX_TUN_ID[0..15]->NXM_NX_REG0[0..15],output:2",
     ];
     for r in rules {

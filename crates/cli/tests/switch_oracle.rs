@@ -139,6 +139,26 @@ fn icmp6() -> Vec<u8> {
     f
 }
 
+/// Ethernet + IPv6 + a neighbour solicitation (`advert`: advertisement)
+/// for fe80::`last` with these options (`(kind, MAC)`: 1 source, 2 target
+/// link-layer address), checksum set.
+fn nd(advert: bool, last: u8, opts: &[(u8, u8)]) -> Vec<u8> {
+    let (src, dst) = ([0xfd; 16], [0xfe; 16]);
+    let mut m = vec![if advert { 136 } else { 135 }, 0, 0, 0, 0, 0, 0, 0];
+    m.extend([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, last]);
+    for &(kind, mac) in opts {
+        m.extend([kind, 1, 2, 0, 0, 0, 0, mac]);
+    }
+    let mut f = eth(0x86dd);
+    f.extend([0x60, 0, 0, 0, 0, m.len() as u8, 58, 255]);
+    f.extend(src);
+    f.extend(dst);
+    let c = linerate_wire::checksum::l4_checksum_v6(&src, &dst, 58, &m);
+    m[2..4].copy_from_slice(&c.to_be_bytes());
+    f.extend(m);
+    f
+}
+
 /// An MPLS frame (EtherType 0x8847): one label stack entry (label 100,
 /// TC 3, bottom of stack, TTL 20) over the IPv4 UDP frame's IP packet.
 fn mpls() -> Vec<u8> {
@@ -349,6 +369,72 @@ fn cases() -> Vec<Case> {
             "set_field ipv6_label",
             "ipv6,actions=set_field:0xabcde->ipv6_label,output:2",
             udp6_label(0x12345),
+            1,
+        ),
+        c(
+            "nd_target",
+            "icmp6,icmp_type=135,nd_target=fe80::7,actions=output:2",
+            nd(false, 7, &[(1, 0xa)]),
+            1,
+        ),
+        c(
+            "nd_target, another target",
+            "icmp6,icmp_type=135,nd_target=fe80::7,actions=output:2",
+            nd(false, 8, &[(1, 0xa)]),
+            0,
+        ),
+        c(
+            "nd_target masked, advertisement",
+            "icmp6,icmp_type=136,nd_target=fe80::/64,actions=output:2",
+            nd(true, 9, &[(2, 0xb)]),
+            1,
+        ),
+        c(
+            "nd_target of a message with two source options (Open vSwitch: none)",
+            "icmp6,icmp_type=135,nd_target=fe80::7,actions=output:2",
+            nd(false, 7, &[(1, 0xa), (1, 0xb)]),
+            0,
+        ),
+        c(
+            "nd_sll",
+            "icmp6,icmp_type=135,nd_sll=02:00:00:00:00:0a,actions=output:2",
+            nd(false, 7, &[(1, 0xa)]),
+            1,
+        ),
+        c(
+            "nd_sll, another address",
+            "icmp6,icmp_type=135,nd_sll=02:00:00:00:00:0a,actions=output:2",
+            nd(false, 7, &[(1, 0xc)]),
+            0,
+        ),
+        c(
+            "nd_tll masked",
+            "icmp6,icmp_type=136,nd_tll=02:00:00:00:00:00/ff:ff:ff:00:00:00,actions=output:2",
+            nd(true, 7, &[(2, 0xb)]),
+            1,
+        ),
+        c(
+            "nd_tll of an advertisement without options",
+            "icmp6,icmp_type=136,nd_tll=00:00:00:00:00:00,actions=output:2",
+            nd(true, 7, &[]),
+            1,
+        ),
+        c(
+            "set_field nd_target and nd_sll",
+            "icmp6,icmp_type=135,actions=set_field:2001:db8::9->nd_target,set_field:02:00:00:00:00:0d->nd_sll,output:2",
+            nd(false, 7, &[(1, 0xa)]),
+            1,
+        ),
+        c(
+            "set_field nd_tll",
+            "icmp6,icmp_type=136,actions=set_field:02:00:00:00:00:0e->nd_tll,output:2",
+            nd(true, 7, &[(2, 0xb)]),
+            1,
+        ),
+        c(
+            "set_field nd_sll where the first option is a target one",
+            "icmp6,icmp_type=135,actions=set_field:02:00:00:00:00:0d->nd_sll,output:2",
+            nd(false, 7, &[(2, 0xb), (1, 0xa)]),
             1,
         ),
         c(

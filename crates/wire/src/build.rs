@@ -182,6 +182,35 @@ pub fn build_icmp_echo(
     Ok(total)
 }
 
+/// Build an IPv6 neighbour solicitation (`advert` false: ICMPv6 type 135)
+/// or advertisement (136, its R/S/O flags 0): the ICMPv6 header, `target`,
+/// then `p.payload` as the options (see [`nd_lla_option`]), checksummed.
+/// `p.ip` must be [`IpPair::V6`].
+pub fn build_nd(buf: &mut [u8], p: &FrameParams, advert: bool, target: &[u8; 16]) -> Result<usize> {
+    if !matches!(p.ip, IpPair::V6 { .. }) {
+        return Err(Error::BadParam);
+    }
+    let (l4, total) = frame(buf, p, proto::ICMPV6, icmp::HEADER_LEN + 16)?;
+    let seg = &mut buf[l4..total];
+    seg[0] = if advert {
+        icmp::v6::NEIGHBOR_ADVERT
+    } else {
+        icmp::v6::NEIGHBOR_SOLICIT
+    };
+    seg[1..icmp::HEADER_LEN].fill(0);
+    seg[icmp::HEADER_LEN..icmp::HEADER_LEN + 16].copy_from_slice(target);
+    fill_l4(seg, &p.ip, proto::ICMPV6, 2);
+    Ok(total)
+}
+
+/// A neighbour discovery link-layer address option (RFC 4861 4.6.1): `kind`
+/// 1 (source) or 2 (target), length 1 (8 bytes), the MAC.
+pub fn nd_lla_option(kind: u8, mac: Mac) -> [u8; 8] {
+    let mut o = [kind, 1, 0, 0, 0, 0, 0, 0];
+    o[2..].copy_from_slice(&mac);
+    o
+}
+
 /// Build Ethernet [+ VLANs] + ARP. Returns the frame length (42 untagged;
 /// pad to 60 yourself if the port does not).
 pub fn build_arp(

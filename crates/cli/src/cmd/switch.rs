@@ -36,6 +36,8 @@ Examples:
   #   table=4,reg0=2,actions=strip_vlan,output:2
   # also: goto_table:N, reg0..reg7, metadata and tun_id matches, load:/move:/set_field: into them,
   # write_metadata:V/M, output:NXM_NX_REG0[0..15], mod_vlan_vid:V, NORMAL
+  # IPv6 neighbour discovery: icmp6,icmp_type=135,nd_target=fe80::/64,nd_sll=02:00:00:00:00:01
+  #   (nd_tll with icmp_type=136); set_field:...->nd_target, nd_sll, nd_tll
   # the OpenFlow 1.3 channel on a Unix socket (mode 0600: root only): ovs-ofctl programs the switch
   linerate switch --port 1=afpacket:p1 --port 2=afpacket:p2 --openflow punix:/run/linerate-sw.of
   #   ovs-ofctl -O OpenFlow13 add-flow unix:/run/linerate-sw.of 'in_port=1,actions=output:2'

@@ -25,6 +25,7 @@
 //! parse). `set_field:vid->vlan_vid` changes the VID of an existing outer
 //! tag and does nothing on an untagged frame (use `push_vlan` first).
 
+use super::key;
 use super::rule::{q, Action, Pin, PipeState, SetField};
 use linerate_wire::frame::{self, parse_frame, Endpoint, Layers, L3, L4};
 use linerate_wire::{checksum, vlan};
@@ -345,6 +346,24 @@ fn set_field_parsed(f: &mut FrameBuf, l: &mut Option<Layers>, s: &SetField) {
             }
             Ok(())
         }
+        SetField::NdTarget(a) => {
+            set_nd(b, &ly, 8, &a);
+            Ok(())
+        }
+        SetField::NdSll(m) | SetField::NdTll(m) => {
+            // The first link-layer address option, if it is of this kind.
+            let kind = if matches!(s, SetField::NdSll(_)) {
+                1
+            } else {
+                2
+            };
+            if let Some(o) = nd_body(b, &ly).and_then(|(o, end)| first_lla(b, o + 24, end)) {
+                if b[o] == kind {
+                    set_nd(b, &ly, o + 2 - ly.l4_offset as usize, &m);
+                }
+            }
+            Ok(())
+        }
         SetField::VlanPcp(p) => {
             if ly.vlans.outer().is_some() {
                 let tci = u16::from_be_bytes([b[14], b[15]]);
@@ -377,6 +396,48 @@ fn set_field_parsed(f: &mut FrameBuf, l: &mut Option<Layers>, s: &SetField) {
         }
     };
     *l = Some(ly);
+}
+
+/// A neighbour discovery message's ICMPv6 segment (`l4_offset`, end), when
+/// the frame is one (type 135 or 136, code 0) long enough for its target
+/// (24 bytes), as Open vSwitch rewrites it; else `None`.
+fn nd_body(b: &[u8], ly: &Layers) -> Option<(usize, usize)> {
+    let (o, end) = (ly.l4_offset as usize, (ly.end as usize).min(b.len()));
+    let nd = ly.l4 == L4::Icmpv6
+        && end >= o + 24
+        && b[o + 1] == 0
+        && matches!(b[o], key::ND_SOLICIT | key::ND_ADVERT);
+    nd.then_some((o, end))
+}
+
+/// The first source or target link-layer address option of length 1
+/// (8 bytes) among the options from `at` to `end`: its offset. Options of
+/// other kinds are stepped over; one of length 0 ends the walk.
+fn first_lla(b: &[u8], mut at: usize, end: usize) -> Option<usize> {
+    while end.saturating_sub(at) >= 8 && b[at + 1] != 0 {
+        if matches!(b[at], 1 | 2) && b[at + 1] == 1 {
+            return Some(at);
+        }
+        at += b[at + 1] as usize * 8;
+    }
+    None
+}
+
+/// Write `new` at `rel` bytes into a neighbour discovery message (not a
+/// neighbour discovery message: nothing), its ICMPv6 checksum patched
+/// (RFC 1624; `rel` is even, so the bytes keep their 16-bit alignment).
+fn set_nd(b: &mut [u8], ly: &Layers, rel: usize, new: &[u8]) {
+    let Some((o, end)) = nd_body(b, ly) else {
+        return;
+    };
+    let at = o + rel;
+    if at + new.len() > end || b[at..at + new.len()] == *new {
+        return;
+    }
+    let c = u16::from_be_bytes([b[o + 2], b[o + 3]]);
+    let c = checksum::update_bytes(c, &b[at..at + new.len()], new);
+    b[at..at + new.len()].copy_from_slice(new);
+    b[o + 2..o + 4].copy_from_slice(&c.to_be_bytes());
 }
 
 /// The `mask` bits of the top MPLS entry set to `bits` (no MPLS: nothing).
@@ -1021,6 +1082,75 @@ mod tests {
             (&b[22..28], &b[32..38]),
             (&[2, 0, 0, 0, 0, 7][..], &[2, 0, 0, 0, 0, 8][..])
         );
+    }
+
+    #[test]
+    fn neighbour_discovery_rewrites_keep_the_checksum_and_follow_open_vswitch() {
+        use linerate_wire::build::{build_nd, nd_lla_option};
+        let target: [u8; 16] = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7];
+        let nd = |advert: bool, opts: &[u8]| {
+            let mut p = FrameParams::new(IpPair::V6 {
+                src: [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+                dst: [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
+            });
+            p.payload = opts;
+            let mut b = vec![0u8; 128];
+            let n = build_nd(&mut b, &p, advert, &target).unwrap();
+            b.truncate(n);
+            b
+        };
+        let run = |rule: &str, f: &[u8]| -> Vec<u8> {
+            let r = Rule::parse(rule).unwrap_or_else(|e| panic!("{rule}: {e}"));
+            let mut buf = f.to_vec();
+            let n = buf.len();
+            let mut fb = FrameBuf::new(&mut buf, 0, n).unwrap();
+            let mut env = Rec::default();
+            execute(&mut fb, &r.actions, &mut env).unwrap();
+            env.outs.remove(0).1
+        };
+        let l4 = 14 + 40;
+        let (a, b) = ([2, 0, 0, 0, 0, 0xa], [2, 0, 0, 0, 0, 0xb]);
+        // The target and the source option of a solicitation.
+        let f = nd(false, &nd_lla_option(1, a));
+        let out = run(
+            "icmp6,icmp_type=135,actions=set_field:2001:db8::9->nd_target,set_field:02:00:00:00:00:0b->nd_sll,output:1",
+            &f,
+        );
+        let t: [u8; 16] = "2001:db8::9"
+            .parse::<std::net::Ipv6Addr>()
+            .unwrap()
+            .octets();
+        assert_eq!(&out[l4 + 8..l4 + 24], &t);
+        assert_eq!(&out[l4 + 26..l4 + 32], &b);
+        assert!(checksums_ok(&out));
+        // An advertisement's target option, after an option of another
+        // kind (a nonce) that is stepped over.
+        let nonce = [14u8, 1, 9, 9, 9, 9, 9, 9];
+        let f = nd(true, &[nonce, nd_lla_option(2, a)].concat());
+        let out = run(
+            "icmp6,icmp_type=136,actions=set_field:02:00:00:00:00:0b->nd_tll,output:1",
+            &f,
+        );
+        assert_eq!(&out[l4 + 34..l4 + 40], &b);
+        assert!(checksums_ok(&out));
+        // As Open vSwitch: only the first link-layer option is written,
+        // and only when it is of the kind set (a solicitation whose first
+        // option is a target one keeps its source one).
+        let f = nd(false, &[nd_lla_option(2, a), nd_lla_option(1, a)].concat());
+        let out = run(
+            "icmp6,icmp_type=135,actions=set_field:02:00:00:00:00:0b->nd_sll,output:1",
+            &f,
+        );
+        assert_eq!(out, f);
+        // A message without options, and one that is not neighbour
+        // discovery (code 1), are left as they are.
+        let f = nd(false, &[]);
+        let rule = "icmp6,icmp_type=135,actions=set_field:02:00:00:00:00:0b->nd_sll,output:1";
+        assert_eq!(run(rule, &f), f);
+        let mut f = nd(false, &[]);
+        f[l4 + 1] = 1;
+        let rule = "icmp6,icmp_type=135,actions=set_field:::5->nd_target,output:1";
+        assert_eq!(run(rule, &f), f);
     }
 
     #[test]

@@ -985,10 +985,13 @@ impl Datapath {
                 // a meter or a missing headroom recorded part of its lookups).
                 if live && (probe || mega_probe) && r.is_ok() {
                     if let Some((tr, wc)) = walk.trace().filter(|(t, _)| t.cacheable()) {
-                        if !wc.exact {
+                        // Neither cache keys on the neighbour discovery
+                        // words (key::ND_WORDS): a walk that read them is
+                        // no megaflow, an ND frame no exact entry.
+                        if !wc.exact && !wc.reads_nd() {
                             mega.insert(&wc.packet_mask(), &ks[i], *tr, epoch);
                         }
-                        if probe {
+                        if probe && !ks[i].is_nd() {
                             fresh[i] = *tr;
                             store |= 1 << i;
                         }
@@ -1585,6 +1588,134 @@ mod tests {
             (s.lookups.load(Relaxed), s.matches.load(Relaxed))
         };
         assert_eq!((st(0), st(1), st(2)), ((300, 300), (300, 300), (300, 300)));
+    }
+
+    /// A finite source that sends `frames` in turn.
+    struct Cycle {
+        frames: Vec<Vec<u8>>,
+        bufs: Vec<Vec<u8>>,
+        left: usize,
+        at: usize,
+    }
+    impl RxPort for Cycle {
+        fn recv(&mut self, b: &mut Batch) -> Result<usize, PortError> {
+            let mut n = 0;
+            while !b.is_full() && self.left > 0 {
+                let (i, f) = (b.len(), &self.frames[self.at % self.frames.len()]);
+                self.bufs[i].clear();
+                self.bufs[i].extend_from_slice(f);
+                // SAFETY: one test buffer per descriptor; it outlives the descriptor and nothing else touches it meanwhile.
+                b.push(unsafe { Pkt::from_raw(self.bufs[i].as_mut_ptr(), f.len() as u32, 0, 0) });
+                (self.left, self.at, n) = (self.left - 1, self.at + 1, n + 1);
+            }
+            Ok(n)
+        }
+        fn release(&mut self, b: &mut Batch) -> Result<(), PortError> {
+            b.clear();
+            Ok(())
+        }
+        fn at_end(&self) -> bool {
+            self.left == 0
+        }
+    }
+
+    /// Neighbour discovery frames that differ only in their ND fields
+    /// (which the caches' keys do not hold) each get their own rule: a
+    /// rule on them runs the multi-table path even in table 0 alone, whose
+    /// exact entries and megaflows keep such walks out; and the caches
+    /// still serve other frames.
+    #[test]
+    fn nd_frames_that_differ_only_in_nd_fields_are_not_confused_by_the_caches() {
+        use linerate_wire::build::{build_nd, nd_lla_option};
+        let nd = |last: u8, code: u8, sll: u8| {
+            let mut p = FrameParams::new(IpPair::V6 {
+                src: [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+                dst: [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0, 0, 0xa],
+            });
+            let opt = nd_lla_option(1, [2, 0, 0, 0, 0, sll]);
+            p.payload = &opt;
+            let mut t = [0u8; 16];
+            (t[0], t[1], t[15]) = (0xfe, 0x80, last);
+            let mut b = vec![0u8; 128];
+            let n = build_nd(&mut b, &p, false, &t).unwrap();
+            b[14 + 40 + 1] = code;
+            b.truncate(n);
+            b
+        };
+        // (rules, frames sent in turn, copies out of ports 2 and 3 per
+        // round of frames)
+        let single = [
+            "icmp6,icmp_type=135,nd_target=fe80::a,actions=output:2",
+            "priority=1,actions=output:3",
+        ];
+        let multi = [
+            "icmp6,icmp_type=135,nd_target=fe80::a,actions=goto_table:1",
+            "priority=1,actions=goto_table:2",
+            "table=1,actions=output:2",
+            "table=2,actions=output:3",
+        ];
+        let by_sll = [
+            "icmp6,icmp_type=135,nd_sll=02:00:00:00:00:0a,actions=goto_table:1",
+            "priority=1,actions=goto_table:2",
+            "table=1,actions=output:2",
+            "table=2,actions=output:3",
+        ];
+        type NdCase<'a> = (&'a [&'a str], Vec<Vec<u8>>, (usize, usize));
+        let cases: [NdCase; 4] = [
+            (&single, vec![nd(0xa, 0, 1), nd(0xb, 0, 1)], (1, 1)),
+            (&multi, vec![nd(0xa, 0, 1), nd(0xb, 0, 1)], (1, 1)),
+            // Code 1 is no ND frame (its ND fields are 0), but its walk
+            // reads them: no megaflow may keep its "no match" for the
+            // ND frame with the same packet words but code.
+            (
+                &multi,
+                vec![nd(0xa, 1, 1), nd(0xa, 0, 1), nd(0xa, 0, 1)],
+                (2, 1),
+            ),
+            (&by_sll, vec![nd(0xa, 0, 0xa), nd(0xa, 0, 0xb)], (1, 1)),
+        ];
+        for (rules, frames, (to2, to3)) in cases {
+            let rounds = 100;
+            let n = rounds * frames.len();
+            let mut ports = Vec::new();
+            let mut sinks = Vec::new();
+            for no in 1..=3u32 {
+                let got = Arc::new(Mutex::new(Vec::new()));
+                let rx = Cycle {
+                    frames: frames.clone(),
+                    bufs: (0..MAX_BATCH).map(|_| Vec::with_capacity(2048)).collect(),
+                    left: if no == 1 { n } else { 0 },
+                    at: 0,
+                };
+                ports.push(SwitchPort::new(
+                    no,
+                    "mem",
+                    Box::new(rx),
+                    Box::new(Sink(got.clone(), usize::MAX)),
+                ));
+                sinks.push(got);
+            }
+            let ctl = table(rules);
+            assert!(ctl.current().multi(), "{rules:?}");
+            let mut dp = Datapath::new(ports, ctl, 32, true);
+            dp.run(&AtomicBool::new(false), Polling::Busy, false)
+                .unwrap();
+            let s = dp.counters.snapshot();
+            assert!(s.balanced(), "{s:?}");
+            assert_eq!(
+                counts(&sinks),
+                vec![0, to2 * rounds, to3 * rounds],
+                "{rules:?}"
+            );
+        }
+        // The caches still serve other frames next to ND rules.
+        let ctl = table(&single);
+        let (ports, sinks) = bed(200, usize::MAX);
+        let mut dp = Datapath::new(ports, ctl, 32, true);
+        dp.run(&AtomicBool::new(false), Polling::Busy, false)
+            .unwrap();
+        assert_eq!(counts(&sinks), vec![0, 0, 200]);
+        assert!(dp.cache.emc_hits.load(Relaxed) >= 100);
     }
 
     #[test]

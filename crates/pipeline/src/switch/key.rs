@@ -1,7 +1,8 @@
-//! The packet key: every matchable field of a frame packed into sixteen
+//! The packet key: every matchable field of a frame packed into eighteen
 //! 64-bit words (eight of the packet, a cache line where the datapath keeps
-//! them, and eight of pipeline state), plus masks of the same shape, so a
-//! rule matches a packet when `(key & mask) == value`.
+//! them; six of pipeline state; four of IPv6 neighbour discovery), plus
+//! masks of the same shape, so a rule matches a packet when
+//! `(key & mask) == value`.
 //!
 //! Layout (bit 63 is the most significant bit of a word):
 //!
@@ -16,7 +17,9 @@
 //! | 8..11 | registers: `reg0` (63..32) and `reg1` (31..0) in word 8, `reg2`/`reg3` in 9, ... |
 //! | 12 | `metadata` (64 bits) |
 //! | 13 | `tun_id` (64 bits) |
-//! | 14, 15 | 0 (room for more pipeline fields) |
+//! | 14, 15 | `nd_target`, 16 bytes big-endian (neighbour solicitations and advertisements only) |
+//! | 16 | `nd_sll` (63..16): a solicitation's source link-layer address option |
+//! | 17 | `nd_tll` (63..16): an advertisement's target link-layer address option |
 //!
 //! Words 0..7 ([`PKT_WORDS`]) are the packet: what [`Key::extract`] fills
 //! and the exact-match caches key on. Words 8..13 are the pipeline's state
@@ -27,6 +30,17 @@
 //! through the tables, and matched by later tables. A classifier subtable hashes and
 //! stores only the words its mask uses, so the extra words cost a rule that
 //! does not match them nothing.
+//!
+//! Words 14..17 ([`ND_WORDS`]) are packet fields too, but of one rare kind
+//! of frame: ICMPv6 neighbour solicitations and advertisements (type 135 or
+//! 136, code 0), parsed as Open vSwitch parses them (the target, then the
+//! first source and target link-layer address options; a second option of
+//! either kind makes all three 0). They are zero for every other frame.
+//! They stay out of the caches' keys, which are the eight packet words
+//! (a cache line per key; a ninth word would cost every packet): a rule
+//! that matches them runs the multi-table path, where an ND frame never
+//! enters the exact-match cache ([`Key::is_nd`]) and a walk whose lookups
+//! read these words never becomes a megaflow.
 //!
 //! `vlan_tci` follows Open vSwitch: `0x1000` (the CFI bit position) is set
 //! when the frame has an 802.1Q tag (the outer one), so `0` means "no tag".
@@ -44,9 +58,12 @@ use linerate_wire::frame::{parse_frame, L3, L4};
 use linerate_wire::{ethernet, flow::v4_mapped};
 
 /// Number of 64-bit words in a [`Key`].
-pub const WORDS: usize = 16;
-/// The words a packet's headers fill (the rest is pipeline state).
+pub const WORDS: usize = 18;
+/// The words a packet's headers fill and the caches key on (then pipeline
+/// state, then [`ND_WORDS`]).
 pub const PKT_WORDS: usize = 8;
+/// The words of neighbour discovery's fields (see the module doc).
+pub const ND_WORDS: core::ops::Range<usize> = 14..18;
 
 /// A packet key, or a mask, or a masked value (same shape).
 #[derive(Clone, Copy, Eq, Default)]
@@ -251,6 +268,23 @@ pub const TUN_ID: FieldLoc = FieldLoc {
     shift: 0,
     bits: 64,
 };
+/// First word of a neighbour discovery message's 128-bit target address.
+pub const ND_TARGET_WORD: usize = 14;
+/// A neighbour solicitation's source link-layer address option (`nd_sll`).
+pub const ND_SLL: FieldLoc = FieldLoc {
+    word: 16,
+    shift: 16,
+    bits: 48,
+};
+/// A neighbour advertisement's target link-layer address option (`nd_tll`).
+pub const ND_TLL: FieldLoc = FieldLoc {
+    word: 17,
+    shift: 16,
+    bits: 48,
+};
+/// ICMPv6 neighbour solicitation and advertisement (RFC 4861).
+pub const ND_SOLICIT: u8 = 135;
+pub const ND_ADVERT: u8 = 136;
 /// First word of the 128-bit source / destination address.
 pub const IPV6_SRC_WORD: usize = 4;
 pub const IPV6_DST_WORD: usize = 6;
@@ -258,7 +292,8 @@ pub const IPV6_DST_WORD: usize = 6;
 /// `vlan_tci` bit meaning "a tag is present".
 pub const VLAN_CFI: u16 = 0x1000;
 
-const HASH_K: [u64; WORDS] = [
+// Three sets of eight (a word's `xk` is taken within its set of eight).
+const HASH_K: [u64; 24] = [
     0x9e37_79b9_7f4a_7c15,
     0xc2b2_ae3d_27d4_eb4f,
     0x1656_67b1_9e37_79f9,
@@ -275,6 +310,14 @@ const HASH_K: [u64; WORDS] = [
     0x1d8e_4e27_c47d_124f,
     0xb492_b66f_be98_f273,
     0x9ae1_6a3b_2f90_404f,
+    0xd1b5_4a32_d192_ed03,
+    0xaef1_7502_108e_f2d9,
+    0xf135_7aea_2e62_a9c5,
+    0x94d0_49bb_1331_11eb,
+    0xbf58_476d_1ce4_e5b9,
+    0x6c8e_9cf5_7043_2c3b,
+    0x2545_f491_4f6c_dd1d,
+    0x9e6c_63d0_676a_9a99,
 ];
 /// The constants of one word's step of the key hash: multiplied by its
 /// own odd constant and added, so the steps of different words are
@@ -293,7 +336,7 @@ impl WordHash {
     pub const fn of(word: usize) -> WordHash {
         WordHash {
             // Words 0..7 keep the constants they had when the key was
-            // eight words; words 8..15 take the second eight.
+            // eight words; words 8..15 take the second eight, 16.. the third.
             xk: HASH_K[(word + 3) % PKT_WORDS + word / PKT_WORDS * PKT_WORDS],
             mk: HASH_K[word],
             rot: word as u32 * 8,
@@ -453,12 +496,14 @@ impl Key {
     /// [`Self::extract`] into the packet words of `self`, written in place
     /// (a key built on the stack and then copied as 16-byte moves stalled
     /// on store forwarding: ~8 cycles of the switch's budget). The
-    /// pipeline words (registers, metadata, tunnel id) are left as they are.
+    /// pipeline words (registers, metadata, tunnel id) are left as they are;
+    /// the neighbour discovery words are written (zero for other frames).
     #[inline(always)]
     pub fn extract_into(&mut self, frame: &[u8], in_port: u32) {
         if !self.extract_fast_into(frame, in_port) {
             let g = Key::extract_general(frame, in_port);
             self.w[..PKT_WORDS].copy_from_slice(&g.w[..PKT_WORDS]);
+            self.w[ND_WORDS].copy_from_slice(&g.w[ND_WORDS]);
         }
     }
 
@@ -532,6 +577,8 @@ impl Key {
             0,
             V4_MAPPED | be32(L3 + 16),
         ]);
+        // The slot may have held a neighbour discovery frame.
+        self.w[ND_WORDS].fill(0);
         true
     }
 
@@ -622,6 +669,14 @@ impl Key {
                 let o = l.l4_offset as usize;
                 k.set(TP_SRC, frame[o] as u64);
                 k.set(TP_DST, frame[o + 1] as u64);
+                if l.l4 == L4::Icmpv6
+                    && frame[o + 1] == 0
+                    && matches!(frame[o], ND_SOLICIT | ND_ADVERT)
+                {
+                    // After the 8-byte ICMPv6 header (parse_frame checked it).
+                    let end = (l.end as usize).min(frame.len());
+                    k.extract_nd(&frame[o + 8..end.max(o + 8)]);
+                }
             }
             // SCTP: the ports of its 12-byte common header, as Open vSwitch
             // reads them (a rule on `sctp,tp_src=` must be able to match);
@@ -639,6 +694,58 @@ impl Key {
             _ => {}
         }
         k
+    }
+}
+
+impl Key {
+    /// A neighbour discovery message's fields from its body after the
+    /// ICMPv6 header (`body`: the target, then options), as Open vSwitch's
+    /// `parse_icmpv6` reads them: a body too short for the target leaves
+    /// all three 0; options are read while 8 bytes remain, up to one of
+    /// length 0 or longer than what remains; the first source and the
+    /// first target link-layer address option (type 1 and 2, length 1)
+    /// give `nd_sll` and `nd_tll`, and a second one of either kind (after
+    /// one that was not all zero) makes all three 0.
+    fn extract_nd(&mut self, body: &[u8]) {
+        let Some(target) = body.get(..16) else {
+            return;
+        };
+        let mut t = [0u8; 16];
+        t.copy_from_slice(target);
+        let mut lla = [0u64; 2];
+        let mut rest = &body[16..];
+        while rest.len() >= 8 {
+            let len = rest[1] as usize * 8;
+            if len == 0 || len > rest.len() {
+                break;
+            }
+            let kind = rest[0];
+            if matches!(kind, 1 | 2) && len == 8 {
+                let i = kind as usize - 1;
+                if lla[i] != 0 {
+                    // Open vSwitch's `invalid`: no target, no addresses.
+                    return;
+                }
+                lla[i] = rest[2..8].iter().fold(0, |v, &b| (v << 8) | b as u64);
+            }
+            rest = &rest[len..];
+        }
+        self.set128(ND_TARGET_WORD, u128::from_be_bytes(t));
+        self.set(ND_SLL, lla[0]);
+        self.set(ND_TLL, lla[1]);
+    }
+
+    /// Is this the key of a neighbour solicitation or advertisement (the
+    /// frames whose [`ND_WORDS`] may be non-zero)? Such a frame never
+    /// enters the multi-table path's exact-match cache, which keys on the
+    /// packet words (they do not hold these fields).
+    #[inline(always)]
+    pub fn is_nd(&self) -> bool {
+        const ICMP6: u64 = 58;
+        self.get(DL_TYPE) == 0x86dd
+            && self.get(NW_PROTO) == ICMP6
+            && self.get(TP_DST) == 0
+            && matches!(self.get(TP_SRC) as u8, ND_SOLICIT | ND_ADVERT)
     }
 }
 
@@ -673,6 +780,130 @@ mod tests {
         k.set(DL_TYPE, 0x86dd);
         assert_eq!(k.get(IN_PORT), 7);
         assert_eq!(k.get(VLAN_TCI), 0x1005);
+    }
+
+    use linerate_wire::build::{build_nd, build_udp, nd_lla_option, FrameParams, IpPair};
+
+    const TARGET: [u8; 16] = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7];
+    const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
+    const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
+
+    /// A neighbour discovery frame with these options (`advert`: 136).
+    fn nd(advert: bool, opts: &[u8]) -> Vec<u8> {
+        let mut p = FrameParams::new(IpPair::V6 {
+            src: [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+            dst: [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0, 0, 7],
+        });
+        p.payload = opts;
+        let mut b = vec![0u8; 256];
+        let n = build_nd(&mut b, &p, advert, &TARGET).unwrap();
+        b.truncate(n);
+        b
+    }
+
+    fn nd_fields(k: &Key) -> (u128, u64, u64) {
+        (k.get128(ND_TARGET_WORD), k.get(ND_SLL), k.get(ND_TLL))
+    }
+
+    const fn mac(m: [u8; 6]) -> u64 {
+        u64::from_be_bytes([0, 0, m[0], m[1], m[2], m[3], m[4], m[5]])
+    }
+
+    #[test]
+    fn neighbour_discovery_fields_as_open_vswitch_reads_them() {
+        let t = u128::from_be_bytes(TARGET);
+        let sll = nd_lla_option(1, MAC_A);
+        let tll = nd_lla_option(2, MAC_B);
+        // A solicitation with its source address option.
+        let k = Key::extract(&nd(false, &sll), 1);
+        assert!(k.is_nd());
+        assert_eq!(k.get(TP_SRC), 135);
+        assert_eq!(nd_fields(&k), (t, mac(MAC_A), 0));
+        // An advertisement with its target address option; an unknown
+        // option (nonce, type 14) before it is stepped over.
+        let nonce = [14u8, 1, 9, 9, 9, 9, 9, 9];
+        let k = Key::extract(&nd(true, &[nonce, tll].concat()), 1);
+        assert_eq!(nd_fields(&k), (t, 0, mac(MAC_B)));
+        // Both kinds in one message: both read (only the prerequisites
+        // keep nd_tll to advertisements).
+        let k = Key::extract(&nd(false, &[sll, tll].concat()), 1);
+        assert_eq!(nd_fields(&k), (t, mac(MAC_A), mac(MAC_B)));
+        // No options: the target only.
+        assert_eq!(nd_fields(&Key::extract(&nd(true, &[]), 1)), (t, 0, 0));
+        // A second source option: Open vSwitch's `invalid`, all three 0
+        // (the frame is still ND by its type).
+        let two = [sll, nd_lla_option(1, MAC_B)].concat();
+        let k = Key::extract(&nd(false, &two), 1);
+        assert!(k.is_nd());
+        assert_eq!(nd_fields(&k), (0, 0, 0));
+        // ... unless the first was all zero.
+        let two = [nd_lla_option(1, [0; 6]), nd_lla_option(1, MAC_B)].concat();
+        assert_eq!(
+            nd_fields(&Key::extract(&nd(false, &two), 1)),
+            (t, mac(MAC_B), 0)
+        );
+        // An option of length 0 ends the walk (what was read stays).
+        let zero_len = [tll, [1u8, 0, 1, 2, 3, 4, 5, 6], sll].concat();
+        assert_eq!(
+            nd_fields(&Key::extract(&nd(true, &zero_len), 1)),
+            (t, 0, mac(MAC_B))
+        );
+        // A source option of length 2 is not an Ethernet address.
+        let long = [1u8, 2, 1, 2, 3, 4, 5, 6, 0, 0, 0, 0, 0, 0, 0, 0];
+        assert_eq!(nd_fields(&Key::extract(&nd(false, &long), 1)), (t, 0, 0));
+    }
+
+    #[test]
+    fn only_code_zero_solicitations_and_advertisements_are_nd() {
+        let sll = nd_lla_option(1, MAC_A);
+        let mut f = nd(false, &sll);
+        let o = f.len() - 8 - 16 - 8;
+        // Code 1: not ND (Open vSwitch's icmp6_is_nd), no fields.
+        f[o + 1] = 1;
+        let k = Key::extract(&f, 1);
+        assert!(!k.is_nd());
+        assert_eq!(nd_fields(&k), (0, 0, 0));
+        // Another type (router solicitation, 133).
+        f[o + 1] = 0;
+        f[o] = 133;
+        assert_eq!(nd_fields(&Key::extract(&f, 1)), (0, 0, 0));
+        // A message cut inside the target (the IPv6 payload length says
+        // so): ND by its type, but no fields.
+        let mut f = nd(false, &[]);
+        let l3 = 14;
+        let plen = 8 + 10;
+        f[l3 + 4..l3 + 6].copy_from_slice(&(plen as u16).to_be_bytes());
+        f.truncate(l3 + 40 + plen);
+        let k = Key::extract(&f, 1);
+        assert!(k.is_nd());
+        assert_eq!(nd_fields(&k), (0, 0, 0));
+    }
+
+    #[test]
+    fn a_key_slot_reused_after_an_nd_frame_holds_no_nd_fields() {
+        let mut k = Key::ZERO;
+        k.extract_into(&nd(false, &nd_lla_option(1, MAC_A)), 3);
+        assert_ne!(nd_fields(&k), (0, 0, 0));
+        // An IPv4 UDP frame (the fast path), then an IPv6 UDP one (the
+        // general path): both clear the ND words.
+        let mut b = [0u8; 128];
+        let v4 = IpPair::V4 {
+            src: [10, 0, 0, 1],
+            dst: [10, 0, 0, 2],
+        };
+        let n = build_udp(&mut b, &FrameParams::new(v4), 1, 2).unwrap();
+        assert!(Key::extract_fast(&b[..n], 3).is_some());
+        k.extract_into(&b[..n], 3);
+        assert_eq!(k, Key::extract_general(&b[..n], 3));
+        k.extract_into(&nd(true, &nd_lla_option(2, MAC_B)), 3);
+        let v6 = IpPair::V6 {
+            src: [0xfd; 16],
+            dst: [0xfe; 16],
+        };
+        let n = build_udp(&mut b, &FrameParams::new(v6), 1, 2).unwrap();
+        k.extract_into(&b[..n], 3);
+        assert_eq!(k, Key::extract_general(&b[..n], 3));
+        assert_eq!(nd_fields(&k), (0, 0, 0));
     }
 
     #[test]

@@ -15,7 +15,9 @@ use super::key::{self, Key};
 use super::reference::Reference;
 use super::rule::MatchSpec;
 use linerate_wire::arp::ArpRepr;
-use linerate_wire::build::{build_arp, build_icmp_echo, build_tcp, build_udp, FrameParams, IpPair};
+use linerate_wire::build::{
+    build_arp, build_icmp_echo, build_nd, build_tcp, build_udp, nd_lla_option, FrameParams, IpPair,
+};
 use linerate_wire::tcp::TcpRepr;
 
 #[derive(Clone, Copy, PartialEq)]
@@ -33,6 +35,9 @@ enum L4 {
     Tcp,
     Sctp,
     Icmp,
+    /// A neighbour solicitation (`icmp.0` 135) or advertisement (136),
+    /// with [`Spec::nd`]'s target and options.
+    Nd,
 }
 
 /// A frame to build, and the pipeline state it meets a table with.
@@ -63,6 +68,9 @@ struct Spec {
     icmp: (u8, u8),
     /// IPv6's flow label.
     flabel: u32,
+    /// Neighbour discovery's target, and its source and target link-layer
+    /// address options if any.
+    nd: ([u8; 16], Option<[u8; 6]>, Option<[u8; 6]>),
     /// Written by earlier tables (`write_metadata`, `load`).
     metadata: u64,
     reg: [u32; key::REGS],
@@ -100,6 +108,7 @@ impl Spec {
             tcp_flags: 0x10,
             icmp: (8, 0),
             flabel: 0,
+            nd: (v6(7), None, None),
             metadata: 0,
             reg: [0; key::REGS],
             tun_id: 0,
@@ -147,6 +156,14 @@ impl Spec {
             (self.src, self.dst, &tags, self.tos, self.ttl);
         p.flow_label = self.flabel;
         p.payload = &[0; 16];
+        let opts: Vec<u8> = [(1, self.nd.1), (2, self.nd.2)]
+            .iter()
+            .filter_map(|&(kind, mac)| mac.map(|m| nd_lla_option(kind, m)))
+            .flatten()
+            .collect();
+        if self.l4 == L4::Nd {
+            p.payload = &opts;
+        }
         let n = match self.l4 {
             L4::Udp | L4::Sctp => build_udp(&mut b, &p, self.sp, self.dp),
             L4::Tcp => build_tcp(
@@ -163,6 +180,7 @@ impl Spec {
                 },
             ),
             L4::Icmp => build_icmp_echo(&mut b, &p, true, 1, 1),
+            L4::Nd => build_nd(&mut b, &p, self.icmp.0 == 136, &self.nd.0),
         }
         .unwrap();
         let l3 = 14 + 4 * tags.len();
@@ -177,7 +195,7 @@ impl Spec {
                 b[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
             }
             L4::Sctp => b[l3 + 6] = 132,
-            L4::Icmp => (b[l4], b[l4 + 1]) = self.icmp,
+            L4::Icmp | L4::Nd => (b[l4], b[l4 + 1]) = self.icmp,
             _ => {}
         }
         b[..n.max(60)].to_vec()
@@ -414,6 +432,34 @@ fn cases() -> Vec<Case> {
             |s| s.flabel = 0xf5ab,
             |s| s.flabel = 0x600,
         ),
+        Case(
+            "icmp6,icmp_type=135,nd_target=2001:db8::7",
+            V6,
+            Nd,
+            |s| s.icmp = (135, 0),
+            |s| s.icmp = (135, 1),
+        ),
+        Case(
+            "icmp6,icmp_type=136,icmp_code=0,nd_target=2001:db8::/120",
+            V6,
+            Nd,
+            |s| s.icmp = (136, 0),
+            |s| (s.icmp, s.nd.0[14]) = ((136, 0), 1),
+        ),
+        Case(
+            "icmp6,icmp_type=135,nd_sll=02:00:00:00:00:0c",
+            V6,
+            Nd,
+            |s| (s.icmp, s.nd.1) = ((135, 0), Some([2, 0, 0, 0, 0, 0xc])),
+            |s| (s.icmp, s.nd.1) = ((135, 0), Some([2, 0, 0, 0, 0, 0xd])),
+        ),
+        Case(
+            "icmp6,icmp_type=136,nd_tll=02:00:00:00:00:00/ff:ff:ff:00:00:00",
+            V6,
+            Nd,
+            |s| (s.icmp, s.nd.2) = ((136, 0), Some([2, 0, 0, 0, 0, 0xc])),
+            |s| (s.icmp, s.nd.2) = ((136, 0), Some([4, 0, 0, 0, 0, 0xc])),
+        ),
         Case("tun_id=0", V4, Udp, nop, |s| s.tun_id = 1),
         Case(
             "tunnel_id=0x500/0xff00",
@@ -580,8 +626,20 @@ fn every_field_name_the_parser_accepts_has_a_case() {
         })
         .collect();
     let prereqs = [
-        "", "ip,", "ipv6,", "arp,", "tcp,", "udp,", "sctp,", "icmp,", "tcp6,", "udp6,", "sctp6,",
+        "",
+        "ip,",
+        "ipv6,",
+        "arp,",
+        "tcp,",
+        "udp,",
+        "sctp,",
+        "icmp,",
+        "tcp6,",
+        "udp6,",
+        "sctp6,",
         "icmp6,",
+        "icmp6,icmp_type=135,",
+        "icmp6,icmp_type=136,",
     ];
     let values = ["1", "10.0.0.1", "2001:db8::1", "02:00:00:00:00:01", "0x1"];
     let mut missing = Vec::new();

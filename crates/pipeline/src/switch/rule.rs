@@ -172,6 +172,13 @@ pub enum SetField {
     MplsTc(u8),
     /// IPv6's 20-bit flow label (no checksum covers it).
     Ipv6Label(u32),
+    /// A neighbour discovery message's target address, and the address of
+    /// its first link-layer address option when that is a source (`NdSll`)
+    /// or target (`NdTll`) one, as Open vSwitch writes them; the ICMPv6
+    /// checksum patched.
+    NdTarget([u8; 16]),
+    NdSll([u8; 6]),
+    NdTll([u8; 6]),
 }
 
 /// One action. The pipeline's own (`GotoTable` .. `Learn`) are what
@@ -562,8 +569,18 @@ enum Prereq {
     Sctp,
     Icmp4,
     Icmp6,
+    /// icmp or icmp6 (`icmp_type` and `icmp_code` name both, as in
+    /// `ovs-ofctl`).
+    AnyIcmp,
     /// dl_type 0x8847 or 0x8848.
     Mpls,
+    /// icmp6 with icmp_type 135 or 136 and icmp_code 0 (left out counts as
+    /// 0, as in Open vSwitch): a neighbour solicitation or advertisement.
+    Nd,
+    /// [`Prereq::Nd`] with icmp_type 135 (a solicitation).
+    NdSolicit,
+    /// [`Prereq::Nd`] with icmp_type 136 (an advertisement).
+    NdAdvert,
 }
 
 fn check_prereq(m: &Match, p: Prereq) -> Result<(), &'static str> {
@@ -585,6 +602,18 @@ fn check_prereq(m: &Match, p: Prereq) -> Result<(), &'static str> {
         Prereq::Mpls => matches!(m.dl_type(), Some(key::ETH_MPLS | key::ETH_MPLS_MC)),
         Prereq::Icmp4 => m.dl_type() == Some(ETH_IP) && proto == Some(1),
         Prereq::Icmp6 => m.dl_type() == Some(ETH_IPV6) && proto == Some(58),
+        Prereq::AnyIcmp => {
+            check_prereq(m, Prereq::Icmp4).is_ok() || check_prereq(m, Prereq::Icmp6).is_ok()
+        }
+        Prereq::Nd | Prereq::NdSolicit | Prereq::NdAdvert => {
+            let (t, code) = (m.value.get(key::TP_SRC), m.value.get(key::TP_DST));
+            let want = match p {
+                Prereq::NdSolicit => t == key::ND_SOLICIT as u64,
+                Prereq::NdAdvert => t == key::ND_ADVERT as u64,
+                _ => t == key::ND_SOLICIT as u64 || t == key::ND_ADVERT as u64,
+            };
+            m.dl_type() == Some(ETH_IPV6) && proto == Some(58) && code == 0 && want
+        }
     };
     if ok {
         return Ok(());
@@ -603,6 +632,10 @@ fn check_prereq(m: &Match, p: Prereq) -> Result<(), &'static str> {
         Prereq::Mpls => "needs mpls or mplsm in the match (dl_type=0x8847 or 0x8848)",
         Prereq::Icmp4 => "needs icmp in the match (ip,nw_proto=1)",
         Prereq::Icmp6 => "needs icmp6 in the match (ipv6,nw_proto=58)",
+        Prereq::AnyIcmp => "needs icmp or icmp6 in the match",
+        Prereq::Nd => "needs icmp6 with icmp_type=135 or 136 (and icmp_code 0) in the match",
+        Prereq::NdSolicit => "needs icmp6,icmp_type=135 (and icmp_code 0) in the match",
+        Prereq::NdAdvert => "needs icmp6,icmp_type=136 (and icmp_code 0) in the match",
     })
 }
 
@@ -714,6 +747,21 @@ fn parse_match_token(m: &mut Match, name: &str, val: Option<&str>) -> Result<Pre
             Ok(Prereq::Arp)
         }
         "ipv6_label" | "ipv6_flabel" => scalar(m, key::IPV6_LABEL, true, Prereq::Ipv6),
+        "nd_target" => {
+            let (a, b) = parse_v6_masked(v)?;
+            m.put128(key::ND_TARGET_WORD, a, b)?;
+            Ok(Prereq::Nd)
+        }
+        "nd_sll" | "nd_tll" => {
+            let (a, b) = parse_mac_masked(v)?;
+            let (f, p) = if name == "nd_sll" {
+                (key::ND_SLL, Prereq::NdSolicit)
+            } else {
+                (key::ND_TLL, Prereq::NdAdvert)
+            };
+            m.put(f, a, b)?;
+            Ok(p)
+        }
         "ipv6_src" | "ipv6_dst" => {
             let w = if name == "ipv6_src" {
                 key::IPV6_SRC_WORD
@@ -781,11 +829,11 @@ fn parse_match_token(m: &mut Match, name: &str, val: Option<&str>) -> Result<Pre
             m.put(key::TCP_FLAGS, a, b)?;
             Ok(Prereq::Tcp)
         }
-        "icmp_type" => scalar(m, key::TP_SRC, false, Prereq::Icmp4).and_then(|p| {
+        "icmp_type" => scalar(m, key::TP_SRC, false, Prereq::AnyIcmp).and_then(|p| {
             check_u8(m.value.get(key::TP_SRC))?;
             Ok(p)
         }),
-        "icmp_code" => scalar(m, key::TP_DST, false, Prereq::Icmp4).and_then(|p| {
+        "icmp_code" => scalar(m, key::TP_DST, false, Prereq::AnyIcmp).and_then(|p| {
             check_u8(m.value.get(key::TP_DST))?;
             Ok(p)
         }),
@@ -837,6 +885,9 @@ fn set_field_prereq(m: &Match, s: &SetField) -> Result<(), &'static str> {
         // An MPLS frame, or one an earlier push_mpls made one: checked
         // when the action runs (a frame without MPLS is left as it is).
         SetField::MplsLabel(_) | SetField::MplsTc(_) => Prereq::None,
+        SetField::NdTarget(_) => Prereq::Nd,
+        SetField::NdSll(_) => Prereq::NdSolicit,
+        SetField::NdTll(_) => Prereq::NdAdvert,
     };
     check_prereq(m, p)
 }
@@ -870,6 +921,9 @@ fn parse_set_field(value: &str, field: &str, m: Option<&Match>) -> Result<SetFie
         "mpls_label" => SetField::MplsLabel(parse_int(value, 0xf_ffff)? as u32),
         "mpls_tc" => SetField::MplsTc(parse_int(value, 7)? as u8),
         "arp_tha" => SetField::ArpTha(mac()?),
+        "nd_target" => SetField::NdTarget(parse_v6(value)?.to_be_bytes()),
+        "nd_sll" => SetField::NdSll(mac()?),
+        "nd_tll" => SetField::NdTll(mac()?),
         "icmp_type" | "icmp_code" | "icmpv6_type" | "icmpv6_code" | "icmp6_type" | "icmp6_code" => {
             SetField::Icmp {
                 v6: field.starts_with("icmpv6") || field.starts_with("icmp6"),
@@ -1594,12 +1648,10 @@ impl fmt::Display for Match {
             }
         }
         let icmp = matches!(proto, Some(1 | 58)) && proto_done;
+        // ICMPv6's too are printed as `icmp_type` and `icmp_code`, as
+        // Open vSwitch prints them.
         let (sname, dname) = if icmp {
-            if proto == Some(1) {
-                ("icmp_type", "icmp_code")
-            } else {
-                ("icmpv6_type", "icmpv6_code")
-            }
+            ("icmp_type", "icmp_code")
         } else {
             ("tp_src", "tp_dst")
         };
@@ -1609,6 +1661,17 @@ impl fmt::Display for Match {
         if let Some(s) = num(key::TP_DST) {
             parts.push(format!("{dname}={s}"));
         }
+        // Neighbour discovery's fields after the ICMPv6 type and code (as
+        // Open vSwitch prints them).
+        let m = self.mask.get128(key::ND_TARGET_WORD);
+        if m != 0 {
+            let v = self.value.get128(key::ND_TARGET_WORD);
+            parts.push(format!("nd_target={}", fmt_v6(v, m)));
+        }
+        macs(
+            &mut parts,
+            [("nd_sll", key::ND_SLL), ("nd_tll", key::ND_TLL)],
+        );
         let (fv, fm) = (
             self.value.get(key::TCP_FLAGS),
             self.mask.get(key::TCP_FLAGS),
@@ -1657,6 +1720,9 @@ fn fmt_set(s: &SetField) -> String {
         SetField::Ipv4Dst(a) => format!("set_field:{}->ip_dst", Ipv4Addr::from(*a)),
         SetField::Ipv6Src(a) => format!("set_field:{}->ipv6_src", Ipv6Addr::from(*a)),
         SetField::Ipv6Label(l) => format!("set_field:{l:#x}->ipv6_label"),
+        SetField::NdTarget(a) => format!("set_field:{}->nd_target", Ipv6Addr::from(*a)),
+        SetField::NdSll(b) => format!("set_field:{}->nd_sll", mac(b)),
+        SetField::NdTll(b) => format!("set_field:{}->nd_tll", mac(b)),
         SetField::Ipv6Dst(a) => format!("set_field:{}->ipv6_dst", Ipv6Addr::from(*a)),
         SetField::TcpSrc(p) => format!("set_field:{p}->tcp_src"),
         SetField::TcpDst(p) => format!("set_field:{p}->tcp_dst"),

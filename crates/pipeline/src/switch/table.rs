@@ -184,7 +184,10 @@ impl Table {
 }
 
 /// Does a rule need the multi-table path: outside table 0, with a
-/// pipeline action, or matching registers, metadata or the tunnel id?
+/// pipeline action, or matching registers, metadata, the tunnel id or
+/// neighbour discovery's fields? (The single-table path's exact-match
+/// cache keys on the packet words only; the multi-table path keeps walks
+/// that read the ND words out of its caches.)
 fn pipeline_rule(r: &Rule) -> bool {
     r.table != 0
         || r.actions.iter().any(Action::pipeline)

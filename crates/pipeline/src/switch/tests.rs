@@ -54,6 +54,8 @@ const GOOD: &[&str] = &[
     "udp6,actions=set_field:9->udp_src,output:3",
     "icmp,icmp_type=8,icmp_code=0,actions=output:1",
     "icmp6,icmpv6_type=135,actions=output:1",
+    "icmp6,icmp_type=135,nd_target=fe80::/64,nd_sll=02:00:00:00:00:01,actions=set_field:fe80::7->nd_target,output:1",
+    "icmp6,icmp_type=136,icmp_code=0,nd_target=::1/::ff,nd_tll=02:00:00:00:00:00/ff:ff:ff:00:00:00,actions=set_field:02:00:00:00:00:07->nd_tll,output:1",
     "arp,nw_dst=10.0.0.1,nw_proto=1,actions=flood",
     "ip,actions=mod_nw_src:1.2.3.4,mod_nw_dst:5.6.7.8,mod_dl_src:00:00:00:00:00:01,mod_dl_dst:00:00:00:00:00:02,output:1",
     "tcp,actions=mod_tp_src:1,set_field:10.0.0.1->ip_src,set_field:3->ip_dscp,output:1",
@@ -89,7 +91,20 @@ fn errors_name_the_token() {
         ("ip,ipv6_src=::1,actions=drop", "needs ipv6"),
         ("udp,tcp_dst=1,actions=drop", "needs tcp"),
         ("tcp,tcp_flags=+syn,udp,actions=drop", "'udp': conflicts"),
-        ("icmp6,icmp_type=1,actions=drop", "needs icmp"),
+        ("udp6,icmp_type=1,actions=drop", "needs icmp or icmp6"),
+        ("icmp6,nd_target=::1,actions=drop", "icmp_type=135 or 136"),
+        (
+            "icmp6,icmp_type=135,icmp_code=1,nd_target=::1,actions=drop",
+            "icmp_code 0",
+        ),
+        (
+            "icmp6,icmp_type=135,nd_tll=02:00:00:00:00:01,actions=drop",
+            "icmp_type=136",
+        ),
+        (
+            "icmp6,icmp_type=136,actions=set_field:02:00:00:00:00:01->nd_sll",
+            "icmp_type=135",
+        ),
         ("ip,tcp_flags=+syn,actions=drop", "needs tcp"),
         ("nw_ttl=3,actions=drop", "needs ip or ipv6"),
         (

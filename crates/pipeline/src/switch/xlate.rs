@@ -269,8 +269,15 @@ impl Wildcards {
         self.mask.w[f.word] |= f.full() << f.shift;
     }
 
+    /// Did the walk's lookups read the neighbour discovery words (which
+    /// the megaflows do not key on)?
+    pub fn reads_nd(&self) -> bool {
+        self.mask.w[key::ND_WORDS].iter().any(|&w| w != 0)
+    }
+
     /// The mask over the packet words (the pipeline words are zero when a
-    /// packet enters table 0, so they never need matching).
+    /// packet enters table 0, so they never need matching; a walk that
+    /// read the ND words is no megaflow: [`Self::reads_nd`]).
     pub fn packet_mask(&self) -> Key {
         let mut m = self.mask;
         m.w[key::PKT_WORDS..].fill(0);

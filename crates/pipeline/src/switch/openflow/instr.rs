@@ -452,6 +452,9 @@ fn set_field(w: &mut Writer, s: &SetField) {
         SetField::ArpTha(m) => f(w, 25, &m),
         SetField::MplsLabel(l) => f(w, 34, &l.to_be_bytes()),
         SetField::MplsTc(t) => f(w, 35, &[t]),
+        SetField::NdTarget(a) => f(w, 31, &a),
+        SetField::NdSll(m) => f(w, 32, &m),
+        SetField::NdTll(m) => f(w, 33, &m),
         // An action of its own (see `action`), never a set_field.
         SetField::NwTtl(_) => {}
     }

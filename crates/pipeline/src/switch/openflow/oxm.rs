@@ -56,6 +56,9 @@ const IPV6_DST: u8 = 27;
 const IPV6_FLABEL: u8 = 28;
 const ICMPV6_TYPE: u8 = 29;
 const ICMPV6_CODE: u8 = 30;
+const IPV6_ND_TARGET: u8 = 31;
+const IPV6_ND_SLL: u8 = 32;
+const IPV6_ND_TLL: u8 = 33;
 const MPLS_LABEL: u8 = 34;
 const MPLS_TC: u8 = 35;
 const MPLS_BOS: u8 = 36;
@@ -167,6 +170,9 @@ fn tok_of(class: u16, field: u8) -> Option<Tok> {
         (CLASS_OXM, IPV6_FLABEL) | (CLASS_NXM1, NX_IPV6_LABEL) => Hex("ipv6_label"),
         (CLASS_OXM, ICMPV6_TYPE) | (CLASS_NXM1, 21) => Dec("icmpv6_type"),
         (CLASS_OXM, ICMPV6_CODE) | (CLASS_NXM1, 22) => Dec("icmpv6_code"),
+        (CLASS_OXM, IPV6_ND_TARGET) | (CLASS_NXM1, 23) => V6("nd_target"),
+        (CLASS_OXM, IPV6_ND_SLL) | (CLASS_NXM1, 24) => Mac("nd_sll"),
+        (CLASS_OXM, IPV6_ND_TLL) | (CLASS_NXM1, 25) => Mac("nd_tll"),
         (CLASS_NXM1, NX_IP_TTL) => Dec("nw_ttl"),
         (CLASS_OXM, MPLS_LABEL) => Dec("mpls_label"),
         (CLASS_OXM, MPLS_TC) => Dec("mpls_tc"),
@@ -482,6 +488,21 @@ pub fn encode_match(m: &Match, w: &mut Writer) {
                 put(w, CLASS_OXM, field, 1, v, 0xff);
             } else {
                 put(w, CLASS_OXM, field, 2, v, k);
+            }
+        }
+    }
+    if dl == Some(0x86dd) && proto == Some(58) {
+        // Neighbour discovery's fields (their prerequisite: icmp6 with the
+        // type, written just before).
+        let k = m.mask.get128(key::ND_TARGET_WORD);
+        if k != 0 {
+            let v = m.value.get128(key::ND_TARGET_WORD);
+            put(w, CLASS_OXM, IPV6_ND_TARGET, 16, v, k);
+        }
+        for (f, field) in [(key::ND_SLL, IPV6_ND_SLL), (key::ND_TLL, IPV6_ND_TLL)] {
+            if set(f) {
+                let (v, k) = get(m, f);
+                put(w, CLASS_OXM, field, 6, v, k);
             }
         }
     }
