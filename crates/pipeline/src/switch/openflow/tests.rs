@@ -410,6 +410,45 @@ fn malformed_messages_end_the_connection_unsupported_ones_do_not() {
     assert_eq!(sh.ctl.current().len(), 0);
 }
 
+/// What Open vSwitch 3.1 refuses too gets its error: `copy_ttl_out`,
+/// `copy_ttl_in`, `push_pbb` and `pop_pbb` (OpenFlow 1.3 action types 11,
+/// 12, 26, 27; "not supported" in its `ofp-actions.c`) are
+/// `BAD_ACTION/BAD_TYPE`, and a match on `OXM_OF_PBB_ISID` (37), a field
+/// it does not have, is `BAD_MATCH/BAD_FIELD` (its strict OXM decoding of
+/// a FLOW_MOD). The connection lives on.
+#[test]
+fn what_open_vswitch_refuses_gets_its_error_code() {
+    let sh = shared();
+    let find = |m: &[u8], pat: [u8; 4]| m.windows(4).rposition(|w| w == pat).unwrap();
+    for t in [11u16, 12, 26, 27] {
+        let mut s = session(&sh);
+        let mut fm = flow_mod_add(&Rule::parse("actions=dec_ttl").unwrap(), 5);
+        // OFPAT_DEC_NW_TTL (24), 8 bytes: the same shape as these four.
+        let at = find(&fm, [0, 24, 0, 8]);
+        fm[at..at + 2].copy_from_slice(&t.to_be_bytes());
+        s.message(&fm).unwrap();
+        s.message(&barrier(6)).unwrap();
+        let out = s.take_out();
+        assert_eq!(kinds(&out), vec![ERROR, BARRIER_REPLY], "action type {t}");
+        assert_eq!(
+            err_of(&out[0]),
+            (err::BAD_ACTION, err::BA_BAD_TYPE),
+            "action type {t}"
+        );
+    }
+    let mut s = session(&sh);
+    let mut fm = flow_mod_add(&Rule::parse("tun_id=5,actions=output:2").unwrap(), 7);
+    // OXM_OF_TUNNEL_ID (38, 8 bytes) made field 37.
+    let at = find(&fm, [0x80, 0, 38 << 1, 8]);
+    fm[at + 2] = 37 << 1;
+    s.message(&fm).unwrap();
+    s.message(&barrier(8)).unwrap();
+    let out = s.take_out();
+    assert_eq!(kinds(&out), vec![ERROR, BARRIER_REPLY]);
+    assert_eq!(err_of(&out[0]), (err::BAD_MATCH, err::BM_BAD_FIELD));
+    assert_eq!(sh.ctl.current().len(), 0);
+}
+
 #[test]
 fn fuzz_smoke() {
     let c = load("add-flow-learn");
@@ -745,6 +784,8 @@ fn arp_set_field_and_sctp_matches_round_trip() {
         "ip,actions=set_field:2->nw_ecn,mod_nw_ttl:9,output:2",
         "ipv6,actions=set_field:1->nw_ecn,mod_nw_ttl:200,output:2",
         "dl_vlan=5,actions=set_field:3->vlan_pcp,output:2",
+        "icmp6,icmp_type=135,nd_target=fe80::7,nd_sll=02:00:00:00:00:0a,actions=set_field:fe80::8->nd_target,set_field:02:00:00:00:00:0b->nd_sll,output:2",
+        "icmp6,icmp_type=136,icmp_code=0,nd_target=fe80::/64,nd_tll=02:00:00:00:00:00/ff:ff:ff:00:00:00,actions=set_field:02:00:00:00:00:0c->nd_tll,output:2",
     ] {
         assert_round_trip(&canonical(Rule::parse(text).unwrap()), text);
     }
