@@ -1086,19 +1086,8 @@ mod tests {
 
     #[test]
     fn neighbour_discovery_rewrites_keep_the_checksum_and_follow_open_vswitch() {
-        use linerate_wire::build::{build_nd, nd_lla_option};
-        let target: [u8; 16] = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7];
-        let nd = |advert: bool, opts: &[u8]| {
-            let mut p = FrameParams::new(IpPair::V6 {
-                src: [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
-                dst: [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
-            });
-            p.payload = opts;
-            let mut b = vec![0u8; 128];
-            let n = build_nd(&mut b, &p, advert, &target).unwrap();
-            b.truncate(n);
-            b
-        };
+        use crate::switch::key::tests::nd;
+        use linerate_wire::build::nd_lla_option;
         let run = |rule: &str, f: &[u8]| -> Vec<u8> {
             let r = Rule::parse(rule).unwrap_or_else(|e| panic!("{rule}: {e}"));
             let mut buf = f.to_vec();

@@ -1096,36 +1096,6 @@ mod tests {
     use linerate_wire::build::{build_udp, FrameParams, IpPair};
     use std::sync::Mutex;
 
-    /// A finite source of copies of one frame.
-    struct Src {
-        frame: Vec<u8>,
-        bufs: Vec<Vec<u8>>,
-        left: usize,
-    }
-    impl RxPort for Src {
-        fn recv(&mut self, b: &mut Batch) -> Result<usize, PortError> {
-            let mut n = 0;
-            while !b.is_full() && self.left > 0 {
-                let i = b.len();
-                self.bufs[i].clear();
-                self.bufs[i].extend_from_slice(&self.frame);
-                // SAFETY: one test buffer per descriptor; it outlives the descriptor and nothing else touches it meanwhile.
-                b.push(unsafe {
-                    Pkt::from_raw(self.bufs[i].as_mut_ptr(), self.frame.len() as u32, 0, 0)
-                });
-                self.left -= 1;
-                n += 1;
-            }
-            Ok(n)
-        }
-        fn release(&mut self, b: &mut Batch) -> Result<(), PortError> {
-            b.clear();
-            Ok(())
-        }
-        fn at_end(&self) -> bool {
-            self.left == 0
-        }
-    }
     struct Sink(Arc<Mutex<Vec<Vec<u8>>>>, usize);
     impl TxPort for Sink {
         fn send(&mut self, pkts: &[Pkt]) -> Result<usize, PortError> {
@@ -1159,10 +1129,11 @@ mod tests {
             ports.push(SwitchPort::new(
                 no,
                 "mem",
-                Box::new(Src {
-                    frame: udp(),
+                Box::new(Cycle {
+                    frames: vec![udp()],
                     bufs: (0..MAX_BATCH).map(|_| Vec::with_capacity(2048)).collect(),
                     left,
+                    at: 0,
                 }),
                 Box::new(Sink(got.clone(), per_call)),
             ));
@@ -1590,7 +1561,8 @@ mod tests {
         assert_eq!((st(0), st(1), st(2)), ((300, 300), (300, 300), (300, 300)));
     }
 
-    /// A finite source that sends `frames` in turn.
+    /// A finite source that sends `frames` in turn (copies of one frame
+    /// when it is one).
     struct Cycle {
         frames: Vec<Vec<u8>>,
         bufs: Vec<Vec<u8>>,

@@ -761,7 +761,7 @@ pub fn fuzz(data: &[u8]) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     #[test]
@@ -788,8 +788,9 @@ mod tests {
     const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
     const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
 
-    /// A neighbour discovery frame with these options (`advert`: 136).
-    fn nd(advert: bool, opts: &[u8]) -> Vec<u8> {
+    /// A neighbour discovery frame for fe80::7 with these options
+    /// (`advert`: an advertisement, 136), checksum set.
+    pub(in crate::switch) fn nd(advert: bool, opts: &[u8]) -> Vec<u8> {
         let mut p = FrameParams::new(IpPair::V6 {
             src: [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
             dst: [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0, 0, 7],
