@@ -794,8 +794,13 @@ impl Classifier {
                 13 => probe::<13>(st, keys, need, b, o, n),
                 14 => probe::<14>(st, keys, need, b, o, n),
                 15 => probe::<15>(st, keys, need, b, o, n),
-                _ => probe::<16>(st, keys, need, b, o, n),
+                16 => probe::<16>(st, keys, need, b, o, n),
+                // And neighbour discovery's words.
+                17 => probe::<17>(st, keys, need, b, o, n),
+                _ => probe::<18>(st, keys, need, b, o, n),
             };
+            // The last arm is the key's whole width.
+            const _: () = assert!(WORDS == 18);
             if hits != 0 {
                 // Once per subtable per chunk; relaxed: only a ranking hint.
                 st.hits.fetch_add(hits, Ordering::Relaxed);

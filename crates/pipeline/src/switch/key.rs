@@ -1,6 +1,6 @@
 //! The packet key: every matchable field of a frame packed into eighteen
-//! 64-bit words (eight of the packet, a cache line where the datapath keeps
-//! them; six of pipeline state; four of IPv6 neighbour discovery), plus
+//! 64-bit words (eight of the packet, the 64 bytes the caches key on; six
+//! of pipeline state; four of IPv6 neighbour discovery), plus
 //! masks of the same shape, so a rule matches a packet when
 //! `(key & mask) == value`.
 //!
@@ -18,11 +18,11 @@
 //! | 12 | `metadata` (64 bits) |
 //! | 13 | `tun_id` (64 bits) |
 //! | 14, 15 | `nd_target`, 16 bytes big-endian (neighbour solicitations and advertisements only) |
-//! | 16 | `nd_sll` (63..16): a solicitation's source link-layer address option |
-//! | 17 | `nd_tll` (63..16): an advertisement's target link-layer address option |
+//! | 16 | `nd_sll` (63..16): the first source link-layer address option (matched in solicitations) |
+//! | 17 | `nd_tll` (63..16): the first target link-layer address option (matched in advertisements) |
 //!
 //! Words 0..7 ([`PKT_WORDS`]) are the packet: what [`Key::extract`] fills
-//! and the exact-match caches key on. Words 8..13 are the pipeline's state
+//! (with the ND words below) and the exact-match caches key on. Words 8..13 are the pipeline's state
 //! (registers, metadata, tunnel id): zero when a packet enters table 0
 //! (linerate has no tunnel ports, so every frame arrives with the tunnel id
 //! Open vSwitch gives a frame from a port that is not a tunnel: 0), written by
@@ -36,11 +36,15 @@
 //! 136, code 0), parsed as Open vSwitch parses them (the target, then the
 //! first source and target link-layer address options; a second option of
 //! either kind makes all three 0). They are zero for every other frame.
+//! Then, as in Open vSwitch, they are the flow's: a rewrite of the ICMPv6
+//! type or code leaves them, and only `set_field` on them writes them.
 //! They stay out of the caches' keys, which are the eight packet words
-//! (a cache line per key; a ninth word would cost every packet): a rule
-//! that matches them runs the multi-table path, where an ND frame never
-//! enters the exact-match cache ([`Key::is_nd`]) and a walk whose lookups
-//! read these words never becomes a megaflow.
+//! (a ninth word would cost every packet): a rule that matches them runs
+//! the multi-table path, where no exact entry is made from the live walk
+//! of an ND frame ([`Key::is_nd`]) and a walk whose lookups read these
+//! words never becomes a megaflow. (An ND frame may still replay a
+//! megaflow, and be stored as an exact entry from it: that walk read no
+//! ND word.)
 //!
 //! `vlan_tci` follows Open vSwitch: `0x1000` (the CFI bit position) is set
 //! when the frame has an 802.1Q tag (the outer one), so `0` means "no tag".
@@ -736,9 +740,9 @@ impl Key {
     }
 
     /// Is this the key of a neighbour solicitation or advertisement (the
-    /// frames whose [`ND_WORDS`] may be non-zero)? Such a frame never
-    /// enters the multi-table path's exact-match cache, which keys on the
-    /// packet words (they do not hold these fields).
+    /// frames whose [`ND_WORDS`] may be non-zero)? No exact entry of the
+    /// multi-table path's cache, which keys on the packet words (they do
+    /// not hold these fields), is made from such a frame's live walk.
     #[inline(always)]
     pub fn is_nd(&self) -> bool {
         const ICMP6: u64 = 58;

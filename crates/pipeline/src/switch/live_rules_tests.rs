@@ -507,6 +507,32 @@ fn every_accepted_match_field_matches_a_frame_that_has_its_value() {
     }
 }
 
+/// A rule over every word a valid match can use (17 of the key's 18:
+/// `nd_sll` and `nd_tll` never meet in one match) is found by the batch
+/// lookup, whose probes are specialised by word count, as by the one-key
+/// lookup; and so is the same rule without its last word.
+#[test]
+fn rules_over_the_widest_masks_match() {
+    let wide = "in_port=1,dl_src=02:00:00:00:00:0a,icmp6,icmp_type=135,ipv6_src=2001:db8::1,\
+                ipv6_dst=2001:db8::2,reg0=1,reg2=2,reg4=3,reg6=4,metadata=5,tun_id=6,\
+                nd_target=2001:db8::7";
+    let mut s = Spec::base(L3::V6, L4::Nd);
+    (s.icmp, s.nd.1) = ((135, 0), Some([2, 0, 0, 0, 0, 0xc]));
+    (s.reg[0], s.reg[2], s.reg[4], s.reg[6]) = (1, 2, 3, 4);
+    (s.metadata, s.tun_id) = (5, 6);
+    for text in [wide.to_string(), format!("{wide},nd_sll=02:00:00:00:00:0c")] {
+        let m = MatchSpec::parse(&text).unwrap().m;
+        let words = (0..key::WORDS).filter(|&w| m.mask.w[w] != 0).count();
+        let mut cls = Classifier::new();
+        let (id, _) = cls.insert(&m, 10);
+        let mut out = [None; 3];
+        let mut other = s;
+        other.nd.0[15] = 8;
+        cls.lookup_batch(&[s.key(), other.key(), s.key()], &mut out);
+        assert_eq!(out, [Some(id), None, Some(id)], "{words} words: {text}");
+    }
+}
+
 /// Open vSwitch's field names (ovs-fields(7)) and the shorthands.
 const OVS_FIELDS: &[&str] = &[
     "in_port",

@@ -389,9 +389,10 @@ impl Limits {
 }
 
 /// The pipeline: tables 0..254 (a rule's `table=`), groups and meters.
-/// With rules in table 0 only and none of the pipeline's own actions it is
-/// the single-table switch of issue 5, and the datapath runs its fast
-/// path ([`Self::multi`]).
+/// With rules in table 0 only, none of the pipeline's own actions and no
+/// match beyond the packet words (registers, metadata, the tunnel id,
+/// neighbour discovery) it is the single-table switch of issue 5, and the
+/// datapath runs its fast path ([`Self::multi`]).
 #[derive(Debug, Clone)]
 pub struct FlowTable {
     /// Index = table id; table 0 always exists, the others once a rule
@@ -535,7 +536,8 @@ impl FlowTable {
     }
 
     /// True when the rules form a multi-table pipeline (any rule outside
-    /// table 0, with a pipeline action, or matching registers/metadata).
+    /// table 0, with a pipeline action, or matching beyond the packet
+    /// words: registers, metadata, the tunnel id, neighbour discovery).
     #[inline(always)]
     pub fn multi(&self) -> bool {
         self.pipeline_rules > 0

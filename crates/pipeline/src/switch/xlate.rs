@@ -340,12 +340,18 @@ pub enum End {
 }
 
 /// Bring `key`'s packet words up to date with the frame if it changed
-/// (`dirty`) since they were extracted.
+/// (`dirty`) since they were extracted. Neighbour discovery's words stay
+/// as they are: as in Open vSwitch, they are the flow's, parsed when the
+/// frame arrived and then written only by `set_field` on them (a rewrite
+/// of the ICMPv6 type or code that makes a frame ND, or not, leaves them).
 #[inline(always)]
 fn sync_key(key: &mut Key, dirty: &mut bool, f: &FrameBuf) {
     if *dirty {
         let port = key.get(key::IN_PORT) as u32;
+        let mut nd = [0u64; 4];
+        nd.copy_from_slice(&key.w[key::ND_WORDS]);
         key.extract_into(f.bytes(), port);
+        key.w[key::ND_WORDS].copy_from_slice(&nd);
         *dirty = false;
     }
 }
@@ -667,6 +673,16 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
                         return Err(v);
                     }
                     match a {
+                        // Neighbour discovery's fields: the key's, when the
+                        // frame is of the kind the field needs (Open
+                        // vSwitch's prerequisite check as the action runs;
+                        // the frame's own bytes were written by `step`).
+                        Action::Set(
+                            s @ (SetField::NdTarget(_) | SetField::NdSll(_) | SetField::NdTll(_)),
+                        ) => {
+                            self.sync(f);
+                            self.set_nd(s);
+                        }
                         // A MAC rewrite moves nothing else: the key's field
                         // is set as the frame's (no re-extraction).
                         Action::Set(SetField::EthDst(m)) if f.len >= ETH_HDR && !self.dirty => {
@@ -689,6 +705,26 @@ impl<'a, 't, E: PipeEnv> Walk<'a, 't, E> {
             }
         }
         Ok(None)
+    }
+
+    /// `set_field` on a neighbour discovery field, into the key (which is
+    /// up to date): only when the packet is a solicitation (`nd_sll`), an
+    /// advertisement (`nd_tll`), or either (`nd_target`).
+    fn set_nd(&mut self, s: &SetField) {
+        let k = &mut self.key;
+        let ty = k.get(key::TP_SRC) as u8;
+        match *s {
+            SetField::NdTarget(a) if k.is_nd() => {
+                k.set128(key::ND_TARGET_WORD, u128::from_be_bytes(a))
+            }
+            SetField::NdSll(m) if k.is_nd() && ty == key::ND_SOLICIT => {
+                k.set(key::ND_SLL, mac_u64(&m))
+            }
+            SetField::NdTll(m) if k.is_nd() && ty == key::ND_ADVERT => {
+                k.set(key::ND_TLL, mac_u64(&m))
+            }
+            _ => {}
+        }
     }
 
     /// A tag is popped: what is under it (another tag, or none) is not in
