@@ -245,6 +245,19 @@ fn trial(t: &mut BedTrials) -> TrialRecord {
     t.trial(&spec()).unwrap()
 }
 
+/// [`trial`] as the bench runs it where a pass is expected: an invalid
+/// trial (the generator's schedule slipped on a loaded machine; seen in a
+/// fresh-clone run: 328 ms of gaps in a 956 ms trial) is repeated once,
+/// and the repeat is the verdict. Not for trials whose frames a faulty
+/// forwarder holds (a repeat would release them into itself).
+fn trial_repeated_if_invalid(t: &mut BedTrials) -> TrialRecord {
+    let r = trial(t);
+    if r.invalid.is_empty() {
+        return r;
+    }
+    trial(t)
+}
+
 /// A trial passes as the bench judges it: valid, nothing lost, nothing twice.
 fn passes(r: &TrialRecord) -> bool {
     r.invalid.is_empty() && r.lost == 0 && r.verify.duplicates == 0
@@ -254,7 +267,7 @@ fn passes(r: &TrialRecord) -> bool {
 fn a_clean_forwarder_passes_and_one_in_ten_thousand_dropped_is_loss() {
     // The control: the same forwarder without faults passes.
     with_faulty_dut(Faults::default(), |t| {
-        let r = trial(t);
+        let r = trial_repeated_if_invalid(t);
         assert!(passes(&r), "{r:#?}");
         assert_eq!((r.sent, r.received), (20_000, 20_000));
     });
@@ -332,7 +345,7 @@ fn frames_held_200_ms_show_as_latency_and_never_leak_into_the_next_trial() {
         },
         |t| {
             // The drain waits for them: a pass, with its latency as it is.
-            let r = trial(t);
+            let r = trial_repeated_if_invalid(t);
             assert!(passes(&r), "{r:#?}");
             let l = r.latency.as_ref().unwrap();
             assert!(l.samples > 1000, "{l:?}");
