@@ -347,7 +347,9 @@ fn set_field_parsed(f: &mut FrameBuf, l: &mut Option<Layers>, s: &SetField) {
             Ok(())
         }
         SetField::NdTarget(a) => {
-            set_nd(b, &ly, 8, &a);
+            if let Some((o, end)) = nd_body(b, &ly) {
+                set_nd(b, o, end, o + 8, &a);
+            }
             Ok(())
         }
         SetField::NdSll(m) | SetField::NdTll(m) => {
@@ -357,9 +359,10 @@ fn set_field_parsed(f: &mut FrameBuf, l: &mut Option<Layers>, s: &SetField) {
             } else {
                 2
             };
-            if let Some(o) = nd_body(b, &ly).and_then(|(o, end)| first_lla(b, o + 24, end)) {
-                if b[o] == kind {
-                    set_nd(b, &ly, o + 2 - ly.l4_offset as usize, &m);
+            if let Some((o, end)) = nd_body(b, &ly) {
+                match first_lla(b, o + 24, end) {
+                    Some(at) if b[at] == kind => set_nd(b, o, end, at + 2, &m),
+                    _ => {}
                 }
             }
             Ok(())
@@ -423,14 +426,10 @@ fn first_lla(b: &[u8], mut at: usize, end: usize) -> Option<usize> {
     None
 }
 
-/// Write `new` at `rel` bytes into a neighbour discovery message (not a
-/// neighbour discovery message: nothing), its ICMPv6 checksum patched
-/// (RFC 1624; `rel` is even, so the bytes keep their 16-bit alignment).
-fn set_nd(b: &mut [u8], ly: &Layers, rel: usize, new: &[u8]) {
-    let Some((o, end)) = nd_body(b, ly) else {
-        return;
-    };
-    let at = o + rel;
+/// Write `new` at `at` in the neighbour discovery message from `o` to
+/// `end` ([`nd_body`]), its ICMPv6 checksum patched (RFC 1624; `at - o` is
+/// even, so the bytes keep their 16-bit alignment).
+fn set_nd(b: &mut [u8], o: usize, end: usize, at: usize, new: &[u8]) {
     if at + new.len() > end || b[at..at + new.len()] == *new {
         return;
     }

@@ -287,8 +287,8 @@ pub const ND_TLL: FieldLoc = FieldLoc {
     bits: 48,
 };
 /// ICMPv6 neighbour solicitation and advertisement (RFC 4861).
-pub const ND_SOLICIT: u8 = 135;
-pub const ND_ADVERT: u8 = 136;
+pub const ND_SOLICIT: u8 = linerate_wire::icmp::v6::NEIGHBOR_SOLICIT;
+pub const ND_ADVERT: u8 = linerate_wire::icmp::v6::NEIGHBOR_ADVERT;
 /// First word of the 128-bit source / destination address.
 pub const IPV6_SRC_WORD: usize = 4;
 pub const IPV6_DST_WORD: usize = 6;
@@ -701,6 +701,12 @@ impl Key {
     }
 }
 
+/// A MAC address as the low 48 bits of a key word's field value.
+#[inline(always)]
+pub fn mac_u64(m: &[u8; 6]) -> u64 {
+    m.iter().fold(0u64, |v, &b| (v << 8) | b as u64)
+}
+
 impl Key {
     /// A neighbour discovery message's fields from its body after the
     /// ICMPv6 header (`body`: the target, then options), as Open vSwitch's
@@ -730,7 +736,9 @@ impl Key {
                     // Open vSwitch's `invalid`: no target, no addresses.
                     return;
                 }
-                lla[i] = rest[2..8].iter().fold(0, |v, &b| (v << 8) | b as u64);
+                let mut m = [0u8; 6];
+                m.copy_from_slice(&rest[2..8]);
+                lla[i] = mac_u64(&m);
             }
             rest = &rest[len..];
         }
@@ -810,10 +818,6 @@ pub(super) mod tests {
         (k.get128(ND_TARGET_WORD), k.get(ND_SLL), k.get(ND_TLL))
     }
 
-    const fn mac(m: [u8; 6]) -> u64 {
-        u64::from_be_bytes([0, 0, m[0], m[1], m[2], m[3], m[4], m[5]])
-    }
-
     #[test]
     fn neighbour_discovery_fields_as_open_vswitch_reads_them() {
         let t = u128::from_be_bytes(TARGET);
@@ -823,16 +827,16 @@ pub(super) mod tests {
         let k = Key::extract(&nd(false, &sll), 1);
         assert!(k.is_nd());
         assert_eq!(k.get(TP_SRC), 135);
-        assert_eq!(nd_fields(&k), (t, mac(MAC_A), 0));
+        assert_eq!(nd_fields(&k), (t, mac_u64(&MAC_A), 0));
         // An advertisement with its target address option; an unknown
         // option (nonce, type 14) before it is stepped over.
         let nonce = [14u8, 1, 9, 9, 9, 9, 9, 9];
         let k = Key::extract(&nd(true, &[nonce, tll].concat()), 1);
-        assert_eq!(nd_fields(&k), (t, 0, mac(MAC_B)));
+        assert_eq!(nd_fields(&k), (t, 0, mac_u64(&MAC_B)));
         // Both kinds in one message: both read (only the prerequisites
         // keep nd_tll to advertisements).
         let k = Key::extract(&nd(false, &[sll, tll].concat()), 1);
-        assert_eq!(nd_fields(&k), (t, mac(MAC_A), mac(MAC_B)));
+        assert_eq!(nd_fields(&k), (t, mac_u64(&MAC_A), mac_u64(&MAC_B)));
         // No options: the target only.
         assert_eq!(nd_fields(&Key::extract(&nd(true, &[]), 1)), (t, 0, 0));
         // A second source option: Open vSwitch's `invalid`, all three 0
@@ -845,13 +849,13 @@ pub(super) mod tests {
         let two = [nd_lla_option(1, [0; 6]), nd_lla_option(1, MAC_B)].concat();
         assert_eq!(
             nd_fields(&Key::extract(&nd(false, &two), 1)),
-            (t, mac(MAC_B), 0)
+            (t, mac_u64(&MAC_B), 0)
         );
         // An option of length 0 ends the walk (what was read stays).
         let zero_len = [tll, [1u8, 0, 1, 2, 3, 4, 5, 6], sll].concat();
         assert_eq!(
             nd_fields(&Key::extract(&nd(true, &zero_len), 1)),
-            (t, 0, mac(MAC_B))
+            (t, 0, mac_u64(&MAC_B))
         );
         // A source option of length 2 is not an Ethernet address.
         let long = [1u8, 2, 1, 2, 3, 4, 5, 6, 0, 0, 0, 0, 0, 0, 0, 0];

@@ -36,7 +36,7 @@
 use super::actions::{self, Env, FrameBuf, Out, Verdict};
 use super::classifier::{LookupStats, RuleId};
 use super::field::{Field, SubField};
-use super::key::{self, Key};
+use super::key::{self, mac_u64, Key};
 use super::learn::{Learn, LearnItem, LearnSrc};
 use super::normal::Decision;
 use super::rule::{Action, Pin, PipeState, SetField};
@@ -46,10 +46,6 @@ use linerate_wire::vlan;
 use std::sync::Arc;
 
 const ETH_HDR: usize = linerate_wire::ethernet::HEADER_LEN;
-
-fn mac_u64(m: &[u8; 6]) -> u64 {
-    m.iter().fold(0u64, |v, &b| (v << 8) | b as u64)
-}
 
 /// Most nested `resubmit`s (Open vSwitch's limit too).
 pub const MAX_DEPTH: u32 = 64;
