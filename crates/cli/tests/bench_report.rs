@@ -223,7 +223,7 @@ fn rfc2544_run_reports_every_trial_and_renders() {
         kept.contains(r#""dut":"linux-bridge""#) && kept.contains("fnv1a64:"),
         "{kept}"
     );
-    rerun_states_the_spread_between_runs(&prefix, &dir, &history, &results[0]);
+    rerun_states_the_spread_between_runs(&prefix, &dir, &history, results);
     let png = dir.join("bench.png");
     chromium::screenshot(&html, &png, &dir.join("profile"), 3000);
     let shot = chromium::Shot::load(&png);
@@ -240,64 +240,112 @@ fn rfc2544_run_reports_every_trial_and_renders() {
 }
 
 /// A second run with the first's settings (those of --quick), the bridge
-/// at 64 B only: it finds the first run in the history file and states
-/// the spread between the two bridge results (one degree of freedom).
+/// and linerate-afpacket at both sizes: it finds the first run in the
+/// history file and states the spread between the two runs (four pairs of
+/// results, in logarithms: four degrees of freedom); then a third run of
+/// the bridge at 64 B alone against a history of its own, one pair (one
+/// degree of freedom): too few to state a spread, and it says so.
 fn rerun_states_the_spread_between_runs(
     prefix: &str,
     dir: &std::path::Path,
     history: &std::path::Path,
-    bridge: &serde_json::Value,
+    first: &[serde_json::Value],
 ) {
-    let json = dir.join("rerun.json");
-    let _c = cleanup(&format!("{prefix}r"));
-    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
-        .env("LINERATE_HISTORY", history)
-        .args(["bench", "--dut", "linux-bridge", "--sizes", "64"])
-        .args(["--repetitions", "1", "--trial", "0.2", "--resolution", "2"])
-        // --quick has no final trials; the default has (other settings).
-        .args(["--final-trial", "0"])
-        .args([
-            "--no-latency",
-            "--frame-loss-sizes",
-            "none",
-            "--b2b-sizes",
-            "none",
-        ])
-        .args(["--no-report", "--name", &format!("{prefix}r"), "--json"])
-        .arg(&json)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    assert_eq!(v["history"]["runs"], 1, "{}", v["history"]);
-    let s64 = |r: &serde_json::Value| {
-        let s = &r["sizes"][0];
-        assert_eq!(s["frame_size"], 64);
-        assert_eq!(s["generator_limited"], false);
-        s["throughput_pps"].as_f64().unwrap()
+    let rerun = |tag: &str, duts: &[&str], sizes: &str, history: &std::path::Path| {
+        let json = dir.join(format!("rerun-{tag}.json"));
+        let _c = cleanup(&format!("{prefix}{tag}"));
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_linerate"));
+        cmd.env("LINERATE_HISTORY", history).arg("bench");
+        for d in duts {
+            cmd.args(["--dut", d]);
+        }
+        let out = cmd
+            .args(["--sizes", sizes])
+            .args(["--repetitions", "1", "--trial", "0.2", "--resolution", "2"])
+            // --quick has no final trials; the default has (other settings).
+            .args(["--final-trial", "0"])
+            .args([
+                "--no-latency",
+                "--frame-loss-sizes",
+                "none",
+                "--b2b-sizes",
+                "none",
+            ])
+            .args(["--no-report", "--name", &format!("{prefix}{tag}"), "--json"])
+            .arg(&json)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        (v, String::from_utf8_lossy(&out.stdout).into_owned())
     };
-    let (a, b) = (s64(bridge), s64(&v["results"][0]));
-    // Two results about their mean: s^2 = sum (x/m - 1)^2 with one degree
-    // of freedom; t(0.975, 1) = 12.706204736174698; times sqrt(2).
-    let m = (a + b) / 2.0;
-    let s = ((a / m - 1.0).powi(2) + (b / m - 1.0).powi(2)).sqrt();
-    let want = 12.706204736174698 * s * 2f64.sqrt();
-    for got in [
-        v["history"]["spread"].as_f64().unwrap(),
-        v["results"][0]["throughput_spread"].as_f64().unwrap(),
-        v["results"][0]["throughput_spread_history"]
-            .as_f64()
-            .unwrap(),
-    ] {
-        assert!((got - want).abs() < 1e-9, "{got} vs {want} ({a}, {b})");
+    let tp = |r: &serde_json::Value, size: u64| {
+        let s = r["sizes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["frame_size"] == size)
+            .unwrap();
+        (!s["generator_limited"].as_bool().unwrap()).then(|| s["throughput_pps"].as_f64().unwrap())
+    };
+    let by_name =
+        |rs: &[serde_json::Value], d: &str| rs.iter().find(|r| r["name"] == d).unwrap().clone();
+    let duts = ["linux-bridge", "linerate-afpacket"];
+    let (v, stdout) = rerun("r", &duts, "64,1518", history);
+    assert_eq!(v["history"]["runs"], 1, "{}", v["history"]);
+    let again = v["results"].as_array().unwrap();
+    // Each pair in logarithms about its mean: (ln a - ln b)^2 / 2, one
+    // degree of freedom each; the ratio's interval exp(t s sqrt(2)).
+    let (mut ss, mut dof) = (0.0f64, 0usize);
+    for d in duts {
+        for size in [64, 1518] {
+            if let (Some(a), Some(b)) = (tp(&by_name(first, d), size), tp(&by_name(again, d), size))
+            {
+                ss += (a.ln() - b.ln()).powi(2) / 2.0;
+                dof += 1;
+            }
+        }
+    }
+    assert!(dof >= 3, "too few DuT-limited results to pool: {dof}");
+    // t(0.975, dof) for 3 and 4 degrees of freedom.
+    let t = [3.182446305284263, 2.7764451051977987][dof - 3];
+    let want = (t * (ss / dof as f64).sqrt() * 2f64.sqrt()).exp() - 1.0;
+    let got = v["history"]["spread"].as_f64().unwrap();
+    assert!((got - want).abs() < 1e-9, "{got} vs {want} (dof {dof})");
+    for r in again {
+        let spread = r["throughput_spread"].as_f64().unwrap();
+        assert_eq!(r["throughput_spread_history"].as_f64(), Some(got), "{r}");
+        assert!(spread >= got, "{r}");
     }
     assert!(
         stdout.contains("between this run and 1 earlier run(s)"),
+        "{stdout}"
+    );
+    assert_eq!(std::fs::read_to_string(history).unwrap().lines().count(), 2);
+    // One pair alone: too few, said.
+    let lone = dir.join("history-lone.jsonl");
+    let _ = std::fs::remove_file(&lone);
+    std::fs::write(
+        &lone,
+        std::fs::read_to_string(history)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap()
+            .to_owned()
+            + "\n",
+    )
+    .unwrap();
+    let (v, stdout) = rerun("l", &duts[..1], "64", &lone);
+    assert_eq!(v["history"]["runs"], 1, "{}", v["history"]);
+    assert!(v["history"]["spread"].is_null(), "{}", v["history"]);
+    assert!(v["results"][0]["throughput_spread"].is_null());
+    assert!(
+        stdout.contains("the 1 earlier run(s) here share too few results with this one"),
         "{stdout}"
     );
     assert_eq!(std::fs::read_to_string(history).unwrap().lines().count(), 2);

@@ -232,14 +232,26 @@ pub fn append(path: &Path, run: &Run) -> Result<(), String> {
     linerate_io::file::append_line(path, &line).map_err(|e| format!("history {e}"))
 }
 
-/// The half width (fraction) of the 95 % prediction interval of a re-run's
-/// throughput around this run's, from this run and the earlier ones: for
-/// every DuT and size where the DuT was the limit, the runs' results taken
-/// relative to their mean, the variance pooled (sum(n_i - 1) degrees of
-/// freedom); two runs' results differ with twice that variance, so the
-/// half width is t(0.975, dof) * s * sqrt(2). Pooled over every DuT, as the
+/// The fewest degrees of freedom a between-run spread is stated from: with
+/// one (two results of one DuT and size) t(0.975) is 12.7 and the spread
+/// says nothing (it came out as ±991 % here); with 3 it is 3.18.
+pub const MIN_DOF: usize = 3;
+
+/// How far a re-run's throughput moves from this run's, as a fraction: the
+/// upper end of the 95 % prediction interval of their ratio, less one.
+/// From this run and the earlier ones: for every DuT and size where the
+/// DuT was the limit, the runs' results in logarithms about their mean,
+/// the variance pooled (sum(n_i - 1) degrees of freedom); two runs'
+/// results differ with twice that variance, so the interval of the ratio
+/// is exp(±t(0.975, dof) * s * sqrt(2)). Logarithms, as the results move
+/// by factors: on a guest whose host takes the DuT's CPU for ~10 ms now and
+/// then, a 10 s final trial passes at a rate or at half of it depending on
+/// whether such a stall met it (docs/BENCHMARKS.md, issue 35), and the
+/// runs' results are skewed to the high side in absolute terms. The
+/// stated spread is symmetric (±), so this, its upper side, covers the
+/// lower side too (1 - s <= 1 / (1 + s)). Pooled over every DuT, as the
 /// machine's speed moves them all together. None without an earlier run
-/// that shares a point with this one.
+/// that shares [`MIN_DOF`] degrees of freedom with this one.
 pub fn between_run_spread(this: &Run, earlier: &[Run]) -> Option<f64> {
     let groups = this
         .results
@@ -257,8 +269,8 @@ pub fn between_run_spread(this: &Run, earlier: &[Run]) -> Option<f64> {
                 .filter(|&x| x.is_finite() && x > 0.0)
                 .collect()
         });
-    let (s, t, _) = super::rfc2544::pooled_relative(groups)?;
-    Some(t * s * 2f64.sqrt())
+    let p = super::rfc2544::pooled_log(groups)?;
+    (p.dof >= MIN_DOF).then(|| (p.t * p.s * 2f64.sqrt()).exp() - 1.0)
 }
 
 /// The earlier runs that hold a result of a DuT of this run
@@ -324,21 +336,30 @@ mod tests {
             ],
         );
         let earlier = [
-            run("m", &[("a", 64, 1.2e6, false), ("b", 64, 1.0e6, false)]),
-            run("m", &[("a", 64, 0.8e6, false), ("a", 128, 3.0e6, false)]),
+            run("m", &[("a", 64, 2.0e6, false), ("b", 64, 1.0e6, false)]),
+            run("m", &[("a", 64, 0.5e6, false), ("a", 128, 4.0e6, false)]),
+            run("m", &[("a", 128, 1.0e6, false)]),
         ];
-        // a/64: 1.0, 1.2, 0.8 (mean 1.0): ss 0.04 + 0.04, dof 2.
-        // a/128: 2, 3 (mean 2.5): ss 0.04 + 0.04, dof 1.
+        // In logarithms: a/64: ln 1, ln 2, ln 0.5 (mean 0): ss 2 ln2^2, dof 2.
+        // a/128: ln 2, ln 4, ln 1 (mean ln 2): ss 2 ln2^2, dof 2.
         // b/64: this run's is generator-limited; c/64: no earlier run.
-        // s^2 = 0.16 / 3; t(0.975, 3) = 3.182446305284263.
-        let want = 3.182446305284263 * (0.16f64 / 3.0).sqrt() * 2f64.sqrt();
+        // s^2 = 4 ln2^2 / 4; t(0.975, 4) = 2.7764451051977987.
+        let l2 = 2f64.ln();
+        let want = (2.7764451051977987 * l2 * 2f64.sqrt()).exp() - 1.0;
         let got = between_run_spread(&this, &earlier).unwrap();
         assert!((got - want).abs() < 1e-9, "{got} vs {want}");
+        // Symmetric in the ratio: a re-run at half or at twice this run's
+        // is as likely, and the spread covers both (1 - s below).
+        assert!(want > 1.0 && 1.0 - want < 0.5);
         assert_eq!(between_run_spread(&this, &[]), None);
         assert_eq!(between_run_spread(&this, &earlier[..0]), None);
         // An earlier run that shares no point gives nothing.
         let apart = [run("m", &[("z", 64, 1.0e6, false)])];
         assert_eq!(between_run_spread(&this, &apart), None);
+        // Too few degrees of freedom (one earlier run: a/64 and a/128, 2)
+        // say nothing rather than a spread of t(0.975, 2) = 4.3.
+        assert_eq!(between_run_spread(&this, &earlier[..1]), None);
+        assert_eq!(between_run_spread(&this, &earlier[1..2]), None);
     }
 
     #[test]
@@ -398,8 +419,16 @@ mod tests {
 
     #[test]
     fn a_changed_dut_does_not_pool_with_its_old_results() {
-        let this = run("m", &[("a", 64, 1.0e6, false), ("a", 128, 2.0e6, false)]);
-        let same = run("m", &[("a", 64, 1.2e6, false), ("a", 128, 3.0e6, false)]);
+        // Three sizes: the fewest degrees of freedom a spread needs.
+        let sizes = |r: [f64; 3]| {
+            [
+                ("a", 64, r[0], false),
+                ("a", 128, r[1], false),
+                ("a", 256, r[2], false),
+            ]
+        };
+        let this = run("m", &sizes([1.0e6, 2.0e6, 3.0e6]));
+        let same = run("m", &sizes([1.2e6, 3.0e6, 2.0e6]));
         let pooled = between_run_spread(&this, std::slice::from_ref(&same)).unwrap();
         // Another version, another spec text, or a line from before they
         // were kept: the same name and size, but not the same DuT.

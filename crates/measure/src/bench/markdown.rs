@@ -548,9 +548,19 @@ fn spread_paragraph(o: &mut String, run: &Value) {
             "It is also at least the spread between runs, ±{:.1} %: this run's results against \
              those of the {} earlier run(s) with the same settings kept in the machine's history \
              file (`--history`), pooled over every DuT and size where the DuT's version and spec \
-             file are the same as in this run.",
+             file are the same as in this run, in logarithms (the results move by factors: ± is \
+             the upper end of the 95 % interval of a re-run's ratio to this run's, which covers \
+             its lower end too).",
             sp * 100.0,
             h["runs"].as_u64().unwrap_or(0)
+        )
+    } else if h["runs"].as_u64().is_some_and(|n| n > 0) {
+        format!(
+            "The machine's history file held {} earlier run(s) with the same settings, sharing \
+             too few results with this one to state a spread between runs (at least {} degrees \
+             of freedom), so the spread holds only what moved within this run.",
+            h["runs"],
+            super::history::MIN_DOF
         )
     } else if h.is_object() {
         "The machine's history file held no earlier run with the same settings, so the spread \

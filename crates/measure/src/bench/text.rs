@@ -290,13 +290,27 @@ pub fn rfc2544(
                     },
                     b * 100.0
                 ),
-                Some(_) => "; no earlier run here yet to add the spread between runs".into(),
+                Some((0, _)) => "; no earlier run here yet to add the spread between runs".into(),
+                Some((n, None)) => format!(
+                    "; {n} earlier run(s) here share too few results with this one to state \
+                     the spread between runs (at least {} degrees of freedom)",
+                    history::MIN_DOF
+                ),
                 None => String::new(),
             }
         )?;
         for chunk in spreads.chunks(4) {
             writeln!(o, "  {}", chunk.join("   "))?;
         }
+    } else if let Some(h) = history.filter(|h| h.runs > 0 && h.spread.is_none()) {
+        writeln!(
+            o,
+            "\nRe-run spread: none stated: one search per size, and the {} earlier run(s) here \
+             share too few results with this one to state the spread between runs (at least {} \
+             degrees of freedom)",
+            h.runs,
+            history::MIN_DOF
+        )?;
     }
     let loss: Vec<&Rfc2544Result> = results
         .iter()

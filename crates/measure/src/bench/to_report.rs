@@ -471,6 +471,14 @@ pub fn report_data(
                 h.runs,
                 h.file.display()
             ),
+            Some(h) if h.runs > 0 => format!(
+                "none yet: the {} earlier run(s) with the same settings on this machine in {} \
+                 share too few results with this one (at least {} degrees of freedom). Until \
+                 then the spread holds only what moved within this run",
+                h.runs,
+                h.file.display(),
+                super::history::MIN_DOF
+            ),
             Some(h) => format!(
                 "none yet: no earlier run with the same settings (and DuTs and sizes) on this \
                  machine in {} (this run is kept there for the next). Until then the spread \
@@ -488,7 +496,9 @@ pub fn report_data(
                  repetitions of a size are spread over the run), the one pooled over every \
                  DuT (sizes where the generator was the limit left out: one DuT's few \
                  searches now and then come out close by chance), and the one between runs, \
-                 pooled over every DuT: {between}"
+                 pooled over every DuT in logarithms (results move by factors: its ± is the \
+                 upper end of the interval of a re-run's ratio to this run's, which covers the \
+                 lower end too): {between}"
             ),
             header: [
                 "DuT",

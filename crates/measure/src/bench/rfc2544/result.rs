@@ -366,11 +366,42 @@ pub(super) fn pooled_spread<'a>(sizes: impl Iterator<Item = &'a SizeResult>) -> 
 /// freedom): (s, t(0.975, dof), the largest group). None without a group
 /// of two.
 pub(crate) fn pooled_relative(groups: impl Iterator<Item = Vec<f64>>) -> Option<(f64, f64, usize)> {
+    let p = pooled(groups.map(|v| {
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        v.iter().map(|x| x / mean - 1.0).collect()
+    }))?;
+    Some((p.s, p.t, p.n_max))
+}
+
+/// Groups of repeated results in logarithms, each about its mean, the
+/// variance pooled as in [`pooled_relative`]: for results that move by
+/// factors (a rate halved, or doubled), where a symmetric interval in
+/// absolute terms would put half a re-run's chance below zero.
+pub(crate) fn pooled_log(groups: impl Iterator<Item = Vec<f64>>) -> Option<Pooled> {
+    pooled(groups.map(|v| {
+        let ln: Vec<f64> = v.iter().map(|x| x.ln()).collect();
+        let mean = ln.iter().sum::<f64>() / ln.len() as f64;
+        ln.iter().map(|x| x - mean).collect()
+    }))
+}
+
+/// A pooled standard deviation: s, t(0.975, dof), the degrees of freedom
+/// and the largest group.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Pooled {
+    pub s: f64,
+    pub t: f64,
+    pub dof: usize,
+    pub n_max: usize,
+}
+
+/// Deviations (each group's about its own mean), pooled over the groups
+/// of two or more. None without one.
+fn pooled(groups: impl Iterator<Item = Vec<f64>>) -> Option<Pooled> {
     use statrs::distribution::{ContinuousCDF, StudentsT};
     let (mut ss, mut dof, mut n_max) = (0.0f64, 0usize, 0usize);
     for v in groups.filter(|v| v.len() >= 2) {
-        let mean = v.iter().sum::<f64>() / v.len() as f64;
-        ss += v.iter().map(|x| (x / mean - 1.0).powi(2)).sum::<f64>();
+        ss += v.iter().map(|d| d * d).sum::<f64>();
         dof += v.len() - 1;
         n_max = n_max.max(v.len());
     }
@@ -380,5 +411,10 @@ pub(crate) fn pooled_relative(groups: impl Iterator<Item = Vec<f64>>) -> Option<
     let t = StudentsT::new(0.0, 1.0, dof as f64)
         .ok()?
         .inverse_cdf(0.975);
-    Some(((ss / dof as f64).sqrt(), t, n_max))
+    Some(Pooled {
+        s: (ss / dof as f64).sqrt(),
+        t,
+        dof,
+        n_max,
+    })
 }
