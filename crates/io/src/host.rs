@@ -133,8 +133,67 @@ pub fn kernel_release() -> String {
         .to_string()
 }
 
+/// Steal time per CPU (index: the CPU's number), in ns: time the
+/// hypervisor gave the CPU to something else while this guest had work for
+/// it (`/proc/stat`'s eighth column, in ticks of 1/USER_HZ s: 10 ms here).
+/// On a guest it is when the host stalls the guest's CPUs; 0 on bare
+/// metal. Empty when `/proc/stat` cannot be read.
+pub fn steal_ns() -> Vec<u64> {
+    let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    // SAFETY: sysconf has no preconditions.
+    let hz = match unsafe { libc::sysconf(libc::_SC_CLK_TCK) } {
+        // Failed (-1): Linux's USER_HZ is 100 on every architecture.
+        n if n <= 0 => 100,
+        n => n as u64,
+    };
+    parse_steal_ns(&text, hz)
+}
+
+/// The `cpuN` lines of a `/proc/stat` text: steal (8th value) in ns at
+/// `hz` ticks a second; a missing or malformed CPU is 0.
+fn parse_steal_ns(text: &str, hz: u64) -> Vec<u64> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let mut f = line.split_ascii_whitespace();
+        let Some(cpu) = f
+            .next()
+            .and_then(|n| n.strip_prefix("cpu"))
+            .and_then(|n| n.parse::<usize>().ok())
+        else {
+            continue;
+        };
+        // Bounded by the machine: a CPU number past 4096 is not a line of
+        // this kernel's.
+        if cpu >= 4096 {
+            continue;
+        }
+        let ticks = f.nth(7).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        if out.len() <= cpu {
+            out.resize(cpu + 1, 0);
+        }
+        out[cpu] = ticks.saturating_mul(1_000_000_000 / hz);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn steal_is_the_eighth_value_of_each_cpu_line() {
+        let text = "cpu  5 0 1 2 3 0 4 30 0 0\n\
+                    cpu0 1 0 1 2 3 0 4 10 0 0\n\
+                    cpu1 4 0 0 0 0 0 0 20 0 0\n\
+                    cpu3 4 0 0\n\
+                    intr 1 2 3\n";
+        assert_eq!(
+            super::parse_steal_ns(text, 100),
+            [100_000_000, 200_000_000, 0, 0]
+        );
+        assert!(super::parse_steal_ns("", 100).is_empty());
+        // This machine's: one value per CPU online at least.
+        assert!(!super::steal_ns().is_empty());
+    }
+
     #[test]
     fn pins_to_cpu_zero_and_refuses_a_cpu_out_of_range() {
         std::thread::spawn(|| {

@@ -279,9 +279,23 @@ mod tests {
         }
         fuzz_data(&std::fs::read(dir.join("experiment-dut-size.csv")).unwrap());
         fuzz_data(b"run,dut\n1,x\n");
-        let line = r#"{"date":"d","machine":"m","settings":"s","results":[{"dut":"a","frame_size":64,"throughput_pps":1.5e6,"generator_limited":false}]}"#;
-        let two = format!("{line}\n{}\n", line.replace("1.5e6", "1.7e6"));
+        // Three sizes in two runs: the degrees of freedom a spread needs.
+        let line = r#"{"date":"d","machine":"m","settings":"s","results":[{"dut":"a","frame_size":64,"throughput_pps":1.5e6,"generator_limited":false},{"dut":"a","frame_size":128,"throughput_pps":1.5e6,"generator_limited":false},{"dut":"a","frame_size":256,"throughput_pps":1.5e-90,"generator_limited":false}]}"#;
+        let two = format!("{line}\n{}\n", line.replace("1.5e", "1.7e"));
         fuzz_history(two.as_bytes());
+        let r: Vec<history::Run> = two
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert!(history::between_run_spread(&r[0], &r[1..]).is_some());
+        // Results 1e200 apart: an infinite spread is none.
+        let far = format!("{line}\n{}\n", line.replace("1.5e-90", "1.5e110"));
+        let r: Vec<history::Run> = far
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(history::between_run_spread(&r[0], &r[1..]), None);
+        fuzz_history(far.as_bytes());
         fuzz_history(b"\xff\n{}\n");
         for e in std::fs::read_dir(&dir).unwrap() {
             let p = e.unwrap().path();

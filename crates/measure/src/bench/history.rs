@@ -270,7 +270,9 @@ pub fn between_run_spread(this: &Run, earlier: &[Run]) -> Option<f64> {
                 .collect()
         });
     let p = super::rfc2544::pooled_log(groups)?;
-    (p.dof >= MIN_DOF).then(|| (p.t * p.s * 2f64.sqrt()).exp() - 1.0)
+    // Results a factor of 1e100 apart (a hand-edited file) would make it
+    // infinite: no spread then.
+    Some((p.t * p.s * 2f64.sqrt()).exp() - 1.0).filter(|s| p.dof >= MIN_DOF && s.is_finite())
 }
 
 /// The earlier runs that hold a result of a DuT of this run
@@ -349,15 +351,16 @@ mod tests {
         let got = between_run_spread(&this, &earlier).unwrap();
         assert!((got - want).abs() < 1e-9, "{got} vs {want}");
         // Symmetric in the ratio: a re-run at half or at twice this run's
-        // is as likely, and the spread covers both (1 - s below).
-        assert!(want > 1.0 && 1.0 - want < 0.5);
+        // is as likely, and the stated ± covers both (1 - s below 1/(1+s)).
+        assert!(got >= 1.0 && 1.0 - got <= 1.0 / (1.0 + got));
         assert_eq!(between_run_spread(&this, &[]), None);
         assert_eq!(between_run_spread(&this, &earlier[..0]), None);
         // An earlier run that shares no point gives nothing.
         let apart = [run("m", &[("z", 64, 1.0e6, false)])];
         assert_eq!(between_run_spread(&this, &apart), None);
-        // Too few degrees of freedom (one earlier run: a/64 and a/128, 2)
-        // say nothing rather than a spread of t(0.975, 2) = 4.3.
+        // Too few degrees of freedom (one earlier run: a/64 alone, 1; or
+        // a/64 and a/128, 2) say nothing rather than a spread from
+        // t(0.975, 1) = 12.7 or t(0.975, 2) = 4.3.
         assert_eq!(between_run_spread(&this, &earlier[..1]), None);
         assert_eq!(between_run_spread(&this, &earlier[1..2]), None);
     }

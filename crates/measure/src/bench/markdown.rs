@@ -958,6 +958,14 @@ mod tests {
             "{m}"
         );
         assert!(m.contains("±7.1 %: this run's results against those of the 3 earlier"));
+        // Earlier runs that share too few results: said, no spread.
+        let mut few = run();
+        few["history"] = json!({"file": "/h", "runs": 1, "spread": null});
+        let f = rfc2544(&few, "linerate bench", None);
+        assert!(
+            f.contains("held 1 earlier run(s) with the same settings, sharing too few results"),
+            "{f}"
+        );
         // The order computed from the figures, the swap named; the bound
         // marked (the one above it is exact: the order holds).
         assert!(m.contains(

@@ -548,6 +548,7 @@ impl BedTrials<'_> {
             });
         }
         let k0 = self.counters()?;
+        let steal0 = linerate_io::host::steal_ns();
         // Both generators at once; then each one's account.
         for (i, p) in self.paths.iter().enumerate() {
             let s = share(spec, i, n);
@@ -576,6 +577,7 @@ impl BedTrials<'_> {
             after.push(self.drain(p.sink, g.sent, &b.c0)?);
         }
         let k1 = self.counters()?;
+        let steal1 = linerate_io::host::steal_ns();
         let mut recs = Vec::with_capacity(n);
         for (i, ((p, b), (g, (c1, drained)))) in self
             .paths
@@ -687,11 +689,16 @@ impl BedTrials<'_> {
             rec.validate(&s);
             recs.push(rec);
         }
-        let rec = if n == 1 {
+        let mut rec = if n == 1 {
             recs.pop().expect("one path")
         } else {
             TrialRecord::both_ways(spec, recs)
         };
+        rec.steal_ms = steal1
+            .iter()
+            .zip(&steal0)
+            .map(|(b, a)| b.saturating_sub(*a) as f64 / 1e6)
+            .collect();
         if batch > 0
             && rec
                 .invalid

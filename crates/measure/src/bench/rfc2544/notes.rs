@@ -78,6 +78,35 @@ pub fn size_notes(s: &SizeResult) -> Vec<String> {
             "not counted: {foreign} foreign, {stale} late from an earlier trial, {dup} duplicated frames"
         ));
     }
+    // The final trials that lost frames, with the host's steal beside
+    // each: on a guest, what a long trial at a rate short ones passed
+    // meets (a stall of the DuT's CPU).
+    let lossy_final: Vec<String> = s
+        .final_trials
+        .iter()
+        .filter_map(|&i| s.trials.get(i))
+        .filter(|t| t.lost > 0 && t.invalid.is_empty() && !t.repeated)
+        .map(|t| {
+            let steal = t.steal_text();
+            format!(
+                "{} of {} at {}{}",
+                t.lost,
+                t.sent,
+                mpps(rate_of(t)),
+                match (t.steal_ms.is_empty(), steal.is_empty()) {
+                    (true, _) => String::new(),
+                    (false, true) => " (the host's steal: none)".to_string(),
+                    (false, false) => format!(" ({steal})"),
+                }
+            )
+        })
+        .collect();
+    if !lossy_final.is_empty() {
+        n.push(format!(
+            "final trial(s) that lost frames: {}",
+            lossy_final.join(", ")
+        ));
+    }
     let fin = |c: Option<bool>, what: &str, now: Option<f64>, was: Option<f64>| {
         match (c, now, was) {
         (Some(false), _, Some(w)) => Some(format!(

@@ -182,7 +182,15 @@ pub(super) fn loss_text(rec: &TrialRecord) -> String {
     if rec.lost == 0 {
         format!("loss {:.4} %", rec.loss_ratio * 100.0)
     } else {
-        format!("loss {:.4} % ({} frames)", rec.loss_ratio * 100.0, rec.lost)
+        // A loss with the host's steal beside it: on a guest, a stall of
+        // the DuT's CPU longer than its rings absorb.
+        let steal = rec.steal_text();
+        let sep = if steal.is_empty() { "" } else { "; " };
+        format!(
+            "loss {:.4} % ({} frames{sep}{steal})",
+            rec.loss_ratio * 100.0,
+            rec.lost
+        )
     }
 }
 

@@ -1383,6 +1383,10 @@ impl Trials for LongLossy {
             rec.kernel.sink_iface_rx = rec.received;
             rec.kernel.judge(rec.sent, rec.received);
             rec.validate(s);
+            // The stall: the host took 20 ms of the DuT's CPU 1.
+            rec.steal_ms = vec![0.0, 20.0];
+        } else {
+            rec.steal_ms = vec![0.0, 0.0];
         }
         Ok(rec)
     }
@@ -1447,6 +1451,19 @@ fn a_final_trial_after_a_stall_halves_then_goes_back_up() {
     let b = rates[1] / ndr - 1.0;
     assert!((r[0].final_bracket.unwrap() - b).abs() < 1e-12, "{rates:?}");
     assert!(repeat_spread(&r).unwrap() >= b);
+    // The notes name the final trials that lost frames and the host's
+    // steal in each: the two above 0.4 Mpps.
+    let notes = size_notes(&r[0]);
+    let lossy = notes
+        .iter()
+        .find(|n| n.starts_with("final trial(s) that lost frames: "))
+        .unwrap_or_else(|| panic!("{notes:?}"));
+    assert_eq!(
+        lossy.matches("(the host's steal: CPU 1 20 ms)").count(),
+        2,
+        "{lossy}"
+    );
+    assert!(!lossy.contains("CPU 0"), "{lossy}");
 }
 
 /// A failed trial's progress line says how many frames it lost: a loss

@@ -275,10 +275,16 @@ pub fn report(part: &VethPart, d: &Value) -> (String, Table, Vec<String>) {
             part.repetitions,
             match (h["runs"].as_u64(), h["spread"].as_f64()) {
                 (Some(n), Some(s)) => format!(
-                    " and the spread between this run and {n} earlier run(s) here, ±{:.1} %",
+                    " and the spread between this run and {n} earlier run(s) here, in \
+                     logarithms, ±{:.1} %",
                     s * 100.0
                 ),
-                (Some(_), None) => "; no earlier run here yet".into(),
+                (Some(0), None) => "; no earlier run here yet".into(),
+                (Some(n), None) => format!(
+                    "; the {n} earlier run(s) here share too few results with this one for a \
+                     spread between runs (at least {} degrees of freedom)",
+                    crate::bench::history::MIN_DOF
+                ),
                 _ => String::new(),
             },
             spreads.join(", ")
