@@ -175,6 +175,21 @@ pub(super) fn mpps(v: f64) -> String {
     format!("{:.3} Mpps", v / 1e6)
 }
 
+/// A trial's verdict for the progress lines, with the reason of a fail
+/// that lost nothing ("loss 0.0000 % fail" said neither why nor what):
+/// still invalid after its repeats, or frames duplicated.
+pub(super) fn verdict(rec: &TrialRecord, pass: bool) -> String {
+    if pass {
+        "pass".into()
+    } else if !rec.invalid.is_empty() {
+        format!("fail (still invalid: {})", rec.invalid.join("; "))
+    } else if rec.verify.duplicates > 0 {
+        format!("fail ({} duplicated frames)", rec.verify.duplicates)
+    } else {
+        "fail".into()
+    }
+}
+
 /// A trial's loss for the progress lines: the ratio, and the frames when
 /// any were lost (a fail at "0.0000 %" reads as a contradiction: 7 frames
 /// of 37 million are 0.00002 %).

@@ -88,16 +88,11 @@ pub(super) fn search(
         // What got through: for a trial the generator could not offer, at
         // most what it did offer.
         let (fwd, loss) = (rec.forwarded_pps.min(rec.offered_pps), rec.loss_ratio);
-        let loss_line = loss_text(&rec);
+        let loss_line = format!("{} {}", loss_text(&rec), verdict(&rec, ok));
         s.trials.push(r.push(rec));
         progress(
             size,
-            &format!(
-                "search {}: {} -> {loss_line} {}",
-                rep + 1,
-                mpps(c),
-                if ok { "pass" } else { "fail" }
-            ),
+            &format!("search {}: {} -> {loss_line}", rep + 1, mpps(c)),
         );
         if ok {
             lo = c;
@@ -234,7 +229,7 @@ pub(super) fn partial_drop_rate(
             &format!(
                 "{label} -> {} {} (PDR: loss <= {} %)",
                 loss_text(&rec),
-                if ok { "pass" } else { "fail" },
+                verdict(&rec, ok),
                 cfg.pdr_loss * 100.0
             ),
         );
@@ -325,11 +320,7 @@ pub(super) fn step_down(
         let pass = ok(&rec);
         progress(
             r.frame_size,
-            &format!(
-                "{label} -> {} {}",
-                loss_text(&rec),
-                if pass { "pass" } else { "fail" }
-            ),
+            &format!("{label} -> {} {}", loss_text(&rec), verdict(&rec, pass)),
         );
         let (fwd, sustained, bed) = (rec.forwarded_pps, rec.sustained_pps(), bed_bound(&rec));
         let loss = rec.loss_ratio;

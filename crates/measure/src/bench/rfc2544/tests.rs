@@ -1466,6 +1466,27 @@ fn a_final_trial_after_a_stall_halves_then_goes_back_up() {
     assert!(!lossy.contains("CPU 0"), "{lossy}");
 }
 
+/// A trial that failed without losing a frame says why: it stayed
+/// invalid after its repeats ("loss 0.0000 % fail" said nothing).
+#[test]
+fn a_fail_without_loss_names_its_reason() {
+    // Every throughput trial 10 ms behind its schedule, nothing lost.
+    let mut t = Perturbed {
+        late_us: 10_000.0,
+        ..Perturbed::new(|_| true, |_| 0)
+    };
+    let mut lines = Vec::new();
+    run(&search_only(vec![64], 1), &mut t, &mut |_, l| {
+        lines.push(l.to_string())
+    })
+    .unwrap();
+    let fails: Vec<&String> = lines.iter().filter(|l| l.contains(" fail")).collect();
+    assert!(!fails.is_empty(), "{lines:?}");
+    for l in fails {
+        assert!(l.contains("fail (still invalid: "), "{l}");
+    }
+}
+
 /// A failed trial's progress line says how many frames it lost: a loss
 /// that rounds to "0.0000 %" must not read as a fail without a loss.
 #[test]
