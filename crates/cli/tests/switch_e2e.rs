@@ -615,3 +615,151 @@ fn flower_amplifies_through_a_group_and_loops() {
     let fin = sw.stop();
     assert_eq!(fin["balanced"], true, "{fin}");
 }
+
+impl Star {
+    /// The switch on afxdp ports with `--offload xdp`. The hosts' veths get
+    /// GRO (a NAPI), without which a veth drops what XDP redirects to it.
+    fn switch_offload(&self, flows: &str) -> Proc {
+        for i in 1..=3 {
+            let st = in_ns(
+                &self.ns(&format!("h{i}")),
+                &["ethtool", "-K", &self.host_if(i), "gro", "on"],
+            )
+            .stdout(Stdio::null())
+            .status()
+            .expect("ethtool (scripts/setup.sh installs it)");
+            assert!(st.success(), "ethtool -K {} gro on", self.host_if(i));
+        }
+        let f = self.file("flows.txt", flows);
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.ns("sw"), EXE, "switch"]);
+        for i in 1..=3 {
+            c.arg("--port").arg(format!("{i}=afxdp:{}", self.sw_if(i)));
+        }
+        c.arg("--flows").arg(f).arg("--ctl").arg(self.sock());
+        c.args(["--offload", "xdp"]);
+        self.spawn_switch(c)
+    }
+
+    /// The packets of the rule whose match contains `m` (dump-flows).
+    fn rule_packets(&self, m: &str) -> u64 {
+        let v: Value = serde_json::from_str(self.ctl(&["dump-flows", "--json"]).trim()).unwrap();
+        let i = v["flows"]
+            .as_array()
+            .unwrap_or_else(|| panic!("dump-flows: {v}"))
+            .iter()
+            .position(|r| r.as_str().unwrap_or("").contains(m))
+            .unwrap_or_else(|| panic!("no rule with {m}: {v}"));
+        v["stats"][i]["packets"].as_u64().unwrap()
+    }
+}
+
+/// `--offload xdp`: a flow's frames are forwarded (with a rewrite and
+/// dec_ttl) or dropped in XDP once the switch has seen the flow; every
+/// frame arrives once; the rules' counters are exact across both paths;
+/// deleting a rule takes its flows out of XDP before the command returns.
+#[test]
+fn offload_forwards_in_xdp_with_exact_counters() {
+    let _serial = serial();
+    let s = Star::up();
+    let sw = s.switch_offload(
+        "priority=10,in_port=1,udp,nw_dst=10.0.2.2,actions=mod_dl_dst:02:00:00:00:00:22,dec_ttl,output:2\n\
+         priority=10,in_port=1,udp,nw_dst=10.0.3.3,actions=drop\n",
+    );
+    let (c2, c3) = (s.count(2, 1.0), s.count(3, 1.0));
+    s.gen("10.0.2.2", &["--count", "20000", "--rate", "50kpps"]);
+    let (p2, d2, _) = stream0(&c2.json());
+    // h2 has them all, so none can still be on the way to h3.
+    let (p3, _, _) = stream0(&c3.stop());
+    assert_eq!((p2, d2, p3), (20000, 0, 0));
+    assert_eq!(s.rule_packets("nw_dst=10.0.2.2"), 20000);
+
+    // Dropped by the rule, in XDP too, and counted.
+    let c3 = s.count(3, 1.0);
+    s.gen("10.0.3.3", &["--count", "5000", "--rate", "50kpps"]);
+    wait_until(
+        Duration::from_secs(20),
+        "the drop rule to count 5000 packets",
+        || s.rule_packets("nw_dst=10.0.3.3") >= 5000,
+    );
+    assert_eq!(s.rule_packets("nw_dst=10.0.3.3"), 5000);
+    assert_eq!(stream0(&c3.stop()).0, 0);
+
+    // A rule deleted: its flow leaves XDP with it.
+    s.ctl(&["del-flows", "udp,nw_dst=10.0.2.2"]);
+    let c2 = s.count(2, 1.0);
+    s.gen("10.0.2.2", &["--count", "1000", "--rate", "50kpps"]);
+    wait_until(
+        Duration::from_secs(20),
+        "the switch to take the last 1000 packets on port 1",
+        || s.port_counter(1, "rx_packets") >= 1000,
+    );
+    assert_eq!(stream0(&c2.stop()).0, 0);
+
+    let fin = sw.stop();
+    assert_eq!(fin["balanced"], true, "{fin}");
+    let o = &fin["offload"];
+    assert_eq!(o["xdp_balanced"], true, "{fin}");
+    let x = &o["xdp"];
+    // Most frames took XDP: all but the first of each flow and those on
+    // their way while its entry went in.
+    assert!(x["fwd"].as_u64().unwrap() >= 19_000, "{fin}");
+    assert!(x["drop_rule"].as_u64().unwrap() >= 4_000, "{fin}");
+    assert!(
+        o["offload"]["removed_changed"].as_u64().unwrap() >= 1,
+        "{fin}"
+    );
+    assert_eq!(
+        o["received"].as_u64().unwrap(),
+        o["forwarded"].as_u64().unwrap() + o["dropped"].as_u64().unwrap(),
+        "{fin}"
+    );
+}
+
+/// `del-flows` under traffic with `--offload xdp`: the flow goes from the
+/// deleted rule (to h2, in XDP) to the one below it (to h3) at one
+/// sequence number: h2 has a gap-free prefix of the stream and h3 all the
+/// rest, none twice: no frame took the deleted rule after the first frame
+/// took the new decision (a stale XDP entry would interleave them).
+#[test]
+fn offload_del_flows_under_traffic_cuts_cleanly() {
+    let _serial = serial();
+    let s = Star::up();
+    let sw = s.switch_offload(
+        "priority=20,in_port=1,udp,nw_dst=10.0.2.2,actions=output:2\n\
+         priority=10,in_port=1,udp,actions=output:3\n",
+    );
+    let (c2, c3) = (s.count(2, 1.0), s.count(3, 1.0));
+    std::thread::scope(|sc| {
+        let g = sc.spawn(|| s.gen("10.0.2.2", &["--rate", "50kpps", "--duration", "3"]));
+        wait_until(
+            Duration::from_secs(20),
+            "the deleted rule's flow in XDP (20 000 packets counted)",
+            || {
+                assert!(!g.is_finished(), "gen ended before the rule was deleted");
+                s.rule_packets("nw_dst=10.0.2.2") >= 20_000
+            },
+        );
+        s.ctl(&["del-flows", "udp,nw_dst=10.0.2.2"]);
+        g.join().unwrap();
+    });
+    let v2 = c2.json();
+    let v3 = c3.json();
+    let (p2, d2, _) = stream0(&v2);
+    let (p3, d3, _) = stream0(&v3);
+    let max2 = v2["streams"][0]["max_seq"].as_u64().unwrap();
+    let sent = v3["streams"][0]["max_seq"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("nothing reached h3 after the delete: h2 {v2}"))
+        + 1;
+    assert_eq!((d2, d3), (0, 0));
+    assert_eq!(p2, max2 + 1, "h2 got a prefix with gaps: {v2}");
+    assert_eq!(p2 + p3, sent, "h2 {p2} + h3 {p3} of {sent}");
+    assert!(p2 >= 20_000 && p3 > 0, "h2 {p2} h3 {p3}");
+    let fin = sw.stop();
+    assert!(
+        fin["offload"]["xdp"]["fwd"].as_u64().unwrap() >= 15_000,
+        "{fin}"
+    );
+    assert_eq!(fin["offload"]["xdp_balanced"], true, "{fin}");
+}

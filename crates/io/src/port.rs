@@ -139,6 +139,10 @@ pub struct OpenOptions {
     /// missing one is an error, not a new empty capture), a port only sent
     /// to never reads (nor replaces) an existing one.
     pub role: PortRole,
+    /// `afxdp:` ports: run the switch's offload program
+    /// ([`crate::xdp::switch_offload`]) instead of `xsk_redirect`; its maps
+    /// are then [`crate::afxdp::offload_maps`]. Other backends ignore it.
+    pub switch_offload: bool,
 }
 
 /// What a caller does with a port (see [`OpenOptions::role`]).
@@ -161,6 +165,7 @@ impl Default for OpenOptions {
             frame_size: crate::pool::DEFAULT_FRAME_SIZE,
             busy_poll: true,
             role: PortRole::Both,
+            switch_offload: false,
         }
     }
 }

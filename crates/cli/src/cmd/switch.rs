@@ -63,6 +63,8 @@ Examples:
   # bounds: 100k rules in all, a learning table of 10k (learned rules evict the oldest)
   linerate switch --port 1=afpacket:p1 --port 2=afpacket:p2 --flows examples/flows/vlan-learning.flows \\
       --max-flows 100000 --flow-table table=10,flow_limit=10000
+  # hot flows forwarded in XDP, the rest (learn, normal, controller, groups, meters) in user space
+  linerate switch --port 1=afxdp:d0 --port 2=afxdp:d1 --flows flows.txt --offload xdp
   # CPU cost per stage on in-memory ports
   linerate switch --port '1=mem:a?source=64' --port '2=mem:b?sink' --flows f.txt --duration 5 --profile
 
@@ -144,6 +146,11 @@ pub struct Args {
     /// Turn off the exact-match cache (every packet goes to the classifier).
     #[arg(long)]
     pub no_emc: bool,
+    /// Forward each flow in XDP once the switch has seen it, when XDP can carry its rules out
+    /// (one output or a drop, after MAC/IPv4/port rewrites and dec_ttl, across goto_table):
+    /// afxdp ports only. Rule counters, timeouts and rule changes behave as without.
+    #[arg(long, value_name = "xdp", value_parser = ["xdp"])]
+    pub offload: Option<String>,
     /// Stop after this many seconds (default: until Ctrl-C, or the end of finite sources).
     #[arg(long)]
     pub duration: Option<f64>,
@@ -254,6 +261,7 @@ pub fn run(a: Args) -> Result<()> {
         .map_err(anyhow::Error::msg)?,
         fail_mode: linerate_pipeline::switch::openflow::controllers::FailMode::parse(&a.fail_mode)
             .map_err(anyhow::Error::msg)?,
+        offload: a.offload.is_some(),
     };
     let stop = super::common::stop_flag()?;
     super::common::serve_metrics(a.metrics.as_deref(), "switch", a.json)?;

@@ -33,6 +33,7 @@ use crate::link::LinkWatch;
 use crate::pool::{FreeStack, Region};
 use crate::port::{OpenOptions, Port, PortError, PortInfo};
 use crate::uri::Uri;
+use crate::xdp::switch_offload::OffloadMaps;
 use crate::xdp::{AttachMode, XdpProgram};
 use ring::{ConsRing, ProdRing, RingMap};
 use std::io;
@@ -64,9 +65,32 @@ struct Shared {
 /// `xsks_map[N]`. Detached when the last of those ports is dropped. Used at
 /// open and drop only, never per packet.
 struct IfProgram {
+    /// The switch's offload maps, when the program is `xdp_switch`
+    /// (taken out of the program, so declared first: dropped before it).
+    offload: Option<Arc<Mutex<OffloadMaps>>>,
     prog: Mutex<XdpProgram>,
     mode: AttachMode,
     note: String,
+}
+
+/// The offload maps of the `xdp_switch` program an `afxdp:` port opened
+/// with [`OpenOptions::switch_offload`] attached to `ifindex` (in the
+/// calling thread's network namespace), while a port of this process holds
+/// it; `None` for `xsk_redirect` or no port.
+pub fn offload_maps(ifindex: u32) -> Option<Arc<Mutex<OffloadMaps>>> {
+    let key = (netns_ino(), ifindex);
+    let reg = PROGRAMS.lock().unwrap_or_else(|e| e.into_inner());
+    reg.iter()
+        .find(|(k, _)| *k == key)
+        .and_then(|(_, w)| w.upgrade())
+        .and_then(|p| p.offload.clone())
+}
+
+fn netns_ino() -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/thread-self/ns/net")
+        .map(|m| m.ino())
+        .unwrap_or(0)
 }
 
 /// (network namespace inode, ifindex) -> the program attached there.
@@ -81,12 +105,9 @@ fn if_program(
     mode: Option<AttachMode>,
     queue: u32,
     sfd: RawFd,
+    switch_offload: bool,
 ) -> Result<Arc<IfProgram>, PortError> {
-    use std::os::unix::fs::MetadataExt;
-    let netns = std::fs::metadata("/proc/thread-self/ns/net")
-        .map(|m| m.ino())
-        .unwrap_or(0);
-    let key = (netns, ifindex);
+    let key = (netns_ino(), ifindex);
     let insert = |prog: &mut XdpProgram| -> Result<(), PortError> {
         let m = prog
             .ebpf_mut()
@@ -113,19 +134,33 @@ fn if_program(
                 shared.mode.name()
             )));
         }
+        if switch_offload != shared.offload.is_some() {
+            return Err(uri.err(
+                "another socket of this process attached the other XDP program (switch offload or not) on this interface",
+            ));
+        }
         insert(&mut shared.prog.lock().unwrap_or_else(|e| e.into_inner()))?;
         return Ok(shared);
     }
     let what = format!("port '{}'", uri.text);
-    let mut prog = XdpProgram::load(&crate::xdp::objects::XSK_REDIRECT.0, "xsk_redirect", &what)
-        .map_err(|e| {
-            if e.0.contains("EPERM") || e.0.contains("not permitted") || e.0.contains("ermission") {
-                uri.err(PERM_HINT)
-            } else {
-                e
-            }
-        })?;
+    let (object, name) = if switch_offload {
+        (&crate::xdp::objects::XDP_SWITCH.0, "xdp_switch")
+    } else {
+        (&crate::xdp::objects::XSK_REDIRECT.0, "xsk_redirect")
+    };
+    let mut prog = XdpProgram::load(object, name, &what).map_err(|e| {
+        if e.0.contains("EPERM") || e.0.contains("not permitted") || e.0.contains("ermission") {
+            uri.err(PERM_HINT)
+        } else {
+            e
+        }
+    })?;
     insert(&mut prog)?;
+    let offload = if switch_offload {
+        Some(Arc::new(Mutex::new(OffloadMaps::take(&mut prog, &what)?)))
+    } else {
+        None
+    };
     let mut note = String::new();
     let mode = match mode {
         Some(m) => {
@@ -142,6 +177,7 @@ fn if_program(
         },
     };
     let shared = Arc::new(IfProgram {
+        offload,
         prog: Mutex::new(prog),
         mode,
         note,
@@ -419,7 +455,7 @@ pub fn open(uri: &Uri, opts: &OpenOptions) -> Result<Port, PortError> {
 
     // The XDP program (shared by this process's sockets on the interface):
     // socket into xsks_map[queue], attached if it is new.
-    let xdp = if_program(uri, ifindex, p.mode, p.queue, sfd)?;
+    let xdp = if_program(uri, ifindex, p.mode, p.queue, sfd, opts.switch_offload)?;
     let (attach, attach_note) = (xdp.mode, xdp.note.clone());
 
     let max_frame = match mtu(&p.ifname) {

@@ -10,6 +10,7 @@ pub mod count;
 pub mod fwd;
 pub mod generator;
 pub mod objects;
+pub mod switch_offload;
 
 use crate::error::PortError;
 use aya::programs::{Xdp, XdpMode};

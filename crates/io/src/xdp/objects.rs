@@ -52,3 +52,11 @@ bpf_object!(
     XSK_REDIRECT,
     "xsk_redirect.bpf.o"
 );
+
+bpf_object!(
+    /// `xdp_switch`: the switch's offloaded flows on an `afxdp:` port (see
+    /// [`crate::xdp::switch_offload`]); what it does not forward goes up
+    /// `xsks_map` as with [`XSK_REDIRECT`].
+    XDP_SWITCH,
+    "switch_offload.bpf.o"
+);

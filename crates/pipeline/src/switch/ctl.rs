@@ -278,6 +278,7 @@ impl Handler for SwitchCtl {
 /// hit times), in table then id order; [`request`] gives the client the
 /// `flows` lines and `stats` objects sorted as `ovs-ofctl` sorts them.
 fn dump_flows(sh: &Shared, spec: Option<&MatchSpec>, w: &mut dyn Write) -> std::io::Result<()> {
+    sh.ctl.sync_counters();
     let now = mono_ns();
     write!(w, "{{\"ok\":true,\"now_ns\":{now},\"rules\":[")?;
     let mut cur = FlowCursor::new(spec);
@@ -296,8 +297,8 @@ fn dump_flows(sh: &Shared, spec: Option<&MatchSpec>, w: &mut dyn Write) -> std::
                 "flow": FlowTable::dump_line(&e, now),
                 "table": e.rule.table,
                 "priority": e.rule.priority,
-                "packets": st.packets.load(Relaxed),
-                "bytes": st.bytes.load(Relaxed),
+                "packets": st.packets(),
+                "bytes": st.bytes(),
                 "created_ns": e.created_ns,
                 "first_hit_ns": st.first_hit_ns.load(Relaxed),
                 "last_hit_ns": st.last_hit_ns.load(Relaxed),

@@ -338,6 +338,8 @@ pub struct Datapath {
     pub cycles: Arc<SwitchCycles>,
     /// The ports' links (the switch's watcher keeps them current).
     pub links: Arc<Links>,
+    /// `--offload xdp`: new flows' keys to the offloader.
+    offerer: Option<super::offload::Offerer>,
 }
 
 impl Datapath {
@@ -389,7 +391,13 @@ impl Datapath {
             counters: Arc::new(SwitchCounters::default()),
             cache: Arc::new(CacheCounters::default()),
             cycles: Arc::new(SwitchCycles::default()),
+            offerer: None,
         }
+    }
+
+    /// Offer new flows to XDP (`--offload xdp`).
+    pub fn set_offerer(&mut self, o: super::offload::Offerer) {
+        self.offerer = Some(o);
     }
 
     /// Send `learn(...)` requests to `tx` (without, `learn` does nothing).
@@ -410,6 +418,9 @@ impl Datapath {
     #[cold]
     fn sync_meters(&mut self, t: &FlowTable) {
         *self.stale = xlate::stale_epochs(t);
+        if let Some(o) = &mut self.offerer {
+            o.reset();
+        }
         self.meters.retain(|id, _| t.meters().any(|m| m.id == *id));
         for m in t.meters() {
             let keep = matches!(self.meters.get(&m.id),
@@ -452,6 +463,12 @@ impl Datapath {
         for (k, p) in self.keys.0.iter_mut().zip(self.batch.pkts()) {
             k.extract_into(p.bytes(), in_no);
             bytes += p.len() as u64;
+        }
+        if let Some(o) = &mut self.offerer {
+            // Frames of flows XDP does not forward yet (or cannot).
+            for k in &self.keys.0[..n] {
+                o.offer(k);
+            }
         }
         let t2 = if profile { rdtsc() } else { 0 };
         let mut fate_drop: [Option<SwDrop>; MAX_BATCH] = [None; MAX_BATCH];

@@ -22,6 +22,7 @@ pub mod learner;
 pub mod link;
 pub mod megaflow;
 pub mod normal;
+pub mod offload;
 pub mod openflow;
 pub mod reference;
 pub mod rule;

@@ -138,6 +138,8 @@ pub struct SwitchConfig {
     pub controller: super::controller::PinLimit,
     /// `--fail-mode`.
     pub fail_mode: super::openflow::controllers::FailMode,
+    /// `--offload xdp`: forward cached flows in XDP (afxdp ports only).
+    pub offload: bool,
 }
 
 /// What the caller hears while the switch runs: what was opened (a port,
@@ -277,8 +279,25 @@ pub fn run(
         on(Event::Opened(line));
     }
     let mut ports = Vec::new();
+    let mut open = cfg.open.clone();
+    open.switch_offload = cfg.offload;
+    let mut xdp_ports = Vec::new();
     for (n, uri) in &cfg.ports {
-        let p = linerate_io::open(uri, &cfg.open).map_err(|e| format!("port {n}: {e}"))?;
+        let p = linerate_io::open(uri, &open).map_err(|e| format!("port {n}: {e}"))?;
+        if cfg.offload {
+            let maps = p
+                .info
+                .ifindex
+                .filter(|_| p.info.kind == "afxdp")
+                .and_then(|i| linerate_io::afxdp::offload_maps(i).map(|m| (i, m)));
+            let Some((ifindex, maps)) = maps else {
+                return Err(format!(
+                    "port {n}: --offload xdp needs afxdp: ports ('{uri}' is {})",
+                    p.info.kind
+                ));
+            };
+            xdp_ports.push((*n, ifindex, maps));
+        }
         on(Event::Opened(format!(
             "port {n}: {} ({}: {})",
             p.info.uri, p.info.kind, p.info.detail
@@ -287,6 +306,27 @@ pub fn run(
     }
     keep_freed_memory();
     let mut dp = Datapath::new(ports, ctl.clone(), cfg.open.batch, cfg.emc);
+    // `--offload xdp`: the offloader installs what the datapath offers
+    // (it ends when the datapath drops its sender).
+    let offloader = if cfg.offload {
+        let o = Arc::new(super::offload::Offload::new(xdp_ports)?);
+        ctl.set_offload(o.clone());
+        let (tx, rx) = std::sync::mpsc::sync_channel(super::offload::OFFER_QUEUE);
+        dp.set_offerer(super::offload::Offerer::new(tx, o.clone()));
+        let c = ctl.clone();
+        on(Event::Opened(format!(
+            "offload: xdp, at most {} flows per port in XDP",
+            super::offload::MAX_ENTRIES
+        )));
+        Some(
+            std::thread::Builder::new()
+                .name("linerate-offload".into())
+                .spawn(move || o.serve(&c, rx))
+                .map_err(|e| format!("spawning the offloader: {e}"))?,
+        )
+    } else {
+        None
+    };
     let shared = Arc::new(Shared {
         ctl: ctl.clone(),
         ports: dp
@@ -442,6 +482,10 @@ pub fn run(
     learner
         .join()
         .map_err(|_| "learning thread panicked".to_string())?;
+    if let Some(t) = offloader {
+        t.join()
+            .map_err(|_| "offload thread panicked".to_string())?;
+    }
     if let Some(w) = watcher {
         w.join().map_err(|_| "link watcher panicked".to_string())?;
     }
@@ -719,6 +763,9 @@ impl Report for Finished {
             "balanced": s.balanced(), "ports": ports_json(sh), "cache": cache_json(sh),
             "tables": tables_json(sh), "max_flows": sh.ctl.current().limits().max_flows,
         });
+        if let Some(o) = sh.ctl.offload() {
+            v["offload"] = offload_json(o, &s);
+        }
         if let Some((o, c, a)) = &self.openflow {
             let mut j = o.json();
             if let (Some(j), serde_json::Value::Object(c)) = (j.as_object_mut(), c.json()) {
@@ -763,6 +810,21 @@ impl Report for Finished {
                 "DOES NOT HOLD"
             }
         );
+        if let Some(off) = sh.ctl.offload() {
+            let v = offload_json(off, &s);
+            let x = off.xdp_stats();
+            o += &format!(
+                "  in XDP: received {}  forwarded {}  dropped {} (rule={} redirect={})  up to the datapath {}; both paths: forwarded {} ({:.1} % in XDP)\n",
+                x.rx - x.up,
+                x.fwd,
+                x.drop_rule + x.drop_redirect,
+                x.drop_rule,
+                x.drop_redirect,
+                x.up,
+                v["forwarded"],
+                v["share_forwarded_in_xdp"].as_f64().unwrap_or(0.0) * 100.0
+            );
+        }
         for (n, uri, c) in &sh.ports {
             o += &format!(
                 "  port {n:<3} {uri:<24} rx {:>12}  tx {:>12}  tx_dropped {}\n",
@@ -825,6 +887,27 @@ impl Report for Finished {
         }
         o
     }
+}
+
+/// `--offload xdp`: the XDP side's counters, the offload's, and the
+/// account across both paths (a frame XDP sent up is received again by the
+/// datapath, so it is counted there).
+fn offload_json(
+    o: &super::offload::Offload,
+    s: &linerate_io::counters::Snapshot<super::SwDrop>,
+) -> Value {
+    let x = o.xdp_stats();
+    let in_xdp = x.rx - x.up;
+    let fwd = s.passed + x.fwd;
+    json!({
+        "xdp": x,
+        "offload": o.counters(),
+        "xdp_balanced": x.rx == x.up + x.fwd + x.drop_rule + x.drop_redirect,
+        "received": s.received + in_xdp,
+        "forwarded": fwd,
+        "dropped": s.dropped() + x.drop_rule + x.drop_redirect,
+        "share_forwarded_in_xdp": if fwd == 0 { 0.0 } else { x.fwd as f64 / fwd as f64 },
+    })
 }
 
 impl Account for Finished {

@@ -63,9 +63,27 @@ pub struct RuleStats {
     /// [`mono_ns`] of the first batch that hit the rule (0 = never): with
     /// [`FlowEntry::created_ns`], how long a new rule took to take effect.
     pub first_hit_ns: AtomicU64,
+    /// Packets and bytes forwarded (or dropped) for this rule in XDP
+    /// (`--offload xdp`), added by [`super::offload`] under its lock.
+    pub xdp_packets: AtomicU64,
+    pub xdp_bytes: AtomicU64,
 }
 
 impl RuleStats {
+    /// Every packet the rule took, in user space and in XDP.
+    pub fn packets(&self) -> u64 {
+        self.packets
+            .load(Relaxed)
+            .wrapping_add(self.xdp_packets.load(Relaxed))
+    }
+
+    /// Their bytes.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+            .load(Relaxed)
+            .wrapping_add(self.xdp_bytes.load(Relaxed))
+    }
+
     /// Add one packet (single writer: load + store, no locked RMW).
     #[inline(always)]
     pub fn hit(&self, bytes: u64, now_ns: u64) {
@@ -947,8 +965,8 @@ impl FlowTable {
                         rule: e.rule.clone(),
                         reason,
                         duration_ns: mono_ns().saturating_sub(e.created_ns),
-                        packets: e.stats.packets.load(Relaxed),
-                        bytes: e.stats.bytes.load(Relaxed),
+                        packets: e.stats.packets(),
+                        bytes: e.stats.bytes(),
                     });
                 }
             }
@@ -1271,8 +1289,8 @@ impl FlowTable {
             "cookie={:#x}, duration={dur:.3}s, table={}, n_packets={}, n_bytes={}, ",
             r.cookie,
             r.table,
-            e.stats.packets.load(Relaxed),
-            e.stats.bytes.load(Relaxed)
+            e.stats.packets(),
+            e.stats.bytes()
         );
         if r.idle_timeout != 0 {
             s.push_str(&format!("idle_timeout={}, ", r.idle_timeout));
@@ -1369,6 +1387,9 @@ pub struct TableHandle {
     /// [`TableHandle::apply`] without publishing; set and cleared under the
     /// edit lock).
     dirty: AtomicBool,
+    /// `--offload xdp`: told of every published version, asked to fold
+    /// its counters before they are read.
+    offload: std::sync::OnceLock<Arc<super::offload::Offload>>,
 }
 
 /// What [`TableHandle::learn`] did.
@@ -1388,7 +1409,27 @@ impl TableHandle {
             published: ArcSwap::from_pointee(t.clone()),
             edit: Mutex::new(t),
             dirty: AtomicBool::new(false),
+            offload: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Tell `o` of every version published from now on (its entries that
+    /// depend on a changed table go before the change returns).
+    pub fn set_offload(&self, o: Arc<super::offload::Offload>) {
+        let _ = self.offload.set(o);
+    }
+
+    /// The offload, with `--offload xdp`.
+    pub fn offload(&self) -> Option<&Arc<super::offload::Offload>> {
+        self.offload.get()
+    }
+
+    /// Bring the rules' counters up to date with what XDP forwarded for
+    /// them (`--offload xdp`; nothing otherwise). Call before reading them.
+    pub fn sync_counters(&self) {
+        if let Some(o) = self.offload.get() {
+            o.fold();
+        }
     }
 
     /// Enter (true) or leave fail-open, as a new version; the rules and
@@ -1420,8 +1461,12 @@ impl TableHandle {
 
     /// Publish the control copy (under the edit lock).
     fn publish(&self, g: &FlowTable) {
-        self.published.store(Arc::new(g.clone()));
+        let old = self.published.swap(Arc::new(g.clone()));
         self.dirty.store(false, SeqCst);
+        if let Some(o) = self.offload.get() {
+            // Still under the edit lock: the change returns after this.
+            o.published(&old, g);
+        }
     }
 
     /// Edit the table and publish the result (control threads only); an
@@ -1526,6 +1571,8 @@ impl TableHandle {
     /// [`TableHandle::tick`] unless an edit holds the lock right now (then it
     /// waits for the next second; the caller never blocks on an editor).
     pub fn try_tick(&self, now_ns: u64) -> Option<usize> {
+        // Idle timeouts see what XDP forwarded.
+        self.sync_counters();
         let g = match self.edit.try_lock() {
             Ok(g) => g,
             Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
@@ -1537,6 +1584,7 @@ impl TableHandle {
     /// Once a second: expire timed-out rules and re-rank the subtables by
     /// the hits the datapath counted. Publishes only when something changed.
     pub fn tick(&self, now_ns: u64) -> usize {
+        self.sync_counters();
         let g = self.lock();
         self.tick_locked(g, now_ns)
     }

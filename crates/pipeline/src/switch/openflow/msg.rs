@@ -960,6 +960,7 @@ impl Session {
             MP_FLOW => {
                 let sel = decode_select(&mut b, false)?;
                 let cur = FlowCursor::new(Some(&sel.spec));
+                self.sh.ctl.sync_counters();
                 self.start_dump(
                     mp,
                     xid,
@@ -973,13 +974,14 @@ impl Session {
             }
             MP_AGGREGATE => {
                 let sel = decode_select(&mut b, false)?;
+                sh.ctl.sync_counters();
                 let mut cur = FlowCursor::new(Some(&sel.spec));
                 let t: Arc<FlowTable> = Arc::clone(&sh.ctl.current());
                 let (mut p, mut by, mut n) = (0u64, 0u64, 0u32);
                 while let Some(e) = cur.next(&t) {
                     if sel.keep(&e.rule) {
-                        p += e.stats.packets.load(Relaxed);
-                        by += e.stats.bytes.load(Relaxed);
+                        p += e.stats.packets();
+                        by += e.stats.bytes();
                         n += 1;
                     }
                 }
@@ -1611,8 +1613,8 @@ fn flow_stats(e: &FlowEntry, now: u64) -> Vec<u8> {
     w.u16(flow_flags(r));
     w.zeros(4);
     w.u64(r.cookie);
-    w.u64(e.stats.packets.load(Relaxed));
-    w.u64(e.stats.bytes.load(Relaxed));
+    w.u64(e.stats.packets());
+    w.u64(e.stats.bytes());
     oxm::encode_match(&r.m, &mut w);
     instr::encode_instructions(r, &mut w);
     let n = w.len() as u16;
