@@ -705,6 +705,8 @@ fn offload_forwards_in_xdp_with_exact_counters() {
     // their way while its entry went in.
     assert!(x["fwd"].as_u64().unwrap() >= 19_000, "{fin}");
     assert!(x["drop_rule"].as_u64().unwrap() >= 4_000, "{fin}");
+    // The deleted rule's flow: a table miss, dropped in XDP as such.
+    assert!(x["drop_miss"].as_u64().unwrap() >= 500, "{fin}");
     assert!(
         o["offload"]["removed_changed"].as_u64().unwrap() >= 1,
         "{fin}"

@@ -13,7 +13,7 @@
 //  - on a miss, or when the entry's dec_ttl finds TTL <= 1, sends the frame
 //    up its AF_XDP socket (`xsks_map[queue]`), as `xsk_redirect` does.
 // Counted per CPU in `sw_stats`:
-//   rx = up + fwd + drop_rule + drop_redirect
+//   rx = up + fwd + drop_rule + drop_miss + drop_redirect
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
@@ -36,6 +36,7 @@ struct sw_key {
 #define ACT_NW_DST 32
 #define ACT_TP_SRC 64
 #define ACT_TP_DST 128
+#define ACT_MISS 256 // with ACT_DROP: no rule matched (a table miss)
 
 struct sw_act {
 	__u32 slot;     // index into sw_slots
@@ -62,10 +63,11 @@ struct sw_stats {
 	__u64 up;            // sent up the AF_XDP socket (miss, other frames, TTL)
 	__u64 up_ttl;        // of which: dec_ttl found TTL <= 1
 	__u64 fwd;           // redirected out of a port
-	__u64 drop_rule;     // the entry drops
+	__u64 drop_rule;     // the entry drops: its rule's actions
+	__u64 drop_miss;     // the entry drops: a table miss
 	__u64 drop_redirect; // the egress port is not in sw_ports
 };
-_Static_assert(sizeof(struct sw_stats) == 48, "struct sw_stats: crates/io/src/xdp/switch_offload.rs SwStats mirrors it");
+_Static_assert(sizeof(struct sw_stats) == 56, "struct sw_stats: crates/io/src/xdp/switch_offload.rs SwStats mirrors it");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_XSKMAP);
@@ -206,7 +208,10 @@ int xdp_switch(struct xdp_md *ctx)
 		c->bytes += len;
 	}
 	if (fl & ACT_DROP) {
-		st->drop_rule++;
+		if (fl & ACT_MISS)
+			st->drop_miss++;
+		else
+			st->drop_rule++;
 		return XDP_DROP;
 	}
 	if (fl & ACT_DL_DST)

@@ -23,6 +23,8 @@ pub const ACT_NW_SRC: u32 = 16;
 pub const ACT_NW_DST: u32 = 32;
 pub const ACT_TP_SRC: u32 = 64;
 pub const ACT_TP_DST: u32 = 128;
+/// With [`ACT_DROP`]: no rule matched (a table miss; counted as such).
+pub const ACT_MISS: u32 = 256;
 
 /// An entry's action (`struct sw_act`).
 #[repr(C)]
@@ -84,14 +86,15 @@ struct RawStats {
     up_ttl: u64,
     fwd: u64,
     drop_rule: u64,
+    drop_miss: u64,
     drop_redirect: u64,
 }
-const _: () = assert!(std::mem::size_of::<RawStats>() == 48);
+const _: () = assert!(std::mem::size_of::<RawStats>() == 56);
 // SAFETY: plain old data.
 unsafe impl aya::Pod for RawStats {}
 
 /// The program's counters on one port, summed over CPUs:
-/// `rx == up + fwd + drop_rule + drop_redirect`.
+/// `rx == up + fwd + drop_rule + drop_miss + drop_redirect`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct OffloadStats {
     /// Frames the program saw.
@@ -103,10 +106,27 @@ pub struct OffloadStats {
     pub up_ttl: u64,
     /// Redirected out of a port by an entry.
     pub fwd: u64,
-    /// Dropped by an entry (the rule drops).
+    /// Dropped by an entry: its rule drops.
     pub drop_rule: u64,
+    /// Dropped by an entry: no rule matched (a table miss).
+    pub drop_miss: u64,
     /// The entry's egress port was not in `sw_ports`.
     pub drop_redirect: u64,
+}
+
+impl OffloadStats {
+    /// Dropped in XDP, every reason.
+    pub fn dropped(&self) -> u64 {
+        self.drop_rule + self.drop_miss + self.drop_redirect
+    }
+    /// Handled in XDP (not sent up).
+    pub fn handled(&self) -> u64 {
+        self.fwd + self.dropped()
+    }
+    /// `rx == up + fwd + drops`.
+    pub fn balanced(&self) -> bool {
+        self.rx == self.up + self.handled()
+    }
 }
 
 impl std::ops::AddAssign for OffloadStats {
@@ -116,6 +136,7 @@ impl std::ops::AddAssign for OffloadStats {
         self.up_ttl += o.up_ttl;
         self.fwd += o.fwd;
         self.drop_rule += o.drop_rule;
+        self.drop_miss += o.drop_miss;
         self.drop_redirect += o.drop_redirect;
     }
 }
@@ -216,6 +237,7 @@ impl OffloadMaps {
                 up_ttl: c.up_ttl,
                 fwd: c.fwd,
                 drop_rule: c.drop_rule,
+                drop_miss: c.drop_miss,
                 drop_redirect: c.drop_redirect,
             };
         }

@@ -18,9 +18,10 @@
 //! drops), after `mod_dl_dst`/`mod_dl_src`, `dec_ttl` (IPv4; TTL <= 1 goes
 //! up), IPv4 addresses and TCP/UDP ports set (checksums patched by deltas
 //! computed here for that key), across `goto_table`s whose earlier rules
-//! rewrote nothing. Anything else (groups, meters, `normal`, `learn`,
-//! `controller`, registers, VLAN and MPLS actions, `resubmit`, two outputs,
-//! a table miss) stays in user space.
+//! rewrote nothing; a table miss is dropped in XDP too (counted as
+//! `drop_miss`). Anything else (groups, meters, `normal`, `learn`,
+//! `controller`, registers, VLAN and MPLS actions, `resubmit`, two outputs)
+//! stays in user space.
 //!
 //! # Semantics kept
 //! - **Counters.** Each entry has per-CPU counters in XDP; [`Offload::fold`]
@@ -103,7 +104,7 @@ pub struct Compiled {
 pub enum NotOffloadable {
     /// Not an untagged IPv4 TCP/UDP key (XDP builds no other).
     Shape,
-    /// A table miss, fail-open, or a walk too long.
+    /// Fail-open, or a walk too long.
     Walk,
     /// An action XDP does not do here.
     Action,
@@ -150,14 +151,17 @@ pub fn compile(ft: &FlowTable, k: &Key, ports: &[u32]) -> Result<Compiled, NotOf
     let mut deps = 0u64;
     let mut t = 0u8;
     let mut stats = super::classifier::LookupStats::default();
+    let mut miss = false;
     for _ in 0..MAX_STEPS {
         deps |= 1 << (t % 64);
-        let tb = ft.table(t).ok_or(N::Walk)?;
-        let id = tb
-            .classifier()
-            .lookup_one(k, &mut stats, None)
-            .ok_or(N::Walk)?;
-        let e = tb.entry(id).ok_or(N::Walk)?;
+        // A miss ends the walk: dropped ("no match") unless output already.
+        let Some(e) = ft.table(t).and_then(|tb| {
+            let id = tb.classifier().lookup_one(k, &mut stats, None)?;
+            tb.entry(id)
+        }) else {
+            miss = true;
+            break;
+        };
         rules.push(e.stats.clone());
         let mut next = None;
         let rewrote_before = act.flags != 0;
@@ -232,7 +236,7 @@ pub fn compile(ft: &FlowTable, k: &Key, ports: &[u32]) -> Result<Compiled, NotOf
     }
     match out {
         None => {
-            act.flags = xo::ACT_DROP;
+            act.flags = xo::ACT_DROP | if miss { xo::ACT_MISS } else { 0 };
         }
         Some(p) => act.out_port = p,
     }
@@ -761,7 +765,6 @@ mod tests {
         assert_eq!(no(&["actions=controller"]), NotOffloadable::Action);
         assert_eq!(no(&["actions=output:1"]), NotOffloadable::Port);
         assert_eq!(no(&["actions=output:9"]), NotOffloadable::Port);
-        assert_eq!(no(&["tcp,actions=output:2"]), NotOffloadable::Walk);
         assert_eq!(
             no(&[
                 "actions=mod_dl_dst:02:00:00:00:00:01,goto_table:1",
@@ -798,6 +801,30 @@ mod tests {
         assert_eq!(c.rules.len(), 2);
         assert_eq!(c.deps, 1 | 1 << 3);
         let d = compile(&table(&["udp,actions=drop"]), &k, &[1, 2]).unwrap();
-        assert_eq!(d.act.flags, xo::ACT_DROP);
+        assert_eq!((d.act.flags, d.rules.len()), (xo::ACT_DROP, 1));
+        // A miss: dropped as such, no rule to count.
+        let m = compile(&table(&["tcp,actions=output:2"]), &k, &[1, 2]).unwrap();
+        assert_eq!(
+            (m.act.flags, m.rules.len()),
+            (xo::ACT_DROP | xo::ACT_MISS, 0)
+        );
+        // A miss after a goto: the first rule counts; after an output, no drop.
+        let g = compile(
+            &table(&["actions=goto_table:2", "table=2,tcp,actions=drop"]),
+            &k,
+            &[1, 2],
+        )
+        .unwrap();
+        assert_eq!(
+            (g.act.flags, g.rules.len()),
+            (xo::ACT_DROP | xo::ACT_MISS, 1)
+        );
+        let o = compile(
+            &table(&["actions=output:2,goto_table:2", "table=2,tcp,actions=drop"]),
+            &k,
+            &[1, 2],
+        )
+        .unwrap();
+        assert_eq!((o.act.flags, o.act.out_port), (0, 2));
     }
 }

@@ -814,11 +814,12 @@ impl Report for Finished {
             let v = offload_json(off, &s);
             let x = off.xdp_stats();
             o += &format!(
-                "  in XDP: received {}  forwarded {}  dropped {} (rule={} redirect={})  up to the datapath {}; both paths: forwarded {} ({:.1} % in XDP)\n",
-                x.rx - x.up,
+                "  in XDP: received {}  forwarded {}  dropped {} (rule={} no_match={} redirect={})  up to the datapath {}; both paths: forwarded {} ({:.1} % in XDP)\n",
+                x.handled(),
                 x.fwd,
-                x.drop_rule + x.drop_redirect,
+                x.dropped(),
                 x.drop_rule,
+                x.drop_miss,
                 x.drop_redirect,
                 x.up,
                 v["forwarded"],
@@ -897,15 +898,15 @@ fn offload_json(
     s: &linerate_io::counters::Snapshot<super::SwDrop>,
 ) -> Value {
     let x = o.xdp_stats();
-    let in_xdp = x.rx - x.up;
+    let in_xdp = x.handled();
     let fwd = s.passed + x.fwd;
     json!({
         "xdp": x,
         "offload": o.counters(),
-        "xdp_balanced": x.rx == x.up + x.fwd + x.drop_rule + x.drop_redirect,
+        "xdp_balanced": x.balanced(),
         "received": s.received + in_xdp,
         "forwarded": fwd,
-        "dropped": s.dropped() + x.drop_rule + x.drop_redirect,
+        "dropped": s.dropped() + x.dropped(),
         "share_forwarded_in_xdp": if fwd == 0 { 0.0 } else { x.fwd as f64 / fwd as f64 },
     })
 }
