@@ -1,8 +1,9 @@
 //! The switch DuTs of `linerate bench`: the 10 000-rule set parses with the
 //! switch's own rule parser, loads into its flow table without duplicates,
 //! and classifies the bench's frames (both directions) by a rule of the set
-//! rather than the catch-all; and a short real run of `linerate-switch-10k`
-//! and `ovs-afxdp-10k` forwards.
+//! rather than the catch-all; and a short real run of `linerate-switch-10k`,
+//! `ovs-afxdp-10k` and `linerate-switch-offload-10k` forwards (the last
+//! mostly in XDP).
 
 mod support;
 use support::{require_root, require_tools, Netns, TempDir};
@@ -108,7 +109,11 @@ fn bench_switches_with_10k_rules_forward() {
     let _c = cleanup(&prefix);
     let dir = TempDir::new("bench-switch");
     let json = dir.0.join("bench.json");
-    let duts = ["linerate-switch-10k", "ovs-afxdp-10k"];
+    let duts = [
+        "linerate-switch-10k",
+        "ovs-afxdp-10k",
+        "linerate-switch-offload-10k",
+    ];
     let out = Command::new(support::EXE)
         .args([
             "bench",
@@ -116,6 +121,8 @@ fn bench_switches_with_10k_rules_forward() {
             duts[0],
             "--dut",
             duts[1],
+            "--dut",
+            duts[2],
             "--name",
             &prefix,
             "--no-history",
@@ -151,6 +158,20 @@ fn bench_switches_with_10k_rules_forward() {
     assert_eq!(acct["cache"]["rules"], RULES_10K as u64, "{acct}");
     assert_eq!(acct["dropped"], 0, "{acct}");
     assert!(acct["forwarded"].as_u64().unwrap() > 0, "{acct}");
+    // With --offload xdp: the flows went into XDP, which forwarded most
+    // frames; the account holds across both paths.
+    let off = &results[2]["dut_account"]["offload"];
+    assert_eq!(off["xdp_balanced"], true, "{off}");
+    assert!(off["offload"]["installed"].as_u64().unwrap() >= 1, "{off}");
+    assert!(
+        off["share_forwarded_in_xdp"].as_f64().unwrap() > 0.5,
+        "{off}"
+    );
+    assert_eq!(
+        off["received"].as_u64(),
+        Some(off["forwarded"].as_u64().unwrap() + off["dropped"].as_u64().unwrap()),
+        "{off}"
+    );
     // The bed and the rules files (each in a private directory
     // linerate-NS-RANDOM) are gone.
     let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();

@@ -171,6 +171,18 @@ pub struct Rfc2544Result {
 }
 
 impl Rfc2544Result {
+    /// `linerate switch --offload xdp`: the share of the frames it
+    /// forwarded that XDP forwarded, over the whole run (its final account).
+    pub fn offload_note(&self) -> Option<String> {
+        let o = self.dut_account.as_ref()?.get("offload")?;
+        let x = o["xdp"]["fwd"].as_u64()?;
+        let all = o["forwarded"].as_u64()?;
+        Some(format!(
+            "{:.1} % of the frames it forwarded went through XDP ({x} of {all}, whole run)",
+            100.0 * x as f64 / all.max(1) as f64
+        ))
+    }
+
     /// A DuT not yet run.
     pub fn new(name: &str, description: String, version: String) -> Self {
         Rfc2544Result {
@@ -796,6 +808,25 @@ fn stopped(stop: &AtomicBool) -> Result<(), DutError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_offload_note_gives_the_share_forwarded_in_xdp() {
+        let mut r = Rfc2544Result::new("linerate-switch-offload", String::new(), String::new());
+        assert_eq!(r.offload_note(), None);
+        r.dut_account = Some(serde_json::json!({"forwarded": 10}));
+        assert_eq!(
+            r.offload_note(),
+            None,
+            "no offload section: not an offloading DuT"
+        );
+        r.dut_account = Some(serde_json::json!({
+            "offload": {"xdp": {"fwd": 996}, "forwarded": 1000}
+        }));
+        assert_eq!(
+            r.offload_note().as_deref(),
+            Some("99.6 % of the frames it forwarded went through XDP (996 of 1000, whole run)")
+        );
+    }
 
     fn result(name: &str, status: &str, tp: &[(u32, f64)]) -> Rfc2544Result {
         let mut r = Rfc2544Result::new(name, String::new(), String::new());

@@ -620,7 +620,15 @@ fn summary_row(r: &Rfc2544Result, s: &SizeResult, empty: &[super::EmptyBed]) -> 
             s.trials.len(),
             s.trials.iter().filter(|t| !t.invalid.is_empty()).count()
         ),
-        super::rfc2544::size_notes(s).join("; "),
+        super::rfc2544::size_notes(s)
+            .into_iter()
+            .chain(
+                std::ptr::eq(s, &r.sizes[0])
+                    .then(|| r.offload_note())
+                    .flatten(),
+            )
+            .collect::<Vec<_>>()
+            .join("; "),
     ]
 }
 

@@ -315,7 +315,7 @@ pub fn run(
         dp.set_offerer(super::offload::Offerer::new(tx, o.clone()));
         let c = ctl.clone();
         on(Event::Opened(format!(
-            "offload: xdp, at most {} flows per port in XDP",
+            "offload: xdp, at most {} flows per port in XDP (on veth, a peer takes redirected frames only with NAPI: GRO on or an XDP program of its own)",
             super::offload::MAX_ENTRIES
         )));
         Some(

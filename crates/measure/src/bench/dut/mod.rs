@@ -102,6 +102,8 @@ pub fn builtin() -> Vec<Box<dyn Dut>> {
         Box::new(BareRedirect::new()),
         Box::new(LinerateSwitch::new(RuleSet::OnePerDirection)),
         Box::new(LinerateSwitch::new(RuleSet::TenK)),
+        Box::new(LinerateSwitch::offload(RuleSet::OnePerDirection)),
+        Box::new(LinerateSwitch::offload(RuleSet::TenK)),
         spec(
             "testpmd-af_xdp",
             include_str!("../../../duts/testpmd-af_xdp.toml"),

@@ -202,9 +202,11 @@ fn rules_note(set: RuleSet) -> &'static str {
     }
 }
 
-/// `linerate switch --port 1=afxdp:d0 --port 2=afxdp:d1 --flows FILE`.
+/// `linerate switch --port 1=afxdp:d0 --port 2=afxdp:d1 --flows FILE`,
+/// with `--offload xdp` for the `-offload` DuTs.
 pub struct LinerateSwitch {
     set: RuleSet,
+    offload: bool,
     child: LinerateChild,
     rules: Option<RulesFile>,
 }
@@ -213,17 +215,28 @@ impl LinerateSwitch {
     pub fn new(set: RuleSet) -> Self {
         LinerateSwitch {
             set,
+            offload: false,
             child: LinerateChild::default(),
             rules: None,
+        }
+    }
+
+    /// With `--offload xdp` (cached flows forwarded in XDP).
+    pub fn offload(set: RuleSet) -> Self {
+        LinerateSwitch {
+            offload: true,
+            ..LinerateSwitch::new(set)
         }
     }
 }
 
 impl Dut for LinerateSwitch {
     fn name(&self) -> String {
-        match self.set {
-            RuleSet::OnePerDirection => "linerate-switch".into(),
-            RuleSet::TenK => "linerate-switch-10k".into(),
+        match (self.set, self.offload) {
+            (RuleSet::OnePerDirection, false) => "linerate-switch".into(),
+            (RuleSet::TenK, false) => "linerate-switch-10k".into(),
+            (RuleSet::OnePerDirection, true) => "linerate-switch-offload".into(),
+            (RuleSet::TenK, true) => "linerate-switch-offload-10k".into(),
         }
     }
     fn version(&self) -> String {
@@ -231,7 +244,8 @@ impl Dut for LinerateSwitch {
     }
     fn describe(&self) -> String {
         format!(
-            "linerate switch --port 1=afxdp:d0 --port 2=afxdp:d1, {}",
+            "linerate switch --port 1=afxdp:d0 --port 2=afxdp:d1{}, {}",
+            if self.offload { " --offload xdp" } else { "" },
             rules_note(self.set)
         )
     }
@@ -241,6 +255,12 @@ impl Dut for LinerateSwitch {
             .iter()
             .map(|s| s.to_string())
             .chain(["--flows".to_string(), rules.path.display().to_string()])
+            .chain(
+                self.offload
+                    .then(|| ["--offload".to_string(), "xdp".to_string()])
+                    .into_iter()
+                    .flatten(),
+            )
             .collect();
         self.child.start(bed, env, &args)?;
         self.rules = Some(rules);
