@@ -152,6 +152,11 @@ pub struct Args {
     /// peers must have NAPI (GRO on, or an XDP program) to take frames XDP redirects to them.
     #[arg(long, value_name = "xdp", value_parser = ["xdp"])]
     pub offload: Option<String>,
+    /// With --offload xdp: XDP forwards the offloaded flows' frames on this CPU (a CPUMAP), not on
+    /// the CPU that received them (which only looks them up): for interfaces whose receive work
+    /// all lands on one CPU (veth, NICs without RSS).
+    #[arg(long, value_name = "CPU", requires = "offload", value_parser = clap::value_parser!(u32).range(0..64))]
+    pub offload_cpu: Option<u32>,
     /// Stop after this many seconds (default: until Ctrl-C, or the end of finite sources).
     #[arg(long)]
     pub duration: Option<f64>,
@@ -263,6 +268,7 @@ pub fn run(a: Args) -> Result<()> {
         fail_mode: linerate_pipeline::switch::openflow::controllers::FailMode::parse(&a.fail_mode)
             .map_err(anyhow::Error::msg)?,
         offload: a.offload.is_some(),
+        offload_cpu: a.offload_cpu,
     };
     let stop = super::common::stop_flag()?;
     super::common::serve_metrics(a.metrics.as_deref(), "switch", a.json)?;

@@ -21,8 +21,10 @@
 
 struct sw_cfg {
 	__u32 in_port; // this port's OpenFlow number (the key's in_port)
-	__u32 pad;
+	__u32 cpu;     // NO_CPU, or: hand entries' frames to this CPU (sw_cpus)
 };
+
+#define NO_CPU 0xffffffff
 
 struct sw_key {
 	__u64 w[8];
@@ -66,8 +68,10 @@ struct sw_stats {
 	__u64 drop_rule;     // the entry drops: its rule's actions
 	__u64 drop_miss;     // the entry drops: a table miss
 	__u64 drop_redirect; // the egress port is not in sw_ports
+	__u64 to_cpu;        // handed to the forwarding CPU (sw_cpus)
+	__u64 cpu_rx;        // taken there (to_cpu - cpu_rx: lost in its queue)
 };
-_Static_assert(sizeof(struct sw_stats) == 56, "struct sw_stats: crates/io/src/xdp/switch_offload.rs SwStats mirrors it");
+_Static_assert(sizeof(struct sw_stats) == 72, "struct sw_stats: crates/io/src/xdp/switch_offload.rs SwStats mirrors it");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_XSKMAP);
@@ -111,6 +115,22 @@ struct {
 	__type(value, struct sw_stats);
 } sw_stats SEC(".maps");
 
+// With a forwarding CPU: each entry's action by slot (what the frame's
+// metadata names), for xdp_switch_cpu.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_FLOWS);
+	__type(key, __u32);
+	__type(value, struct sw_act);
+} sw_acts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_CPUMAP);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, struct bpf_cpumap_val);
+} sw_cpus SEC(".maps");
+
 static __always_inline __u64 be16(const __u8 *p)
 {
 	return ((__u64)p[0] << 8) | p[1];
@@ -143,6 +163,8 @@ static __always_inline int up(struct xdp_md *ctx, struct sw_stats *st)
 	st->up++;
 	return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
 }
+
+static __always_inline int act(struct xdp_md *ctx, struct sw_stats *st, struct sw_act *a, __u64 len);
 
 SEC("xdp")
 int xdp_switch(struct xdp_md *ctx)
@@ -201,6 +223,36 @@ int xdp_switch(struct xdp_md *ctx)
 		st->up_ttl++;
 		return up(ctx, st);
 	}
+	if (cfg->cpu != NO_CPU && !(fl & ACT_DROP)) {
+		// The rest on the forwarding CPU: the slot in the metadata.
+		if (bpf_xdp_adjust_meta(ctx, -4) == 0) {
+			__u32 *m = (void *)(long)ctx->data_meta;
+			if ((void *)(m + 1) <= (void *)(long)ctx->data) {
+				*m = a->slot;
+				long r = bpf_redirect_map(&sw_cpus, cfg->cpu, 0);
+				if (r == XDP_REDIRECT) {
+					st->to_cpu++;
+					return XDP_REDIRECT;
+				}
+				st->drop_redirect++;
+				return XDP_DROP;
+			}
+		}
+	}
+	return act(ctx, st, a, len);
+}
+
+// Run entry `a` on the frame (of the shape xdp_switch checked).
+static __always_inline int act(struct xdp_md *ctx, struct sw_stats *st, struct sw_act *a, __u64 len)
+{
+	__u8 *f = (void *)(long)ctx->data;
+	__u8 *end = (void *)(long)ctx->data_end;
+	if (f + 42 > end)
+		return XDP_DROP;
+	__u8 *ip = f + 14;
+	__u8 *l4 = ip + 20;
+	__u8 proto = ip[9];
+	__u32 fl = a->flags;
 	__u32 slot = a->slot;
 	struct sw_slot *c = bpf_map_lookup_elem(&sw_slots, &slot);
 	if (c) {
@@ -237,7 +289,7 @@ int xdp_switch(struct xdp_md *ctx)
 			__builtin_memcpy(l4 + 2, &a->tp_dst, 2);
 		__u8 *cs = proto == 17 ? l4 + 6 : l4 + 16;
 		if (cs + 2 > end)
-			return up(ctx, st);
+			return XDP_DROP;
 		__u16 lc = (__u16)be16(cs);
 		// UDP checksum 0: none (left alone); a result of 0 is sent as 0xffff.
 		if (!(proto == 17 && lc == 0)) {
@@ -255,6 +307,30 @@ int xdp_switch(struct xdp_md *ctx)
 	}
 	st->drop_redirect++;
 	return XDP_DROP;
+}
+
+// On the forwarding CPU (a CPUMAP entry's program): the entry xdp_switch
+// found, by the slot in the metadata, run here.
+SEC("xdp/cpumap")
+int xdp_switch_cpu(struct xdp_md *ctx)
+{
+	__u32 zero = 0;
+	struct sw_stats *st = bpf_map_lookup_elem(&sw_stats, &zero);
+	if (!st)
+		return XDP_DROP;
+	st->cpu_rx++;
+	__u32 *m = (void *)(long)ctx->data_meta;
+	if ((void *)(m + 1) > (void *)(long)ctx->data) {
+		st->drop_redirect++;
+		return XDP_DROP;
+	}
+	__u32 slot = *m;
+	struct sw_act *a = bpf_map_lookup_elem(&sw_acts, &slot);
+	if (!a) {
+		st->drop_redirect++;
+		return XDP_DROP;
+	}
+	return act(ctx, st, a, ctx->data_end - ctx->data);
 }
 
 char _license[] SEC("license") = "GPL";

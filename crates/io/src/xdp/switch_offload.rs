@@ -9,7 +9,8 @@
 
 use crate::error::PortError;
 use crate::xdp::XdpProgram;
-use aya::maps::{Array, DevMapHash, HashMap, MapData, PerCpuArray};
+use aya::maps::{Array, CpuMap, DevMapHash, HashMap, MapData, PerCpuArray};
+use aya::programs::{ProgramFd, Xdp};
 
 /// Most exact entries (and counter slots) per port; `MAX_FLOWS` in the C.
 pub const MAX_FLOWS: u32 = 65536;
@@ -64,8 +65,14 @@ unsafe impl aya::Pod for SwKey {}
 #[derive(Clone, Copy, Default)]
 struct SwCfg {
     in_port: u32,
-    pad: u32,
+    /// [`NO_CPU`] or the forwarding CPU.
+    cpu: u32,
 }
+
+/// `NO_CPU` of the C: entries run on the receiving CPU.
+const NO_CPU: u32 = u32::MAX;
+/// Frames a forwarding CPU's queue holds (beyond, the kernel drops them).
+const CPU_QUEUE: u32 = 2048;
 // SAFETY: plain old data.
 unsafe impl aya::Pod for SwCfg {}
 
@@ -88,8 +95,10 @@ struct RawStats {
     drop_rule: u64,
     drop_miss: u64,
     drop_redirect: u64,
+    to_cpu: u64,
+    cpu_rx: u64,
 }
-const _: () = assert!(std::mem::size_of::<RawStats>() == 56);
+const _: () = assert!(std::mem::size_of::<RawStats>() == 72);
 // SAFETY: plain old data.
 unsafe impl aya::Pod for RawStats {}
 
@@ -110,14 +119,24 @@ pub struct OffloadStats {
     pub drop_rule: u64,
     /// Dropped by an entry: no rule matched (a table miss).
     pub drop_miss: u64,
-    /// The entry's egress port was not in `sw_ports`.
+    /// The entry's egress port was not in `sw_ports` (or the forwarding
+    /// CPU's queue refused the frame).
     pub drop_redirect: u64,
+    /// With a forwarding CPU: frames handed to it, and taken there (the
+    /// difference, once traffic stops, was lost in its queue).
+    pub to_cpu: u64,
+    pub cpu_rx: u64,
 }
 
 impl OffloadStats {
     /// Dropped in XDP, every reason.
     pub fn dropped(&self) -> u64 {
-        self.drop_rule + self.drop_miss + self.drop_redirect
+        self.drop_rule + self.drop_miss + self.drop_redirect + self.drop_cpu_queue()
+    }
+    /// Handed to the forwarding CPU and not taken there: lost in its queue
+    /// (or, while traffic flows, still in it).
+    pub fn drop_cpu_queue(&self) -> u64 {
+        self.to_cpu.saturating_sub(self.cpu_rx)
     }
     /// Handled in XDP (not sent up).
     pub fn handled(&self) -> u64 {
@@ -137,6 +156,8 @@ impl std::ops::AddAssign for OffloadStats {
         self.fwd += o.fwd;
         self.drop_rule += o.drop_rule;
         self.drop_miss += o.drop_miss;
+        self.to_cpu += o.to_cpu;
+        self.cpu_rx += o.cpu_rx;
         self.drop_redirect += o.drop_redirect;
     }
 }
@@ -144,7 +165,12 @@ impl std::ops::AddAssign for OffloadStats {
 /// One port's offload maps (taken out of its loaded program).
 pub struct OffloadMaps {
     what: String,
+    in_port: u32,
     cfg: Array<MapData, SwCfg>,
+    acts: Array<MapData, SwAct>,
+    cpus: CpuMap<MapData>,
+    /// `xdp_switch_cpu`, the forwarding CPU's program.
+    cpu_prog: ProgramFd,
     flows: HashMap<MapData, SwKey, SwAct>,
     slots: PerCpuArray<MapData, SwSlot>,
     ports: DevMapHash<MapData>,
@@ -159,14 +185,36 @@ impl OffloadMaps {
     /// Take the maps out of a loaded `xdp_switch` program.
     pub fn take(prog: &mut XdpProgram, what: &str) -> Result<OffloadMaps, PortError> {
         let e = prog.ebpf_mut();
+        let cpu_prog = {
+            let p: &mut Xdp = e
+                .program_mut("xdp_switch_cpu")
+                .ok_or_else(|| err(what, "xdp_switch_cpu", "no such program"))?
+                .try_into()
+                .map_err(|e| err(what, "xdp_switch_cpu", e))?;
+            p.load().map_err(|e| {
+                err(
+                    what,
+                    "xdp_switch_cpu",
+                    format!("the kernel refused it: {e}"),
+                )
+            })?;
+            let fd = p.fd().map_err(|e| err(what, "xdp_switch_cpu", e))?;
+            fd.try_clone().map_err(|e| err(what, "xdp_switch_cpu", e))?
+        };
         let mut take = |name: &str| e.take_map(name).ok_or_else(|| err(what, name, "missing"));
         let cfg = take("sw_cfg")?;
         let flows = take("sw_flows")?;
         let slots = take("sw_slots")?;
         let ports = take("sw_ports")?;
         let stats = take("sw_stats")?;
+        let acts = take("sw_acts")?;
+        let cpus = take("sw_cpus")?;
         Ok(OffloadMaps {
             what: what.to_string(),
+            in_port: 0,
+            acts: Array::try_from(acts).map_err(|e| err(what, "sw_acts", e))?,
+            cpus: CpuMap::try_from(cpus).map_err(|e| err(what, "sw_cpus", e))?,
+            cpu_prog,
             cfg: Array::try_from(cfg).map_err(|e| err(what, "sw_cfg", e))?,
             flows: HashMap::try_from(flows).map_err(|e| err(what, "sw_flows", e))?,
             slots: PerCpuArray::try_from(slots).map_err(|e| err(what, "sw_slots", e))?,
@@ -177,12 +225,33 @@ impl OffloadMaps {
 
     /// This port's OpenFlow number (the `in_port` of the keys it builds).
     pub fn set_in_port(&mut self, no: u32) -> Result<(), PortError> {
+        self.in_port = no;
         self.cfg
             .set(
                 0,
                 SwCfg {
                     in_port: no,
-                    pad: 0,
+                    cpu: NO_CPU,
+                },
+                0,
+            )
+            .map_err(|e| err(&self.what, "sw_cfg", e))
+    }
+
+    /// Run the entries' forwarding (rewrites, counters, the redirect) on
+    /// `cpu` (a CPUMAP entry with `xdp_switch_cpu`) instead of the CPU that
+    /// received the frame; the lookup stays there. Call after
+    /// [`Self::set_in_port`].
+    pub fn set_cpu(&mut self, cpu: u32) -> Result<(), PortError> {
+        self.cpus
+            .set(cpu, CPU_QUEUE, Some(&self.cpu_prog), 0)
+            .map_err(|e| err(&self.what, "sw_cpus", format!("CPU {cpu}: {e}")))?;
+        self.cfg
+            .set(
+                0,
+                SwCfg {
+                    in_port: self.in_port,
+                    cpu,
                 },
                 0,
             )
@@ -198,6 +267,11 @@ impl OffloadMaps {
 
     /// Add or replace the entry of `key`.
     pub fn insert(&mut self, key: &[u64; 8], act: &SwAct) -> Result<(), PortError> {
+        // The action by slot first: a frame that finds the entry may look
+        // it up there (on the forwarding CPU).
+        self.acts
+            .set(act.slot, *act, 0)
+            .map_err(|e| err(&self.what, "sw_acts", e))?;
         self.flows
             .insert(SwKey(*key), *act, 0)
             .map_err(|e| err(&self.what, "sw_flows", e))
@@ -238,6 +312,8 @@ impl OffloadMaps {
                 fwd: c.fwd,
                 drop_rule: c.drop_rule,
                 drop_miss: c.drop_miss,
+                to_cpu: c.to_cpu,
+                cpu_rx: c.cpu_rx,
                 drop_redirect: c.drop_redirect,
             };
         }

@@ -338,11 +338,19 @@ fn add_rules(rules: &[Arc<RuleStats>], dp: u64, db: u64, now_ns: u64) {
 
 impl Offload {
     /// Over `ports`: (OpenFlow number, ifindex, that port's maps). Writes
-    /// each port's number and every port's ifindex into every port's maps.
-    pub fn new(ports: Vec<(u32, u32, Arc<Mutex<OffloadMaps>>)>) -> Result<Offload, String> {
+    /// each port's number and every port's ifindex into every port's maps;
+    /// with `cpu`, XDP forwards the entries' frames on that CPU (the lookup
+    /// stays on the receiving one).
+    pub fn new(
+        ports: Vec<(u32, u32, Arc<Mutex<OffloadMaps>>)>,
+        cpu: Option<u32>,
+    ) -> Result<Offload, String> {
         for (no, _, m) in &ports {
             let mut m = lock(m);
             m.set_in_port(*no).map_err(|e| e.0)?;
+            if let Some(c) = cpu {
+                m.set_cpu(c).map_err(|e| e.0)?;
+            }
             for (eno, eif, _) in &ports {
                 m.set_port(*eno, *eif).map_err(|e| e.0)?;
             }

@@ -245,7 +245,11 @@ impl Dut for LinerateSwitch {
     fn describe(&self) -> String {
         format!(
             "linerate switch --port 1=afxdp:d0 --port 2=afxdp:d1{}, {}",
-            if self.offload { " --offload xdp" } else { "" },
+            if self.offload {
+                " --offload xdp --offload-cpu DUT_CPU --poll wait"
+            } else {
+                ""
+            },
             rules_note(self.set)
         )
     }
@@ -257,7 +261,16 @@ impl Dut for LinerateSwitch {
             .chain(["--flows".to_string(), rules.path.display().to_string()])
             .chain(
                 self.offload
-                    .then(|| ["--offload".to_string(), "xdp".to_string()])
+                    .then(|| {
+                        // The lookup on the CPU that receives (the
+                        // generator's, for d0), the forwarding on the
+                        // DuT's; the user-space path sleeps when idle.
+                        ["--offload", "xdp", "--offload-cpu", &env.cpu.to_string()]
+                            .into_iter()
+                            .chain(["--poll", "wait"])
+                            .map(String::from)
+                            .collect::<Vec<_>>()
+                    })
                     .into_iter()
                     .flatten(),
             )
