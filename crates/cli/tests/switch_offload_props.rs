@@ -67,6 +67,9 @@ const ACTIONS: &[&str] = &[
     "output:2,mod_dl_src:02:00:00:00:00:bb",
     "goto_table:1",
     "mod_dl_dst:02:00:00:00:00:cc,goto_table:1",
+    "output:2,goto_table:1",
+    "output:2,mod_nw_dst:10.0.3.7,goto_table:1",
+    "output:3,dec_ttl",
 ];
 
 const TABLE1_ACTIONS: &[&str] = &["output:2", "output:3", "drop", "dec_ttl,output:2"];

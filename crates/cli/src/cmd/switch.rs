@@ -148,7 +148,8 @@ pub struct Args {
     pub no_emc: bool,
     /// Forward each flow in XDP once the switch has seen it, when XDP can carry its rules out
     /// (one output or a drop, after MAC/IPv4/port rewrites and dec_ttl, across goto_table):
-    /// afxdp ports only. Rule counters, timeouts and rule changes behave as without. On veth, the
+    /// afxdp ports only, one per interface. Rule counters, timeouts and rule changes behave as
+    /// without; table lookup counts and port counters count what reaches user space. On veth, the
     /// peers must have NAPI (GRO on, or an XDP program) to take frames XDP redirects to them.
     #[arg(long, value_name = "xdp", value_parser = ["xdp"])]
     pub offload: Option<String>,

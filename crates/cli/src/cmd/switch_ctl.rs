@@ -21,7 +21,7 @@ Commands:
                        flow_limit; the switch's max-flows (ovs-ofctl dump-tables)
   add-group SPEC       group_id=ID,type=all|select|indirect|ff,bucket=[weight:W,][watch_port:P,]ACTIONS,...
   add-meter SPEC       meter=ID,pktps|kbps,band=type=drop,rate=R[,burst_size=B]
-  cache-stats          exact-match cache and classifier counters
+  cache-stats          exact-match cache and classifier counters (with --offload xdp, XDP's too)
 
 Examples:
   linerate switch-ctl /run/sw.sock add-flow 'priority=100,in_port=1,udp,tp_dst=53,actions=output:2'

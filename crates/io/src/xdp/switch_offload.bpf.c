@@ -90,6 +90,9 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, MAX_FLOWS);
+	// Elements freed after an RCU grace period: a program that found an
+	// entry just before its removal never reads another flow's action.
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct sw_key);
 	__type(value, struct sw_act);
 } sw_flows SEC(".maps");

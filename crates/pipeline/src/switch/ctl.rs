@@ -192,8 +192,17 @@ fn add_flows_stream(
     })
 }
 
-/// The exact-match cache's and the classifier's counters (`cache-stats`).
+/// The exact-match cache's and the classifier's counters (`cache-stats`);
+/// with `--offload xdp`, XDP's and the offload's (`offload`).
 pub fn cache_json(sh: &Shared) -> Value {
+    let mut v = cache_json_dp(sh);
+    if let Some(o) = sh.ctl.offload() {
+        v["offload"] = json!({"xdp": o.xdp_stats(), "entries": o.counters()});
+    }
+    v
+}
+
+fn cache_json_dp(sh: &Shared) -> Value {
     let c = &sh.cache;
     let (hits, misses) = (c.emc_hits.load(Relaxed), c.emc_misses.load(Relaxed));
     let lookups = c.cls_lookups.load(Relaxed);

@@ -466,6 +466,7 @@ impl Datapath {
         }
         if let Some(o) = &mut self.offerer {
             // Frames of flows XDP does not forward yet (or cannot).
+            o.sync();
             for k in &self.keys.0[..n] {
                 o.offer(k);
             }

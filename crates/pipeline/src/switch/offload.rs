@@ -55,7 +55,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// Most offloaded entries (the XDP maps' size).
+/// Most offloaded entries, over all ports (the XDP maps' size).
 pub const MAX_ENTRIES: usize = xo::MAX_FLOWS as usize;
 /// Offers waiting for the offloader at most (a full queue drops them).
 pub const OFFER_QUEUE: usize = 4096;
@@ -152,6 +152,9 @@ pub fn compile(ft: &FlowTable, k: &Key, ports: &[u32]) -> Result<Compiled, NotOf
     let mut t = 0u8;
     let mut stats = super::classifier::LookupStats::default();
     let mut miss = false;
+    // Any rewrite (before or after the output): a later table would look
+    // the rewritten headers up, which this does not model.
+    let mut rewrote = false;
     for _ in 0..MAX_STEPS {
         deps |= 1 << (t % 64);
         // A miss ends the walk: dropped ("no match") unless output already.
@@ -164,7 +167,6 @@ pub fn compile(ft: &FlowTable, k: &Key, ports: &[u32]) -> Result<Compiled, NotOf
         };
         rules.push(e.stats.clone());
         let mut next = None;
-        let rewrote_before = act.flags != 0;
         for a in &e.rule.actions {
             // After the one output, rewrites change nothing that is sent.
             let live = out.is_none();
@@ -183,7 +185,11 @@ pub fn compile(ft: &FlowTable, k: &Key, ports: &[u32]) -> Result<Compiled, NotOf
                         return Err(N::Action);
                     }
                     act.flags |= xo::ACT_DEC_TTL;
+                    rewrote = true;
                 }
+                // After the output it still ends the walk on TTL <= 1 (a
+                // packet-in, maybe): the datapath decides.
+                Action::DecTtl(_) if ttl <= 1 => return Err(N::Action),
                 Action::Set(s) if live => match *s {
                     SetField::EthDst(m) => {
                         act.flags |= xo::ACT_DL_DST;
@@ -218,12 +224,14 @@ pub fn compile(ft: &FlowTable, k: &Key, ports: &[u32]) -> Result<Compiled, NotOf
                 },
                 Action::GotoTable(n) => next = Some(*n),
                 // Rewrites after the output: nothing sent sees them.
-                Action::Set(_) | Action::DecTtl(_) if !live => {}
+                Action::Set(_) | Action::DecTtl(_) if !live => rewrote = true,
                 _ => return Err(N::Action),
             }
+            if matches!(a, Action::Set(_)) {
+                rewrote = true;
+            }
         }
-        // A later table would look up the rewritten headers: not modelled.
-        if next.is_some() && (rewrote_before || act.flags != 0) && out.is_none() {
+        if next.is_some() && rewrote {
             return Err(N::Action);
         }
         match next {
@@ -281,13 +289,20 @@ struct Entry {
     last_ns: u64,
 }
 
-/// A removed entry's slot, folded once more before reuse.
+/// A removed entry's slot, folded again before reuse, which waits
+/// [`QUARANTINE_NS`]: a frame that found the entry just before its
+/// removal (with a forwarding CPU, one still in that CPU's queue) may
+/// still count there and read its action by slot.
 struct Retired {
     port: usize,
     slot: u32,
     rules: Vec<Arc<RuleStats>>,
     folded: (u64, u64),
+    at_ns: u64,
 }
+
+/// How long a removed entry's slot waits before reuse.
+const QUARANTINE_NS: u64 = 200_000_000;
 
 struct Inner {
     /// (OpenFlow number, maps) per port.
@@ -302,6 +317,9 @@ struct Inner {
 pub struct Offload {
     inner: Mutex<Inner>,
     pub counters: Counters,
+    /// Bumped when entries go (idle, a change) or an offer was lost: the
+    /// datapath's filter of offered flows starts again ([`Offerer::sync`]).
+    generation: AtomicU64,
 }
 
 /// [`OffloadCounters`] as they are kept (atomics).
@@ -364,6 +382,7 @@ impl Offload {
                 retired: Vec::new(),
             }),
             counters: Counters::default(),
+            generation: AtomicU64::new(0),
         })
     }
 
@@ -415,6 +434,10 @@ impl Offload {
                 return;
             }
         };
+        let lost = |o: &Offload| {
+            o.counters.install_errors.fetch_add(1, Relaxed);
+            o.generation.fetch_add(1, Relaxed);
+        };
         let slot = match g.free.pop() {
             Some(s) => s,
             None if (g.next_slot as usize) < MAX_ENTRIES => {
@@ -433,7 +456,7 @@ impl Offload {
             Ok(b) => b,
             Err(_) => {
                 g.free.push(slot);
-                self.counters.install_errors.fetch_add(1, Relaxed);
+                lost(self);
                 return;
             }
         };
@@ -441,7 +464,7 @@ impl Offload {
         act.slot = slot;
         if m.insert(&pkt_words(k), &act).is_err() {
             g.free.push(slot);
-            self.counters.install_errors.fetch_add(1, Relaxed);
+            lost(self);
             return;
         }
         drop(m);
@@ -491,6 +514,7 @@ impl Offload {
                 self.counters.removed_changed.fetch_add(1, Relaxed);
             }
         }
+        self.generation.fetch_add(1, Relaxed);
         self.counters.entries.store(g.entries.len() as u64, Relaxed);
     }
 
@@ -500,11 +524,21 @@ impl Offload {
         let mut g = lock(&self.inner);
         let now = super::table::mono_ns();
         let g = &mut *g;
-        for r in std::mem::take(&mut g.retired) {
+        for mut r in std::mem::take(&mut g.retired) {
             if let Ok(c) = lock(&g.ports[r.port].1).slot(r.slot) {
-                add_rules(&r.rules, c.0 - r.folded.0, c.1 - r.folded.1, now);
+                add_rules(
+                    &r.rules,
+                    c.0.wrapping_sub(r.folded.0),
+                    c.1.wrapping_sub(r.folded.1),
+                    now,
+                );
+                r.folded = c;
             }
-            g.free.push(r.slot);
+            if now.saturating_sub(r.at_ns) >= QUARANTINE_NS {
+                g.free.push(r.slot);
+            } else {
+                g.retired.push(r);
+            }
         }
         let mut idle = Vec::new();
         for (k, e) in g.entries.iter_mut() {
@@ -512,12 +546,20 @@ impl Offload {
                 continue;
             };
             if c.0 != e.folded.0 {
-                add_rules(&e.rules, c.0 - e.folded.0, c.1 - e.folded.1, now);
+                add_rules(
+                    &e.rules,
+                    c.0.wrapping_sub(e.folded.0),
+                    c.1.wrapping_sub(e.folded.1),
+                    now,
+                );
                 e.folded = c;
                 e.last_ns = now;
             } else if now.saturating_sub(e.last_ns) >= IDLE_NS {
                 idle.push(*k);
             }
+        }
+        if !idle.is_empty() {
+            self.generation.fetch_add(1, Relaxed);
         }
         for k in idle {
             if let Some(e) = g.entries.remove(&k) {
@@ -556,7 +598,12 @@ impl Inner {
         m.remove(k);
         let mut folded = e.folded;
         if let Ok(c) = m.slot(e.slot) {
-            add_rules(&e.rules, c.0 - folded.0, c.1 - folded.1, now);
+            add_rules(
+                &e.rules,
+                c.0.wrapping_sub(folded.0),
+                c.1.wrapping_sub(folded.1),
+                now,
+            );
             folded = c;
         }
         drop(m);
@@ -565,6 +612,7 @@ impl Inner {
             slot: e.slot,
             rules: e.rules,
             folded,
+            at_ns: now,
         });
     }
 }
@@ -581,6 +629,7 @@ pub struct Offerer {
     tx: std::sync::mpsc::SyncSender<Key>,
     seen: Box<[u64]>,
     offload: Arc<Offload>,
+    generation: u64,
 }
 
 /// Slots of the offer filter (a power of two).
@@ -592,6 +641,18 @@ impl Offerer {
             tx,
             seen: vec![0; SEEN].into_boxed_slice(),
             offload,
+            generation: 0,
+        }
+    }
+
+    /// Once per batch: if entries went (or an offer was lost) since the
+    /// last call, every flow may be offered again (one atomic load).
+    #[inline]
+    pub fn sync(&mut self) {
+        let g = self.offload.generation.load(Relaxed);
+        if g != self.generation {
+            self.generation = g;
+            self.reset();
         }
     }
 
@@ -602,8 +663,9 @@ impl Offerer {
     }
 
     /// Offer `k` unless it was offered lately or is not of a shape XDP
-    /// keys. No allocation, no lock, no syscall: a filter probe and, for a
-    /// new flow, a bounded channel's `try_send`.
+    /// keys. No allocation: a filter probe and, for a new flow only, a
+    /// bounded channel's `try_send` (which may take the channel's lock and
+    /// wake the offloader: once per flow, not per packet).
     #[inline]
     pub fn offer(&mut self, k: &Key) {
         let w = &k.w;
@@ -619,6 +681,8 @@ impl Offerer {
         *s = h;
         self.offload.counters.offered.fetch_add(1, Relaxed);
         if self.tx.try_send(*k).is_err() {
+            // Offered again when it comes next.
+            *s = 0;
             self.offload.counters.offer_queue_full.fetch_add(1, Relaxed);
         }
     }
@@ -780,13 +844,36 @@ mod tests {
             ]),
             NotOffloadable::Action
         );
-        // TTL 1 with dec_ttl: the datapath decides (a packet-in, maybe).
-        let f1 = udp_frame(1, true);
-        let k1 = Key::extract_fast(&f1, 1).unwrap();
+        // A later table after any rewrite, before or after the output, looks
+        // the rewritten headers up.
         assert_eq!(
-            compile(&table(&["actions=dec_ttl,output:2"]), &k1, &[1, 2]).unwrap_err(),
+            no(&[
+                "udp,actions=mod_nw_dst:10.0.3.7,output:2,goto_table:1",
+                "table=1,actions=output:3"
+            ]),
             NotOffloadable::Action
         );
+        assert_eq!(
+            no(&[
+                "actions=output:2,mod_dl_dst:02:00:00:00:00:01,goto_table:1",
+                "table=1,actions=drop"
+            ]),
+            NotOffloadable::Action
+        );
+        // TTL 1 with dec_ttl, also after the output: the datapath decides
+        // (the walk ends there, a packet-in maybe).
+        let f1 = udp_frame(1, true);
+        let k1 = Key::extract_fast(&f1, 1).unwrap();
+        for r in ["actions=dec_ttl,output:2", "actions=output:2,dec_ttl"] {
+            assert_eq!(
+                compile(&table(&[r]), &k1, &[1, 2]).unwrap_err(),
+                NotOffloadable::Action,
+                "{r}"
+            );
+        }
+        // With TTL 64 a dec_ttl after the output changes nothing sent.
+        let c = compile(&table(&["actions=output:2,dec_ttl"]), &k, &[1, 2]).unwrap();
+        assert_eq!((c.act.flags, c.act.out_port), (0, 2));
         // An ARP key is not of XDP's shape.
         let mut arp = k;
         arp.w[0] = (1u64 << 32) | (0x0806 << 16);

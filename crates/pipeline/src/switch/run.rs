@@ -298,6 +298,12 @@ pub fn run(
                     p.info.kind
                 ));
             };
+            // One XDP program per interface keys frames with one in_port.
+            if let Some((m, _, _)) = xdp_ports.iter().find(|(_, i, _)| *i == ifindex) {
+                return Err(format!(
+                    "port {n}: --offload xdp needs one port per interface ('{uri}' is on port {m}'s)"
+                ));
+            }
             xdp_ports.push((*n, ifindex, maps));
         }
         on(Event::Opened(format!(
@@ -317,7 +323,7 @@ pub fn run(
         dp.set_offerer(super::offload::Offerer::new(tx, o.clone()));
         let c = ctl.clone();
         on(Event::Opened(format!(
-            "offload: xdp, at most {} flows per port in XDP{} (on veth, a peer takes redirected frames only with NAPI: GRO on or an XDP program of its own)",
+            "offload: xdp, at most {} flows in XDP{} (on veth, a peer takes redirected frames only with NAPI: GRO on or an XDP program of its own)",
             super::offload::MAX_ENTRIES,
             match cfg.offload_cpu {
                 Some(c) => format!(", forwarded on CPU {c}"),
