@@ -732,7 +732,11 @@ fn offload_forwards_in_xdp_with_exact_counters() {
 /// deleted rule (to h2, in XDP) to the one below it (to h3) at one
 /// sequence number: h2 has a gap-free prefix of the stream and h3 all the
 /// rest, none twice: no frame took the deleted rule after the first frame
-/// took the new decision (a stale XDP entry would interleave them).
+/// took the new decision (a stale XDP entry would interleave them). And the
+/// cut is before `del-flows` returned: no frame reached h2 later than the
+/// command's return (by the kernel's receive time on h2, with 2 ms for
+/// frames XDP had already sent on their way); an entry removed lazily, even
+/// 50 ms late, fails this.
 #[test]
 fn offload_del_flows_under_traffic_cuts_cleanly() {
     let _serial = serial();
@@ -742,7 +746,33 @@ fn offload_del_flows_under_traffic_cuts_cleanly() {
          priority=10,in_port=1,udp,actions=output:3\n",
     );
     let (c2, c3) = (s.count(2, 1.0), s.count(3, 1.0));
-    std::thread::scope(|sc| {
+    let raw2 = PacketSocket::open(&s.ns("h2"), &s.host_if(2));
+    raw2.stamp();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let realtime_ns = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+    };
+    let (stamps, returned) = std::thread::scope(|sc| {
+        // h2's frames of the stream (UDP to 10.0.2.2), their receive times.
+        let reader = sc.spawn(|| {
+            let mut at = Vec::new();
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                PacketSocket::wait_any(std::slice::from_ref(&raw2), Duration::from_millis(20));
+                while let Some((f, t)) = raw2.recv_stamped() {
+                    if f.len() >= 34
+                        && f[12..14] == [8, 0]
+                        && f[23] == 17
+                        && f[30..34] == [10, 0, 2, 2]
+                    {
+                        at.push(t.expect("SO_TIMESTAMPNS"));
+                    }
+                }
+            }
+            at
+        });
         let g = sc.spawn(|| s.gen("10.0.2.2", &["--rate", "50kpps", "--duration", "3"]));
         wait_until(
             Duration::from_secs(20),
@@ -753,8 +783,28 @@ fn offload_del_flows_under_traffic_cuts_cleanly() {
             },
         );
         s.ctl(&["del-flows", "udp,nw_dst=10.0.2.2"]);
+        let returned = realtime_ns();
         g.join().unwrap();
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        (reader.join().unwrap(), returned)
     });
+    let late: Vec<u64> = stamps
+        .iter()
+        .filter(|&&t| t > returned + 2_000_000)
+        .map(|&t| (t - returned) / 1000)
+        .collect();
+    assert!(
+        late.is_empty(),
+        "{} of {} frames reached h2 after del-flows returned (us after: {:?})",
+        late.len(),
+        stamps.len(),
+        &late[..late.len().min(10)]
+    );
+    assert!(
+        stamps.len() >= 20_000,
+        "h2's socket saw {} frames",
+        stamps.len()
+    );
     let v2 = c2.json();
     let v3 = c3.json();
     let (p2, d2, _) = stream0(&v2);

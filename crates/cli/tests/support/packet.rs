@@ -111,9 +111,37 @@ impl PacketSocket {
         );
     }
 
+    /// Stamp every frame with the kernel's receive time ([`Self::recv_stamped`])
+    /// and make the receive buffer 64 MiB (a reader that falls behind a
+    /// burst loses nothing).
+    pub fn stamp(&self) {
+        for (opt, v, what) in [
+            (libc::SO_TIMESTAMPNS, 1, "SO_TIMESTAMPNS"),
+            (libc::SO_RCVBUFFORCE, 64 << 20, "SO_RCVBUFFORCE"),
+        ] {
+            // SAFETY: a valid socket and an int option value of the right size.
+            let r = unsafe {
+                libc::setsockopt(
+                    self.fd.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    opt,
+                    &v as *const i32 as *const libc::c_void,
+                    std::mem::size_of::<i32>() as libc::socklen_t,
+                )
+            };
+            assert_eq!(r, 0, "{what}: {}", std::io::Error::last_os_error());
+        }
+    }
+
     /// The next frame that has arrived, if any (does not wait); a VLAN tag
     /// that the kernel took out is back in the frame.
     pub fn recv(&self) -> Option<Vec<u8>> {
+        self.recv_stamped().map(|(f, _)| f)
+    }
+
+    /// [`Self::recv`] with the kernel's receive time (CLOCK_REALTIME, ns)
+    /// when [`Self::stamp`] asked for it.
+    pub fn recv_stamped(&self) -> Option<(Vec<u8>, Option<u64>)> {
         loop {
             let mut buf = vec![0u8; 65536];
             let mut ctl = [0u64; 16];
@@ -149,6 +177,24 @@ impl PacketSocket {
             if from.sll_pkttype == libc::PACKET_OUTGOING {
                 continue;
             }
+            let mut stamp = None;
+            // SAFETY: h describes our control buffer as the kernel filled
+            // it; the CMSG macros stay within it.
+            unsafe {
+                let mut c = libc::CMSG_FIRSTHDR(&h);
+                while !c.is_null() {
+                    if (*c).cmsg_level == libc::SOL_SOCKET
+                        && (*c).cmsg_type == libc::SCM_TIMESTAMPNS
+                        && (*c).cmsg_len as usize
+                            >= libc::CMSG_LEN(std::mem::size_of::<libc::timespec>() as u32) as usize
+                    {
+                        let t: libc::timespec =
+                            std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::timespec);
+                        stamp = Some(t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64);
+                    }
+                    c = libc::CMSG_NXTHDR(&h, c);
+                }
+            }
             let mut frame = buf;
             frame.truncate(n as usize);
             if let Some((tpid, tci)) = linerate_io::afpacket::vlan_of(&h) {
@@ -157,7 +203,7 @@ impl PacketSocket {
                     frame.splice(12..12, tag);
                 }
             }
-            return Some(frame);
+            return Some((frame, stamp));
         }
     }
 
