@@ -105,18 +105,7 @@ impl Star {
     }
 
     fn ctl(&self, args: &[&str]) -> String {
-        let o = Command::new(EXE)
-            .arg("switch-ctl")
-            .arg(self.sock())
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "switch-ctl {args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8_lossy(&o.stdout).into_owned()
+        switch_ctl(&self.sock(), args)
     }
 
     /// `linerate count` on host `i`, stopping after `idle` quiet seconds,

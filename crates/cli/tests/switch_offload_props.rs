@@ -281,18 +281,7 @@ impl Bed {
     }
 
     fn ctl(&self, args: &[&str]) -> String {
-        let o = Command::new(EXE)
-            .arg("switch-ctl")
-            .arg(self.dir.join("ctl.sock"))
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "switch-ctl {args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8_lossy(&o.stdout).into_owned()
+        switch_ctl(&self.dir.join("ctl.sock"), args)
     }
 
     /// Send `f` then a marker into port 1; what came out of ports 2 and 3

@@ -103,6 +103,22 @@ pub fn ctl_request(sock: &Path, line: &str) -> Option<String> {
     (!answer.is_empty()).then(|| answer.trim_end().to_string())
 }
 
+/// `linerate switch-ctl SOCK ARGS...`, which must succeed; its stdout.
+pub fn switch_ctl(sock: &Path, args: &[&str]) -> String {
+    let o = std::process::Command::new(EXE)
+        .arg("switch-ctl")
+        .arg(sock)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "switch-ctl {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 /// Wait until process `p` answers on its control socket `sock`. linerate
 /// capture and switch open every port before they start the control
 /// socket: from then on every port is bound.
