@@ -197,7 +197,7 @@ fn add_flows_stream(
 pub fn cache_json(sh: &Shared) -> Value {
     let mut v = cache_json_dp(sh);
     if let Some(o) = sh.ctl.offload() {
-        v["offload"] = json!({"xdp": o.xdp_stats(), "entries": o.counters()});
+        v["offload"] = json!({"xdp": o.xdp_stats(), "entries": o.counters_json()});
     }
     v
 }

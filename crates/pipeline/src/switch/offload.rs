@@ -589,6 +589,21 @@ impl Offload {
     }
 }
 
+impl super::table::Offloaded for Offload {
+    fn published(&self, old: &FlowTable, new: &FlowTable) {
+        Offload::published(self, old, new)
+    }
+    fn fold(&self) {
+        Offload::fold(self)
+    }
+    fn xdp_stats(&self) -> OffloadStats {
+        Offload::xdp_stats(self)
+    }
+    fn counters_json(&self) -> serde_json::Value {
+        serde_json::to_value(self.counters()).unwrap_or_default()
+    }
+}
+
 impl Inner {
     /// Take `e` (of key `k`) out of XDP: its final counts folded, its slot
     /// retired until the next fold (a frame that found it just before may

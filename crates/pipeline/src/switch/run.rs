@@ -906,7 +906,7 @@ impl Report for Finished {
 /// account across both paths (a frame XDP sent up is received again by the
 /// datapath, so it is counted there).
 fn offload_json(
-    o: &super::offload::Offload,
+    o: &dyn super::table::Offloaded,
     s: &linerate_io::counters::Snapshot<super::SwDrop>,
 ) -> Value {
     let x = o.xdp_stats();
@@ -914,7 +914,7 @@ fn offload_json(
     let fwd = s.passed + x.fwd;
     json!({
         "xdp": x,
-        "offload": o.counters(),
+        "offload": o.counters_json(),
         "xdp_balanced": x.balanced(),
         "received": s.received + in_xdp,
         "forwarded": fwd,

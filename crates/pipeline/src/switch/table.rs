@@ -1389,7 +1389,21 @@ pub struct TableHandle {
     dirty: AtomicBool,
     /// `--offload xdp`: told of every published version, asked to fold
     /// its counters before they are read.
-    offload: std::sync::OnceLock<Arc<super::offload::Offload>>,
+    offload: std::sync::OnceLock<Arc<dyn Offloaded>>,
+}
+
+/// What the tables ask of the XDP offload (`--offload xdp`,
+/// [`super::offload::Offload`]), and what its reports read.
+pub trait Offloaded: Send + Sync {
+    /// A version was published (`old` -> `new`), under the edit lock:
+    /// what depended on a changed table must go before this returns.
+    fn published(&self, old: &FlowTable, new: &FlowTable);
+    /// Add what XDP counted to the rules' counters.
+    fn fold(&self);
+    /// The XDP programs' counters, summed over the ports.
+    fn xdp_stats(&self) -> linerate_io::xdp::switch_offload::OffloadStats;
+    /// The offload's own counters (entries, offers, removals), as JSON.
+    fn counters_json(&self) -> serde_json::Value;
 }
 
 /// What [`TableHandle::learn`] did.
@@ -1415,13 +1429,13 @@ impl TableHandle {
 
     /// Tell `o` of every version published from now on (its entries that
     /// depend on a changed table go before the change returns).
-    pub fn set_offload(&self, o: Arc<super::offload::Offload>) {
+    pub fn set_offload(&self, o: Arc<dyn Offloaded>) {
         let _ = self.offload.set(o);
     }
 
     /// The offload, with `--offload xdp`.
-    pub fn offload(&self) -> Option<&Arc<super::offload::Offload>> {
-        self.offload.get()
+    pub fn offload(&self) -> Option<&dyn Offloaded> {
+        self.offload.get().map(|o| &**o)
     }
 
     /// Bring the rules' counters up to date with what XDP forwarded for
