@@ -282,7 +282,10 @@ fn a_clean_forwarder_passes_and_one_in_ten_thousand_dropped_is_loss() {
             ..Faults::default()
         },
         |t| {
-            let r = trial(t);
+            // A forwarder that drops (and holds nothing) may run its trial
+            // again when the generator slipped on a loaded machine (seen in
+            // a fresh-clone run: 156 ms of gaps in a 971 ms trial).
+            let r = trial_repeated_if_invalid(t);
             assert_eq!((r.sent, r.lost), (20_000, 2), "{r:#?}");
             assert!(!passes(&r));
             assert!(r.invalid.is_empty(), "a valid trial that lost 2: {r:#?}");
