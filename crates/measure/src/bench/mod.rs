@@ -165,20 +165,22 @@ pub struct Rfc2544Result {
     /// The spread between this run and the earlier runs on this machine
     /// ([`history::between_run_spread`]); the stated spread is at least this.
     pub throughput_spread_history: Option<f64>,
-    /// The DuT's own account at the end (linerate fwd's JSON).
+    /// The DuT's own account at the end of its first pass (linerate fwd's
+    /// JSON; each pass starts the DuT anew).
     pub dut_account: Option<serde_json::Value>,
     pub seconds: f64,
 }
 
 impl Rfc2544Result {
     /// `linerate switch --offload xdp`: the share of the frames it
-    /// forwarded that XDP forwarded, over the whole run (its final account).
+    /// forwarded that XDP forwarded, in its first pass (the account kept:
+    /// [`Self::dut_account`]).
     pub fn offload_note(&self) -> Option<String> {
         let o = self.dut_account.as_ref()?.get("offload")?;
         let x = o["xdp"]["fwd"].as_u64()?;
         let all = o["forwarded"].as_u64()?;
         Some(format!(
-            "{:.1} % of the frames it forwarded went through XDP ({x} of {all}, whole run)",
+            "{:.1} % of the frames it forwarded went through XDP ({x} of {all} in its first pass)",
             100.0 * x as f64 / all.max(1) as f64
         ))
     }
@@ -824,7 +826,7 @@ mod tests {
         }));
         assert_eq!(
             r.offload_note().as_deref(),
-            Some("99.6 % of the frames it forwarded went through XDP (996 of 1000, whole run)")
+            Some("99.6 % of the frames it forwarded went through XDP (996 of 1000 in its first pass)")
         );
     }
 
