@@ -107,7 +107,8 @@ fn start_forwarder(ns: String, f: Faults, stop: Arc<AtomicBool>) -> std::thread:
             };
             // (due, frame); frames held under HOLD have no due time until
             // released, when they get their arrival times' spacing back.
-            let mut held: VecDeque<(Option<Instant>, Instant, Vec<u8>)> = VecDeque::new();
+            // (due, arrival, frame, whether it was held).
+            let mut held: VecDeque<(Option<Instant>, Instant, Vec<u8>, bool)> = VecDeque::new();
             let mut n = 0u64;
             let mut buf = vec![0u8; 4096];
             while !stop.load(Ordering::Relaxed) {
@@ -156,17 +157,29 @@ fn start_forwarder(ns: String, f: Faults, stop: Arc<AtomicBool>) -> std::thread:
                         for h in held.iter_mut().filter(|h| h.0.is_none()) {
                             h.0 = Some(now + (h.1 - first.unwrap_or(h.1)));
                         }
-                        Some(now + Duration::from_millis(delay))
+                        let due = now + Duration::from_millis(delay);
+                        // Never faster than the frames came: after the
+                        // held ones, the frames that queued behind them
+                        // leave at their own arrivals' spacing, not as one
+                        // burst (20 000 frames at once overflowed s0's
+                        // 256-frame ring on a loaded machine: 773 arrived).
+                        Some(match held.back() {
+                            // Right after the held ones (their last
+                            // arrival was in the earlier trial).
+                            Some(&(Some(bd), _, _, true)) => due.max(bd),
+                            Some(&(Some(bd), ba, _, false)) => due.max(bd + (now - ba)),
+                            _ => due,
+                        })
                     };
                     let frame = buf[..k as usize].to_vec();
                     if f.dup_every > 0 && n.is_multiple_of(f.dup_every) {
-                        held.push_back((due, now, frame.clone()));
+                        held.push_back((due, now, frame.clone(), due.is_none()));
                     }
-                    held.push_back((due, now, frame));
+                    held.push_back((due, now, frame, due.is_none()));
                 }
                 let now = Instant::now();
                 while held.front().is_some_and(|h| h.0.is_some_and(|t| t <= now)) {
-                    let (_, _, b) = held.pop_front().unwrap();
+                    let (_, _, b, _) = held.pop_front().unwrap();
                     send(&b);
                 }
             }
