@@ -467,6 +467,9 @@ pub struct Removed {
     pub rule: Rule,
     pub reason: u8,
     pub duration_ns: u64,
+    /// The rule's counters when it is reported ([`FlowTable::take_removed`]),
+    /// not when it left: with `--offload xdp` they then hold what XDP
+    /// forwarded for it until its entries went (folded after the removal).
     pub packets: u64,
     pub bytes: u64,
 }
@@ -477,7 +480,8 @@ pub struct Removed {
 #[derive(Debug, Default)]
 pub struct RemovedQueue {
     on: bool,
-    q: VecDeque<Removed>,
+    /// Each with the rule's counters, read again when it is reported.
+    q: VecDeque<(Removed, Arc<RuleStats>)>,
     /// Removals not kept because [`REMOVED_QUEUE`] were waiting.
     pub dropped: u64,
 }
@@ -947,7 +951,12 @@ impl FlowTable {
     pub fn take_removed(&self) -> (Vec<Removed>, u64) {
         let mut g = self.removed_queue();
         let dropped = g.dropped;
-        (g.q.drain(..).collect(), dropped)
+        let gone = g.q.drain(..).map(|(mut r, s)| {
+            r.packets = s.packets();
+            r.bytes = s.bytes();
+            r
+        });
+        (gone.collect(), dropped)
     }
 
     /// Remove rule `id` of table `t`, for `reason` (`RR_*`).
@@ -961,13 +970,16 @@ impl FlowTable {
                 if g.on && g.q.len() >= REMOVED_QUEUE {
                     g.dropped += 1;
                 } else if g.on {
-                    g.q.push_back(Removed {
-                        rule: e.rule.clone(),
-                        reason,
-                        duration_ns: mono_ns().saturating_sub(e.created_ns),
-                        packets: e.stats.packets(),
-                        bytes: e.stats.bytes(),
-                    });
+                    g.q.push_back((
+                        Removed {
+                            rule: e.rule.clone(),
+                            reason,
+                            duration_ns: mono_ns().saturating_sub(e.created_ns),
+                            packets: e.stats.packets(),
+                            bytes: e.stats.bytes(),
+                        },
+                        e.stats.clone(),
+                    ));
                 }
             }
             self.tally(&e.rule, false);
@@ -1460,6 +1472,8 @@ impl TableHandle {
     /// `FLOW_REMOVED` ([`FlowTable::take_removed`]; the queue is shared by
     /// every version, so this takes no edit lock).
     pub fn take_removed(&self) -> (Vec<Removed>, u64) {
+        // What XDP forwarded for them until their entries went.
+        self.sync_counters();
         self.current().take_removed()
     }
 
@@ -1666,6 +1680,21 @@ mod tests {
         let h = &gone[1];
         assert_eq!((h.rule.cookie, h.packets, h.bytes), (0x7, 1, 60));
         assert_eq!(dropped, 0);
+        // The counters are read when the removal is reported: what was
+        // added after the rule left (XDP's last frames, folded after its
+        // entries went) is in.
+        let late = add("send_flow_rem,priority=10,udp,tp_dst=7,actions=drop");
+        let stats = ctl.current().entry(late).unwrap().stats.clone();
+        stats.hit(60, 1);
+        ctl.edit(|t| t.del_flows(Some(&MatchSpec::parse("udp,tp_dst=7").unwrap())));
+        stats.xdp_packets.fetch_add(2, Relaxed);
+        stats.xdp_bytes.fetch_add(120, Relaxed);
+        let (gone, _) = ctl.take_removed();
+        let got: Vec<_> = gone
+            .iter()
+            .map(|r| (r.rule.priority, r.packets, r.bytes))
+            .collect();
+        assert_eq!(got, [(10, 3, 180)]);
         // A group delete removes its rules for GROUP_DELETE.
         ctl.edit(|t| {
             t.add_group(Group::parse("group_id=7,type=all,bucket=output:1").unwrap())
