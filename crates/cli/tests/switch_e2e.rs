@@ -609,6 +609,10 @@ impl Star {
     /// The switch on afxdp ports with `--offload xdp`. The hosts' veths get
     /// GRO (a NAPI), without which a veth drops what XDP redirects to it.
     fn switch_offload(&self, flows: &str) -> Proc {
+        self.switch_offload_with(flows, &[])
+    }
+
+    fn switch_offload_with(&self, flows: &str, extra: &[&str]) -> Proc {
         for i in 1..=3 {
             let st = in_ns(
                 &self.ns(&format!("h{i}")),
@@ -626,7 +630,7 @@ impl Star {
             c.arg("--port").arg(format!("{i}=afxdp:{}", self.sw_if(i)));
         }
         c.arg("--flows").arg(f).arg("--ctl").arg(self.sock());
-        c.args(["--offload", "xdp"]);
+        c.args(["--offload", "xdp"]).args(extra);
         self.spawn_switch(c)
     }
 
@@ -649,6 +653,45 @@ impl Star {
             .unwrap_or_else(|| panic!("no rule with {m}: {v}"));
         v["stats"][i]["packets"].as_u64().unwrap()
     }
+}
+
+/// `--offload-entries`: XDP holds at most that many flows; the others are
+/// switched in user space, every frame still delivered and counted, and
+/// the refusals counted.
+#[test]
+fn offload_entries_are_bounded_and_the_rest_stays_in_user_space() {
+    let _serial = serial();
+    let s = Star::up();
+    let sw = s.switch_offload_with(
+        "priority=10,in_port=1,udp,nw_dst=10.0.2.2,actions=output:2\n",
+        &["--offload-entries", "8"],
+    );
+    let c2 = s.count(2, 1.0);
+    // 32 flows (UDP source ports), 100 frames each.
+    s.gen(
+        "10.0.2.2",
+        &["--flows", "32", "--count", "3200", "--rate", "20kpps"],
+    );
+    let (p2, d2, _) = stream0(&c2.json());
+    assert_eq!((p2, d2), (3200, 0));
+    assert_eq!(s.rule_packets("nw_dst=10.0.2.2"), 3200);
+    let v: Value = serde_json::from_str(s.ctl(&["cache-stats", "--json"]).trim()).unwrap();
+    let o = &v["offload"]["entries"];
+    assert_eq!(o["entries"], 8, "{v}");
+    assert_eq!(o["installed"], 8, "{v}");
+    // Each flow beyond the bound was refused (once: a refusal does not
+    // make the datapath offer again); two flows may share a slot of the
+    // datapath's filter of offered flows, so not every one need be offered.
+    let refused = o["refused_full"].as_u64().unwrap();
+    assert!((1..=24).contains(&refused), "{v}");
+    let fin = sw.stop();
+    let x = &fin["offload"]["xdp"];
+    // XDP forwarded the 8 flows' frames but the first of each (and those
+    // on their way while the entry went in); user space the rest.
+    let fwd = x["fwd"].as_u64().unwrap();
+    assert!((600..=8 * 99).contains(&fwd), "{fin}");
+    assert_eq!(fin["offload"]["forwarded"], 3200, "{fin}");
+    assert_eq!(fin["offload"]["xdp_balanced"], true, "{fin}");
 }
 
 /// `--offload xdp`: a flow's frames are forwarded (with a rewrite and

@@ -158,6 +158,12 @@ pub struct Args {
     /// all lands on one CPU (veth, NICs without RSS).
     #[arg(long, value_name = "CPU", requires = "offload", value_parser = clap::value_parser!(u32).range(0..64))]
     pub offload_cpu: Option<u32>,
+    /// With --offload xdp: at most this many flows in XDP (1-65536); beyond, a flow is switched in
+    /// user space and the refusal counted (`cache-stats`: refused_full).
+    #[arg(long, value_name = "N", requires = "offload",
+          default_value_t = linerate_pipeline::switch::offload::MAX_ENTRIES,
+          value_parser = offload_entries)]
+    pub offload_entries: usize,
     /// Stop after this many seconds (default: until Ctrl-C, or the end of finite sources).
     #[arg(long)]
     pub duration: Option<f64>,
@@ -270,6 +276,7 @@ pub fn run(a: Args) -> Result<()> {
             .map_err(anyhow::Error::msg)?,
         offload: a.offload.is_some(),
         offload_cpu: a.offload_cpu,
+        offload_entries: a.offload_entries,
     };
     let stop = super::common::stop_flag()?;
     super::common::serve_metrics(a.metrics.as_deref(), "switch", a.json)?;
@@ -278,4 +285,13 @@ pub fn run(a: Args) -> Result<()> {
     })
     .map_err(anyhow::Error::msg)?;
     common::finish(&end, a.json)
+}
+
+/// `--offload-entries`: 1 to [`linerate_pipeline::switch::offload::MAX_ENTRIES`].
+fn offload_entries(s: &str) -> Result<usize, String> {
+    let max = linerate_pipeline::switch::offload::MAX_ENTRIES;
+    match s.parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("'{s}': a number of flows from 1 to {max}")),
+    }
 }

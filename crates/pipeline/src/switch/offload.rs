@@ -41,7 +41,8 @@
 //!   the old way: it arrived before the change was acknowledged. Its count
 //!   is caught because a removed entry's counter slot is folded once more
 //!   before it is reused.)
-//! - **Bounds.** At most [`MAX_ENTRIES`] entries; beyond, offers are
+//! - **Bounds.** At most [`MAX_ENTRIES`] entries (or fewer, as the user
+//!   asks: `--offload-entries`); beyond, offers are
 //!   refused and counted (`refused_full`). An entry without traffic for
 //!   [`IDLE_NS`] is removed (`removed_idle`).
 
@@ -77,7 +78,7 @@ pub struct OffloadCounters {
     pub installed: u64,
     /// Offers whose outcome XDP cannot do (they stay in user space).
     pub not_offloadable: u64,
-    /// Offers refused: [`MAX_ENTRIES`] entries installed already.
+    /// Offers refused: the bound's entries installed already.
     pub refused_full: u64,
     /// Offers whose map update failed.
     pub install_errors: u64,
@@ -320,6 +321,8 @@ pub struct Offload {
     /// Bumped when entries go (idle, a change) or an offer was lost: the
     /// datapath's filter of offered flows starts again ([`Offerer::sync`]).
     generation: AtomicU64,
+    /// At most this many entries (1..=[`MAX_ENTRIES`]).
+    max_entries: usize,
 }
 
 /// [`OffloadCounters`] as they are kept (atomics).
@@ -358,11 +361,18 @@ impl Offload {
     /// Over `ports`: (OpenFlow number, ifindex, that port's maps). Writes
     /// each port's number and every port's ifindex into every port's maps;
     /// with `cpu`, XDP forwards the entries' frames on that CPU (the lookup
-    /// stays on the receiving one).
+    /// stays on the receiving one); at most `max_entries` entries
+    /// (1..=[`MAX_ENTRIES`]).
     pub fn new(
         ports: Vec<(u32, u32, Arc<Mutex<OffloadMaps>>)>,
         cpu: Option<u32>,
+        max_entries: usize,
     ) -> Result<Offload, String> {
+        if !(1..=MAX_ENTRIES).contains(&max_entries) {
+            return Err(format!(
+                "offload: {max_entries} entries asked for, 1 to {MAX_ENTRIES} possible"
+            ));
+        }
         for (no, _, m) in &ports {
             let mut m = lock(m);
             m.set_in_port(*no).map_err(|e| e.0)?;
@@ -383,6 +393,7 @@ impl Offload {
             }),
             counters: Counters::default(),
             generation: AtomicU64::new(0),
+            max_entries,
         })
     }
 
@@ -440,7 +451,7 @@ impl Offload {
         };
         let slot = match g.free.pop() {
             Some(s) => s,
-            None if (g.next_slot as usize) < MAX_ENTRIES => {
+            None if (g.next_slot as usize) < self.max_entries => {
                 g.next_slot += 1;
                 g.next_slot - 1
             }

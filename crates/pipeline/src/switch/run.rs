@@ -142,6 +142,9 @@ pub struct SwitchConfig {
     pub offload: bool,
     /// `--offload-cpu`: XDP's forwarding of those flows on this CPU.
     pub offload_cpu: Option<u32>,
+    /// `--offload-entries`: at most this many flows in XDP
+    /// (1..=[`super::offload::MAX_ENTRIES`]).
+    pub offload_entries: usize,
 }
 
 /// What the caller hears while the switch runs: what was opened (a port,
@@ -317,14 +320,18 @@ pub fn run(
     // `--offload xdp`: the offloader installs what the datapath offers
     // (it ends when the datapath drops its sender).
     let offloader = if cfg.offload {
-        let o = Arc::new(super::offload::Offload::new(xdp_ports, cfg.offload_cpu)?);
+        let o = Arc::new(super::offload::Offload::new(
+            xdp_ports,
+            cfg.offload_cpu,
+            cfg.offload_entries,
+        )?);
         ctl.set_offload(o.clone());
         let (tx, rx) = std::sync::mpsc::sync_channel(super::offload::OFFER_QUEUE);
         dp.set_offerer(super::offload::Offerer::new(tx, o.clone()));
         let c = ctl.clone();
         on(Event::Opened(format!(
             "offload: xdp, at most {} flows in XDP{} (on veth, a peer takes redirected frames only with NAPI: GRO on or an XDP program of its own)",
-            super::offload::MAX_ENTRIES,
+            cfg.offload_entries,
             match cfg.offload_cpu {
                 Some(c) => format!(", forwarded on CPU {c}"),
                 None => String::new(),
