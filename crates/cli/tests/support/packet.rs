@@ -177,24 +177,16 @@ impl PacketSocket {
             if from.sll_pkttype == libc::PACKET_OUTGOING {
                 continue;
             }
-            let mut stamp = None;
-            // SAFETY: h describes our control buffer as the kernel filled
-            // it; the CMSG macros stay within it.
-            unsafe {
-                let mut c = libc::CMSG_FIRSTHDR(&h);
-                while !c.is_null() {
-                    if (*c).cmsg_level == libc::SOL_SOCKET
-                        && (*c).cmsg_type == libc::SCM_TIMESTAMPNS
-                        && (*c).cmsg_len as usize
-                            >= libc::CMSG_LEN(std::mem::size_of::<libc::timespec>() as u32) as usize
-                    {
-                        let t: libc::timespec =
-                            std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::timespec);
-                        stamp = Some(t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64);
-                    }
-                    c = libc::CMSG_NXTHDR(&h, c);
-                }
+            // SAFETY: timespec is plain integers; h describes our control
+            // buffer as the kernel filled it.
+            let stamp = unsafe {
+                linerate_io::afpacket::cmsg_data::<libc::timespec>(
+                    &h,
+                    libc::SOL_SOCKET,
+                    libc::SCM_TIMESTAMPNS,
+                )
             }
+            .map(|t| t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64);
             let mut frame = buf;
             frame.truncate(n as usize);
             if let Some((tpid, tci)) = linerate_io::afpacket::vlan_of(&h) {

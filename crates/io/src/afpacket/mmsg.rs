@@ -139,30 +139,43 @@ const VLAN_ROOM: usize = 4;
 /// (Also what a test's raw packet socket uses to put stripped tags back.)
 #[inline(always)]
 pub fn vlan_of(h: &libc::msghdr) -> Option<(u16, u16)> {
+    // SAFETY: tpacket_auxdata is plain integers: any bytes are a value.
+    let a: libc::tpacket_auxdata = unsafe { cmsg_data(h, libc::SOL_PACKET, libc::PACKET_AUXDATA) }?;
+    if a.tp_status & libc::TP_STATUS_VLAN_VALID == 0 {
+        return None;
+    }
+    let tpid = if a.tp_status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
+        a.tp_vlan_tpid
+    } else {
+        0x8100
+    };
+    Some((tpid, a.tp_vlan_tci))
+}
+
+/// The data of the first control message of `level` and `ty` in `h`
+/// that holds a whole `T` (read unaligned), if any.
+///
+/// # Safety
+/// `T` must be valid for any bytes (plain integers, as the kernel's
+/// control message structs are), and `h`'s control buffer as the
+/// kernel filled it.
+#[inline(always)]
+pub unsafe fn cmsg_data<T>(h: &libc::msghdr, level: i32, ty: i32) -> Option<T> {
     if h.msg_controllen == 0 {
         return None;
     }
-    // SAFETY: msg_control/msg_controllen describe our control buffer as
-    // filled by the kernel; the CMSG macros stay within it.
+    // SAFETY: msg_control/msg_controllen describe the control buffer as
+    // filled by the kernel; the CMSG macros stay within it, and the length
+    // check keeps the read of a T within the message.
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(h);
         while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_PACKET
-                && (*c).cmsg_type == libc::PACKET_AUXDATA
+            if (*c).cmsg_level == level
+                && (*c).cmsg_type == ty
                 && (*c).cmsg_len as usize
-                    >= libc::CMSG_LEN(std::mem::size_of::<libc::tpacket_auxdata>() as u32) as usize
+                    >= libc::CMSG_LEN(std::mem::size_of::<T>() as u32) as usize
             {
-                let a: libc::tpacket_auxdata =
-                    std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::tpacket_auxdata);
-                if a.tp_status & libc::TP_STATUS_VLAN_VALID == 0 {
-                    return None;
-                }
-                let tpid = if a.tp_status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
-                    a.tp_vlan_tpid
-                } else {
-                    0x8100
-                };
-                return Some((tpid, a.tp_vlan_tci));
+                return Some(std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const T));
             }
             c = libc::CMSG_NXTHDR(h, c);
         }

@@ -30,7 +30,7 @@
 //! half owns its socket, so the halves can run on two threads.
 
 mod mmsg;
-pub use mmsg::vlan_of;
+pub use mmsg::{cmsg_data, vlan_of};
 mod ring;
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};

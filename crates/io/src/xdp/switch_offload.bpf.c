@@ -73,12 +73,7 @@ struct sw_stats {
 };
 _Static_assert(sizeof(struct sw_stats) == 72, "struct sw_stats: crates/io/src/xdp/switch_offload.rs SwStats mirrors it");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_XSKMAP);
-	__uint(max_entries, 64);
-	__type(key, __u32);
-	__type(value, __u32);
-} xsks_map SEC(".maps");
+#include "xsks_map.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -5,12 +5,7 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
-struct {
-	__uint(type, BPF_MAP_TYPE_XSKMAP);
-	__uint(max_entries, 64);
-	__type(key, __u32);
-	__type(value, __u32);
-} xsks_map SEC(".maps");
+#include "xsks_map.h"
 
 SEC("xdp")
 int xsk_redirect(struct xdp_md *ctx)
