@@ -416,8 +416,10 @@ pub fn run_rfc2544(
 ) -> Vec<Rfc2544Result> {
     // This thread (the trials' control: counters, histograms, drains) and
     // the helpers it starts stay off the DuT's CPU: seen taking it from a
-    // busy-polling DuT for 2.3 ms at a time. DuT processes still run on
-    // every CPU (dut::on_every_cpu); the generator pins itself.
+    // busy-polling DuT for 2.3 ms at a time. The DuTs' processes do not
+    // inherit that: a linerate DuT runs on the DuT's CPU with all its
+    // threads (dut::device::on_cpu), the peers' on every CPU
+    // (dut::on_every_cpu); the generator pins itself.
     let _off = linerate_io::host::OffCpu::new(cfg.dut_cpu);
     // Every DuT in every direction asked: one result each.
     let jobs: Vec<(usize, Direction)> = (0..duts.len())

@@ -946,6 +946,11 @@ impl FlowTable {
         self.removed.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Are removed rules waiting to be reported?
+    pub fn removed_waiting(&self) -> bool {
+        !self.removed_queue().q.is_empty()
+    }
+
     /// The removed rules waiting, oldest first, and how many were dropped
     /// so far because the queue was full.
     pub fn take_removed(&self) -> (Vec<Removed>, u64) {
@@ -1472,9 +1477,13 @@ impl TableHandle {
     /// `FLOW_REMOVED` ([`FlowTable::take_removed`]; the queue is shared by
     /// every version, so this takes no edit lock).
     pub fn take_removed(&self) -> (Vec<Removed>, u64) {
-        // What XDP forwarded for them until their entries went.
-        self.sync_counters();
-        self.current().take_removed()
+        let cur = self.current();
+        // What XDP forwarded for them until their entries went (a fold is
+        // a map read per entry: only when there is something to report).
+        if cur.removed_waiting() {
+            self.sync_counters();
+        }
+        cur.take_removed()
     }
 
     /// The version the datapath should use for its next batch (lock-free).

@@ -105,16 +105,21 @@ pub(crate) fn on_every_cpu(cmd: &mut Command) -> &mut Command {
 /// thread of the DuT on its core; one run each).
 pub(crate) fn on_cpu(cmd: &mut Command, cpu: usize) -> &mut Command {
     use std::os::unix::process::CommandExt;
+    let all = linerate_io::host::every_cpu();
     // SAFETY: a zeroed cpu_set_t is valid; CPU_SET is bounded below.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     if cpu < libc::CPU_SETSIZE as usize {
         // SAFETY: cpu < CPU_SETSIZE.
         unsafe { libc::CPU_SET(cpu, &mut set) };
     }
-    // SAFETY: sched_setaffinity is async-signal-safe; `set` is a copy.
+    // SAFETY: sched_setaffinity is async-signal-safe; the sets are copies.
+    // A CPU it may not run on: every CPU, as the peers' (never the bench's
+    // own mask, which leaves the DuT's CPU out).
     unsafe {
         cmd.pre_exec(move || {
-            let _ = linerate_io::host::set_affinity(&set);
+            if linerate_io::host::set_affinity(&set).is_err() {
+                let _ = linerate_io::host::set_affinity(&all);
+            }
             Ok(())
         })
     }
@@ -237,23 +242,44 @@ mod tests {
 
     #[test]
     fn on_cpu_pins_every_thread() {
-        let cpu = linerate_io::host::every_cpu();
-        // The highest CPU online (not 0 only, so a no-op would not pass on
-        // a machine whose every process is on CPU 0).
+        // The highest CPU this process may run on (not 0 only, so a no-op
+        // would not pass where every process runs on CPU 0).
+        // SAFETY: a zeroed cpu_set_t is valid for sched_getaffinity to fill.
+        let mut mine: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: mine is a valid cpu_set_t of the size given.
+        let r = unsafe {
+            libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut mine)
+        };
+        assert_eq!(r, 0);
         let last = (0..libc::CPU_SETSIZE as usize)
             // SAFETY: i < CPU_SETSIZE.
-            .filter(|&i| unsafe { libc::CPU_ISSET(i, &cpu) })
+            .filter(|&i| unsafe { libc::CPU_ISSET(i, &mine) })
             .max()
             .unwrap();
+        let status = |c: &mut Command| {
+            c.args(["-c", "grep Cpus_allowed_list /proc/self/status"]);
+            let out = c.output().unwrap();
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
         let mut c = Command::new("sh");
-        c.args(["-c", "grep Cpus_allowed_list /proc/self/status"]);
         on_cpu(&mut c, last);
-        let out = c.output().unwrap();
-        let s = String::from_utf8_lossy(&out.stdout);
+        let s = status(&mut c);
         assert_eq!(
             s.split_whitespace().nth(1),
             Some(last.to_string().as_str()),
             "{s}"
         );
+        // A CPU that does not exist: every CPU, not the caller's mask.
+        let mut c = Command::new("sh");
+        on_cpu(&mut c, libc::CPU_SETSIZE as usize + 1);
+        let s = status(&mut c);
+        // SAFETY: sysconf has no preconditions.
+        let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1);
+        let want = if n == 1 {
+            "0".to_string()
+        } else {
+            format!("0-{}", n - 1)
+        };
+        assert_eq!(s.split_whitespace().nth(1), Some(want.as_str()), "{s}");
     }
 }

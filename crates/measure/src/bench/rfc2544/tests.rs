@@ -1310,11 +1310,12 @@ fn a_throughput_trial_slips_instead_of_catching_up_and_its_gaps_count() {
 }
 
 /// The model, but a generator that keeps up at most `sustain` frames/s
-/// over trials of a second or more: its schedule slips (gaps) for the
-/// rest of the time.
+/// over trials of a second or more: its schedule slips (in `slips` gaps)
+/// for the rest of the time.
 struct SlowLong {
     m: Model,
     sustain: f64,
+    slips: u64,
 }
 
 impl Trials for SlowLong {
@@ -1324,7 +1325,7 @@ impl Trials for SlowLong {
         if s.duration >= Duration::from_secs(1) && r > self.sustain {
             let n = rec.sent as f64;
             rec.gen_slipped_us = (n / self.sustain - n / r) * 1e6;
-            rec.gen_slips = 10;
+            rec.gen_slips = self.slips;
             rec.validate(s);
         }
         Ok(rec)
@@ -1343,6 +1344,7 @@ fn a_final_trial_the_generator_cannot_keep_up_steps_under_what_it_sustained() {
     let mut t = SlowLong {
         m: Model::new(5e6, 0.0, 4e6),
         sustain: 3.5e6,
+        slips: RATE_SLIPS,
     };
     let r = run(&cfg, &mut t, &mut |_, _| {}).unwrap();
     let ndr = r[0].throughput_pps.unwrap();
@@ -1367,6 +1369,15 @@ fn a_final_trial_the_generator_cannot_keep_up_steps_under_what_it_sustained() {
     assert_eq!(r[0].final_trials.len(), 2, "{:?}", r[0].final_trials);
     assert_eq!(r[0].pdr_pps, Some(ndr));
     assert_eq!(r[0].pdr_confirmed, Some(true));
+    // The same shortfall in a few gaps (a stall of the machine, not the
+    // rate): repeated once at the same rate, then under what it sustained.
+    t.slips = RATE_SLIPS - 1;
+    let r = run(&cfg, &mut t, &mut |_, _| {}).unwrap();
+    let first = &r[0].trials[r[0].final_trials[0]];
+    assert!(first.repeated, "{:?}", r[0].final_trials);
+    assert_eq!(r[0].final_trials.len(), 3, "{:?}", r[0].final_trials);
+    assert_eq!(r[0].ndr_confirmed, Some(true));
+    assert_eq!(r[0].throughput_pps, Some(ndr));
 }
 
 /// The model, but every trial of a second or more above the rate given
