@@ -20,15 +20,23 @@ pub fn pin_thread(tid: u32, cpu: usize) -> Result<(), String> {
     })
 }
 
-fn pin(tid: u32, cpu: usize) -> std::io::Result<()> {
+/// The set of CPU `cpu` alone (None past `CPU_SETSIZE`).
+pub fn cpu_set(cpu: usize) -> Option<libc::cpu_set_t> {
     if cpu >= libc::CPU_SETSIZE as usize {
-        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+        return None;
     }
-    // SAFETY: cpu_set_t is plain data (CPU_SET is bounded above);
-    // sched_setaffinity takes the thread id and the set by pointer.
+    // SAFETY: cpu_set_t is plain data; CPU_SET is bounded above.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu, &mut set);
+        Some(set)
+    }
+}
+
+fn pin(tid: u32, cpu: usize) -> std::io::Result<()> {
+    let set = cpu_set(cpu).ok_or_else(|| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: sched_setaffinity takes the thread id and the set by pointer.
+    unsafe {
         if libc::sched_setaffinity(
             tid as libc::pid_t,
             std::mem::size_of::<libc::cpu_set_t>(),

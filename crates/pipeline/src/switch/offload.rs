@@ -186,7 +186,6 @@ pub fn compile(ft: &FlowTable, k: &Key, ports: &[u32]) -> Result<Compiled, NotOf
                         return Err(N::Action);
                     }
                     act.flags |= xo::ACT_DEC_TTL;
-                    rewrote = true;
                 }
                 // After the output it still ends the walk on TTL <= 1 (a
                 // packet-in, maybe): the datapath decides.
@@ -225,12 +224,10 @@ pub fn compile(ft: &FlowTable, k: &Key, ports: &[u32]) -> Result<Compiled, NotOf
                 },
                 Action::GotoTable(n) => next = Some(*n),
                 // Rewrites after the output: nothing sent sees them.
-                Action::Set(_) | Action::DecTtl(_) if !live => rewrote = true,
+                Action::Set(_) | Action::DecTtl(_) if !live => {}
                 _ => return Err(N::Action),
             }
-            if matches!(a, Action::Set(_)) {
-                rewrote = true;
-            }
+            rewrote |= matches!(a, Action::Set(_) | Action::DecTtl(_));
         }
         if next.is_some() && rewrote {
             return Err(N::Action);
@@ -343,7 +340,11 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn add_rules(rules: &[Arc<RuleStats>], dp: u64, db: u64, now_ns: u64) {
+/// Add what a slot counted since `folded` (its counts `c`) to `rules`, and
+/// mark `c` folded.
+fn fold_slot(rules: &[Arc<RuleStats>], folded: &mut (u64, u64), c: (u64, u64), now_ns: u64) {
+    let (dp, db) = (c.0.wrapping_sub(folded.0), c.1.wrapping_sub(folded.1));
+    *folded = c;
     if dp == 0 {
         return;
     }
@@ -537,13 +538,7 @@ impl Offload {
         let g = &mut *g;
         for mut r in std::mem::take(&mut g.retired) {
             if let Ok(c) = lock(&g.ports[r.port].1).slot(r.slot) {
-                add_rules(
-                    &r.rules,
-                    c.0.wrapping_sub(r.folded.0),
-                    c.1.wrapping_sub(r.folded.1),
-                    now,
-                );
-                r.folded = c;
+                fold_slot(&r.rules, &mut r.folded, c, now);
             }
             if now.saturating_sub(r.at_ns) >= QUARANTINE_NS {
                 g.free.push(r.slot);
@@ -557,13 +552,7 @@ impl Offload {
                 continue;
             };
             if c.0 != e.folded.0 {
-                add_rules(
-                    &e.rules,
-                    c.0.wrapping_sub(e.folded.0),
-                    c.1.wrapping_sub(e.folded.1),
-                    now,
-                );
-                e.folded = c;
+                fold_slot(&e.rules, &mut e.folded, c, now);
                 e.last_ns = now;
             } else if now.saturating_sub(e.last_ns) >= IDLE_NS {
                 idle.push(*k);
@@ -624,13 +613,7 @@ impl Inner {
         m.remove(k);
         let mut folded = e.folded;
         if let Ok(c) = m.slot(e.slot) {
-            add_rules(
-                &e.rules,
-                c.0.wrapping_sub(folded.0),
-                c.1.wrapping_sub(folded.1),
-                now,
-            );
-            folded = c;
+            fold_slot(&e.rules, &mut folded, c, now);
         }
         drop(m);
         self.retired.push(Retired {

@@ -980,8 +980,9 @@ impl FlowTable {
                             rule: e.rule.clone(),
                             reason,
                             duration_ns: mono_ns().saturating_sub(e.created_ns),
-                            packets: e.stats.packets(),
-                            bytes: e.stats.bytes(),
+                            // Read from the counters when it is reported.
+                            packets: 0,
+                            bytes: 0,
                         },
                         e.stats.clone(),
                     ));

@@ -86,15 +86,7 @@ pub trait Dut {
 /// whatever CPUs the bench keeps its own threads on
 /// ([`linerate_io::host::OffCpu`]).
 pub(crate) fn on_every_cpu(cmd: &mut Command) -> &mut Command {
-    use std::os::unix::process::CommandExt;
-    let all = linerate_io::host::every_cpu();
-    // SAFETY: sched_setaffinity is async-signal-safe; `all` is a copy.
-    unsafe {
-        cmd.pre_exec(move || {
-            let _ = linerate_io::host::set_affinity(&all);
-            Ok(())
-        })
-    }
+    with_affinity(cmd, None)
 }
 
 /// Run `cmd` (and every thread it starts) on `cpu` only: a DuT's helper
@@ -104,20 +96,21 @@ pub(crate) fn on_every_cpu(cmd: &mut Command) -> &mut Command {
 /// slipped 2.7 % of the time in 223 gaps, invalid, passed with every
 /// thread of the DuT on its core; one run each).
 pub(crate) fn on_cpu(cmd: &mut Command, cpu: usize) -> &mut Command {
+    with_affinity(cmd, Some(cpu))
+}
+
+/// `cmd` runs on `cpu`, or on every CPU: without one, or when it may not
+/// run there (never on the bench's own mask, which leaves the DuT's CPU
+/// out).
+fn with_affinity(cmd: &mut Command, cpu: Option<usize>) -> &mut Command {
     use std::os::unix::process::CommandExt;
     let all = linerate_io::host::every_cpu();
-    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET is bounded below.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    if cpu < libc::CPU_SETSIZE as usize {
-        // SAFETY: cpu < CPU_SETSIZE.
-        unsafe { libc::CPU_SET(cpu, &mut set) };
-    }
-    // SAFETY: sched_setaffinity is async-signal-safe; the sets are copies.
-    // A CPU it may not run on: every CPU, as the peers' (never the bench's
-    // own mask, which leaves the DuT's CPU out).
+    let one = cpu.and_then(linerate_io::host::cpu_set);
+    // SAFETY: sched_setaffinity is async-signal-safe; the sets are copies
+    // (nothing is allocated in the child).
     unsafe {
         cmd.pre_exec(move || {
-            if linerate_io::host::set_affinity(&set).is_err() {
+            if one.is_none_or(|s| linerate_io::host::set_affinity(&s).is_err()) {
                 let _ = linerate_io::host::set_affinity(&all);
             }
             Ok(())
