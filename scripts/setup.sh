@@ -20,10 +20,12 @@ esac
 # Test and measure: iproute2, ethtool, nftables, tshark, tcpdump, bpftool, prometheus (promtool),
 # iputils-ping and python3-venv (os-ken, the OpenFlow controller of the controller tests).
 # Peers for side-by-side benchmarks: netsniff-ng (trafgen), dpdk (testpmd), openvswitch-switch.
+# A DuT in a guest (--dut vm:NAME): qemu-system-x86, the guest's kernel (linux-image-cloud-amd64)
+# and busybox-static, from which the bench builds the guest's initramfs itself (cpio: its test).
 PKGS=(clang llvm libbpf-dev libpcap-dev linux-libc-dev pkg-config iproute2 ethtool nftables
       tshark tcpdump bpftool netsniff-ng dpdk dpdk-dev librte-net-af-xdp23 librte-net-null23
       librte-net-ring23 openvswitch-switch python3 python3-numpy python3-scipy chromium prometheus
-      iputils-ping python3-venv)
+      iputils-ping python3-venv qemu-system-x86 linux-image-cloud-amd64 busybox-static cpio)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

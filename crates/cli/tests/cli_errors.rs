@@ -262,6 +262,14 @@ fn bench_bad_times_are_one_line_errors() {
 }
 
 #[test]
+fn bench_vm_of_a_dut_that_does_not_run_in_a_guest_is_a_one_line_error() {
+    one_line_error(
+        &["bench", "--dut", "vm:ovs-afxdp"],
+        "--dut vm:ovs-afxdp: ovs-afxdp does not run in a guest (these do: vm:linux-bridge,",
+    );
+}
+
+#[test]
 fn bench_unreadable_history_is_a_one_line_error_before_any_bed() {
     // A directory where the history file should be: the run ends before
     // it builds a bed, not after minutes of measuring.

@@ -36,9 +36,20 @@ impl Group {
     /// see the module documentation). The group is registered with the
     /// installed watchdog ([`crate::guard`]) until it is killed.
     pub fn spawn(cmd: &mut Command, out: &File, err: &File) -> io::Result<Group> {
+        Self::spawn_with_stdin(cmd, Stdio::null(), out, err)
+    }
+
+    /// [`Group::spawn`] with `stdin` as the leader's standard input (a
+    /// pipe: take it with [`Group::stdin`]).
+    pub fn spawn_with_stdin(
+        cmd: &mut Command,
+        stdin: Stdio,
+        out: &File,
+        err: &File,
+    ) -> io::Result<Group> {
         let child = cmd
             .process_group(0)
-            .stdin(Stdio::null())
+            .stdin(stdin)
             .stdout(out.try_clone()?)
             .stderr(err.try_clone()?)
             .spawn()?;
@@ -48,6 +59,11 @@ impl Group {
             child: Some(child),
             pgid,
         })
+    }
+
+    /// The leader's standard input, when it was spawned with a pipe (once).
+    pub fn stdin(&mut self) -> Option<std::process::ChildStdin> {
+        self.child.as_mut()?.stdin.take()
     }
 
     /// The group's number (its leader's pid).

@@ -388,6 +388,11 @@ fn run(args: &[&str]) -> Result<Output> {
     Ok(out)
 }
 
+/// Run a command (a short helper such as `ip`), Err with its stderr on one line.
+pub(crate) fn run_checked(args: &[&str]) -> std::result::Result<(), String> {
+    run_ok(args).map_err(|e| e.to_string())
+}
+
 /// Run a command, failing with its stderr.
 fn run_ok(args: &[&str]) -> Result<()> {
     succeeded(&run(args)?, || format!("'{}' failed", args.join(" ")))

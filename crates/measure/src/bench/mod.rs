@@ -172,10 +172,18 @@ pub struct Rfc2544Result {
 }
 
 impl Rfc2544Result {
+    /// The note on the DuT's first row from its account: `linerate switch
+    /// --offload xdp`'s share forwarded in XDP, or a guest's acceleration
+    /// and boot time ([`dut::vm::note`]).
+    pub fn dut_note(&self) -> Option<String> {
+        self.offload_share()
+            .or_else(|| dut::vm::note(self.dut_account.as_ref()?))
+    }
+
     /// `linerate switch --offload xdp`: the share of the frames it
     /// forwarded that XDP forwarded, in its first pass (the account kept:
     /// [`Self::dut_account`]).
-    pub fn offload_note(&self) -> Option<String> {
+    fn offload_share(&self) -> Option<String> {
         let o = self.dut_account.as_ref()?.get("offload")?;
         let x = o["xdp"]["fwd"].as_u64()?;
         let all = o["forwarded"].as_u64()?;
@@ -205,6 +213,24 @@ impl Rfc2544Result {
             seconds: 0.0,
         }
     }
+}
+
+/// A guest DuT's (`vm:NAME`) NDR over NAME's on the host in the same run
+/// and direction, at `size` (seed 001's guest against host): "guest/host
+/// NDR 0.02x"; None for another DuT, or without the host's figure.
+pub fn guest_host_note(results: &[Rfc2544Result], r: &Rfc2544Result, size: u32) -> Option<String> {
+    let host = r.name.strip_prefix("vm:")?;
+    let fig = |x: &Rfc2544Result| {
+        x.sizes
+            .iter()
+            .find(|s| s.frame_size == size)
+            .map(to_report::ndr)
+            .filter(|f| f.pps.is_some())
+    };
+    let h = results
+        .iter()
+        .find(|x| x.name == host && x.direction == r.direction)?;
+    Some(format!("guest/host NDR {}", fig(r)?.ratio(&fig(h)?)))
 }
 
 /// Frames per readiness probe (at 20 kpps; 95 % must come through).
@@ -623,14 +649,15 @@ fn rfc2544_dut(
             );
         }
         let size0 = cfg.procedures.sizes.first().copied().unwrap_or(64);
-        let (ready_s, check) = ready_and_check(
+        let ready = ready_and_check(
             &mut trials,
             size0,
             d.ready_timeout(),
             &mut || d.alive(),
             stop,
             &mut |w| progress(&name, 0, w),
-        )?;
+        );
+        let (ready_s, check) = ready.map_err(|e| d.explain(e))?;
         if pass == 0 {
             r.ready_s = Some(ready_s);
             r.check = Some(check);
@@ -814,12 +841,42 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_offload_note_gives_the_share_forwarded_in_xdp() {
+    fn a_guest_row_gives_its_ndr_over_the_host_twins() {
+        let with = |name: &str, pps: f64, bound: bool| {
+            let mut r = Rfc2544Result::new(name, String::new(), String::new());
+            let mut s = rfc2544::SizeResult::new(64);
+            s.throughput_pps = Some(pps);
+            s.generator_limited = bound;
+            r.sizes.push(s);
+            r
+        };
+        let host = with("linerate-xdp", 2e6, false);
+        let guest = with("vm:linerate-xdp", 5e4, false);
+        let other = with("vm:linux-bridge", 4e4, false);
+        let all = vec![host.clone(), guest.clone(), other.clone()];
+        assert_eq!(
+            guest_host_note(&all, &guest, 64).as_deref(),
+            Some("guest/host NDR 0.03x")
+        );
+        // No host twin in the run, another size, or not a guest: nothing.
+        assert_eq!(guest_host_note(&all, &other, 64), None);
+        assert_eq!(guest_host_note(&all, &guest, 1518), None);
+        assert_eq!(guest_host_note(&all, &host, 64), None);
+        // The host generator-limited: the ratio is at most that.
+        let all = vec![with("linerate-xdp", 2e6, true), guest.clone()];
+        assert_eq!(
+            guest_host_note(&all, &guest, 64).as_deref(),
+            Some("guest/host NDR <=0.03x")
+        );
+    }
+
+    #[test]
+    fn the_dut_note_gives_the_share_forwarded_in_xdp() {
         let mut r = Rfc2544Result::new("linerate-switch-offload", String::new(), String::new());
-        assert_eq!(r.offload_note(), None);
+        assert_eq!(r.dut_note(), None);
         r.dut_account = Some(serde_json::json!({"forwarded": 10}));
         assert_eq!(
-            r.offload_note(),
+            r.dut_note(),
             None,
             "no offload section: not an offloading DuT"
         );
@@ -827,7 +884,7 @@ mod tests {
             "offload": {"xdp": {"fwd": 996}, "forwarded": 1000}
         }));
         assert_eq!(
-            r.offload_note().as_deref(),
+            r.dut_note().as_deref(),
             Some("99.6 % of the frames it forwarded went through XDP (996 of 1000 in its first pass)")
         );
     }

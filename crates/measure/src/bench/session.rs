@@ -177,7 +177,12 @@ impl Session {
                 .iter()
                 .zip(rj["sizes"].as_array_mut().into_iter().flatten())
             {
-                sj["notes"] = serde_json::json!(super::rfc2544::size_notes(s));
+                let mut notes = super::rfc2544::size_notes(s);
+                notes.extend(super::guest_host_note(&self.results, r, s.frame_size));
+                if std::ptr::eq(s, &r.sizes[0]) {
+                    notes.extend(r.dut_note());
+                }
+                sj["notes"] = serde_json::json!(notes);
             }
         }
         serde_json::json!({

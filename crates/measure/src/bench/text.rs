@@ -176,8 +176,9 @@ pub fn rfc2544(
                 note.push("a search where no rate passed".into());
             }
             note.extend(super::rfc2544::size_notes(s));
+            note.extend(super::guest_host_note(results, r, s.frame_size));
             if std::ptr::eq(s, &r.sizes[0]) {
-                note.extend(r.offload_note());
+                note.extend(r.dut_note());
             }
             if r.status != "ok" {
                 note.push(r.status.clone());

@@ -270,7 +270,7 @@ pub fn report_data(
                     tp.lower_bounds.push(s.frame_size as f64);
                 }
             }
-            summary.rows.push(summary_row(r, s, empty));
+            summary.rows.push(summary_row(results, r, s, empty));
             if let Some(l) = s.latency() {
                 if l.samples > 0 {
                     d.latency.push(latency_series(&r.label(), s.frame_size, l));
@@ -539,7 +539,12 @@ pub fn procedure_name(p: Procedure) -> &'static str {
     }
 }
 
-fn summary_row(r: &Rfc2544Result, s: &SizeResult, empty: &[super::EmptyBed]) -> Vec<String> {
+fn summary_row(
+    results: &[Rfc2544Result],
+    r: &Rfc2544Result,
+    s: &SizeResult,
+    empty: &[super::EmptyBed],
+) -> Vec<String> {
     let size = crate::frame_size::wire_bytes(s.frame_size);
     let (n, p) = (ndr(s), pdr(s));
     let (tp, gbps) = match s.throughput_pps {
@@ -622,11 +627,8 @@ fn summary_row(r: &Rfc2544Result, s: &SizeResult, empty: &[super::EmptyBed]) -> 
         ),
         super::rfc2544::size_notes(s)
             .into_iter()
-            .chain(
-                std::ptr::eq(s, &r.sizes[0])
-                    .then(|| r.offload_note())
-                    .flatten(),
-            )
+            .chain(super::guest_host_note(results, r, s.frame_size))
+            .chain(std::ptr::eq(s, &r.sizes[0]).then(|| r.dut_note()).flatten())
             .collect::<Vec<_>>()
             .join("; "),
     ]

@@ -80,6 +80,10 @@ pub trait Dut {
     fn alive(&mut self) -> Result<(), DutError> {
         Ok(())
     }
+    /// `e` with what the DuT can add (a guest: its console log's path).
+    fn explain(&self, e: DutError) -> DutError {
+        e
+    }
 }
 
 /// A DuT's processes run on every CPU (they pin what they pin themselves),

@@ -8,6 +8,7 @@
 mod device;
 pub mod spec;
 pub mod switch;
+pub mod vm;
 
 pub use device::*;
 pub use linerate_io::host::kernel_release;
@@ -68,37 +69,61 @@ pub fn check_builtin(option: &str, names: &[String]) -> Result<(), String> {
     }
 }
 
+/// The built-in DuTs that are spec files and may also run in a guest
+/// (`vm:NAME`, [`vm::GUEST_DUTS`]): name and text.
+const GUEST_SPECS: [(&str, &str); 7] = [
+    (
+        "linux-bridge",
+        include_str!("../../../duts/linux-bridge.toml"),
+    ),
+    (
+        "linux-ipfwd",
+        include_str!("../../../duts/linux-ipfwd.toml"),
+    ),
+    (
+        "linerate-afpacket",
+        include_str!("../../../duts/linerate-afpacket.toml"),
+    ),
+    (
+        "linerate-afpacket-v3",
+        include_str!("../../../duts/linerate-afpacket-v3.toml"),
+    ),
+    (
+        "linerate-afpacket-mmsg",
+        include_str!("../../../duts/linerate-afpacket-mmsg.toml"),
+    ),
+    (
+        "linerate-afxdp",
+        include_str!("../../../duts/linerate-afxdp.toml"),
+    ),
+    (
+        "linerate-xdp",
+        include_str!("../../../duts/linerate-xdp.toml"),
+    ),
+];
+
+/// `vm:NAME` for `name` (Ok(None): not a `vm:` name).
+fn in_guest(name: &str) -> Result<Option<Box<dyn Dut>>, String> {
+    let Some(inner) = name.strip_prefix("vm:") else {
+        return Ok(None);
+    };
+    match GUEST_SPECS.iter().find(|(n, _)| *n == inner) {
+        Some((n, text)) => Ok(Some(Box::new(vm::builtin_in_guest(n, text)))),
+        None => Err(format!(
+            "--dut {name}: {inner} does not run in a guest (these do: {})",
+            GUEST_SPECS
+                .iter()
+                .map(|(n, _)| format!("vm:{n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
 pub fn builtin() -> Vec<Box<dyn Dut>> {
     let spec = |name: &str, text: &str| -> Box<dyn Dut> { Box::new(SpecDut::builtin(text, name)) };
-    vec![
-        spec(
-            "linux-bridge",
-            include_str!("../../../duts/linux-bridge.toml"),
-        ),
-        spec(
-            "linux-ipfwd",
-            include_str!("../../../duts/linux-ipfwd.toml"),
-        ),
-        spec(
-            "linerate-afpacket",
-            include_str!("../../../duts/linerate-afpacket.toml"),
-        ),
-        spec(
-            "linerate-afpacket-v3",
-            include_str!("../../../duts/linerate-afpacket-v3.toml"),
-        ),
-        spec(
-            "linerate-afpacket-mmsg",
-            include_str!("../../../duts/linerate-afpacket-mmsg.toml"),
-        ),
-        spec(
-            "linerate-afxdp",
-            include_str!("../../../duts/linerate-afxdp.toml"),
-        ),
-        spec(
-            "linerate-xdp",
-            include_str!("../../../duts/linerate-xdp.toml"),
-        ),
+    let mut v: Vec<Box<dyn Dut>> = GUEST_SPECS.iter().map(|(n, t)| spec(n, t)).collect();
+    v.extend::<Vec<Box<dyn Dut>>>(vec![
         Box::new(BareRedirect::new()),
         Box::new(LinerateSwitch::new(RuleSet::OnePerDirection)),
         Box::new(LinerateSwitch::new(RuleSet::TenK)),
@@ -115,7 +140,8 @@ pub fn builtin() -> Vec<Box<dyn Dut>> {
         spec("ovs-afxdp", include_str!("../../../duts/ovs-afxdp.toml")),
         Box::new(OvsRules::ten_k()),
         spec("ovs-system", include_str!("../../../duts/ovs-system.toml")),
-    ]
+    ]);
+    v
 }
 
 /// The default DuTs of `linerate bench` (no `--dut`, no `--dut-file`).
@@ -158,12 +184,21 @@ pub fn select(
             ));
         }
         taken.push(s.name.clone());
-        specs.push(Box::new(SpecDut::new(s)));
+        if s.vm.is_some() {
+            specs.push(Box::new(vm::VmDut::new(s)));
+        } else {
+            specs.push(Box::new(SpecDut::new(s)));
+        }
     }
+    let mut guests: Vec<(String, Box<dyn Dut>)> = Vec::new();
     for d in names {
+        if let Some(g) = in_guest(d)? {
+            guests.push((d.clone(), g));
+            continue;
+        }
         if !known.contains(d) {
             return Err(format!(
-                "--dut {d}: unknown device under test (known: {}; or describe yours with --dut-file)",
+                "--dut {d}: unknown device under test (known: {}; vm:NAME runs NAME in a guest; or describe yours with --dut-file)",
                 known.join(", ")
             ));
         }
@@ -181,6 +216,7 @@ pub fn select(
         .into_iter()
         .filter(|d| want.contains(&d.name()))
         .collect();
+    duts.extend(guests.into_iter().map(|(_, g)| g));
     duts.sort_by_key(|d| want.iter().position(|w| *w == d.name()));
     duts.extend(specs);
     Ok(duts)

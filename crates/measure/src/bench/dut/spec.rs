@@ -17,7 +17,18 @@
 //! stop_timeout = 10                        # seconds `stop` may take (default 10)
 //! in_netns = true                          # commands run in the DuT's namespace (default)
 //! both_ways = true                         # forwards d1 -> d0 too (default; --direction bi)
+//!
+//! [vm]                                     # optional: start, run and stop run in a guest
+//! kernel = "/boot/vmlinuz-6.1.0-57-cloud-amd64"  # default: the newest *-cloud-amd64 in /boot
+//! modules = "/lib/modules/6.1.0-57-cloud-amd64"  # default: /lib/modules/RELEASE
+//! memory = 1024                            # MiB
+//! accel = "auto"                           # KVM if a probe guest boots under it, else TCG; "kvm", "tcg"
+//! boot_timeout = 60                        # seconds until the guest must forward
 //! ```
+//!
+//! With a `[vm]` section the bench builds a guest ([`super::vm`]) and runs
+//! the commands there, `{d0}` and `{d1}` being the guest's NICs (eth0,
+//! eth1) and `{linerate}` the guest's copy of this binary.
 //!
 //! `start` runs to completion (exit 0: started; exit 3: unavailable, the
 //! DuT is skipped with its last line of output; anything else: failed).
@@ -126,6 +137,7 @@ struct SpecFile {
     stop_timeout: Option<f64>,
     in_netns: Option<bool>,
     both_ways: Option<bool>,
+    vm: Option<super::vm::VmFile>,
 }
 
 /// A checked DuT spec.
@@ -152,6 +164,9 @@ pub struct DutSpec {
     pub text_hash: String,
     /// `{spec_dir}`.
     pub dir: PathBuf,
+    /// With a `[vm]` section: `start`, `run` and `stop` run in a guest
+    /// ([`super::vm`]).
+    pub vm: Option<super::vm::VmSpec>,
 }
 
 impl DutSpec {
@@ -239,6 +254,10 @@ impl DutSpec {
         let ready_timeout = seconds("ready_timeout", f.ready_timeout, READY_TIMEOUT)?;
         let start_timeout = seconds("start_timeout", f.start_timeout, START_TIMEOUT)?;
         let stop_timeout = seconds("stop_timeout", f.stop_timeout, STOP_TIMEOUT)?;
+        let vm = match f.vm {
+            Some(v) => Some(super::vm::VmSpec::check(v, dir, &field)?),
+            None => None,
+        };
         Ok(DutSpec {
             name: f.name,
             description: f.description,
@@ -255,6 +274,7 @@ impl DutSpec {
             origin: origin.to_string(),
             text_hash: crate::bench::history::spec_hash(text),
             dir: dir.to_path_buf(),
+            vm,
         })
     }
 }
@@ -393,15 +413,15 @@ pub fn env_name(name: &str) -> String {
 
 /// A log file of one command ([`LOG_DIR`]), and where this command's
 /// output starts in it.
-struct Log {
-    path: PathBuf,
-    file: File,
+pub(crate) struct Log {
+    pub(crate) path: PathBuf,
+    pub(crate) file: File,
     from: u64,
 }
 
 impl Log {
     /// Open (append to) `LOG_DIR/file_name`, its header line written.
-    fn open(file_name: &str, header: &str) -> Result<Log, String> {
+    pub(crate) fn open(file_name: &str, header: &str) -> Result<Log, String> {
         use std::io::{Seek, SeekFrom, Write};
         use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
         let dir = Path::new(LOG_DIR);
@@ -427,7 +447,7 @@ impl Log {
     }
 
     /// What the command wrote (its last [`crate::pgroup::TAIL_BYTES`]).
-    fn lines(&mut self) -> Vec<String> {
+    pub(crate) fn lines(&mut self) -> Vec<String> {
         tail_lines(&mut self.file, self.from)
     }
 

@@ -257,7 +257,7 @@ impl SizeResult {
             .reduce(f64::max);
     }
 
-    pub(super) fn new(frame_size: u32) -> Self {
+    pub(crate) fn new(frame_size: u32) -> Self {
         SizeResult {
             frame_size,
             max_offered_pps: 0.0,
