@@ -8,7 +8,7 @@
 //!   and IPv6) cross `linerate fwd afxdp` inside the guest byte for byte
 //!   and in order; stopped, the guest leaves no qemu, tap or image behind.
 //! * A bench killed with SIGKILL while a guest DuT runs leaves no qemu
-//!   process and no namespace (the taps live there).
+//!   process, no namespace (the taps live there) and no boot files.
 //! * A bad guest (no kernel, never forwards, panics) gives one line naming
 //!   the cause and the console log, and leaves nothing.
 //!
@@ -378,10 +378,24 @@ fn a_killed_bench_leaves_no_qemu_tap_or_namespace() {
     assert_eq!(qemu.len(), 1, "one qemu: {qemu:?} {log:?}");
     p.signal(libc::SIGKILL);
     let _ = p.take_child().unwrap().wait();
+    let boot_files = |pid: u32| {
+        std::fs::read_dir("/run/linerate/vm")
+            .map(|rd| {
+                rd.flatten()
+                    .filter(|e| {
+                        e.file_name()
+                            .to_string_lossy()
+                            .starts_with(&format!("{pid}-"))
+                    })
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    assert_eq!(boot_files(pid), 1, "the guest's boot files");
     wait_until(
         Duration::from_secs(30),
-        "the watchdog to end qemu and remove the bed (and its taps)",
-        || qemus_of(pid).is_empty() && netns_with("bvk").is_empty(),
+        "the watchdog to end qemu, remove the bed (and its taps) and the guest's boot files",
+        || qemus_of(pid).is_empty() && netns_with("bvk").is_empty() && boot_files(pid) == 0,
     );
     // No tap of the guest's anywhere (they lived in the DuT's namespace).
     let links = Command::new("ip").args(["-o", "link"]).output().unwrap();
@@ -405,7 +419,7 @@ fn bad_guests_get_one_line_naming_the_cause_and_the_console_log() {
         (
             "never.toml",
             Some("run = \"exec sleep 1000\""),
-            "boot_timeout = 15",
+            "boot_timeout = 8",
             "never forwarded",
         ),
         (

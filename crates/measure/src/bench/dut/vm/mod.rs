@@ -378,6 +378,8 @@ struct Guest {
     _joins: Vec<XdpRedirectBare>,
     taps: Vec<&'static str>,
     dir: PathBuf,
+    /// The watchdog's script that removes `dir` if the bench dies.
+    cleanup: Option<PathBuf>,
 }
 
 impl Drop for Guest {
@@ -389,7 +391,41 @@ impl Drop for Guest {
             let _ = crate::testbed::run_checked(&["ip", "-n", &self.ns, "link", "del", t]);
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+        if let Some(c) = self.cleanup.take() {
+            crate::guard::unregister_peer(&c, &self.ns);
+            let _ = std::fs::remove_file(&c);
+        }
     }
+}
+
+/// A script the watchdog runs (`SCRIPT stop NS`, [`crate::guard`]'s peer
+/// protocol) if the bench dies: it removes the guest's boot files `dir`
+/// (qemu is killed and the taps go with the namespace without it).
+fn cleanup_script(dir: &Path, ns: &str) -> Result<PathBuf, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let scripts = Path::new("/run/linerate/dut-stop");
+    std::fs::create_dir_all(scripts).map_err(|e| format!("{}: {e}", scripts.display()))?;
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let p = scripts.join(format!("{name}.vm.sh"));
+    let body = format!(
+        "#!/bin/sh\n# linerate bench: removes a guest's boot files if the bench dies (run by its watchdog).\n[ \"$1\" = stop ] || exit 2\nrm -f \"$0\"\nrm -rf -- {}\n",
+        shell_quote(&dir.display().to_string())
+    );
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o700)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&p)
+        .map_err(|e| format!("{}: {e}", p.display()))?;
+    f.write_all(body.as_bytes())
+        .map_err(|e| format!("{}: {e}", p.display()))?;
+    crate::guard::register_peer(&p, ns);
+    Ok(p)
 }
 
 /// A DuT spec whose commands run in a guest ([`VmSpec`]).
@@ -540,7 +576,9 @@ impl VmDut {
             _joins: Vec::new(),
             taps: Vec::new(),
             dir: dir.clone(),
+            cleanup: None,
         };
+        guest.cleanup = Some(cleanup_script(&dir, &ns)?);
         let initrd = dir.join("initrd.cpio");
         self.build_image(bed, env, &k, &initrd)?;
         let i = bed.info();
@@ -590,6 +628,46 @@ impl VmDut {
     }
 }
 
+/// What the bench reads on a guest's console (the init's
+/// `linerate-guest: ` lines; anything else is the kernel's or the DuT's).
+#[derive(Debug, Default)]
+pub struct Console {
+    /// The last JSON object the DuT's `run` printed (its account).
+    pub account: Option<serde_json::Value>,
+    /// Seconds from the kernel's start until the NICs were up.
+    pub boot_s: Option<f64>,
+    /// The exit status of the DuT's `run`, once it ended.
+    pub run_ended: Option<String>,
+    /// What ended the guest, in words ([`guest_cause`]).
+    pub cause: String,
+}
+
+/// Read a guest's console (a hostile guest may print anything: nothing
+/// here panics or trusts a line's length).
+pub fn read_console(lines: &[String]) -> Console {
+    let g = |l: &String| l.strip_prefix("linerate-guest: ").map(str::to_string);
+    Console {
+        account: lines
+            .iter()
+            .filter_map(g)
+            .filter_map(|l| l.strip_prefix("out: ").map(String::from))
+            .rev()
+            .filter(|l| l.trim_start().starts_with('{'))
+            .find_map(|l| serde_json::from_str::<serde_json::Value>(&l).ok())
+            .filter(serde_json::Value::is_object),
+        boot_s: lines.iter().filter_map(g).find_map(|l| {
+            l.strip_prefix("up ")
+                .and_then(|s| s.trim().parse::<f64>().ok())
+                .filter(|b| b.is_finite() && *b >= 0.0)
+        }),
+        run_ended: lines.iter().filter_map(g).rev().find_map(|l| {
+            l.strip_prefix("run ended with ")
+                .map(|r| r.trim().to_string())
+        }),
+        cause: guest_cause(lines),
+    }
+}
+
 /// What the console's `lines` say ended the guest.
 fn guest_cause(lines: &[String]) -> String {
     let g = |l: &str| l.strip_prefix("linerate-guest: ").map(str::to_string);
@@ -630,7 +708,11 @@ fn guest_cause(lines: &[String]) -> String {
 /// veths (no ARP, no multicast, no IPv6).
 fn guest_net(bed: &Testbed) -> String {
     let i = bed.info();
-    let mut s = String::new();
+    // Interfaces made later (a bridge) get no IPv6 either.
+    let mut s = String::from(
+        "echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6\n\
+         echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6\n",
+    );
     for (dev, me, peer) in [("eth0", &i.dut_in, &i.gen), ("eth1", &i.dut_out, &i.sink)] {
         s.push_str(&format!(
             "echo 1 > /proc/sys/net/ipv6/conf/{dev}/disable_ipv6\n\
@@ -758,29 +840,14 @@ impl Dut for VmDut {
                 limit.as_secs()
             )));
         }
-        let g = |l: &String| l.strip_prefix("linerate-guest: ").map(str::to_string);
-        if let Some(r) = lines
-            .iter()
-            .filter_map(g)
-            .rfind(|l| l.starts_with("run ended with "))
-        {
-            let rc = r.trim_start_matches("run ended with ").trim();
-            if !matches!(rc, "0" | "130") {
-                return Err(self.failed(format!("the DuT's {r}: {}", guest_cause(&lines))));
+        let c = read_console(&lines);
+        if let Some(r) = &c.run_ended {
+            if !matches!(r.as_str(), "0" | "130") {
+                return Err(self.failed(format!("the DuT's run ended with {r}: {}", c.cause)));
             }
         }
-        let mut acct = lines
-            .iter()
-            .filter_map(g)
-            .filter_map(|l| l.strip_prefix("out: ").map(String::from))
-            .rev()
-            .filter(|l| l.trim_start().starts_with('{'))
-            .find_map(|l| serde_json::from_str::<serde_json::Value>(&l).ok())
-            .unwrap_or_else(|| serde_json::json!({}));
-        let boot_s = lines.iter().filter_map(g).find_map(|l| {
-            l.strip_prefix("up ")
-                .and_then(|s| s.trim().parse::<f64>().ok())
-        });
+        let mut acct = c.account.unwrap_or_else(|| serde_json::json!({}));
+        let boot_s = c.boot_s;
         let (accel, why) = self.accel.clone().unwrap_or((Accel::Tcg, String::new()));
         acct["vm"] = serde_json::json!({
             "accel": accel.name(),
