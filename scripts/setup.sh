@@ -20,12 +20,12 @@ esac
 # Test and measure: iproute2, ethtool, nftables, tshark, tcpdump, bpftool, prometheus (promtool),
 # iputils-ping and python3-venv (os-ken, the OpenFlow controller of the controller tests).
 # Peers for side-by-side benchmarks: netsniff-ng (trafgen), dpdk (testpmd), openvswitch-switch.
-# A DuT in a guest (--dut vm:NAME): qemu-system-x86, the guest's kernel (linux-image-cloud-amd64)
-# and busybox-static, from which the bench builds the guest's initramfs itself (cpio: its test).
+# A DuT in a guest (--dut vm:NAME): qemu-system-x86 and busybox-static, from which (and the guest
+# kernel below) the bench builds the guest's initramfs itself (cpio: its test).
 PKGS=(clang llvm libbpf-dev libpcap-dev linux-libc-dev pkg-config iproute2 ethtool nftables
       tshark tcpdump bpftool netsniff-ng dpdk dpdk-dev librte-net-af-xdp23 librte-net-null23
       librte-net-ring23 openvswitch-switch python3 python3-numpy python3-scipy chromium prometheus
-      iputils-ping python3-venv qemu-system-x86 linux-image-cloud-amd64 busybox-static cpio)
+      iputils-ping python3-venv qemu-system-x86 busybox-static cpio kmod)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -36,6 +36,30 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+# The guest kernel of --dut vm:NAME: Debian's cloud kernel (virtio, AF_XDP and BPF JIT), unpacked
+# into /opt/linerate/guest, not installed: in /boot it could become this machine's default boot
+# entry.
+GUEST=/opt/linerate/guest
+if ! ls "$GUEST"/boot/vmlinuz-* >/dev/null 2>&1; then
+  kpkg=$(apt-cache depends linux-image-cloud-amd64 2>/dev/null | awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ {print $2; exit}')
+  if [ -z "$kpkg" ]; then
+    apt-get update -qq
+    kpkg=$(apt-cache depends linux-image-cloud-amd64 | awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ {print $2; exit}')
+  fi
+  [ -n "$kpkg" ] || { echo "setup: no Debian package of the guest kernel (linux-image-cloud-amd64)" >&2; exit 1; }
+  echo "setup: unpacking $kpkg into $GUEST"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && apt-get download -qq "$kpkg" 2>/dev/null)
+  rm -rf "$GUEST.part"
+  mkdir -p "$GUEST.part"
+  dpkg-deb -x "$tmp"/*.deb "$GUEST.part"
+  # modules.dep is made by the package's postinst, which does not run here.
+  krel=$(basename "$(ls "$GUEST.part"/boot/vmlinuz-* | head -n 1)")
+  depmod -b "$GUEST.part" "${krel#vmlinuz-}"
+  rm -rf "$tmp" "$GUEST"
+  mv "$GUEST.part" "$GUEST"
+fi
+
 # Open vSwitch's Debian package starts a system instance; linerate runs its own
 # private instances for benchmarks and wants the system one out of the way.
 if systemctl is-active --quiet openvswitch-switch 2>/dev/null; then

@@ -200,6 +200,14 @@ pub fn run_bounded(cmd: &mut Command, out: &File, limit: Duration) -> io::Result
     Ok(r.map_or(Ended::TimedOut, Ended::Exited))
 }
 
+/// [`run_bounded`] with the output in memory: how it ended and the lines
+/// it wrote (stdout and stderr, at most their last [`TAIL_BYTES`]).
+pub fn output_bounded(cmd: &mut Command, limit: Duration) -> io::Result<(Ended, Vec<String>)> {
+    let mut out = scratch_file()?;
+    let ended = run_bounded(cmd, &out, limit)?;
+    Ok((ended, tail_lines(&mut out, 0)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

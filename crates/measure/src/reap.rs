@@ -440,15 +440,11 @@ fn remove_tmp_records(parent: u32) {
 /// killed when it ends or at the limit (crate::pgroup); stdout and stderr
 /// in memory, the last line in the error.
 fn run_timeout(cmd: &mut Command, limit: Duration) -> Result<(), String> {
-    use crate::pgroup::{last_line, run_bounded, scratch_file, tail_lines, Ended};
-    let mut out = scratch_file().map_err(|e| e.to_string())?;
-    match run_bounded(cmd, &out, limit).map_err(|e| e.to_string())? {
-        Ended::Exited(st) if st.success() => Ok(()),
-        Ended::Exited(st) => Err(format!(
-            "ended with {st}: {}",
-            last_line(&tail_lines(&mut out, 0))
-        )),
-        Ended::TimedOut => Err(format!(
+    use crate::pgroup::{last_line, output_bounded, Ended};
+    match output_bounded(cmd, limit).map_err(|e| e.to_string())? {
+        (Ended::Exited(st), _) if st.success() => Ok(()),
+        (Ended::Exited(st), lines) => Err(format!("ended with {st}: {}", last_line(&lines))),
+        (Ended::TimedOut, _) => Err(format!(
             "still running after {} s, its process group killed",
             limit.as_secs()
         )),

@@ -81,7 +81,7 @@ pub trait Dut {
         Ok(())
     }
     /// `e` with what the DuT can add (a guest: its console log's path).
-    fn explain(&self, e: DutError) -> DutError {
+    fn explain(&mut self, e: DutError) -> DutError {
         e
     }
 }

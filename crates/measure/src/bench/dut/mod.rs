@@ -190,10 +190,10 @@ pub fn select(
             specs.push(Box::new(SpecDut::new(s)));
         }
     }
-    let mut guests: Vec<(String, Box<dyn Dut>)> = Vec::new();
+    let mut guests: Vec<Box<dyn Dut>> = Vec::new();
     for d in names {
         if let Some(g) = in_guest(d)? {
-            guests.push((d.clone(), g));
+            guests.push(g);
             continue;
         }
         if !known.contains(d) {
@@ -216,7 +216,7 @@ pub fn select(
         .into_iter()
         .filter(|d| want.contains(&d.name()))
         .collect();
-    duts.extend(guests.into_iter().map(|(_, g)| g));
+    duts.extend(guests);
     duts.sort_by_key(|d| want.iter().position(|w| *w == d.name()));
     duts.extend(specs);
     Ok(duts)

@@ -19,16 +19,18 @@
 //! both_ways = true                         # forwards d1 -> d0 too (default; --direction bi)
 //!
 //! [vm]                                     # optional: start, run and stop run in a guest
-//! kernel = "/boot/vmlinuz-6.1.0-57-cloud-amd64"  # default: the newest *-cloud-amd64 in /boot
-//! modules = "/lib/modules/6.1.0-57-cloud-amd64"  # default: /lib/modules/RELEASE
+//! kernel = "/opt/linerate/guest/boot/vmlinuz-6.1.0-57-cloud-amd64"  # the default: scripts/setup.sh's
+//! modules = "/opt/linerate/guest/lib/modules/6.1.0-57-cloud-amd64"  # default: lib/modules/RELEASE beside boot/
 //! memory = 1024                            # MiB
 //! accel = "auto"                           # KVM if a probe guest boots under it, else TCG; "kvm", "tcg"
 //! boot_timeout = 60                        # seconds until the guest must forward
 //! ```
 //!
 //! With a `[vm]` section the bench builds a guest ([`super::vm`]) and runs
-//! the commands there, `{d0}` and `{d1}` being the guest's NICs (eth0,
-//! eth1) and `{linerate}` the guest's copy of this binary.
+//! `start`, `run` and `stop` there, `{d0}` and `{d1}` being the guest's NICs
+//! (eth0, eth1) and `{linerate}` the guest's copy of this binary; `{spec_dir}`
+//! and `{peers}` (the host's) are an error there, `boot_timeout` replaces
+//! `ready_timeout` and `start_timeout`, and `in_netns` does not apply.
 //!
 //! `start` runs to completion (exit 0: started; exit 3: unavailable, the
 //! DuT is skipped with its last line of output; anything else: failed).
@@ -258,6 +260,26 @@ impl DutSpec {
             Some(v) => Some(super::vm::VmSpec::check(v, dir, &field)?),
             None => None,
         };
+        if vm.is_some() {
+            // The guest has neither the spec's directory nor scripts/peers.
+            let guest: Vec<&str> = all
+                .iter()
+                .copied()
+                .filter(|p| !matches!(*p, "spec_dir" | "peers"))
+                .collect();
+            for (name, cmd) in [("start", &f.start), ("run", &f.run), ("stop", &f.stop)] {
+                if let Some(c) = cmd {
+                    shell_expand(c, &guest).map_err(|e| {
+                        field(
+                            name,
+                            format!(
+                                "{e} (in a guest, [vm]: {{spec_dir}} and {{peers}} are the host's)"
+                            ),
+                        )
+                    })?;
+                }
+            }
+        }
         Ok(DutSpec {
             name: f.name,
             description: f.description,

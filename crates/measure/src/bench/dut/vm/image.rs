@@ -1,5 +1,6 @@
 //! The guest's boot files, built from what the host has installed (no
-//! image download): the kernel (`linux-image-cloud-amd64`), and an
+//! image download): the kernel (Debian's `linux-image-cloud-amd64`, which
+//! `scripts/setup.sh` unpacks into [`GUEST_ROOT`]), and an
 //! initramfs written here as a cpio archive ("newc", the format the kernel
 //! unpacks) holding busybox (`busybox-static`), the kernel modules the
 //! guest needs (virtio-net, the bridge) in load order, the `linerate`
@@ -20,13 +21,39 @@ pub const INIT: &str = include_str!("init.sh");
 /// has them as modules: the two NICs and the bridge (for `linux-bridge`).
 const MODULES: &[&str] = &["virtio_pci", "virtio_net", "bridge"];
 
+/// Where `scripts/setup.sh` unpacks the guest's kernel and modules
+/// (`boot/`, `lib/modules/`): not installed on the host, where a cloud
+/// kernel in /boot could become the machine's default boot entry.
+pub const GUEST_ROOT: &str = "/opt/linerate/guest";
+
+/// The newest `vmlinuz-*` in `dir` whose name passes `want`.
+fn newest_in(dir: &Path, want: impl Fn(&str) -> bool) -> Option<PathBuf> {
+    std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("vmlinuz-") && want(n))
+        })
+        .max_by_key(|p| version_key(&p.to_string_lossy()))
+}
+
+/// The default guest kernel ([`Kernel::find`]).
+fn default_kernel() -> Option<PathBuf> {
+    newest_in(&Path::new(GUEST_ROOT).join("boot"), |_| true)
+        .or_else(|| newest_in(Path::new("/boot"), |n| n.ends_with("-cloud-amd64")))
+        .or_else(|| newest_in(Path::new("/boot"), |_| true))
+}
+
 /// A guest kernel and its modules.
 #[derive(Clone, Debug)]
 pub struct Kernel {
     pub image: PathBuf,
     /// Its release (`6.1.0-57-cloud-amd64`).
     pub release: String,
-    /// `/lib/modules/RELEASE`.
+    /// Its modules (`.../lib/modules/RELEASE`).
     pub modules: PathBuf,
 }
 
@@ -39,30 +66,15 @@ fn version_key(s: &str) -> Vec<u64> {
 
 impl Kernel {
     /// `kernel` (its release is what follows `vmlinuz-` in its name), or the
-    /// newest `/boot/vmlinuz-*-cloud-amd64` (else the newest `/boot/vmlinuz-*`);
-    /// its modules in `modules`, or `/lib/modules/RELEASE`.
+    /// newest `GUEST_ROOT/boot/vmlinuz-*`, else the newest
+    /// `/boot/vmlinuz-*-cloud-amd64`, else the newest `/boot/vmlinuz-*`; its
+    /// modules in `modules`, or `lib/modules/RELEASE` beside its `boot/`.
     pub fn find(kernel: Option<&Path>, modules: Option<&Path>) -> Result<Kernel, String> {
         let image = match kernel {
             Some(k) => k.to_path_buf(),
-            None => {
-                let mut found: Vec<PathBuf> = std::fs::read_dir("/boot")
-                    .map(|rd| rd.flatten().map(|e| e.path()).collect())
-                    .unwrap_or_default();
-                found.retain(|p| {
-                    p.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.starts_with("vmlinuz-"))
-                });
-                let cloud: Vec<PathBuf> = found
-                    .iter()
-                    .filter(|p| p.to_string_lossy().ends_with("-cloud-amd64"))
-                    .cloned()
-                    .collect();
-                let pool = if cloud.is_empty() { found } else { cloud };
-                pool.into_iter()
-                    .max_by_key(|p| version_key(&p.to_string_lossy()))
-                    .ok_or("no guest kernel: no /boot/vmlinuz-* (install linux-image-cloud-amd64: scripts/setup.sh)")?
-            }
+            None => default_kernel().ok_or(format!(
+                "no guest kernel: nothing in {GUEST_ROOT}/boot or /boot (scripts/setup.sh unpacks Debian's linux-image-cloud-amd64 there)"
+            ))?,
         };
         if let Err(e) = std::fs::File::open(&image) {
             return Err(format!("kernel {}: {e}", image.display()));
@@ -81,7 +93,12 @@ impl Kernel {
                     image.display()
                 ))
             }
-            None => Path::new("/lib/modules").join(&release),
+            None => image
+                .parent()
+                .and_then(Path::parent)
+                .unwrap_or(Path::new("/"))
+                .join("lib/modules")
+                .join(&release),
         };
         if !modules.join("modules.dep").is_file() {
             return Err(format!(
@@ -294,14 +311,12 @@ fn cpio_entry(
 /// The shared libraries `exe` needs (with the dynamic loader), as `ldd`
 /// lists them; none for a static one.
 fn shared_libraries(exe: &Path) -> Result<Vec<PathBuf>, String> {
-    let out = crate::pgroup::scratch_file().map_err(|e| e.to_string())?;
     let mut c = std::process::Command::new("ldd");
     c.arg(exe);
     crate::guard::die_with_parent(&mut c);
-    let ended = crate::pgroup::run_bounded(&mut c, &out, Duration::from_secs(10))
+    let (ended, lines) = crate::pgroup::output_bounded(&mut c, Duration::from_secs(10))
         .map_err(|e| format!("ldd {}: {e}", exe.display()))?;
-    let mut out = out;
-    let text = crate::pgroup::tail_lines(&mut out, 0).join("\n");
+    let text = lines.join("\n");
     match ended {
         crate::pgroup::Ended::Exited(_) if text.contains("not a dynamic executable") => {
             return Ok(Vec::new())

@@ -6,6 +6,7 @@
 #   up SECONDS     the NICs are up, SECONDS after the kernel started
 #   running        the DuT is started
 #   out: LINE      a line of the DuT's `run` output, once it ended
+#   run ended with STATUS
 #   fail: WHY      set-up failed (the guest then powers off)
 # It powers off when the bench writes "stop" on the console, or when the
 # DuT's `run` ends by itself.
@@ -20,6 +21,7 @@ mount -t devtmpfs devtmpfs /dev 2>/dev/null
 mount -t tmpfs tmpfs /run
 mount -t bpf bpf /sys/fs/bpf 2>/dev/null
 while read -r m; do
+  [ -n "$m" ] || continue
   insmod "/lib/modules/$m" || fail "insmod $m"
 done < /dut/modules
 n=0
@@ -32,9 +34,14 @@ if [ -s /dut/start ]; then
   sh /dut/start || fail "start exited with $?"
 fi
 if [ -s /dut/run ]; then
-  sh /dut/run > /run/run.log 2>&1 &
+  # A process group of its own (setsid), so that stop reaches whatever it
+  # started. SIGTERM, not SIGINT: a shell without job control starts
+  # background commands with SIGINT ignored. SIGKILL 5 s later.
+  setsid sh /dut/run > /run/run.log 2>&1 &
   pid=$!
-  ( while read -r l; do [ "$l" = stop ] && kill -INT $pid; done < /dev/ttyS0 ) &
+  ( while read -r l; do
+      if [ "$l" = stop ]; then kill -TERM -$pid; sleep 5; kill -KILL -$pid; fi
+    done < /dev/ttyS0 ) 2>/dev/null &
   say "running"
   wait $pid
   rc=$?

@@ -6,8 +6,8 @@
 //!  [ d0 ] <-XDP redirect-> [ tap0 ] <-virtio-net-> [ eth0  DuT  eth1 ] <-> [ tap1 ] <-XDP-> [ d1 ]
 //! ```
 //!
-//! The bench builds the guest itself ([`image`]): the host's Debian guest
-//! kernel and an initramfs with busybox, the virtio-net modules, this
+//! The bench builds the guest itself ([`image`]): Debian's cloud kernel
+//! (unpacked by `scripts/setup.sh` into [`image::GUEST_ROOT`]) and an initramfs with busybox, the virtio-net modules, this
 //! `linerate` binary and the DuT spec's commands, which run inside the
 //! guest with `{d0}` = eth0, `{d1}` = eth1, `{linerate}` = the guest's copy
 //! and `{cpu}` = 0. The guest's NICs carry d0's and d1's MACs and
@@ -43,28 +43,23 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// A KVM guest that has not printed its first line by then does not boot
-/// (on hosts without nested virtualisation KVM guests hang in early boot).
+/// (on hosts without nested virtualisation KVM guests hang in early boot,
+/// or qemu aborts at once: both were seen on this project's machines).
 pub const KVM_PROBE_LIMIT: Duration = Duration::from_secs(10);
+
+/// The most a guest's console log may hold (bytes): qemu is its only
+/// writer, and is killed (SIGXFSZ) beyond.
+const CONSOLE_LIMIT: libc::rlim_t = 64 << 20;
 
 /// Default time from qemu's start until the guest must forward (TCG boots
 /// the Debian cloud kernel in about 4 s; linerate's start under TCG takes
 /// a few more).
 pub const BOOT_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Where the guests' boot files are built: `PID-NS-NAME/`, removed when the
-/// guest stops (and by the next run, for a bench that was killed).
+/// Where the guests' boot files are built: `PID-NS-NAME/` (`PID-kvm-probe/`
+/// for the probe), removed when the guest stops, by the watchdog if the
+/// bench is killed while a guest runs, and else by the next run.
 pub const IMAGE_DIR: &str = "/run/linerate/vm";
-
-/// The built-in DuTs that run in a guest as `vm:NAME`.
-pub const GUEST_DUTS: &[&str] = &[
-    "linux-bridge",
-    "linux-ipfwd",
-    "linerate-afpacket",
-    "linerate-afpacket-v3",
-    "linerate-afpacket-mmsg",
-    "linerate-afxdp",
-    "linerate-xdp",
-];
 
 /// The `[vm]` section of a DuT spec file, as written.
 #[derive(Deserialize, Debug)]
@@ -106,7 +101,7 @@ impl Accel {
 /// A checked `[vm]` section.
 #[derive(Clone, Debug, PartialEq)]
 pub struct VmSpec {
-    /// The guest kernel (default: the newest `/boot/vmlinuz-*-cloud-amd64`).
+    /// The guest kernel (default: [`Kernel::find`]'s).
     pub kernel: Option<PathBuf>,
     /// Its modules (default: `/lib/modules/RELEASE`).
     pub modules: Option<PathBuf>,
@@ -234,7 +229,7 @@ fn probe_kvm_once(kernel: &Kernel) -> (Accel, String) {
     };
     let r = (|| -> Result<(Accel, String), String> {
         let mut img = Image::default();
-        img.add_file("/bin/busybox", &image::which("busybox")?)?;
+        img.add_program("/bin/busybox", &image::which("busybox")?)?;
         img.add(
             "/init",
             0o755,
@@ -249,11 +244,9 @@ fn probe_kvm_once(kernel: &Kernel) -> (Accel, String) {
         for cpu in ["host", "max"] {
             let mut c = qemu_command(Accel::Kvm, cpu, kernel, &initrd, 256, &[])?;
             crate::guard::die_with_parent(&mut c);
-            let mut out = crate::pgroup::scratch_file().map_err(|e| e.to_string())?;
             let t = Instant::now();
-            let ended = crate::pgroup::run_bounded(&mut c, &out, KVM_PROBE_LIMIT)
+            let (ended, lines) = crate::pgroup::output_bounded(&mut c, KVM_PROBE_LIMIT)
                 .map_err(|e| format!("qemu: {e}"))?;
-            let lines = crate::pgroup::tail_lines(&mut out, 0);
             if lines.iter().any(|l| l.contains("linerate-probe: up")) {
                 let _ = KVM_CPU.set(cpu);
                 return Ok((
@@ -305,10 +298,7 @@ fn qemu_command(
     nics: &[(&str, String)],
 ) -> Result<std::process::Command, String> {
     let mut c = std::process::Command::new(image::which("qemu-system-x86_64")?);
-    let a = match accel {
-        Accel::Kvm => "kvm",
-        Accel::Tcg => "tcg",
-    };
+    let a = accel.name();
     c.args(["-accel", a, "-cpu", cpu, "-smp", "1", "-m"])
         .arg(memory.to_string())
         .args([
@@ -414,16 +404,19 @@ fn cleanup_script(dir: &Path, ns: &str) -> Result<PathBuf, String> {
         "#!/bin/sh\n# linerate bench: removes a guest's boot files if the bench dies (run by its watchdog).\n[ \"$1\" = stop ] || exit 2\nrm -f \"$0\"\nrm -rf -- {}\n",
         shell_quote(&dir.display().to_string())
     );
+    // A new file (the name is this run's, PID-NS-NAME): never one that
+    // is there, nor through a symlink.
     let mut f = std::fs::OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
         .mode(0o700)
         .custom_flags(libc::O_NOFOLLOW)
         .open(&p)
         .map_err(|e| format!("{}: {e}", p.display()))?;
-    f.write_all(body.as_bytes())
-        .map_err(|e| format!("{}: {e}", p.display()))?;
+    if let Err(e) = f.write_all(body.as_bytes()) {
+        let _ = std::fs::remove_file(&p);
+        return Err(format!("{}: {e}", p.display()));
+    }
     crate::guard::register_peer(&p, ns);
     Ok(p)
 }
@@ -518,7 +511,7 @@ impl VmDut {
     ) -> Result<(), String> {
         let mut img = Image::default();
         img.add("/init", 0o755, image::INIT.as_bytes().to_vec());
-        img.add_file("/bin/busybox", &image::which("busybox")?)?;
+        img.add_program("/bin/busybox", &image::which("busybox")?)?;
         img.add_program("/bin/linerate", &env.linerate)?;
         img.add_program("/sbin/ip", &image::which("ip")?)?;
         img.add_program("/sbin/bridge", &image::which("bridge")?)?;
@@ -526,11 +519,8 @@ impl VmDut {
         for m in &order {
             img.add_file(&format!("/lib/modules/{m}"), &k.modules.join(m))?;
         }
-        img.add(
-            "/dut/modules",
-            0o644,
-            (order.join("\n") + "\n").into_bytes(),
-        );
+        let list: String = order.iter().map(|m| format!("{m}\n")).collect();
+        img.add("/dut/modules", 0o644, list.into_bytes());
         let values = self.guest_values(bed);
         // busybox's sh runs its own applets before what PATH finds: `ip`
         // and `bridge` must be iproute2's, as on the host.
@@ -611,6 +601,20 @@ impl VmDut {
             .args(q.get_args());
         crate::guard::die_with_parent(&mut c);
         super::device::on_cpu(&mut c, env.cpu);
+        // The console log is bounded: a guest that writes more gets qemu
+        // killed (SIGXFSZ), an error naming the log.
+        // SAFETY: setrlimit is async-signal-safe; the struct is a copy.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            c.pre_exec(|| {
+                let l = libc::rlimit {
+                    rlim_cur: CONSOLE_LIMIT,
+                    rlim_max: CONSOLE_LIMIT,
+                };
+                libc::setrlimit(libc::RLIMIT_FSIZE, &l);
+                Ok(())
+            });
+        }
         let log = self.console.as_ref().ok_or("no console log")?;
         let mut g =
             Group::spawn_with_stdin(&mut c, std::process::Stdio::piped(), &log.file, &log.file)
@@ -668,19 +672,42 @@ pub fn read_console(lines: &[String]) -> Console {
     }
 }
 
-/// What the console's `lines` say ended the guest.
+/// The longest console text an error quotes.
+const CAUSE_CHARS: usize = 200;
+
+/// `line` as an error may quote it: control characters (a lone CR, escape
+/// sequences) as spaces, at most [`CAUSE_CHARS`] characters.
+fn quotable(line: &str) -> String {
+    let t: String = line
+        .trim()
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(CAUSE_CHARS + 1)
+        .collect();
+    if t.chars().count() > CAUSE_CHARS {
+        t.chars().take(CAUSE_CHARS).collect::<String>() + "..."
+    } else {
+        t
+    }
+}
+
+/// What the console's `lines` say ended the guest, in one line: a kernel
+/// panic, the init's failure, the DuT's end and its last words, or the
+/// console's last line.
 fn guest_cause(lines: &[String]) -> String {
-    let g = |l: &str| l.strip_prefix("linerate-guest: ").map(str::to_string);
+    fn g(l: &str) -> Option<&str> {
+        l.strip_prefix("linerate-guest: ")
+    }
     if let Some(p) = lines.iter().find(|l| l.contains("Kernel panic")) {
-        return format!("the guest kernel panicked: {}", p.trim());
+        return format!("the guest kernel panicked: {}", quotable(p));
     }
     if let Some(f) = lines
         .iter()
         .filter_map(|l| g(l))
         .rev()
-        .find_map(|l| l.strip_prefix("fail: ").map(String::from))
+        .find_map(|l| l.strip_prefix("fail: "))
     {
-        return format!("the guest's set-up failed: {f}");
+        return format!("the guest's set-up failed: {}", quotable(f));
     }
     if let Some(r) = lines
         .iter()
@@ -690,16 +717,16 @@ fn guest_cause(lines: &[String]) -> String {
         let out = lines
             .iter()
             .filter_map(|l| g(l))
-            .filter_map(|l| l.strip_prefix("out: ").map(String::from))
+            .filter_map(|l| l.strip_prefix("out: "))
             .rfind(|l| !l.trim().is_empty())
             .unwrap_or_default();
-        return format!("the DuT's {r}: {}", out.trim());
+        return format!("the DuT's {}: {}", quotable(r), quotable(out));
     }
     let last = crate::pgroup::last_line(lines);
     if last.is_empty() {
         "the guest printed nothing".into()
     } else {
-        format!("its console's last line: {}", last.trim())
+        format!("its console's last line: {}", quotable(&last))
     }
 }
 
@@ -753,8 +780,10 @@ impl Dut for VmDut {
         Some(self.spec.text_hash.clone())
     }
     fn version(&self) -> String {
-        // The spec's `version` (run on the host: the guest runs the same
-        // binaries); without one the DuT is the guest's kernel.
+        // The spec's `version` runs on the host (right for `{linerate}`,
+        // which the guest runs a copy of; a command that asks the host's
+        // kernel answers for the host); without one the DuT is the guest's
+        // kernel.
         let inner = self.spec.version.as_ref().map(|_| {
             let mut host = self.spec.clone();
             host.vm = None;
@@ -808,10 +837,14 @@ impl Dut for VmDut {
         }
         Ok(())
     }
-    fn explain(&self, e: DutError) -> DutError {
+    fn explain(&mut self, e: DutError) -> DutError {
         match e {
             DutError::Failed(m) if self.console.is_some() && !m.contains("console log") => {
-                self.failed(m)
+                // The guest's limit is vm.boot_timeout (ready_timeout for
+                // a DuT on the host).
+                let m = m.replace("(ready_timeout ", "(vm.boot_timeout ");
+                let cause = self.cause();
+                self.failed(format!("{m}; {cause}"))
             }
             e => e,
         }
@@ -842,7 +875,9 @@ impl Dut for VmDut {
         }
         let c = read_console(&lines);
         if let Some(r) = &c.run_ended {
-            if !matches!(r.as_str(), "0" | "130") {
+            // 0: it ended on SIGTERM by itself (linerate); 130, 143: by
+            // SIGINT or SIGTERM; 137 (SIGKILL 5 s after SIGTERM) is a failure.
+            if !matches!(r.as_str(), "0" | "130" | "143") {
                 return Err(self.failed(format!("the DuT's run ended with {r}: {}", c.cause)));
             }
         }
@@ -878,10 +913,9 @@ fn qemu_version() -> String {
             let mut c = std::process::Command::new(image::which("qemu-system-x86_64")?);
             c.arg("--version");
             crate::guard::die_with_parent(&mut c);
-            let mut out = crate::pgroup::scratch_file().map_err(|e| e.to_string())?;
-            crate::pgroup::run_bounded(&mut c, &out, Duration::from_secs(10))
+            let (_, lines) = crate::pgroup::output_bounded(&mut c, Duration::from_secs(10))
                 .map_err(|e| e.to_string())?;
-            Ok(crate::pgroup::tail_lines(&mut out, 0)
+            Ok(lines
                 .first()
                 .map(|l| l.trim().to_string())
                 .unwrap_or_else(|| "qemu (version unknown)".into()))
@@ -950,6 +984,37 @@ mod tests {
             "in a guest under KVM"
         );
         assert_eq!(note(&serde_json::json!({})), None);
+    }
+
+    #[test]
+    fn console_text_is_quoted_short_and_without_control_characters() {
+        let long = format!("linerate-guest: fail: {}\r\x1b[31m", "x".repeat(5000));
+        let c = guest_cause(&[long]);
+        assert!(c.starts_with("the guest's set-up failed: xxx"), "{c}");
+        assert!(c.ends_with("..."), "{c}");
+        assert!(!c.chars().any(char::is_control), "{c:?}");
+        assert!(c.chars().count() <= 240, "{}", c.chars().count());
+    }
+
+    #[test]
+    fn a_guest_spec_may_not_name_the_hosts_directories() {
+        for field in ["start", "run", "stop"] {
+            let t = format!(
+                "name = \"g\"\ndescription = \"d\"\nmode = \"l3\"\nrun = \"true\"\n{field} = \"{{spec_dir}}/fwd\"\n[vm]\n"
+            );
+            let t = if field == "run" {
+                t.replacen("run = \"true\"\n", "", 1)
+            } else {
+                t
+            };
+            let e = DutSpec::parse(&t, "g.toml", Path::new("/d")).unwrap_err();
+            assert!(e.starts_with(&format!("g.toml: field `{field}`: ")), "{e}");
+            assert!(e.contains("{spec_dir} and {peers} are the host's"), "{e}");
+        }
+        // On the host they are fine.
+        let t =
+            "name = \"g\"\ndescription = \"d\"\nmode = \"l3\"\nrun = \"{spec_dir}/fwd {peers}\"\n";
+        assert!(DutSpec::parse(t, "g.toml", Path::new("/d")).is_ok());
     }
 
     #[test]
