@@ -17,7 +17,6 @@
 use linerate_io::{Batch, OpenOptions, Pkt};
 use linerate_measure::bench::dut::{self, DutEnv};
 use linerate_measure::testbed::{Testbed, TestbedConfig};
-use linerate_wire::build::{build_udp, FrameParams, IpPair};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -25,7 +24,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod support;
-use support::{netns_with, require_root, require_tool, wait_until, Proc, TempDir, EXE};
+use support::{
+    mixed_frame, netns_with, require_root, require_tool, wait_until, Proc, TempDir, EXE,
+};
 
 /// One guest at a time: each runs on the DuT's CPU, and a watchdog's second
 /// sweep kills processes in namespaces with the inode numbers of the beds
@@ -50,44 +51,11 @@ const N: u64 = 10_000;
 /// The UDP port of readiness probes (data frames use 9).
 const PROBE_PORT: u16 = 7;
 
-/// Frame `i` to `dst` (d0's MAC: the guest's NIC filters on it as a NIC
-/// does until it is promiscuous): size, VLAN tag, IP version and payload
-/// from `i`; `probe`: a readiness probe instead.
+/// Frame `i` ([`mixed_frame`]) to `dst` (d0's MAC: the guest's NIC filters
+/// on it as a NIC does until it is promiscuous); `probe`: a readiness probe
+/// (UDP port [`PROBE_PORT`]) instead.
 fn frame(i: u64, dst: [u8; 6], probe: bool, buf: &mut [u8; 1514]) -> usize {
-    let len = 60 + ((i * 7919) % (1514 - 60 + 1)) as usize;
-    let vlan_tag = [100 + (i % 7) as u16];
-    let vlans: &[u16] = if i.is_multiple_of(3) { &vlan_tag } else { &[] };
-    let v6 = i % 2 == 1;
-    let ip = if v6 {
-        let mut s = [0u8; 16];
-        s[0] = 0xfd;
-        s[15] = 1;
-        let mut d = s;
-        d[15] = 2;
-        IpPair::V6 { src: s, dst: d }
-    } else {
-        IpPair::V4 {
-            src: [10, 9, 1, 1],
-            dst: [10, 9, 2, 2],
-        }
-    };
-    let hdr = 14 + 4 * vlans.len() + if v6 { 40 } else { 20 } + 8;
-    let mut payload = [0u8; 1514];
-    let plen = len.saturating_sub(hdr);
-    for (k, b) in payload[..plen].iter_mut().enumerate() {
-        *b = (i as u8).wrapping_mul(31).wrapping_add(k as u8);
-    }
-    payload[..8.min(plen)].copy_from_slice(&i.to_be_bytes()[..8.min(plen)]);
-    let mut p = FrameParams::new(ip);
-    p.eth_dst = dst;
-    p.vlans = vlans;
-    p.payload = &payload[..plen];
-    let port = if probe { PROBE_PORT } else { 9 };
-    let n = build_udp(&mut buf[..], &p, 1000 + (i % 50) as u16, port).expect("frame fits");
-    if n < len {
-        buf[n..len].fill(0);
-    }
-    len.max(n)
+    mixed_frame(i, Some(dst), if probe { PROBE_PORT } else { 9 }, buf)
 }
 
 /// The UDP destination port of `f` (VLAN tag or not, IPv4 or IPv6).

@@ -6,7 +6,6 @@
 
 use linerate_io::{Batch, OpenOptions, Pkt};
 use linerate_measure::testbed::{Testbed, TestbedConfig};
-use linerate_wire::build::{build_udp, FrameParams, IpPair};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,42 +19,9 @@ const NO_PKT: Pkt = unsafe { Pkt::from_raw(std::ptr::null_mut(), 0, 0, 0) };
 
 const N: u64 = 100_000;
 
-/// Frame number `i`: deterministic size, VLAN tag, IP version and payload.
+/// Frame number `i` ([`mixed_frame`], to the default MAC, UDP port 9).
 fn frame(i: u64, buf: &mut [u8; 1514]) -> usize {
-    // Sizes cycle through 60..=1514 with a stride that hits both ends.
-    let len = 60 + ((i * 7919) % (1514 - 60 + 1)) as usize;
-    let vlan_tag = [100 + (i % 7) as u16];
-    let vlans: &[u16] = if i.is_multiple_of(3) { &vlan_tag } else { &[] };
-    let v6 = i % 2 == 1;
-    let ip = if v6 {
-        let mut s = [0u8; 16];
-        s[0] = 0xfd;
-        s[15] = 1;
-        let mut d = s;
-        d[15] = 2;
-        IpPair::V6 { src: s, dst: d }
-    } else {
-        IpPair::V4 {
-            src: [10, 9, 1, 1],
-            dst: [10, 9, 2, 2],
-        }
-    };
-    let hdr = 14 + 4 * vlans.len() + if v6 { 40 } else { 20 } + 8;
-    let mut payload = [0u8; 1514];
-    let plen = len.saturating_sub(hdr);
-    for (k, b) in payload[..plen].iter_mut().enumerate() {
-        *b = (i as u8).wrapping_mul(31).wrapping_add(k as u8);
-    }
-    payload[..8.min(plen)].copy_from_slice(&i.to_be_bytes()[..8.min(plen)]);
-    let mut p = FrameParams::new(ip);
-    p.vlans = vlans;
-    p.payload = &payload[..plen];
-    let n = build_udp(&mut buf[..], &p, 1000 + (i % 50) as u16, 9).expect("frame fits");
-    // Short IPv6/VLAN headers may leave the frame below 60: pad with zeros.
-    if n < len {
-        buf[n..len].fill(0);
-    }
-    len.max(n)
+    mixed_frame(i, None, 9, buf)
 }
 
 fn run_backend(scheme: &str) {

@@ -285,3 +285,48 @@ impl Drop for Cleanup {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+use linerate_wire::build::{build_udp, FrameParams, IpPair};
+
+/// Frame number `i` of the end-to-end tests that check frames byte for
+/// byte: deterministic size (60..=1514), VLAN tag (every third), IP version
+/// (odd: IPv6) and payload; to `dst` (default: FrameParams's), UDP port `dport`.
+pub fn mixed_frame(i: u64, dst: Option<[u8; 6]>, dport: u16, buf: &mut [u8; 1514]) -> usize {
+    // Sizes cycle through 60..=1514 with a stride that hits both ends.
+    let len = 60 + ((i * 7919) % (1514 - 60 + 1)) as usize;
+    let vlan_tag = [100 + (i % 7) as u16];
+    let vlans: &[u16] = if i.is_multiple_of(3) { &vlan_tag } else { &[] };
+    let v6 = i % 2 == 1;
+    let ip = if v6 {
+        let mut s = [0u8; 16];
+        s[0] = 0xfd;
+        s[15] = 1;
+        let mut d = s;
+        d[15] = 2;
+        IpPair::V6 { src: s, dst: d }
+    } else {
+        IpPair::V4 {
+            src: [10, 9, 1, 1],
+            dst: [10, 9, 2, 2],
+        }
+    };
+    let hdr = 14 + 4 * vlans.len() + if v6 { 40 } else { 20 } + 8;
+    let mut payload = [0u8; 1514];
+    let plen = len.saturating_sub(hdr);
+    for (k, b) in payload[..plen].iter_mut().enumerate() {
+        *b = (i as u8).wrapping_mul(31).wrapping_add(k as u8);
+    }
+    payload[..8.min(plen)].copy_from_slice(&i.to_be_bytes()[..8.min(plen)]);
+    let mut p = FrameParams::new(ip);
+    if let Some(d) = dst {
+        p.eth_dst = d;
+    }
+    p.vlans = vlans;
+    p.payload = &payload[..plen];
+    let n = build_udp(&mut buf[..], &p, 1000 + (i % 50) as u16, dport).expect("frame fits");
+    // Short IPv6/VLAN headers may leave the frame below 60: pad with zeros.
+    if n < len {
+        buf[n..len].fill(0);
+    }
+    len.max(n)
+}

@@ -773,6 +773,17 @@ pub fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
+impl DutSpec {
+    /// Where it is described, as the report says it: "built-in", or its file.
+    pub fn origin_label(&self) -> String {
+        if self.origin.starts_with("built-in") {
+            "built-in".into()
+        } else {
+            self.origin.clone()
+        }
+    }
+}
+
 impl Dut for SpecDut {
     fn name(&self) -> String {
         self.spec.name.clone()
@@ -790,11 +801,7 @@ impl Dut for SpecDut {
         self.spec.both_ways
     }
     fn origin(&self) -> String {
-        if self.spec.origin.starts_with("built-in") {
-            "built-in".into()
-        } else {
-            self.spec.origin.clone()
-        }
+        self.spec.origin_label()
     }
     fn spec_hash(&self) -> Option<String> {
         Some(self.spec.text_hash.clone())

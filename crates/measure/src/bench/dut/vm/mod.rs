@@ -770,11 +770,7 @@ impl Dut for VmDut {
         self.spec.both_ways
     }
     fn origin(&self) -> String {
-        if self.spec.origin.starts_with("built-in") {
-            "built-in".into()
-        } else {
-            self.spec.origin.clone()
-        }
+        self.spec.origin_label()
     }
     fn spec_hash(&self) -> Option<String> {
         Some(self.spec.text_hash.clone())
