@@ -139,7 +139,7 @@ struct SpecFile {
     stop_timeout: Option<f64>,
     in_netns: Option<bool>,
     both_ways: Option<bool>,
-    vm: Option<super::vm::VmFile>,
+    vm: Option<super::vm::section::VmFile>,
 }
 
 /// A checked DuT spec.
@@ -168,7 +168,7 @@ pub struct DutSpec {
     pub dir: PathBuf,
     /// With a `[vm]` section: `start`, `run` and `stop` run in a guest
     /// ([`super::vm`]).
-    pub vm: Option<super::vm::VmSpec>,
+    pub vm: Option<super::vm::section::VmSpec>,
 }
 
 impl DutSpec {
@@ -257,7 +257,7 @@ impl DutSpec {
         let start_timeout = seconds("start_timeout", f.start_timeout, START_TIMEOUT)?;
         let stop_timeout = seconds("stop_timeout", f.stop_timeout, STOP_TIMEOUT)?;
         let vm = match f.vm {
-            Some(v) => Some(super::vm::VmSpec::check(v, dir, &field)?),
+            Some(v) => Some(super::vm::section::VmSpec::check(v, dir, &field)?),
             None => None,
         };
         if vm.is_some() {
